@@ -1,0 +1,10 @@
+"""netsim: a discrete-event network simulator for decentralised, privacy-preserving learning."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("netsim")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]

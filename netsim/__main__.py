@@ -1,0 +1,7 @@
+"""Allow ``python -m netsim``."""
+
+import sys
+
+from netsim.cli import main
+
+sys.exit(main())

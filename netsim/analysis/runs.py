@@ -1,0 +1,84 @@
+"""Run directories as pandas DataFrames."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from netsim.errors import RunDirectoryError
+from netsim.scenario.loader import load_scenario
+from netsim.scenario.schema import Scenario
+from netsim.storage import MANIFEST, SCENARIO, is_complete_run
+from netsim.units import format_duration
+
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of a complete run directory."""
+    path = Path(path)
+    if not is_complete_run(path):
+        raise RunDirectoryError(
+            f"{path}: not a complete run directory (no manifest.json with status 'complete')"
+        )
+    return json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+
+
+def load_run(path: Path) -> dict[str, pd.DataFrame]:
+    """Every event table of a complete run, each row tagged with the run id (first column)."""
+    path = Path(path)
+    manifest = load_manifest(path)
+    run_id = manifest["run_id"]
+    frames: dict[str, pd.DataFrame] = {}
+    for name in manifest["tables"]:
+        file = path / f"{name}.parquet"
+        if not file.is_file():
+            raise RunDirectoryError(f"{path}: table file {file.name} is missing")
+        frame = pq.read_table(file).to_pandas()
+        frame.insert(0, "run_id", run_id)
+        frames[name] = frame
+    return frames
+
+
+def load_run_scenario(path: Path) -> Scenario:
+    """The resolved scenario a run was made from."""
+    return load_scenario(Path(path) / SCENARIO)
+
+
+def summarize_run(tables: dict[str, pd.DataFrame], scenario: Scenario) -> list[str]:
+    """A few lines a person wants to see after a run."""
+    lines = [f"scenario {scenario.name}: {scenario.nodes} nodes, "
+             f"{format_duration(scenario.duration)} simulated, seed {scenario.seed}"]
+    samples = tables.get("samples")
+    if samples is not None and len(samples):
+        online = samples["online"].to_numpy()
+        lines.append(
+            f"online nodes: mean {online.mean():.0f} ({online.mean() / scenario.nodes:.0%}), "
+            f"min {online.min()}, max {online.max()}"
+        )
+        last = samples.iloc[-1]
+        lines.append(
+            f"messages: {last['messages_sent']} sent, {last['messages_delivered']} delivered, "
+            f"{last['messages_lost']} lost; churn transitions: {last['churn_transitions']}"
+        )
+    lost = tables.get("messages_lost")
+    if lost is not None and len(lost):
+        reasons = lost["reason"].value_counts().sort_index()
+        lines.append("lost by reason: " + ", ".join(f"{r} {c}" for r, c in reasons.items()))
+    broadcasts = tables.get("broadcasts")
+    if broadcasts is not None and len(broadcasts):
+        for column in (c for c in broadcasts.columns if c.startswith("t") and c[1:2].isdigit()):
+            reached = broadcasts[column].dropna()
+            if reached.empty:
+                lines.append(f"broadcast {column}: never reached in {len(broadcasts)} updates")
+                continue
+            lines.append(
+                f"broadcast time to {column[1:]}% of online nodes: median "
+                f"{format_duration(float(np.median(reached)))}, max "
+                f"{format_duration(float(reached.max()))} "
+                f"({len(reached)}/{len(broadcasts)} updates)"
+            )
+    return lines

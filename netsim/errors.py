@@ -1,0 +1,32 @@
+"""The typed error hierarchy.
+
+Every error a user can cause (a bad scenario, trace or data file) is a :class:`NetsimError`
+whose message names the file, key path or line and what is allowed. The command line prints
+that message alone, without a traceback, and exits non-zero.
+"""
+
+from __future__ import annotations
+
+
+class NetsimError(Exception):
+    """Base class of every error netsim raises on purpose."""
+
+
+class ScenarioError(NetsimError):
+    """A scenario file (or a ``--set`` override) is not valid."""
+
+
+class TraceError(NetsimError):
+    """A churn trace file is missing or malformed."""
+
+
+class TopologyError(NetsimError):
+    """A topology cannot be built as asked (bad edge list, impossible parameters)."""
+
+
+class RunDirectoryError(NetsimError):
+    """A run directory is missing, incomplete or unreadable."""
+
+
+class SimulationError(NetsimError):
+    """The simulation reached a state its configuration should have excluded."""

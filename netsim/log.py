@@ -1,0 +1,168 @@
+"""Event-log tables with fixed schemas, written to Parquet in chunks and atomically.
+
+DESIGN principle 6: logs are tables. Each event kind has a :class:`TableSchema`; a component
+registers the tables it writes with :meth:`EventLog.table` and appends rows positionally in
+schema order. Rows are buffered and flushed as Parquet row groups to ``<name>.parquet.tmp``;
+:meth:`EventLog.close` renames each finished file into place, so a run that is interrupted
+never leaves a ``.parquet`` file that looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from netsim.errors import SimulationError
+
+F64 = pa.float64()
+I64 = pa.int64()
+I32 = pa.int32()
+BOOL = pa.bool_()
+STR = pa.string()
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """The fixed schema of one event table: its name, columns (in order) and meaning."""
+
+    name: str
+    columns: tuple[tuple[str, pa.DataType], ...]
+    description: str
+
+    def arrow_schema(self) -> pa.Schema:
+        """The schema as pyarrow sees it."""
+        return pa.schema([pa.field(name, dtype, nullable=False) for name, dtype in self.columns])
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.columns)
+
+
+class EventTable:
+    """Row buffer of one table; rows are appended positionally, in schema order."""
+
+    def __init__(self, schema: TableSchema, directory: Path | None, chunk_rows: int) -> None:
+        self.schema = schema
+        self._arrow_schema = schema.arrow_schema()
+        self._columns: list[list[object]] = [[] for _ in schema.columns]
+        self._directory = directory
+        self._chunk_rows = chunk_rows
+        self._writer: pq.ParquetWriter | None = None
+        self._batches: list[pa.RecordBatch] = []  # in-memory mode only
+        self.rows = 0
+        self._buffered = 0
+
+    def append(self, *values: object) -> None:
+        """Append one row; ``values`` follow the schema's column order."""
+        for column, value in zip(self._columns, values, strict=True):
+            column.append(value)
+        self.rows += 1
+        self._buffered += 1
+        if self._buffered >= self._chunk_rows:
+            self.flush()
+
+    def extend(self, columns: Iterable[Iterable[object]]) -> None:
+        """Append many rows given column-wise (e.g. numpy arrays from a vectorised round)."""
+        added = None
+        for column, values in zip(self._columns, columns, strict=True):
+            before = len(column)
+            column.extend(values)
+            n = len(column) - before
+            if added is not None and n != added:
+                raise SimulationError(f"table {self.schema.name}: columns of unequal length")
+            added = n
+        self.rows += added or 0
+        self._buffered += added or 0
+        if self._buffered >= self._chunk_rows:
+            self.flush()
+
+    def _take_batch(self) -> pa.RecordBatch:
+        arrays = [
+            pa.array(values, type=dtype)
+            for values, (_, dtype) in zip(self._columns, self.schema.columns, strict=True)
+        ]
+        self._columns = [[] for _ in self.schema.columns]
+        self._buffered = 0
+        return pa.RecordBatch.from_arrays(arrays, schema=self._arrow_schema)
+
+    @property
+    def tmp_path(self) -> Path:
+        assert self._directory is not None
+        return self._directory / f"{self.schema.name}.parquet.tmp"
+
+    @property
+    def final_path(self) -> Path:
+        assert self._directory is not None
+        return self._directory / f"{self.schema.name}.parquet"
+
+    def flush(self) -> None:
+        """Write buffered rows as a row group (or keep them in memory without a directory)."""
+        if self._buffered == 0:
+            return
+        batch = self._take_batch()
+        if self._directory is None:
+            self._batches.append(batch)
+            return
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.tmp_path, self._arrow_schema)
+        self._writer.write_batch(batch)
+
+    def close(self) -> None:
+        """Flush and, with a directory, atomically publish ``<name>.parquet``."""
+        self.flush()
+        if self._directory is None:
+            return
+        if self._writer is None:  # an empty table still gets a file with its schema
+            self._writer = pq.ParquetWriter(self.tmp_path, self._arrow_schema)
+        self._writer.close()
+        self._writer = None
+        os.replace(self.tmp_path, self.final_path)
+
+    def to_arrow(self) -> pa.Table:
+        """The rows written so far (in-memory mode) as one Arrow table."""
+        if self._directory is not None:
+            raise SimulationError("to_arrow() is for in-memory logs; read the Parquet file")
+        self.flush()
+        return pa.Table.from_batches(self._batches, schema=self._arrow_schema)
+
+
+class EventLog:
+    """All event tables of one run.
+
+    With ``directory`` the tables stream to Parquet there; without it they stay in memory and
+    :meth:`to_frames` returns them (handy in notebooks and tests).
+    """
+
+    def __init__(self, directory: Path | None = None, *, chunk_rows: int = 250_000) -> None:
+        self.directory = directory
+        self.chunk_rows = chunk_rows
+        self.tables: dict[str, EventTable] = {}
+        self.closed = False
+
+    def table(self, schema: TableSchema) -> EventTable:
+        """Register ``schema`` (idempotent for the same schema) and return its table."""
+        existing = self.tables.get(schema.name)
+        if existing is not None:
+            if existing.schema != schema:
+                raise SimulationError(f"two different schemas for table {schema.name!r}")
+            return existing
+        table = EventTable(schema, self.directory, self.chunk_rows)
+        self.tables[schema.name] = table
+        return table
+
+    def close(self) -> dict[str, int]:
+        """Finish every table; returns the row count per table."""
+        for table in self.tables.values():
+            table.close()
+        self.closed = True
+        return {name: table.rows for name, table in sorted(self.tables.items())}
+
+    def to_frames(self) -> dict[str, pd.DataFrame]:
+        """In-memory mode: every table as a pandas DataFrame."""
+        return {name: table.to_arrow().to_pandas() for name, table in sorted(self.tables.items())}

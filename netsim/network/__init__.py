@@ -1,0 +1,1 @@
+"""The network: topologies, links, node online state and churn."""

@@ -1,0 +1,237 @@
+"""Churn: when each node is online, as one sorted array of transitions replayed by one process.
+
+A :class:`ChurnSchedule` is built before the run (always-on, a synthetic on/off model, or a
+trace), and :class:`ChurnReplay` applies it with a single SimPy process, so churn costs
+O(number of transitions) rather than a sleeping process per node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import simpy
+
+from netsim.distributions import Distribution
+from netsim.log import BOOL, F64, I32, TableSchema
+from netsim.network.nodes import NodeStates
+from netsim.network.traces import IntervalTrace
+from netsim.sim import Simulation
+from netsim.units import DAY
+
+CHURN_TABLE = TableSchema(
+    name="churn",
+    columns=(("time", F64), ("node", I32), ("online", BOOL)),
+    description=(
+        "Node state changes. Every node starts offline; nodes online at time 0 have a row "
+        "(time 0, online=true), so the table alone reconstructs every online interval."
+    ),
+)
+
+
+@dataclass(frozen=True, eq=False)
+class ChurnSchedule:
+    """Initial online state and the transitions after time 0, sorted by (time, node)."""
+
+    initially_online: np.ndarray
+    time: np.ndarray
+    node: np.ndarray
+    online: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.initially_online.size)
+
+    def online_intervals(self, horizon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(node, start, end) of every online interval within ``[0, horizon]``, by node."""
+        nodes = np.concatenate([np.flatnonzero(self.initially_online), self.node])
+        times = np.concatenate([np.zeros(int(self.initially_online.sum())), self.time])
+        states = np.concatenate([np.ones(int(self.initially_online.sum()), bool), self.online])
+        order = np.lexsort((times, nodes))
+        nodes, times, states = nodes[order], times[order], states[order]
+        starts = np.flatnonzero(states)
+        # the next row of the same node is its leave; none means online until the horizon
+        has_end = (starts + 1 < nodes.size) & (
+            nodes[np.minimum(starts + 1, nodes.size - 1)] == nodes[starts]
+        )
+        ends = np.where(has_end, times[np.minimum(starts + 1, nodes.size - 1)], horizon)
+        return nodes[starts], times[starts], ends
+
+
+def schedule_from_intervals(
+    n: int, node: np.ndarray, start: np.ndarray, end: np.ndarray, horizon: float
+) -> ChurnSchedule:
+    """Turn per-node online intervals (sorted per node, non-overlapping) into a schedule.
+
+    Touching intervals of a node are merged (no leave and join at the same instant); anything
+    at or after ``horizon`` is dropped.
+    """
+    node = np.asarray(node, dtype=np.int64)
+    order = np.lexsort((start, node))
+    node, start, end = node[order], np.asarray(start)[order], np.asarray(end)[order]
+    keep = (end > 0) & (start < horizon) & (end > start)
+    node, start, end = node[keep], start[keep], end[keep]
+    if node.size:
+        new_run = np.concatenate([[True], (node[1:] != node[:-1]) | (start[1:] > end[:-1])])
+        run = np.cumsum(new_run) - 1
+        run_end = np.full(int(run[-1]) + 1, -np.inf)
+        np.maximum.at(run_end, run, end)
+        node, start, end = node[new_run], start[new_run], run_end
+    initially = np.zeros(n, dtype=bool)
+    initially[node[start <= 0]] = True
+    joins = start > 0
+    leaves = end < horizon
+    time = np.concatenate([start[joins], end[leaves]])
+    who = np.concatenate([node[joins], node[leaves]])
+    state = np.concatenate([np.ones(int(joins.sum()), bool), np.zeros(int(leaves.sum()), bool)])
+    order = np.lexsort((who, time))
+    return ChurnSchedule(
+        initially_online=initially,
+        time=time[order].astype(np.float64),
+        node=who[order].astype(np.int32),
+        online=state[order],
+    )
+
+
+def always_on(n: int) -> ChurnSchedule:
+    """No churn: every node online for the whole run."""
+    return ChurnSchedule(
+        initially_online=np.ones(n, dtype=bool),
+        time=np.empty(0),
+        node=np.empty(0, dtype=np.int32),
+        online=np.empty(0, dtype=bool),
+    )
+
+
+def diurnal_factor(t: np.ndarray, amplitude: float, peak: float) -> np.ndarray:
+    """1 + a·cos(2π(t − peak)/1 day): > 1 around ``peak`` (time of day, s after 00:00 UTC)."""
+    return 1.0 + amplitude * np.cos(2.0 * math.pi * (t - peak) / DAY)
+
+
+def synthetic(
+    n: int,
+    horizon: float,
+    *,
+    online: Distribution,
+    offline: Distribution,
+    rng: np.random.Generator,
+    diurnal_amplitude: float = 0.0,
+    diurnal_peak: float = 0.0,
+) -> ChurnSchedule:
+    """Alternating on/off renewal model with optional diurnal modulation.
+
+    Online and offline period lengths are drawn from ``online`` and ``offline``. With a
+    diurnal amplitude a, a period that begins at time t is stretched (online) or shrunk
+    (offline) by m(t) = 1 + a·cos(2π(t − peak)/day), so more nodes are online around ``peak``;
+    this modulation is evaluated once per period (an approximation of a time-varying rate).
+    To start in (approximate) equilibrium the process runs from ``−warm-up`` (ten mean cycles,
+    at least a day when modulated) and only what happens after time 0 is kept.
+    """
+    cycle = online.mean() + offline.mean()
+    warmup = 10.0 * cycle
+    if diurnal_amplitude > 0:
+        warmup = max(warmup, DAY)
+    t = np.full(n, -warmup)
+    is_on = rng.random(n) < online.mean() / cycle
+    nodes_out: list[np.ndarray] = []
+    starts_out: list[np.ndarray] = []
+    ends_out: list[np.ndarray] = []
+    active = np.arange(n)
+    while active.size:
+        on_now = is_on[active]
+        length = np.empty(active.size)
+        length[on_now] = online.sample(rng, int(on_now.sum()))
+        length[~on_now] = offline.sample(rng, int((~on_now).sum()))
+        if diurnal_amplitude > 0:
+            factor = diurnal_factor(t[active], diurnal_amplitude, diurnal_peak)
+            length = np.where(on_now, length * factor, length / factor)
+        begin = t[active]
+        finish = begin + length
+        nodes_out.append(active[on_now])
+        starts_out.append(begin[on_now])
+        ends_out.append(finish[on_now])
+        t[active] = finish
+        is_on[active] = ~on_now
+        active = active[finish < horizon]
+    return schedule_from_intervals(
+        n,
+        np.concatenate(nodes_out),
+        np.concatenate(starts_out),
+        np.concatenate(ends_out),
+        horizon,
+    )
+
+
+def assign_trace_nodes(
+    trace_nodes: int, n: int, rng: np.random.Generator, how: Literal["random", "in_order"]
+) -> np.ndarray:
+    """Which trace node each simulated node replays.
+
+    ``random``: distinct trace nodes in random order while they last, then re-sampled uniformly
+    with replacement (Hegedűs et al. §5.1: "when we needed more users than segments, we
+    re-sampled the segments"). ``in_order``: node i replays trace node i mod M.
+    """
+    if how == "in_order":
+        return np.arange(n) % trace_nodes
+    first = rng.permutation(trace_nodes)[:n]
+    if n <= trace_nodes:
+        return first
+    return np.concatenate([first, rng.integers(0, trace_nodes, n - trace_nodes)])
+
+
+def from_trace(
+    trace: IntervalTrace,
+    n: int,
+    horizon: float,
+    rng: np.random.Generator,
+    how: Literal["random", "in_order"] = "random",
+) -> tuple[ChurnSchedule, np.ndarray]:
+    """Replay ``trace``: returns the schedule and the trace node assigned to each node."""
+    picks = assign_trace_nodes(trace.node_count, n, rng, how)
+    counts = np.diff(trace.offsets)[picks]
+    first_row = trace.offsets[picks]
+    # row indices of every picked node's intervals, node by node
+    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    rows = np.repeat(first_row, counts) + within
+    nodes = np.repeat(np.arange(n), counts)
+    schedule = schedule_from_intervals(n, nodes, trace.start[rows], trace.end[rows], horizon)
+    return schedule, picks
+
+
+class ChurnReplay:
+    """Applies a :class:`ChurnSchedule` to :class:`NodeStates` with a single SimPy process."""
+
+    def __init__(self, sim: Simulation, nodes: NodeStates, schedule: ChurnSchedule) -> None:
+        self.sim = sim
+        self.nodes = nodes
+        self.schedule = schedule
+        self.table = sim.log.table(CHURN_TABLE)
+        for node in np.flatnonzero(schedule.initially_online).tolist():
+            self.table.append(0.0, node, True)
+        self.transitions_applied = 0
+        if schedule.time.size:
+            sim.env.process(self._replay())
+
+    def _replay(self) -> Generator[simpy.Event, Any, None]:
+        env = self.sim.env
+        times = self.schedule.time
+        who = self.schedule.node.tolist()
+        state = self.schedule.online.tolist()
+        time_list = times.tolist()
+        k, total = 0, len(time_list)
+        while k < total:
+            t = time_list[k]
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            while k < total and time_list[k] == t:
+                node = who[k]
+                if state[k]:
+                    self.nodes.set_online(node, t)
+                else:
+                    self.nodes.set_offline(node, t)
+                self.table.append(t, node, state[k])
+                k += 1
+                self.transitions_applied += 1

@@ -1,0 +1,289 @@
+"""Links and the network transport every protocol sends through (DESIGN principle 3).
+
+Transfer semantics (Hegedűs et al. §4, "a reliable transfer protocol is applied"): a message
+is lost only if its source or target goes offline before the transfer completes, plus two
+optional causes beyond the paper: a per-message loss probability and per-link up/down
+failures. The sender learns the outcome when the transfer would have completed (it waits for
+an acknowledgement that never comes), and every loss is logged with its reason and the time
+it happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from netsim.distributions import Constant, Distribution
+from netsim.log import F64, I32, STR, TableSchema
+from netsim.network.nodes import NodeStates
+from netsim.network.topology import Topology
+from netsim.rng import BlockDraws
+from netsim.sim import Simulation
+
+LOSS_TABLE = TableSchema(
+    name="messages_lost",
+    columns=(
+        ("time", F64),
+        ("sent_at", F64),
+        ("kind", STR),
+        ("src", I32),
+        ("dst", I32),
+        ("reason", STR),
+    ),
+    description=(
+        "Every message that did not arrive: when it was lost (the time of the cause: the "
+        "endpoint's departure, or for one that left more than once mid-transfer its last "
+        "departure; the link failure; or, for random_loss, the planned arrival), when it was "
+        "sent, the sending protocol's message kind, endpoints, and why (source_offline, "
+        "target_offline, link_down, random_loss)."
+    ),
+)
+
+_REJECTION_TRIES = 8
+
+SOURCE_OFFLINE = "source_offline"
+TARGET_OFFLINE = "target_offline"
+LINK_DOWN = "link_down"
+RANDOM_LOSS = "random_loss"
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """How long a transfer takes and what can go wrong on a link.
+
+    Transfer time = a delay drawn from ``delay`` + ``size / bandwidth`` (no bandwidth: size is
+    free). ``loss`` is the probability that a message is lost for no other reason.
+    ``mean_up`` / ``mean_down`` switch on per-link failures: every link alternates
+    exponentially distributed up and down periods with these means.
+    """
+
+    delay: Distribution = field(default_factory=lambda: Constant(dist="constant", value=0.0))
+    bandwidth: float | None = None
+    loss: float = 0.0
+    mean_up: float | None = None
+    mean_down: float | None = None
+
+
+class LinkFailures:
+    """Per-link up/down processes, advanced lazily when a link is used.
+
+    Each undirected link alternates Exp(mean_up) up and Exp(mean_down) down periods, starting
+    from the stationary state. Only links that carry traffic get state; because the periods are
+    memoryless, advancing a link's process on demand gives exactly the process's law, and the
+    draws are deterministic because the simulation's use order is.
+    """
+
+    def __init__(self, n: int, mean_up: float, mean_down: float, rng: np.random.Generator):
+        self.n = n
+        self.mean_up = mean_up
+        self.mean_down = mean_down
+        self.rng = rng
+        self._state: dict[int, tuple[bool, float]] = {}  # link -> (is up, time of next change)
+
+    def _key(self, a: int, b: int) -> int:
+        return a * self.n + b if a < b else b * self.n + a
+
+    def _advance(self, key: int, now: float) -> tuple[bool, float]:
+        state = self._state.get(key)
+        if state is None:
+            up = bool(self.rng.random() < self.mean_up / (self.mean_up + self.mean_down))
+            state = (up, now + self.rng.exponential(self.mean_up if up else self.mean_down))
+        up, change = state
+        while change <= now:
+            up = not up
+            change += self.rng.exponential(self.mean_up if up else self.mean_down)
+        self._state[key] = (up, change)
+        return up, change
+
+    def failure_time(self, a: int, b: int, start: float, end: float) -> float | None:
+        """When the link a–b is or goes down during ``[start, end)``, or ``None`` if it stays up."""
+        up, change = self._advance(self._key(a, b), start)
+        if not up:
+            return start
+        return change if change < end else None
+
+
+class Transfer:
+    """One message in flight."""
+
+    __slots__ = (
+        "doom_reason",
+        "doom_time",
+        "dst",
+        "dst_epoch",
+        "kind",
+        "on_deliver",
+        "on_lost",
+        "payload",
+        "sent_at",
+        "src",
+        "src_epoch",
+    )
+
+    def __init__(
+        self,
+        src: int,
+        dst: int,
+        kind: str,
+        payload: Any,
+        sent_at: float,
+        src_epoch: int,
+        dst_epoch: int,
+        on_deliver: Callable[[Transfer], None],
+        on_lost: Callable[[Transfer, str], None] | None,
+    ) -> None:
+        self.src = src
+        self.dst = dst
+        self.kind = kind
+        self.payload = payload
+        self.sent_at = sent_at
+        self.src_epoch = src_epoch
+        self.dst_epoch = dst_epoch
+        self.on_deliver = on_deliver
+        self.on_lost = on_lost
+        self.doom_reason: str | None = None
+        self.doom_time = 0.0
+
+
+class Network:
+    """Topology + links + node states: the only way protocols exchange messages."""
+
+    def __init__(
+        self,
+        sim: Simulation,
+        topology: Topology,
+        nodes: NodeStates,
+        links: LinkModel,
+    ) -> None:
+        if topology.n != nodes.n:
+            raise ValueError("topology and node states disagree on the number of nodes")
+        self.sim = sim
+        self.topology = topology
+        self.nodes = nodes
+        self.links = links
+        delay_rng = sim.streams.get("links.delay")
+        self._next_delay = BlockDraws(lambda size: links.delay.sample(delay_rng, size))
+        self._constant_delay = (
+            links.delay.value if isinstance(links.delay, Constant) else None
+        )
+        self._next_loss_draw = BlockDraws(sim.streams.get("links.loss").random)
+        # neighbour lists as Python lists: scalar access is far cheaper than numpy slicing
+        self._neighbour_lists: list[list[int]] = [
+            topology.neighbours(i).tolist() for i in range(topology.n)
+        ]
+        self.failures = (
+            LinkFailures(
+                topology.n, links.mean_up, links.mean_down, sim.streams.get("links.failure")
+            )
+            if links.mean_up is not None and links.mean_down is not None
+            else None
+        )
+        self.lost_table = sim.log.table(LOSS_TABLE)
+        self.sent = 0
+        self.delivered = 0
+        self.lost = 0
+
+    def transfer_time(self, size: float) -> float:
+        """Draw the duration of one transfer of ``size`` bytes."""
+        delay = (
+            self._constant_delay if self._constant_delay is not None else self._next_delay()
+        )
+        if self.links.bandwidth is not None:
+            delay += size / self.links.bandwidth
+        return delay
+
+    def online_neighbours(self, node: int) -> np.ndarray:
+        """The neighbours of ``node`` that are online now."""
+        neighbours = self.topology.neighbours(node)
+        return neighbours[self.nodes.online[neighbours]]
+
+    def random_online_neighbour(self, node: int, uniform: Callable[[], float]) -> int:
+        """A uniform random online neighbour of ``node``, or -1 if none is online.
+
+        ``uniform`` returns U[0, 1) draws (a :class:`~netsim.rng.BlockDraws`). Rejection
+        sampling — draw a neighbour, keep it if online — is uniform over the online neighbours
+        and cheap when a fair share of them is online; after a few misses the online
+        neighbours are listed and one is drawn from them, which is equally uniform.
+        """
+        neighbours = self._neighbour_lists[node]
+        degree = len(neighbours)
+        if degree == 0:
+            return -1
+        online = self.nodes.online
+        for _ in range(_REJECTION_TRIES):
+            candidate = neighbours[int(uniform() * degree)]
+            if online[candidate]:
+                return candidate
+        candidates = [v for v in neighbours if online[v]]
+        if not candidates:
+            return -1
+        return candidates[int(uniform() * len(candidates))]
+
+    def send(
+        self,
+        src: int,
+        dst: int,
+        *,
+        kind: str,
+        payload: Any,
+        on_deliver: Callable[[Transfer], None],
+        on_lost: Callable[[Transfer, str], None] | None = None,
+        size: float = 0.0,
+        duration: float | None = None,
+    ) -> Transfer:
+        """Start a transfer from ``src`` to ``dst``.
+
+        ``on_deliver(transfer)`` runs at the target when it completes; otherwise
+        ``on_lost(transfer, reason)`` runs at the sender at the time the transfer would have
+        completed. ``duration`` overrides the link model (e.g. the paper's fixed δ_rw).
+        """
+        now = self.sim.env.now
+        nodes = self.nodes
+        transfer = Transfer(
+            src, dst, kind, payload, now,
+            int(nodes.epoch[src]), int(nodes.epoch[dst]), on_deliver, on_lost,
+        )
+        self.sent += 1
+        if duration is None:
+            duration = self.transfer_time(size)
+        if not nodes.online[src]:
+            transfer.doom_reason, transfer.doom_time = SOURCE_OFFLINE, now
+        elif not nodes.online[dst]:
+            transfer.doom_reason, transfer.doom_time = TARGET_OFFLINE, now
+        else:
+            if self.failures is not None:
+                down_at = self.failures.failure_time(src, dst, now, now + duration)
+                if down_at is not None:
+                    transfer.doom_reason, transfer.doom_time = LINK_DOWN, down_at
+            if self.links.loss > 0 and self._next_loss_draw() < self.links.loss:
+                if transfer.doom_reason is None:
+                    transfer.doom_reason, transfer.doom_time = RANDOM_LOSS, now + duration
+        self.sim.call_later(duration, self._complete, transfer)
+        return transfer
+
+    def _complete(self, transfer: Transfer) -> None:
+        nodes = self.nodes
+        reason, when = transfer.doom_reason, transfer.doom_time
+        if reason is None or reason in (LINK_DOWN, RANDOM_LOSS):
+            # an endpoint leaving earlier than the link failure is the first cause
+            for node, epoch, why in (
+                (transfer.src, transfer.src_epoch, SOURCE_OFFLINE),
+                (transfer.dst, transfer.dst_epoch, TARGET_OFFLINE),
+            ):
+                if nodes.epoch[node] != epoch:
+                    left = float(nodes.last_leave[node])
+                    if reason is None or left < when:
+                        reason, when = why, left
+        if reason is None:
+            self.delivered += 1
+            transfer.on_deliver(transfer)
+            return
+        self.lost += 1
+        self.lost_table.append(
+            when, transfer.sent_at, transfer.kind, transfer.src, transfer.dst, reason
+        )
+        if transfer.on_lost is not None:
+            transfer.on_lost(transfer, reason)

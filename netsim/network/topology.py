@@ -1,0 +1,217 @@
+"""Seeded topology builders returning compact adjacency arrays (CSR).
+
+Every random builder takes an explicit ``numpy.random.Generator`` or integer seed; networkx
+generators always get ``seed=`` (DESIGN principle 2). A :class:`Topology` stores, for each node,
+the sorted array of the nodes it may send to: for undirected graphs both directions are
+present, for the paper's "k fixed random neighbours" (PeerSim's ``WireKOut``) only the k
+chosen out-neighbours are, and a message's receiver can still answer its sender over the
+same connection (the pull of push-pull gossip).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+
+from netsim.errors import TopologyError
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """Neighbour lists of ``n`` nodes in CSR form: ``indices[indptr[i]:indptr[i+1]]``."""
+
+    n: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    directed: bool
+
+    def neighbours(self, node: int) -> np.ndarray:
+        """The nodes ``node`` may send to, sorted."""
+        return self.indices[self.indptr[node] : self.indptr[node + 1]]
+
+    def degrees(self) -> np.ndarray:
+        """Out-degree of every node."""
+        return np.diff(self.indptr)
+
+    @property
+    def edge_count(self) -> int:
+        """Number of links (undirected links counted once)."""
+        total = int(self.indptr[-1])
+        return total if self.directed else total // 2
+
+    def to_networkx(self) -> nx.Graph:
+        """The topology as a networkx (Di)Graph, for analysis."""
+        graph: nx.Graph = nx.DiGraph() if self.directed else nx.Graph()
+        graph.add_nodes_from(range(self.n))
+        sources = np.repeat(np.arange(self.n), self.degrees())
+        graph.add_edges_from(zip(sources.tolist(), self.indices.tolist(), strict=True))
+        return graph
+
+    def is_connected(self) -> bool:
+        """Strong connectivity for directed topologies, connectivity otherwise."""
+        if self.n == 0:
+            return False
+        graph = self.to_networkx()
+        return nx.is_strongly_connected(graph) if self.directed else nx.is_connected(graph)
+
+    @classmethod
+    def from_edges(
+        cls, n: int, sources: np.ndarray, targets: np.ndarray, *, directed: bool
+    ) -> Topology:
+        """Build from edge arrays; drops self-loops and duplicates, symmetrises if undirected."""
+        sources = np.asarray(sources, dtype=np.int64)
+        targets = np.asarray(targets, dtype=np.int64)
+        if not directed:
+            sources, targets = (
+                np.concatenate([sources, targets]),
+                np.concatenate([targets, sources]),
+            )
+        keep = sources != targets
+        sources, targets = sources[keep], targets[keep]
+        keys = np.unique(sources * n + targets)  # sorted by (source, target), duplicates gone
+        sources, targets = keys // n, keys % n
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(sources, minlength=n), out=indptr[1:])
+        return cls(n=n, indptr=indptr, indices=targets.astype(np.int32), directed=directed)
+
+    @classmethod
+    def from_networkx(cls, graph: nx.Graph, n: int) -> Topology:
+        """Build from a networkx graph whose nodes are 0..n-1."""
+        edges = np.array(list(graph.edges()), dtype=np.int64).reshape(-1, 2)
+        return cls.from_edges(n, edges[:, 0], edges[:, 1], directed=graph.is_directed())
+
+
+def _check_n(n: int, minimum: int = 1) -> None:
+    if n < minimum:
+        raise TopologyError(f"a topology needs at least {minimum} node(s), got {n}")
+
+
+def k_out(n: int, k: int, rng: np.random.Generator, *, undirected: bool = False) -> Topology:
+    """Every node picks ``k`` distinct random other nodes as its fixed neighbours.
+
+    This is the overlay of Hegedűs et al. §5.2 ("50 fixed random neighbours", PeerSim's
+    ``WireKOut``). With ``undirected`` the links are made symmetric (degrees then vary, >= k).
+    """
+    _check_n(n, 2)
+    if not 1 <= k <= n - 1:
+        raise TopologyError(f"k_out: k must be in [1, n-1] = [1, {n - 1}], got {k}")
+    targets = np.empty((n, k), dtype=np.int64)
+    for node in range(n):
+        picks = rng.choice(n - 1, size=k, replace=False)
+        targets[node] = picks + (picks >= node)  # skip the node itself
+    sources = np.repeat(np.arange(n), k)
+    return Topology.from_edges(n, sources, targets.ravel(), directed=not undirected)
+
+
+def _from_networkx_call(name: str, n: int, build: object) -> Topology:
+    try:
+        graph = build()  # type: ignore[operator]
+    except (nx.NetworkXError, ValueError) as exc:
+        raise TopologyError(f"{name}: {exc}") from None
+    return Topology.from_networkx(graph, n)
+
+
+def random_regular(n: int, degree: int, seed: int) -> Topology:
+    """Uniform random ``degree``-regular graph (networkx ``random_regular_graph``)."""
+    _check_n(n)
+    if degree >= n or (n * degree) % 2:
+        raise TopologyError(
+            f"random_regular: need degree < n and n*degree even, got n={n}, degree={degree}"
+        )
+    return _from_networkx_call(
+        "random_regular", n, lambda: nx.random_regular_graph(degree, n, seed=seed)
+    )
+
+
+def erdos_renyi(n: int, p: float, seed: int) -> Topology:
+    """G(n, p): every pair linked independently with probability ``p``."""
+    _check_n(n)
+    return _from_networkx_call("erdos_renyi", n, lambda: nx.fast_gnp_random_graph(n, p, seed=seed))
+
+
+def watts_strogatz(n: int, k: int, p: float, seed: int) -> Topology:
+    """Small world: ring lattice of ``k`` nearest neighbours, each link rewired with ``p``."""
+    _check_n(n)
+    if not 2 <= k < n:
+        raise TopologyError(f"watts_strogatz: k must be in [2, n-1], got k={k}, n={n}")
+    return _from_networkx_call(
+        "watts_strogatz", n, lambda: nx.watts_strogatz_graph(n, k, p, seed=seed)
+    )
+
+
+def barabasi_albert(n: int, m: int, seed: int) -> Topology:
+    """Preferential attachment: each new node links to ``m`` existing nodes."""
+    _check_n(n)
+    if not 1 <= m < n:
+        raise TopologyError(f"barabasi_albert: m must be in [1, n-1], got m={m}, n={n}")
+    return _from_networkx_call(
+        "barabasi_albert", n, lambda: nx.barabasi_albert_graph(n, m, seed=seed)
+    )
+
+
+def random_geometric(n: int, radius: float, seed: int, *, dim: int = 2) -> Topology:
+    """Nodes uniform in the unit cube; linked when closer than ``radius``."""
+    _check_n(n)
+    return _from_networkx_call(
+        "random_geometric", n, lambda: nx.random_geometric_graph(n, radius, dim=dim, seed=seed)
+    )
+
+
+def ring(n: int, k: int = 1) -> Topology:
+    """Ring lattice: every node linked to its ``k`` nearest nodes on each side."""
+    _check_n(n, 2)
+    if not 1 <= k <= (n - 1) // 2 and not (n == 2 and k == 1):
+        raise TopologyError(f"ring: k must be in [1, (n-1)//2], got k={k}, n={n}")
+    nodes = np.arange(n)
+    sources = np.repeat(nodes, k)
+    targets = (sources + np.tile(np.arange(1, k + 1), n)) % n
+    return Topology.from_edges(n, sources, targets, directed=False)
+
+
+def complete(n: int) -> Topology:
+    """Every pair of nodes linked."""
+    _check_n(n, 2)
+    sources, targets = np.nonzero(~np.eye(n, dtype=bool))
+    return Topology.from_edges(n, sources, targets, directed=True)
+
+
+def edge_list(path: Path, n: int, *, directed: bool = False) -> Topology:
+    """Read ``source target`` pairs (whitespace or comma separated, ``#`` comments).
+
+    Node ids must be integers in ``[0, n)``. Errors name the file and line.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read edge list: {exc.strerror}") from None
+    sources: list[int] = []
+    targets: list[int] = []
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].replace(",", " ").strip()
+        if not line:
+            continue
+        fields = line.split()
+        if len(fields) != 2:
+            raise TopologyError(
+                f"{path}:{line_no}: expected 2 fields 'source target', got {len(fields)}"
+            )
+        try:
+            u, v = int(fields[0]), int(fields[1])
+        except ValueError:
+            raise TopologyError(
+                f"{path}:{line_no}: node ids must be integers, got {line!r}"
+            ) from None
+        for node in (u, v):
+            if not 0 <= node < n:
+                raise TopologyError(
+                    f"{path}:{line_no}: node id {node} outside [0, {n - 1}] (nodes: {n})"
+                )
+        sources.append(u)
+        targets.append(v)
+    if not sources:
+        raise TopologyError(f"{path}: the edge list has no edges")
+    return Topology.from_edges(n, np.array(sources), np.array(targets), directed=directed)

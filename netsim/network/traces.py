@@ -1,0 +1,423 @@
+"""Availability traces: the canonical interval format and the STUNner reader.
+
+Canonical format
+----------------
+A table with three columns, ``node,start,end``: one row per *online* interval of a trace node,
+times in seconds from the trace's origin (simulation time 0). ``node`` is any label (integer
+or text). For each node the rows must be in time order and must not overlap (``start < end``,
+``start >= 0``, and ``start >= end`` of the node's previous row); rows of different nodes may
+interleave. A node is offline outside its intervals. Intervals of one node that touch
+(``end == next start``) are merged on replay. Stored as CSV with that header (``.csv``) or as
+Parquet (``.parquet``) with those column names.
+
+STUNner / Gossip Learning Framework format
+------------------------------------------
+One line per user-week segment, whitespace separated, no header:
+``<userId> <firstOnline 0|1> <segmentStart, Unix ms> <UTC offset hours> <d1> <d2> ...`` where
+the durations (ms) alternate online / offline starting with the state ``firstOnline``
+(``../shared/data/SOURCES.md``). Hegedűs et al. (2016) §5.1 cut the users' traces into 2-day
+segments with a one-day overlap and gave each simulated node its own segment;
+:func:`cut_segments` does that.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from netsim.errors import TraceError
+from netsim.units import DAY, HOUR
+
+CANONICAL_COLUMNS = ("node", "start", "end")
+
+
+@dataclass(frozen=True, eq=False)
+class IntervalTrace:
+    """Online intervals of trace nodes in CSR form: node j owns rows offsets[j]:offsets[j+1].
+
+    ``span`` is the length of time each trace node was observed (e.g. 2 days for a STUNner
+    segment), or ``None`` when the trace does not say (then a node is offline after its last
+    interval).
+    """
+
+    labels: tuple[str, ...]
+    offsets: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    span: float | None = None
+    source: str = "<memory>"
+
+    @property
+    def node_count(self) -> int:
+        return len(self.labels)
+
+    def intervals(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) arrays of trace node ``node``."""
+        lo, hi = self.offsets[node], self.offsets[node + 1]
+        return self.start[lo:hi], self.end[lo:hi]
+
+    def node_index(self) -> np.ndarray:
+        """The trace node of every interval row."""
+        return np.repeat(np.arange(self.node_count), np.diff(self.offsets))
+
+
+def _trace_from_rows(
+    codes: np.ndarray,
+    labels: list[str],
+    start: np.ndarray,
+    end: np.ndarray,
+    where: np.ndarray,
+    *,
+    path: Path,
+    unit: str,
+    span: float | None = None,
+) -> IntervalTrace:
+    """Validate rows (node code, start, end) and pack them per node.
+
+    ``where`` gives each row's line (or row) number for error messages, ``unit`` says which.
+    """
+    bad = np.flatnonzero(~(np.isfinite(start) & np.isfinite(end)))
+    if bad.size:
+        raise TraceError(f"{path}:{unit} {where[bad[0]]}: start and end must be finite numbers")
+    bad = np.flatnonzero(start < 0)
+    if bad.size:
+        raise TraceError(
+            f"{path}:{unit} {where[bad[0]]}: negative start {start[bad[0]]}; times are >= 0 s"
+        )
+    bad = np.flatnonzero(end <= start)
+    if bad.size:
+        k = bad[0]
+        raise TraceError(
+            f"{path}:{unit} {where[k]}: interval end {end[k]} is not after its start {start[k]}"
+        )
+    order = np.argsort(codes, kind="stable")  # per node, rows keep file order
+    codes_s, start_s, end_s, where_s = codes[order], start[order], end[order], where[order]
+    same = codes_s[1:] == codes_s[:-1]
+    unsorted = np.flatnonzero(same & (start_s[1:] < start_s[:-1]))
+    overlap = np.flatnonzero(same & (start_s[1:] < end_s[:-1]))
+    first_bad = min(
+        (k for k in (unsorted[:1].tolist() + overlap[:1].tolist())), default=None,
+        key=lambda k: where_s[k + 1],
+    )
+    if first_bad is not None:
+        k = first_bad
+        label = labels[codes_s[k + 1]]
+        what = "is earlier than" if start_s[k + 1] < start_s[k] else "overlaps"
+        raise TraceError(
+            f"{path}:{unit} {where_s[k + 1]}: interval [{start_s[k + 1]}, {end_s[k + 1]}) of node "
+            f"{label!r} {what} its previous interval [{start_s[k]}, {end_s[k]}) at {unit} "
+            f"{where_s[k]}; each node's intervals must be in time order and must not overlap"
+        )
+    offsets = np.zeros(len(labels) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(codes, minlength=len(labels)), out=offsets[1:])
+    return IntervalTrace(
+        labels=tuple(labels),
+        offsets=offsets,
+        start=start_s.astype(np.float64),
+        end=end_s.astype(np.float64),
+        span=span,
+        source=str(path),
+    )
+
+
+def read_canonical_trace(path: Path) -> IntervalTrace:
+    """Read a canonical trace (``.csv`` or ``.parquet``); errors name the file and line / row."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: trace file not found")
+    if path.suffix.lower() == ".parquet":
+        return _read_canonical_parquet(path)
+    if path.suffix.lower() != ".csv":
+        raise TraceError(f"{path}: unknown trace file type {path.suffix!r}; use .csv or .parquet")
+    return _read_canonical_csv(path)
+
+
+def _read_canonical_csv(path: Path) -> IntervalTrace:
+    codes: list[int] = []
+    labels: list[str] = []
+    index: dict[str, int] = {}
+    starts: list[float] = []
+    ends: list[float] = []
+    lines: list[int] = []
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or tuple(h.strip() for h in header) != CANONICAL_COLUMNS:
+            raise TraceError(
+                f"{path}:line 1: header must be 'node,start,end', got {','.join(header or [])!r}"
+            )
+        for row in reader:
+            line = reader.line_num
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != 3:
+                raise TraceError(
+                    f"{path}:line {line}: expected 3 columns (node,start,end), got {len(row)}"
+                )
+            label = row[0].strip()
+            try:
+                start, end = float(row[1]), float(row[2])
+            except ValueError:
+                raise TraceError(
+                    f"{path}:line {line}: start and end must be numbers (seconds), got "
+                    f"{row[1]!r}, {row[2]!r}"
+                ) from None
+            code = index.get(label)
+            if code is None:
+                code = index[label] = len(labels)
+                labels.append(label)
+            codes.append(code)
+            starts.append(start)
+            ends.append(end)
+            lines.append(line)
+    if not codes:
+        raise TraceError(f"{path}: the trace has no intervals")
+    return _trace_from_rows(
+        np.array(codes, dtype=np.int64),
+        labels,
+        np.array(starts),
+        np.array(ends),
+        np.array(lines),
+        path=path,
+        unit="line",
+    )
+
+
+def _read_canonical_parquet(path: Path) -> IntervalTrace:
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise TraceError(f"{path}: not a readable Parquet file: {exc}") from None
+    missing = [c for c in CANONICAL_COLUMNS if c not in table.column_names]
+    if missing:
+        raise TraceError(
+            f"{path}: missing column(s) {missing}; a canonical trace has columns node, start, end"
+        )
+    if table.num_rows == 0:
+        raise TraceError(f"{path}: the trace has no intervals")
+    nodes = table.column("node").to_pylist()
+    try:
+        start = table.column("start").to_numpy().astype(np.float64)
+        end = table.column("end").to_numpy().astype(np.float64)
+    except (pa.ArrowException, ValueError, TypeError):
+        raise TraceError(f"{path}: columns start and end must be numeric seconds") from None
+    index: dict[str, int] = {}
+    labels: list[str] = []
+    codes = np.empty(len(nodes), dtype=np.int64)
+    for k, node in enumerate(nodes):
+        label = str(node)
+        code = index.get(label)
+        if code is None:
+            code = index[label] = len(labels)
+            labels.append(label)
+        codes[k] = code
+    return _trace_from_rows(
+        codes, labels, start, end, np.arange(len(nodes)), path=path, unit="row"
+    )
+
+
+def write_canonical_trace(trace: IntervalTrace, path: Path) -> None:
+    """Write ``trace`` in the canonical format (CSV or Parquet by extension), atomically."""
+    from netsim.storage import atomic_write_bytes
+
+    path = Path(path)
+    nodes = np.asarray(trace.labels, dtype=object)[trace.node_index()]
+    if path.suffix.lower() == ".parquet":
+        table = pa.table({"node": pa.array(nodes.tolist(), pa.string()),
+                          "start": trace.start, "end": trace.end})
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        atomic_write_bytes(path, sink.getvalue().to_pybytes())
+        return
+    rows = ["node,start,end"]
+    rows.extend(
+        f"{node},{s!r},{e!r}" for node, s, e in zip(nodes, trace.start.tolist(), trace.end.tolist(),
+                                                     strict=True)
+    )
+    atomic_write_bytes(path, ("\n".join(rows) + "\n").encode("utf-8"))
+
+
+# --- STUNner -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class StunnerUser:
+    """One user's whole record: online intervals and observed spans, Unix seconds."""
+
+    user: str
+    online_start: np.ndarray
+    online_end: np.ndarray
+    span_start: np.ndarray  # contiguous observed spans (consecutive lines merged)
+    span_end: np.ndarray
+    span_utc_offset: np.ndarray  # UTC offset (hours) on the first line of each span
+
+
+def read_stunner_users(path: Path) -> list[StunnerUser]:
+    """Parse a STUNner trace into per-user records (sorted by user id).
+
+    Validation: at least 5 fields per line, ``firstOnline`` in {0, 1}, integer start (ms),
+    numeric UTC offset, non-negative integer durations, and a user's lines in time order
+    without overlap. Errors name the file and line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: trace file not found")
+    per_user: dict[str, list[tuple[int, int, float, np.ndarray, int]]] = {}
+    with path.open(encoding="utf-8") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            fields = raw.split()
+            if not fields:
+                continue
+            if len(fields) < 5:
+                raise TraceError(
+                    f"{path}:line {line_no}: expected '<user> <firstOnline 0|1> <start ms> "
+                    f"<UTC offset h> <d1> ...' (at least 5 fields), got {len(fields)}"
+                )
+            user, first, start_text, offset_text = fields[:4]
+            if first not in ("0", "1"):
+                raise TraceError(
+                    f"{path}:line {line_no}: firstOnline must be 0 or 1, got {first!r}"
+                )
+            try:
+                start_ms = int(start_text)
+                offset_h = float(offset_text)
+                durations = np.array(fields[4:], dtype=np.int64)
+            except ValueError:
+                raise TraceError(
+                    f"{path}:line {line_no}: start and durations must be integers (ms) and the "
+                    "UTC offset a number of hours"
+                ) from None
+            if (durations < 0).any():
+                raise TraceError(f"{path}:line {line_no}: negative duration; durations are >= 0 ms")
+            per_user.setdefault(user, []).append(
+                (start_ms, int(first), offset_h, durations, line_no)
+            )
+    if not per_user:
+        raise TraceError(f"{path}: the trace has no lines")
+    return [_stunner_user(path, user, per_user[user]) for user in sorted(per_user)]
+
+
+def _stunner_user(
+    path: Path, user: str, lines: list[tuple[int, int, float, np.ndarray, int]]
+) -> StunnerUser:
+    lines.sort(key=lambda item: item[0])
+    on_start: list[np.ndarray] = []
+    on_end: list[np.ndarray] = []
+    spans: list[list[float]] = []
+    prev_end_ms: int | None = None
+    prev_line = 0
+    for start_ms, first, offset_h, durations, line_no in lines:
+        if prev_end_ms is not None and start_ms < prev_end_ms:
+            raise TraceError(
+                f"{path}:line {line_no}: segment of user {user!r} starts before the end of its "
+                f"segment on line {prev_line}; a user's segments must not overlap"
+            )
+        bounds = start_ms + np.concatenate([[0], np.cumsum(durations)])
+        first_online_index = 0 if first == 1 else 1
+        on_start.append(bounds[first_online_index:-1:2])
+        on_end.append(bounds[first_online_index + 1 :: 2])
+        end_ms = int(bounds[-1])
+        if spans and prev_end_ms == start_ms:
+            spans[-1][1] = end_ms / 1000.0
+        else:
+            spans.append([start_ms / 1000.0, end_ms / 1000.0, offset_h])
+        prev_end_ms, prev_line = end_ms, line_no
+    starts = np.concatenate(on_start) / 1000.0
+    ends = np.concatenate(on_end) / 1000.0
+    keep = ends > starts  # zero-length online periods carry no availability
+    starts, ends = _merge_touching(starts[keep], ends[keep])
+    span_array = np.array(spans, dtype=np.float64).reshape(-1, 3)
+    return StunnerUser(
+        user=user,
+        online_start=starts,
+        online_end=ends,
+        span_start=span_array[:, 0],
+        span_end=span_array[:, 1],
+        span_utc_offset=span_array[:, 2],
+    )
+
+
+def _merge_touching(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge sorted, non-overlapping intervals that touch (end == next start)."""
+    if start.size < 2:
+        return start, end
+    new_run = np.concatenate([[True], start[1:] > end[:-1]])
+    run_id = np.cumsum(new_run) - 1
+    merged_end = np.full(int(run_id[-1]) + 1, -np.inf)
+    np.maximum.at(merged_end, run_id, end)
+    return start[new_run], merged_end
+
+
+def cut_segments(
+    users: list[StunnerUser],
+    *,
+    length: float = 2 * DAY,
+    step: float = DAY,
+    local_time: bool = False,
+    source: str = "<memory>",
+) -> IntervalTrace:
+    """Cut users' records into windows of ``length`` every ``step`` (Hegedűs et al. §5.1).
+
+    Windows lie wholly inside one observed span of a user and start at 00:00 UTC (the STUNner
+    lines start at midnight UTC), or, with ``local_time``, at the user's local midnight using the
+    UTC offset on the first line of the span (daylight-saving changes inside a span, at most an
+    hour, are ignored). Each window becomes one trace node labelled ``user@start`` (Unix s);
+    its intervals are clipped to the window and made relative to its start.
+    """
+    if length <= 0 or step <= 0:
+        raise TraceError(f"{source}: segment length and step must be positive")
+    labels: list[str] = []
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    counts: list[int] = []
+    for user in users:
+        for span_start, span_end, offset_h in zip(
+            user.span_start, user.span_end, user.span_utc_offset, strict=True
+        ):
+            first = span_start
+            if local_time:
+                # first local midnight at or after the span's start
+                shift = (-offset_h * HOUR) % DAY
+                first = span_start + ((shift - span_start) % DAY)
+            # count windows in whole steps: a tolerance added to Unix seconds would vanish
+            count = int(np.floor((span_end - length - first) / step + 1e-9)) + 1
+            if count <= 0:
+                continue
+            window_starts = first + step * np.arange(count)
+            lo = np.searchsorted(user.online_end, window_starts, side="right")
+            hi = np.searchsorted(user.online_start, window_starts + length, side="left")
+            for w0, a, b in zip(window_starts.tolist(), lo.tolist(), hi.tolist(), strict=True):
+                s = np.clip(user.online_start[a:b], w0, w0 + length) - w0
+                e = np.clip(user.online_end[a:b], w0, w0 + length) - w0
+                keep = e > s
+                labels.append(f"{user.user}@{int(w0)}")
+                starts.append(s[keep])
+                ends.append(e[keep])
+                counts.append(int(keep.sum()))
+    if not labels:
+        raise TraceError(f"{source}: no user was observed for a whole segment of {length} s")
+    offsets = np.zeros(len(labels) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return IntervalTrace(
+        labels=tuple(labels),
+        offsets=offsets,
+        start=np.concatenate(starts),
+        end=np.concatenate(ends),
+        span=length,
+        source=source,
+    )
+
+
+def read_stunner_segments(
+    path: Path, *, length: float = 2 * DAY, step: float = DAY, local_time: bool = False
+) -> IntervalTrace:
+    """Read a STUNner trace and cut it into segments (see :func:`cut_segments`)."""
+    return cut_segments(
+        read_stunner_users(path), length=length, step=step, local_time=local_time,
+        source=str(path),
+    )

@@ -1,0 +1,1 @@
+"""Protocols running on the network: push-pull gossip and what uses it."""

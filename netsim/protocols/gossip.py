@@ -1,0 +1,144 @@
+"""Push-pull gossip, exact (event-driven) mode.
+
+Hegedűs et al. (2016), Alg. 2 lines 6–11: every period Δ each node picks a random online
+neighbour p, sends p its value (push) and asks p for p's value (pull). What a value is and how
+a received value is merged belongs to the protocol that uses the gossip — a
+:class:`GossipRule` (the broadcast here, the random walk service's replace rule of line 14
+later) — so the exchange machinery is written once.
+
+Timing: node i gossips at k·Δ + φ_i with its own phase φ_i ~ U[0, Δ), i.e. clocks are not
+synchronised. Both messages travel through the :class:`~netsim.network.links.Network`, so they
+take the link's transfer time and can be lost.
+
+Rejoining (§4.4): a node that comes back online starts no exchange of its own until it has
+received a fresh gossip message. Answers to pulls it sent before leaving are lost with the
+connection, so in practice the fresh message is a push from an online neighbour, after which
+the node is *active* again; nodes online at time 0 are active from the start.
+
+Per-node state is in arrays indexed by node id, so a vectorised round mode can act on all
+nodes at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from netsim.network.links import Network, Transfer
+from netsim.rng import BlockDraws
+from netsim.sim import Simulation
+
+PUSH = "gossip_push"
+PULL = "gossip_pull"
+
+
+class GossipRule(Protocol):
+    """What a protocol plugs into push-pull gossip."""
+
+    def outgoing(self, node: int) -> Any:
+        """The value ``node`` sends (a snapshot taken when the message leaves)."""
+
+    def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
+        """Merge ``value`` received by ``node`` from ``sender`` (``transfer.kind`` says push
+        or pull; ``transfer.sent_at`` lets a rule age what it received on the link)."""
+
+
+class PushPullGossip:
+    """Event-driven push-pull exchanges among online nodes."""
+
+    def __init__(
+        self,
+        sim: Simulation,
+        network: Network,
+        rule: GossipRule,
+        *,
+        period: float,
+        message_size: float = 64.0,
+        name: str = "gossip",
+    ) -> None:
+        if period <= 0:
+            raise ValueError(f"gossip period must be positive, got {period}")
+        self.sim = sim
+        self.network = network
+        self.rule = rule
+        self.period = period
+        self.message_size = message_size
+        self.name = name
+        n = network.topology.n
+        self._peer_uniform = BlockDraws(sim.streams.get(f"{name}.peers").random)
+        self.phase = sim.streams.get(f"{name}.phase").uniform(0.0, period, n)
+        nodes = network.nodes
+        # active: online and has heard a fresh message since it last joined
+        self.active = nodes.online.copy()
+        self._timer_generation = np.zeros(n, dtype=np.int64)
+        self._activation_listeners: list[Callable[[int], None]] = []
+        self.exchanges = 0
+        nodes.on_leave(self._on_leave)
+        for node in np.flatnonzero(self.active).tolist():
+            self._schedule_tick(node)
+
+    def on_activate(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(node)`` when a rejoined node hears its first fresh message."""
+        self._activation_listeners.append(listener)
+
+    @property
+    def active_count(self) -> int:
+        return int(self.active.sum())
+
+    def _schedule_tick(self, node: int) -> None:
+        now = self.sim.env.now
+        phase = self.phase[node]
+        # next instant k·Δ + φ strictly after now
+        k = np.floor((now - phase) / self.period) + 1
+        when = k * self.period + phase
+        if when <= now:
+            when += self.period
+        self.sim.call_later(when - now, self._tick, node, int(self._timer_generation[node]))
+
+    def _on_leave(self, node: int) -> None:
+        self.active[node] = False
+        self._timer_generation[node] += 1  # cancels the pending tick
+
+    def _tick(self, node: int, generation: int) -> None:
+        if generation != self._timer_generation[node]:
+            return
+        peer = self.network.random_online_neighbour(node, self._peer_uniform)
+        if peer >= 0:
+            self.exchanges += 1
+            self.network.send(
+                node,
+                peer,
+                kind=PUSH,
+                payload=self.rule.outgoing(node),
+                on_deliver=self._on_push,
+                size=self.message_size,
+            )
+        self.sim.call_later(self.period, self._tick, node, generation)
+
+    def _heard(self, node: int) -> None:
+        if not self.active[node]:
+            self.active[node] = True
+            self._schedule_tick(node)
+            for listener in self._activation_listeners:
+                listener(node)
+
+    def _on_push(self, transfer: Transfer) -> None:
+        peer, sender = transfer.dst, transfer.src
+        self.rule.incoming(peer, transfer.payload, sender, transfer)
+        self._heard(peer)  # after the merge: listeners see the fresh value
+        # the pull: the peer answers the request that came with the push
+        self.network.send(
+            peer,
+            sender,
+            kind=PULL,
+            payload=self.rule.outgoing(peer),
+            on_deliver=self._on_pull,
+            size=self.message_size,
+        )
+
+    def _on_pull(self, transfer: Transfer) -> None:
+        node = transfer.dst
+        self.rule.incoming(node, transfer.payload, transfer.src, transfer)
+        self._heard(node)

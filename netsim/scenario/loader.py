@@ -1,0 +1,213 @@
+"""Reading scenario files: YAML → overrides → validated :class:`Scenario`, with clear errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import types
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from netsim.errors import ScenarioError
+from netsim.scenario.schema import Scenario
+
+
+def load_scenario(path: Path, overrides: Iterable[str] = ()) -> Scenario:
+    """Read, override (``dotted.key=value``) and validate the scenario file ``path``."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: scenario file not found") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario file: {exc.strerror}") from None
+    data = parse_yaml(text, source=str(path))
+    data = apply_overrides(data, overrides, source=str(path))
+    return validate_scenario(data, source=str(path), base_dir=path.resolve().parent)
+
+
+def parse_yaml(text: str, *, source: str) -> dict[str, Any]:
+    """``yaml.safe_load`` with errors that name the line and column."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(f"{source}{where}: YAML syntax error: {problem}") from None
+    if data is None:
+        raise ScenarioError(f"{source}: the scenario is empty")
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str], *, source: str) -> dict:
+    """Apply ``dotted.key=value`` overrides; values are parsed as YAML scalars or lists."""
+    result = json.loads(json.dumps(data, default=str))  # deep copy of plain data
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ScenarioError(f"--set {item!r}: expected dotted.key=value, e.g. nodes=500")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            raise ScenarioError(f"--set {item!r}: the value is not valid YAML") from None
+        parts = key.strip().split(".")
+        target = result
+        for depth, part in enumerate(parts[:-1]):
+            child = target.get(part)
+            if child is None:
+                child = target[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(parts[: depth + 1])
+                raise ScenarioError(f"--set {item!r}: {where} is not a section in {source}")
+            target = child
+        target[parts[-1]] = value
+    return result
+
+
+def validate_scenario(data: dict[str, Any], *, source: str, base_dir: Path | None) -> Scenario:
+    """Validate plain data into a :class:`Scenario`; one message lists every problem."""
+    try:
+        return Scenario.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as exc:
+        problems = [_describe(error, data) for error in exc.errors(include_url=False)]
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        raise ScenarioError(f"{source}: invalid scenario:\n{lines}") from None
+
+
+def _user_path(loc: tuple[Any, ...], data: Any) -> tuple[list[str], list[Any]]:
+    """Split pydantic's error location into the user's key path and the full path with tags.
+
+    Pydantic inserts the tag of a discriminated union (e.g. ``k_out``) into the location; it is
+    not a key of the user's data, so it is left out of the path shown to the user.
+    """
+    shown: list[str] = []
+    current = data
+    for element in loc:
+        if isinstance(current, dict) and element in current:
+            shown.append(str(element))
+            current = current[element]
+        elif isinstance(current, list) and isinstance(element, int) and element < len(current):
+            shown.append(f"[{element}]")
+            current = current[element]
+        elif isinstance(element, str) and element not in {"function-after", "function-before"}:
+            # a missing key, or a union tag: keep missing keys, drop tags
+            if not isinstance(current, dict) or element not in _tags(current):
+                shown.append(element)
+    return shown, list(loc)
+
+
+def _tags(mapping: dict[str, Any]) -> set[str]:
+    return {str(mapping.get(key)) for key in ("kind", "dist") if key in mapping}
+
+
+def _model_at(loc: list[Any]) -> type[BaseModel] | None:
+    """The model class that holds the last element of ``loc`` (tags resolve unions)."""
+    model: Any = Scenario
+    for element in loc[:-1]:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = model.model_fields.get(str(element))
+            if field is None:
+                return None
+            model = field.annotation
+            continue
+        model = _union_member(model, element)
+        if model is None:
+            return None
+    model = _strip_optional(model)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _strip_optional(annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _strip_optional(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) == 1:
+            return _strip_optional(members[0])
+    return annotation
+
+
+def _union_member(annotation: Any, tag: Any) -> Any:
+    annotation = _strip_optional(annotation)
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return annotation if isinstance(annotation, type) else None
+    for member in typing.get_args(annotation):
+        for key in ("kind", "dist"):
+            field = getattr(member, "model_fields", {}).get(key)
+            if field is not None and tag in typing.get_args(field.annotation):
+                return member
+    return None
+
+
+def _describe(error: dict[str, Any], data: dict[str, Any]) -> str:
+    shown, full = _user_path(error["loc"], data)
+    where = ".".join(shown).replace(".[", "[") or "(top level)"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        model = _model_at(full)
+        allowed = ", ".join(model.model_fields) if model is not None else "see scenarios/README.md"
+        return f"{where}: unknown key; allowed keys here: {allowed}"
+    if kind == "missing":
+        return f"{where}: required key is missing"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        ctx = error.get("ctx", {})
+        expected = ctx.get("expected_tags")
+        key = str(ctx.get("discriminator", "'kind'")).strip("'")
+        if expected is None:  # no tag given at all
+            member_tags = _all_tags(full)
+            expected = ", ".join(member_tags) if member_tags else "see scenarios/README.md"
+            return f"{where}: needs a '{key}' key; allowed values: {expected}"
+        return f"{where}.{key}: unknown value {ctx.get('tag')!r}; allowed values: {expected}"
+    message = str(error["msg"])
+    message = message.removeprefix("Value error, ")
+    if kind not in ("value_error", "assertion_error") and "input" in error:
+        given = error["input"]
+        if not isinstance(given, dict | list):
+            message += f" (got {given!r})"
+    return f"{where}: {message}"
+
+
+def _all_tags(loc: list[Any]) -> list[str]:
+    model: Any = Scenario
+    for element in loc:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = model.model_fields.get(str(element))
+            if field is None:
+                return []
+            model = field.annotation
+        else:
+            model = _union_member(model, element)
+    union = _strip_optional(model)
+    tags: list[str] = []
+    for member in typing.get_args(union):
+        for key in ("kind", "dist"):
+            field = getattr(member, "model_fields", {}).get(key)
+            if field is not None:
+                tags.extend(repr(t) for t in typing.get_args(field.annotation))
+    return tags
+
+
+def scenario_to_data(scenario: Scenario) -> dict[str, Any]:
+    """Plain data (JSON types) of a scenario: durations in seconds, paths absolute."""
+    return scenario.model_dump(mode="json", by_alias=True)
+
+
+def scenario_to_yaml(scenario: Scenario) -> str:
+    """The resolved scenario as YAML (re-loadable with :func:`load_scenario`)."""
+    header = "# Resolved scenario: durations in seconds, sizes in bytes, bandwidth in bytes/s.\n"
+    return header + yaml.safe_dump(scenario_to_data(scenario), sort_keys=False)
+
+
+def scenario_hash(scenario: Scenario) -> str:
+    """SHA-256 of the resolved scenario (seed included): identifies a run's configuration."""
+    canonical = json.dumps(scenario_to_data(scenario), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

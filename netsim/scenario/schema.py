@@ -1,0 +1,234 @@
+"""The scenario schema: typed, frozen, validated configuration (DESIGN principle 7).
+
+Every key, unit and default is documented in ``scenarios/README.md``; a test checks that the
+two agree. Durations accept ``100ms``, ``1.5s``, ``10min``, ``2h``, ``2d`` (bare numbers are
+seconds), sizes ``64B`` / ``1MB``, bandwidths ``100kbit/s``. Relative file paths are resolved
+against the scenario file's directory and must exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from netsim.distributions import Constant, Distribution, Duration, PositiveDuration
+from netsim.units import DAY, parse_bandwidth, parse_size
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+Size = Annotated[float, BeforeValidator(parse_size)]
+Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)]
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors; instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _existing_file(value: Path, info: ValidationInfo) -> Path:
+    base = (info.context or {}).get("base_dir")
+    path = Path(value).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = Path(base) / path
+    path = path.resolve()
+    if not path.is_file():
+        raise ValueError(f"file not found: {path}")
+    return path
+
+
+# --- topology ------------------------------------------------------------------------------
+
+
+class KOutTopology(StrictModel):
+    """Every node picks k distinct random neighbours (the paper's "50 fixed neighbours")."""
+
+    kind: Literal["k_out"]
+    k: int = Field(ge=1)
+    undirected: bool = False
+
+
+class RandomRegularTopology(StrictModel):
+    kind: Literal["random_regular"]
+    degree: int = Field(ge=1)
+
+
+class ErdosRenyiTopology(StrictModel):
+    kind: Literal["erdos_renyi"]
+    p: Probability
+
+
+class WattsStrogatzTopology(StrictModel):
+    kind: Literal["watts_strogatz"]
+    k: int = Field(ge=2)
+    p: Probability
+
+
+class BarabasiAlbertTopology(StrictModel):
+    kind: Literal["barabasi_albert"]
+    m: int = Field(ge=1)
+
+
+class RandomGeometricTopology(StrictModel):
+    kind: Literal["random_geometric"]
+    radius: float = Field(gt=0)
+    dim: int = Field(default=2, ge=1)
+
+
+class RingTopology(StrictModel):
+    kind: Literal["ring"]
+    k: int = Field(default=1, ge=1)
+
+
+class CompleteTopology(StrictModel):
+    kind: Literal["complete"]
+
+
+class EdgeListTopology(StrictModel):
+    kind: Literal["edge_list"]
+    path: Path
+    directed: bool = False
+
+    _path = field_validator("path")(_existing_file)
+
+
+TopologyConfig = Annotated[
+    KOutTopology
+    | RandomRegularTopology
+    | ErdosRenyiTopology
+    | WattsStrogatzTopology
+    | BarabasiAlbertTopology
+    | RandomGeometricTopology
+    | RingTopology
+    | CompleteTopology
+    | EdgeListTopology,
+    Field(discriminator="kind"),
+]
+
+# --- links ---------------------------------------------------------------------------------
+
+
+class LinkFailureConfig(StrictModel):
+    mean_up: PositiveDuration
+    mean_down: PositiveDuration
+
+
+class LinksConfig(StrictModel):
+    delay: Distribution = Constant(dist="constant", value=0.0)
+    bandwidth: Bandwidth | None = None
+    loss: Probability = 0.0
+    failure: LinkFailureConfig | None = None
+
+
+# --- churn ---------------------------------------------------------------------------------
+
+
+class AlwaysOnChurn(StrictModel):
+    kind: Literal["always_on"]
+
+
+class DiurnalConfig(StrictModel):
+    amplitude: float = Field(ge=0.0, lt=1.0)
+    peak: Duration = 0.0
+
+    @field_validator("peak")
+    @classmethod
+    def _time_of_day(cls, value: float) -> float:
+        if value >= DAY:
+            raise ValueError("peak is a time of day: it must be less than 1d")
+        return value
+
+
+class SyntheticChurn(StrictModel):
+    kind: Literal["synthetic"]
+    online: Distribution
+    offline: Distribution
+    diurnal: DiurnalConfig | None = None
+
+
+class TraceChurn(StrictModel):
+    kind: Literal["trace"]
+    path: Path
+    assign: Literal["random", "in_order"] = "random"
+
+    _path = field_validator("path")(_existing_file)
+
+
+class StunnerChurn(StrictModel):
+    kind: Literal["stunner"]
+    path: Path
+    segment_length: PositiveDuration = 2 * DAY
+    segment_step: PositiveDuration = DAY
+    local_time: bool = False
+    assign: Literal["random", "in_order"] = "random"
+
+    _path = field_validator("path")(_existing_file)
+
+
+ChurnConfig = Annotated[
+    AlwaysOnChurn | SyntheticChurn | TraceChurn | StunnerChurn, Field(discriminator="kind")
+]
+
+# --- protocols and metrics -----------------------------------------------------------------
+
+
+class GossipConfig(StrictModel):
+    period: PositiveDuration
+    message_size: Size = 64.0
+    mode: Literal["exact"] = "exact"
+
+
+class BroadcastConfig(StrictModel):
+    interval: PositiveDuration
+    start: Duration = 0.0
+    thresholds: tuple[Annotated[float, Field(gt=0.0, le=1.0)], ...] = (0.5, 0.9, 0.99, 1.0)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _distinct(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value:
+            raise ValueError("give at least one threshold")
+        if len(set(value)) != len(value):
+            raise ValueError("thresholds must be distinct")
+        return tuple(sorted(value))
+
+
+class MetricsConfig(StrictModel):
+    sample_every: PositiveDuration = 60.0
+
+
+class Scenario(StrictModel):
+    """A whole run: network, churn, protocols, metrics."""
+
+    name: Name = "scenario"
+    description: str = ""
+    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    nodes: int = Field(ge=1)
+    duration: PositiveDuration
+    topology: TopologyConfig
+    links: LinksConfig = LinksConfig()
+    churn: ChurnConfig = AlwaysOnChurn(kind="always_on")
+    gossip: GossipConfig | None = None
+    broadcast: BroadcastConfig | None = None
+    metrics: MetricsConfig = MetricsConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        if self.broadcast is not None and self.gossip is None:
+            raise ValueError("broadcast needs a gossip section (it spreads updates by gossip)")
+        topology = self.topology
+        if isinstance(topology, KOutTopology) and topology.k >= self.nodes:
+            raise ValueError(
+                f"topology.k ({topology.k}) must be less than nodes ({self.nodes})"
+            )
+        return self

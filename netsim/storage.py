@@ -1,0 +1,80 @@
+"""Atomic file writes and the layout of a run directory.
+
+A run directory holds ``scenario.yaml`` (the resolved scenario, with the seed actually used),
+one ``<table>.parquet`` per event table, and ``manifest.json``. A run is built in a hidden
+sibling directory ``.<name>.partial-<pid>`` and renamed into place only when every file is
+written, with the manifest last; so a directory without ``.partial`` in its name and with a
+manifest whose ``status`` is ``complete`` is a complete run, and nothing else is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+SCENARIO = "scenario.yaml"
+PARTIAL_MARK = ".partial-"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Text flavour of :func:`atomic_write_bytes` (UTF-8)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Atomically write ``payload`` as indented, key-sorted JSON."""
+    atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def partial_directory(final: Path) -> Path:
+    """Create and return the hidden staging directory for the run directory ``final``."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".{final.name}{PARTIAL_MARK}{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    return staging
+
+
+def publish_directory(staging: Path, final: Path) -> None:
+    """Move a finished staging directory to ``final``, replacing an older run there."""
+    if final.exists():
+        retired = final.parent / f".{final.name}.old-{os.getpid()}"
+        os.replace(final, retired)
+        os.replace(staging, final)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, final)
+
+
+def is_complete_run(directory: Path) -> bool:
+    """True iff ``directory`` is a published run whose manifest says it completed."""
+    directory = Path(directory)
+    if PARTIAL_MARK in directory.name:
+        return False
+    manifest = directory / MANIFEST
+    try:
+        status = json.loads(manifest.read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError):
+        return False
+    return status == "complete"
