@@ -46,8 +46,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from netsim.scenario import load_scenario
 
     scenario = load_scenario(args.scenario, args.set or ())
-    print(f"{args.scenario}: valid scenario {scenario.name!r} "
-          f"({scenario.nodes} nodes, {scenario.duration:g} s)")
+    print(
+        f"{args.scenario}: valid scenario {scenario.name!r} "
+        f"({scenario.nodes} nodes, {scenario.duration:g} s)"
+    )
     return 0
 
 

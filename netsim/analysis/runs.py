@@ -50,8 +50,10 @@ def load_run_scenario(path: Path) -> Scenario:
 
 def summarize_run(tables: dict[str, pd.DataFrame], scenario: Scenario) -> list[str]:
     """A few lines a person wants to see after a run."""
-    lines = [f"scenario {scenario.name}: {scenario.nodes} nodes, "
-             f"{format_duration(scenario.duration)} simulated, seed {scenario.seed}"]
+    lines = [
+        f"scenario {scenario.name}: {scenario.nodes} nodes, "
+        f"{format_duration(scenario.duration)} simulated, seed {scenario.seed}"
+    ]
     samples = tables.get("samples")
     if samples is not None and len(samples):
         online = samples["online"].to_numpy()

@@ -166,9 +166,7 @@ class Network:
         self.links = links
         delay_rng = sim.streams.get("links.delay")
         self._next_delay = BlockDraws(lambda size: links.delay.sample(delay_rng, size))
-        self._constant_delay = (
-            links.delay.value if isinstance(links.delay, Constant) else None
-        )
+        self._constant_delay = links.delay.value if isinstance(links.delay, Constant) else None
         self._next_loss_draw = BlockDraws(sim.streams.get("links.loss").random)
         # neighbour lists as Python lists: scalar access is far cheaper than numpy slicing
         self._neighbour_lists: list[list[int]] = [
@@ -188,9 +186,7 @@ class Network:
 
     def transfer_time(self, size: float) -> float:
         """Draw the duration of one transfer of ``size`` bytes."""
-        delay = (
-            self._constant_delay if self._constant_delay is not None else self._next_delay()
-        )
+        delay = self._constant_delay if self._constant_delay is not None else self._next_delay()
         if self.links.bandwidth is not None:
             delay += size / self.links.bandwidth
         return delay
@@ -243,8 +239,15 @@ class Network:
         now = self.sim.env.now
         nodes = self.nodes
         transfer = Transfer(
-            src, dst, kind, payload, now,
-            int(nodes.epoch[src]), int(nodes.epoch[dst]), on_deliver, on_lost,
+            src,
+            dst,
+            kind,
+            payload,
+            now,
+            int(nodes.epoch[src]),
+            int(nodes.epoch[dst]),
+            on_deliver,
+            on_lost,
         )
         self.sent += 1
         if duration is None:

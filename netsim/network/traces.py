@@ -101,7 +101,8 @@ def _trace_from_rows(
     unsorted = np.flatnonzero(same & (start_s[1:] < start_s[:-1]))
     overlap = np.flatnonzero(same & (start_s[1:] < end_s[:-1]))
     first_bad = min(
-        (k for k in (unsorted[:1].tolist() + overlap[:1].tolist())), default=None,
+        (k for k in (unsorted[:1].tolist() + overlap[:1].tolist())),
+        default=None,
         key=lambda k: where_s[k + 1],
     )
     if first_bad is not None:
@@ -216,9 +217,7 @@ def _read_canonical_parquet(path: Path) -> IntervalTrace:
             code = index[label] = len(labels)
             labels.append(label)
         codes[k] = code
-    return _trace_from_rows(
-        codes, labels, start, end, np.arange(len(nodes)), path=path, unit="row"
-    )
+    return _trace_from_rows(codes, labels, start, end, np.arange(len(nodes)), path=path, unit="row")
 
 
 def write_canonical_trace(trace: IntervalTrace, path: Path) -> None:
@@ -228,16 +227,17 @@ def write_canonical_trace(trace: IntervalTrace, path: Path) -> None:
     path = Path(path)
     nodes = np.asarray(trace.labels, dtype=object)[trace.node_index()]
     if path.suffix.lower() == ".parquet":
-        table = pa.table({"node": pa.array(nodes.tolist(), pa.string()),
-                          "start": trace.start, "end": trace.end})
+        table = pa.table(
+            {"node": pa.array(nodes.tolist(), pa.string()), "start": trace.start, "end": trace.end}
+        )
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         atomic_write_bytes(path, sink.getvalue().to_pybytes())
         return
     rows = ["node,start,end"]
     rows.extend(
-        f"{node},{s!r},{e!r}" for node, s, e in zip(nodes, trace.start.tolist(), trace.end.tolist(),
-                                                     strict=True)
+        f"{node},{s!r},{e!r}"
+        for node, s, e in zip(nodes, trace.start.tolist(), trace.end.tolist(), strict=True)
     )
     atomic_write_bytes(path, ("\n".join(rows) + "\n").encode("utf-8"))
 
@@ -418,6 +418,9 @@ def read_stunner_segments(
 ) -> IntervalTrace:
     """Read a STUNner trace and cut it into segments (see :func:`cut_segments`)."""
     return cut_segments(
-        read_stunner_users(path), length=length, step=step, local_time=local_time,
+        read_stunner_users(path),
+        length=length,
+        step=step,
+        local_time=local_time,
         source=str(path),
     )

@@ -228,7 +228,5 @@ class Scenario(StrictModel):
             raise ValueError("broadcast needs a gossip section (it spreads updates by gossip)")
         topology = self.topology
         if isinstance(topology, KOutTopology) and topology.k >= self.nodes:
-            raise ValueError(
-                f"topology.k ({topology.k}) must be less than nodes ({self.nodes})"
-            )
+            raise ValueError(f"topology.k ({topology.k}) must be less than nodes ({self.nodes})")
         return self
