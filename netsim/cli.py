@@ -44,8 +44,11 @@ class ProgressBar:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from netsim.scenario import load_scenario
+    from netsim.scenario.build import check_inputs
 
     scenario = load_scenario(args.scenario, args.set or ())
+    for warning in check_inputs(scenario):
+        print(f"netsim: warning: {warning}", file=sys.stderr)
     print(
         f"{args.scenario}: valid scenario {scenario.name!r} "
         f"({scenario.nodes} nodes, {scenario.duration:g} s)"

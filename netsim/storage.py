@@ -21,11 +21,18 @@ SCENARIO = "scenario.yaml"
 PARTIAL_MARK = ".partial-"
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; act like open()
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

@@ -188,6 +188,8 @@ def edge_list(path: Path, n: int, *, directed: bool = False) -> Topology:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read edge list: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise TopologyError(f"{path}: not UTF-8 text; an edge list is a text file") from None
     sources: list[int] = []
     targets: list[int] = []
     for line_no, raw in enumerate(text.splitlines(), start=1):

@@ -98,15 +98,10 @@ def _trace_from_rows(
     order = np.argsort(codes, kind="stable")  # per node, rows keep file order
     codes_s, start_s, end_s, where_s = codes[order], start[order], end[order], where[order]
     same = codes_s[1:] == codes_s[:-1]
-    unsorted = np.flatnonzero(same & (start_s[1:] < start_s[:-1]))
-    overlap = np.flatnonzero(same & (start_s[1:] < end_s[:-1]))
-    first_bad = min(
-        (k for k in (unsorted[:1].tolist() + overlap[:1].tolist())),
-        default=None,
-        key=lambda k: where_s[k + 1],
-    )
-    if first_bad is not None:
-        k = first_bad
+    # a row earlier than its predecessor also starts before the predecessor's end
+    bad = np.flatnonzero(same & (start_s[1:] < end_s[:-1]))
+    if bad.size:
+        k = int(bad[np.argmin(where_s[bad + 1])])  # the first offending line of the file
         label = labels[codes_s[k + 1]]
         what = "is earlier than" if start_s[k + 1] < start_s[k] else "overlaps"
         raise TraceError(
@@ -135,7 +130,10 @@ def read_canonical_trace(path: Path) -> IntervalTrace:
         return _read_canonical_parquet(path)
     if path.suffix.lower() != ".csv":
         raise TraceError(f"{path}: unknown trace file type {path.suffix!r}; use .csv or .parquet")
-    return _read_canonical_csv(path)
+    try:
+        return _read_canonical_csv(path)
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not UTF-8 text; a canonical trace is a UTF-8 CSV") from None
 
 
 def _read_canonical_csv(path: Path) -> IntervalTrace:
@@ -258,6 +256,14 @@ class StunnerUser:
 
 
 def read_stunner_users(path: Path) -> list[StunnerUser]:
+    """Parse a STUNner trace into per-user records (see :func:`_parse_stunner`)."""
+    try:
+        return _parse_stunner(Path(path))
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not UTF-8 text; a STUNner trace is a text file") from None
+
+
+def _parse_stunner(path: Path) -> list[StunnerUser]:
     """Parse a STUNner trace into per-user records (sorted by user id).
 
     Validation: at least 5 fields per line, ``firstOnline`` in {0, 1}, integer start (ms),

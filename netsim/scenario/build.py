@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsim.errors import ScenarioError
-from netsim.log import F64, I64, EventLog, TableSchema
+from netsim.log import F64, I32, I64, STR, EventLog, TableSchema
 from netsim.network import churn as churn_models
 from netsim.network import topology as topologies
 from netsim.network.churn import ChurnReplay, ChurnSchedule
@@ -40,6 +40,16 @@ SAMPLES_TABLE = TableSchema(
     description=(
         "System state every metrics.sample_every (and at the end): online nodes, nodes taking "
         "part in gossip, and cumulative counters of messages and churn transitions."
+    ),
+)
+
+
+TRACE_ASSIGNMENT_TABLE = TableSchema(
+    name="trace_assignment",
+    columns=(("node", I32), ("trace_node", STR)),
+    description=(
+        "For churn replayed from a trace: the trace node (a STUNner segment is "
+        "'<user>@<start, Unix s>') each simulated node replays."
     ),
 )
 
@@ -126,7 +136,18 @@ def build_churn(
             f"trace nodes are {how}"
         )
     schedule, picks = churn_models.from_trace(trace, n, horizon, rng, assign)
-    return schedule, picks
+    return schedule, np.asarray(trace.labels, dtype=object)[picks]
+
+
+def check_inputs(scenario: s.Scenario) -> list[str]:
+    """Build what a run reads from files or derives from parameters (topology, churn
+    schedule) without running it, so ``netsim validate`` finds every error ``run`` would.
+    Returns the warnings the run would print."""
+    streams = RandomStreams(scenario.seed if scenario.seed is not None else 0)
+    warnings: list[str] = []
+    build_topology(scenario.topology, scenario.nodes, streams)
+    build_churn(scenario.churn, scenario.nodes, scenario.duration, streams, warnings)
+    return warnings
 
 
 def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
@@ -153,6 +174,8 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
         ),
     )
     churn = ChurnReplay(sim, nodes, schedule)
+    if picks is not None:
+        sim.log.table(TRACE_ASSIGNMENT_TABLE).extend([range(n), picks.tolist()])
     built = BuiltRun(
         scenario=scenario,
         sim=sim,

@@ -24,6 +24,10 @@ def load_scenario(path: Path, overrides: Iterable[str] = ()) -> Scenario:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ScenarioError(f"{path}: scenario file not found") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{path}: not UTF-8 text (byte {exc.start}); a scenario is a UTF-8 YAML file"
+        ) from None
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read scenario file: {exc.strerror}") from None
     data = parse_yaml(text, source=str(path))
@@ -154,7 +158,11 @@ def _describe(error: dict[str, Any], data: dict[str, Any]) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         model = _model_at(full)
-        allowed = ", ".join(model.model_fields) if model is not None else "see scenarios/README.md"
+        allowed = (
+            ", ".join(field.alias or name for name, field in model.model_fields.items())
+            if model is not None
+            else "see scenarios/README.md"
+        )
         return f"{where}: unknown key; allowed keys here: {allowed}"
     if kind == "missing":
         return f"{where}: required key is missing"
@@ -169,6 +177,8 @@ def _describe(error: dict[str, Any], data: dict[str, Any]) -> str:
         return f"{where}.{key}: unknown value {ctx.get('tag')!r}; allowed values: {expected}"
     message = str(error["msg"])
     message = message.removeprefix("Value error, ")
+    if not shown:  # a check across several keys: its message names them
+        return message
     if kind not in ("value_error", "assertion_error") and "input" in error:
         given = error["input"]
         if not isinstance(given, dict | list):

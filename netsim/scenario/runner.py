@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from netsim import __version__
+from netsim.errors import RunDirectoryError, ScenarioError
 from netsim.log import EventLog
 from netsim.rng import new_root_seed
 from netsim.scenario.build import BuiltRun, build_run
@@ -55,6 +56,8 @@ class RunResult:
 def with_seed(scenario: Scenario, seed: int | None = None) -> Scenario:
     """``scenario`` with its seed fixed: ``seed`` if given, else its own, else a fresh one."""
     if seed is not None:
+        if not 0 <= seed < 2**63:
+            raise ScenarioError(f"--seed {seed}: a seed is an integer in [0, 2^63)")
         return scenario.model_copy(update={"seed": seed})
     if scenario.seed is not None:
         return scenario
@@ -86,8 +89,14 @@ def run_scenario(
     """Run ``scenario`` and publish its run directory under ``out``."""
     scenario = with_seed(scenario)
     run_id = run_id_for(scenario)
-    final = Path(out) / run_id
-    staging = partial_directory(final)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunDirectoryError(f"{out}: the output location exists and is not a directory")
+    final = out / run_id
+    try:
+        staging = partial_directory(final)
+    except OSError as exc:
+        raise RunDirectoryError(f"{out}: cannot create a run directory: {exc.strerror}") from None
     try:
         log = EventLog(staging)
         started = time.perf_counter()

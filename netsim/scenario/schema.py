@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from netsim.distributions import Constant, Distribution, Duration, PositiveDuration
+from netsim.protocols.broadcast import threshold_column
 from netsim.units import DAY, parse_bandwidth, parse_size
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -155,6 +156,13 @@ class SyntheticChurn(StrictModel):
     offline: Distribution
     diurnal: DiurnalConfig | None = None
 
+    @model_validator(mode="after")
+    def _positive_means(self) -> SyntheticChurn:
+        for key in ("online", "offline"):
+            if getattr(self, key).mean() <= 0:
+                raise ValueError(f"{key} periods must have a positive mean length")
+        return self
+
 
 class TraceChurn(StrictModel):
     kind: Literal["trace"]
@@ -198,8 +206,11 @@ class BroadcastConfig(StrictModel):
     def _distinct(cls, value: tuple[float, ...]) -> tuple[float, ...]:
         if not value:
             raise ValueError("give at least one threshold")
-        if len(set(value)) != len(value):
-            raise ValueError("thresholds must be distinct")
+        if len({threshold_column(t) for t in value}) != len(value):
+            raise ValueError(
+                "thresholds must be distinct as percentages with 6 significant digits "
+                "(each becomes a column such as t90)"
+            )
         return tuple(sorted(value))
 
 
@@ -226,7 +237,28 @@ class Scenario(StrictModel):
     def _consistent(self) -> Scenario:
         if self.broadcast is not None and self.gossip is None:
             raise ValueError("broadcast needs a gossip section (it spreads updates by gossip)")
-        topology = self.topology
-        if isinstance(topology, KOutTopology) and topology.k >= self.nodes:
-            raise ValueError(f"topology.k ({topology.k}) must be less than nodes ({self.nodes})")
+        problem = topology_problem(self.topology, self.nodes)
+        if problem is not None:
+            raise ValueError(problem)
         return self
+
+
+def topology_problem(topology: TopologyConfig, n: int) -> str | None:
+    """Why ``topology`` cannot be built on ``n`` nodes, or ``None`` if it can."""
+    if n < 2 and not isinstance(topology, EdgeListTopology):
+        return f"nodes: a {topology.kind} topology needs at least 2 nodes, got {n}"
+    match topology:
+        case KOutTopology(k=k) if k >= n:
+            return f"topology.k ({k}) must be less than nodes ({n})"
+        case RandomRegularTopology(degree=d) if d >= n or (n * d) % 2:
+            return (
+                f"topology.degree ({d}) must be less than nodes ({n}) and nodes × degree must "
+                "be even"
+            )
+        case WattsStrogatzTopology(k=k) if k >= n:
+            return f"topology.k ({k}) must be less than nodes ({n})"
+        case BarabasiAlbertTopology(m=m) if m >= n:
+            return f"topology.m ({m}) must be less than nodes ({n})"
+        case RingTopology(k=k) if k > max((n - 1) // 2, 1):
+            return f"topology.k ({k}) must be at most (nodes - 1) // 2 = {(n - 1) // 2}"
+    return None

@@ -1,0 +1,26 @@
+"""Shared fixtures: where the research-only data lives, and small scenario builders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+STUNNER_TRACE = SHARED_DATA / "traces" / "stunner" / "peersim_session_100.txt"
+
+
+def require_shared(path: Path) -> Path:
+    """Skip the calling test, saying why, when a research-only file is not available."""
+    if not path.is_file():
+        pytest.skip(
+            f"research-only data file {path} is absent (it is read from ../shared/data and "
+            "never committed)"
+        )
+    return path
+
+
+@pytest.fixture
+def stunner_trace() -> Path:
+    return require_shared(STUNNER_TRACE)

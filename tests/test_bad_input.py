@@ -1,0 +1,469 @@
+"""Every user error ends in one clear message, never a traceback.
+
+The command line prints ``netsim: error: <message>`` on stderr and exits with status 2; the
+message names the file and the key path or line, and what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from netsim.cli import EXIT_USER_ERROR, main
+from netsim.errors import TraceError
+from netsim.network.traces import read_canonical_trace, read_stunner_users
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
+
+BASE = """\
+name: bad-input
+seed: 1
+nodes: 10
+duration: 1min
+topology: {kind: k_out, k: 3}
+"""
+
+TOPOLOGY_KINDS = (
+    "'k_out', 'random_regular', 'erdos_renyi', 'watts_strogatz', 'barabasi_albert', "
+    "'random_geometric', 'ring', 'complete', 'edge_list'"
+)
+TOP_LEVEL_KEYS = (
+    "name, description, seed, nodes, duration, topology, links, churn, gossip, broadcast, metrics"
+)
+
+
+def cli_error(capsys: pytest.CaptureFixture[str], *argv: object) -> str:
+    """Run ``netsim *argv`` and check it failed as a user error; return stderr."""
+    code = main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    err = captured.err
+    assert code == EXIT_USER_ERROR == 2, err
+    assert err.startswith("netsim: error: "), err
+    assert err.count("netsim: error:") == 1, err
+    assert "Traceback" not in err
+    assert captured.out == ""
+    return err
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run_error(capsys: pytest.CaptureFixture[str], tmp_path: Path, scenario: Path) -> str:
+    """``netsim run`` that must fail as a user error and leave nothing under ``--out``."""
+    out = tmp_path / "runs"
+    err = cli_error(capsys, "run", scenario, "--out", out, "-q")
+    leftovers = list(out.iterdir()) if out.exists() else []
+    assert leftovers == [], leftovers
+    return err
+
+
+# --- scenario files ------------------------------------------------------------------------
+
+SCENARIO_CASES = [
+    pytest.param(
+        BASE + "links: {loss: [0.1\n",
+        [":7:1: YAML syntax error: expected ',' or ']', but got '<stream end>'"],
+        id="yaml-syntax",
+    ),
+    pytest.param(
+        "name: t\nnodes: [1, 2\nduration: 1min\n",
+        [":3:9: YAML syntax error: expected ',' or ']', but got ':'"],
+        id="yaml-syntax-mid-file",
+    ),
+    pytest.param("", [": the scenario is empty"], id="empty-file"),
+    pytest.param("# only a comment\n", [": the scenario is empty"], id="only-comment"),
+    pytest.param("- a\n- b\n", [": a scenario is a mapping of keys, got list"], id="top-list"),
+    pytest.param(
+        BASE + "nodez: 5\n",
+        [
+            ": invalid scenario:\n",
+            f"  - nodez: unknown key; allowed keys here: {TOP_LEVEL_KEYS}",
+        ],
+        id="unknown-top-level-key",
+    ),
+    pytest.param(
+        BASE.replace("k: 3}", "k: 3, zz: 1}"),
+        ["  - topology.zz: unknown key; allowed keys here: kind, k, undirected"],
+        id="unknown-nested-key",
+    ),
+    pytest.param(
+        BASE.replace("nodes: 10", "nodes: many"),
+        [
+            "  - nodes: Input should be a valid integer, unable to parse string as an integer "
+            "(got 'many')"
+        ],
+        id="wrong-type",
+    ),
+    pytest.param(
+        BASE.replace("duration: 1min", "duration: -5s"),
+        ["  - duration: duration '-5s' is negative; it must be >= 0"],
+        id="negative-duration",
+    ),
+    pytest.param(
+        BASE.replace("duration: 1min", "duration: 10xs"),
+        ["  - duration: unknown time unit 'xs' in '10xs'; allowed units: us, ms, s, min, h, d"],
+        id="unknown-time-unit",
+    ),
+    pytest.param(
+        BASE + "links: {loss: 1.5}\n",
+        ["  - links.loss: Input should be less than or equal to 1 (got 1.5)"],
+        id="probability-above-1",
+    ),
+    pytest.param(
+        BASE + "links: {loss: -0.1}\n",
+        ["  - links.loss: Input should be greater than or equal to 0 (got -0.1)"],
+        id="probability-below-0",
+    ),
+    pytest.param(
+        BASE.replace("kind: k_out", "kind: star"),
+        [f"  - topology.kind: unknown value 'star'; allowed values: {TOPOLOGY_KINDS}"],
+        id="unknown-topology-kind",
+    ),
+    pytest.param(
+        BASE.replace("kind: k_out, ", ""),
+        [f"  - topology: needs a 'kind' key; allowed values: {TOPOLOGY_KINDS}"],
+        id="missing-kind",
+    ),
+    pytest.param(
+        BASE.replace("duration: 1min\n", ""),
+        ["  - duration: required key is missing"],
+        id="missing-duration",
+    ),
+    pytest.param(
+        BASE.replace("k: 3", "k: 10"),
+        ["topology.k (10) must be less than nodes (10)"],
+        id="k-out-k-not-below-nodes",
+    ),
+    pytest.param(
+        BASE + "broadcast: {interval: 1min}\n",
+        ["broadcast needs a gossip section (it spreads updates by gossip)"],
+        id="broadcast-without-gossip",
+    ),
+    pytest.param(
+        BASE
+        + "churn:\n  kind: synthetic\n"
+        + "  online: {dist: constant, value: 1h}\n"
+        + "  offline: {dist: constant, value: 1h}\n"
+        + "  diurnal: {amplitude: 0.3, peak: 1d}\n",
+        ["  - churn.diurnal.peak: peak is a time of day: it must be less than 1d"],
+        id="diurnal-peak-1d",
+    ),
+    pytest.param(
+        BASE + "gossip: {period: 1s, message_size: 64QB}\n",
+        ["  - gossip.message_size: unknown size unit 'QB' in '64QB'; allowed units: B, KB,"],
+        id="unknown-size-unit",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SCENARIO_CASES)
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_bad_scenario_file(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    command: str,
+    text: str,
+    expected: list[str],
+) -> None:
+    scenario = write(tmp_path / "my-scenario.yaml", text)
+    if command == "run":
+        err = run_error(capsys, tmp_path, scenario)
+    else:
+        err = cli_error(capsys, "validate", scenario)
+    assert err.startswith(f"netsim: error: {scenario}"), err
+    for fragment in expected:
+        assert fragment in err, err
+
+
+def test_every_problem_is_reported_in_one_message(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = BASE.replace("nodes: 10", "nodes: many").replace("kind: k_out", "kind: star")
+    scenario = write(tmp_path / "two.yaml", text + "zz: 1\n")
+    err = cli_error(capsys, "validate", scenario)
+    assert err.startswith(f"netsim: error: {scenario}: invalid scenario:\n"), err
+    assert "  - nodes: Input should be a valid integer" in err
+    assert "  - topology.kind: unknown value 'star'" in err
+    assert "  - zz: unknown key; allowed keys here: name," in err
+
+
+def test_missing_trace_file_names_resolved_path(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    scenario = write(tmp_path / "s.yaml", BASE + "churn: {kind: trace, path: nope.csv}\n")
+    err = cli_error(capsys, "validate", scenario)
+    resolved = (tmp_path / "nope.csv").resolve()
+    assert err.startswith(f"netsim: error: {scenario}: invalid scenario:\n"), err
+    assert f"  - churn.path: file not found: {resolved}" in err
+
+
+def test_missing_scenario_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "absent.yaml"
+    err = cli_error(capsys, "validate", missing)
+    assert err == f"netsim: error: {missing}: scenario file not found\n"
+    err = cli_error(capsys, "run", missing, "--out", tmp_path / "runs")
+    assert err == f"netsim: error: {missing}: scenario file not found\n"
+
+
+def test_scenario_path_is_a_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    err = cli_error(capsys, "validate", tmp_path)
+    assert err.startswith(f"netsim: error: {tmp_path}: cannot read scenario file: "), err
+
+
+def test_set_without_equals(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    scenario = write(tmp_path / "s.yaml", BASE)
+    err = cli_error(capsys, "validate", scenario, "--set", "nodes")
+    assert err == "netsim: error: --set 'nodes': expected dotted.key=value, e.g. nodes=500\n"
+
+
+def test_set_scalar_as_section(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    scenario = write(tmp_path / "s.yaml", BASE)
+    err = cli_error(capsys, "validate", scenario, "--set", "nodes.x=1")
+    assert err == f"netsim: error: --set 'nodes.x=1': nodes is not a section in {scenario}\n"
+
+
+def test_set_value_is_validated_like_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    scenario = write(tmp_path / "s.yaml", BASE)
+    err = cli_error(capsys, "validate", scenario, "--set", "gossip.period=3parsecs")
+    assert "  - gossip.period: unknown time unit 'parsecs' in '3parsecs'; allowed units:" in err
+
+
+def test_validate_quickstart(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["validate", str(QUICKSTART)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.err == ""
+    assert captured.out == f"{QUICKSTART}: valid scenario 'quickstart' (1000 nodes, 14400 s)\n"
+
+
+# --- canonical trace files -----------------------------------------------------------------
+
+TRACE_CASES = [
+    pytest.param(
+        "id,start,end\n0,0,10\n",
+        "line 1: header must be 'node,start,end', got 'id,start,end'",
+        id="wrong-header",
+    ),
+    pytest.param(
+        "node,start,end\n0,0,10\n\n1,0,10,5\n",
+        "line 4: expected 3 columns (node,start,end), got 4",
+        id="wrong-column-count",
+    ),
+    pytest.param(
+        "node,start,end\n0,0,10\n1,abc,10\n",
+        "line 3: start and end must be numbers (seconds), got 'abc', '10'",
+        id="non-numeric-time",
+    ),
+    pytest.param(
+        "node,start,end\n0,0,10\n1,-1,10\n",
+        "line 3: negative start -1.0; times are >= 0 s",
+        id="negative-start",
+    ),
+    pytest.param(
+        "node,start,end\n0,0,10\n1,10,10\n",
+        "line 3: interval end 10.0 is not after its start 10.0",
+        id="end-equals-start",
+    ),
+    pytest.param(
+        "node,start,end\n0,0,10\n1,0,10\n1,30,20\n",
+        "line 4: interval end 20.0 is not after its start 30.0",
+        id="end-before-start",
+    ),
+    pytest.param(
+        "node,start,end\n0,100,200\n1,0,10\n0,20,50\n",
+        "line 4: interval [20.0, 50.0) of node '0' is earlier than its previous interval "
+        "[100.0, 200.0) at line 2; each node's intervals must be in time order and must not "
+        "overlap",
+        id="out-of-time-order",
+    ),
+    pytest.param(
+        "node,start,end\n0,0,100\n1,0,10\n1,20,30\n0,50,150\n",
+        "line 5: interval [50.0, 150.0) of node '0' overlaps its previous interval "
+        "[0.0, 100.0) at line 2; each node's intervals must be in time order and must not "
+        "overlap",
+        id="overlapping-intervals",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), TRACE_CASES)
+def test_bad_canonical_trace_read_directly(tmp_path: Path, text: str, expected: str) -> None:
+    trace = write(tmp_path / "trace.csv", text)
+    with pytest.raises(TraceError) as info:
+        read_canonical_trace(trace)
+    assert str(info.value) == f"{trace}:{expected}"
+
+
+@pytest.mark.parametrize(("text", "expected"), TRACE_CASES)
+def test_bad_canonical_trace_in_scenario(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, expected: str
+) -> None:
+    write(tmp_path / "trace.csv", text)
+    scenario = write(tmp_path / "s.yaml", BASE + "churn: {kind: trace, path: trace.csv}\n")
+    err = run_error(capsys, tmp_path, scenario)
+    assert err == f"netsim: error: {(tmp_path / 'trace.csv').resolve()}:{expected}\n"
+
+
+def test_canonical_trace_missing_or_wrong_type(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="trace file not found"):
+        read_canonical_trace(tmp_path / "absent.csv")
+    other = write(tmp_path / "trace.tsv", "node\tstart\tend\n")
+    with pytest.raises(TraceError) as info:
+        read_canonical_trace(other)
+    assert str(info.value) == f"{other}: unknown trace file type '.tsv'; use .csv or .parquet"
+
+
+def test_canonical_trace_reports_first_bad_line_in_file_order(tmp_path: Path) -> None:
+    # node B's line 4 overlaps its line 3; node A's line 6 is out of order: report line 4
+    trace = write(
+        tmp_path / "trace.csv", "node,start,end\nA,0,10\nB,0,10\nB,5,6\nA,100,200\nA,20,50\n"
+    )
+    with pytest.raises(TraceError) as info:
+        read_canonical_trace(trace)
+    assert str(info.value).startswith(f"{trace}:line 4: interval [5.0, 6.0) of node 'B'")
+
+
+# --- STUNner trace files -------------------------------------------------------------------
+
+GOOD_STUNNER_LINE = "u1 1 0 0 1000 2000\n"
+
+STUNNER_CASES = [
+    pytest.param(
+        GOOD_STUNNER_LINE + "\nu2 1 0 0\n",
+        "line 3: expected '<user> <firstOnline 0|1> <start ms> <UTC offset h> <d1> ...' "
+        "(at least 5 fields), got 4",
+        id="too-few-fields",
+    ),
+    pytest.param(
+        GOOD_STUNNER_LINE + "u2 2 0 0 10\n",
+        "line 2: firstOnline must be 0 or 1, got '2'",
+        id="first-online-not-0-1",
+    ),
+    pytest.param(
+        GOOD_STUNNER_LINE + "u2 1 0 0 10 1.5\n",
+        "line 2: start and durations must be integers (ms) and the UTC offset a number of hours",
+        id="non-integer-duration",
+    ),
+    pytest.param(
+        GOOD_STUNNER_LINE + "u2 1 0 0 10 -5\n",
+        "line 2: negative duration; durations are >= 0 ms",
+        id="negative-duration",
+    ),
+    pytest.param(
+        GOOD_STUNNER_LINE + "u2 1 0 0 10\nu1 0 2000 0 500\n",
+        "line 3: segment of user 'u1' starts before the end of its segment on line 1; a user's "
+        "segments must not overlap",
+        id="overlapping-segments",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), STUNNER_CASES)
+def test_bad_stunner_trace(tmp_path: Path, text: str, expected: str) -> None:
+    trace = write(tmp_path / "stunner.txt", text)
+    with pytest.raises(TraceError) as info:
+        read_stunner_users(trace)
+    assert str(info.value) == f"{trace}:{expected}"
+
+
+def test_bad_stunner_trace_in_scenario(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    write(tmp_path / "stunner.txt", GOOD_STUNNER_LINE + "u2 2 0 0 10\n")
+    scenario = write(tmp_path / "s.yaml", BASE + "churn: {kind: stunner, path: stunner.txt}\n")
+    err = run_error(capsys, tmp_path, scenario)
+    resolved = (tmp_path / "stunner.txt").resolve()
+    assert err == f"netsim: error: {resolved}:line 2: firstOnline must be 0 or 1, got '2'\n"
+
+
+# --- edge-list topologies ------------------------------------------------------------------
+
+EDGE_LIST_CASES = [
+    pytest.param("0 1\n1 2 3\n", "2: expected 2 fields 'source target', got 3", id="three-fields"),
+    pytest.param(
+        "0 1\n# a comment\n1 x\n", "3: node ids must be integers, got '1 x'", id="non-integer-id"
+    ),
+    pytest.param(
+        "0 1\n\n1,2\n3 10\n", "4: node id 10 outside [0, 9] (nodes: 10)", id="id-not-below-nodes"
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), EDGE_LIST_CASES)
+def test_bad_edge_list(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, expected: str
+) -> None:
+    write(tmp_path / "edges.txt", text)
+    scenario = write(
+        tmp_path / "s.yaml",
+        BASE.replace("{kind: k_out, k: 3}", "{kind: edge_list, path: edges.txt}"),
+    )
+    err = run_error(capsys, tmp_path, scenario)
+    assert err == f"netsim: error: {(tmp_path / 'edges.txt').resolve()}:{expected}\n"
+
+
+# --- regressions: bugs found while writing these tests ---
+
+
+NOT_UTF8 = b"\xff\xfe not utf-8\n"
+NOT_UTF8_CASES = [
+    # (file name, its bytes, scenario text)
+    pytest.param("s.yaml", BASE.encode() + b"description: " + NOT_UTF8, BASE, id="scenario"),
+    pytest.param(
+        "t.csv",
+        b"node,start,end\n" + NOT_UTF8,
+        BASE + "churn: {kind: trace, path: t.csv}\n",
+        id="trace",
+    ),
+    pytest.param("u.txt", NOT_UTF8, BASE + "churn: {kind: stunner, path: u.txt}\n", id="stunner"),
+    pytest.param(
+        "e.txt",
+        b"0 1\n" + NOT_UTF8,
+        BASE.replace("{kind: k_out, k: 3}", "{kind: edge_list, path: e.txt}"),
+        id="edge_list",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "text"), NOT_UTF8_CASES)
+def test_file_that_is_not_utf8(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, data: bytes, text: str
+) -> None:
+    scenario = write(tmp_path / "s.yaml", text)
+    (tmp_path / name).write_bytes(data)  # may overwrite the scenario itself
+    err = run_error(capsys, tmp_path, scenario)
+    assert name in err
+
+
+def test_negative_seed_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    scenario = write(tmp_path / "s.yaml", BASE)
+    out = tmp_path / "runs"
+    err = cli_error(capsys, "run", scenario, "--out", out, "--seed", "-1")
+    assert err == "netsim: error: --seed -1: a seed is an integer in [0, 2^63)\n"
+
+
+def test_out_is_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    scenario = write(tmp_path / "s.yaml", BASE)
+    not_a_directory = write(tmp_path / "runs", "")
+    err = cli_error(capsys, "run", scenario, "--out", not_a_directory)
+    assert str(not_a_directory) in err
+
+
+def test_impossible_topology_names_the_scenario(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    scenario = write(
+        tmp_path / "s.yaml",
+        BASE.replace("{kind: k_out, k: 3}", "{kind: random_regular, degree: 3}").replace(
+            "nodes: 10", "nodes: 11"
+        ),
+    )
+    err = run_error(capsys, tmp_path, scenario)
+    assert err == (
+        f"netsim: error: {scenario}: invalid scenario:\n"
+        "  - topology.degree (3) must be less than nodes (11) and nodes × degree must be even\n"
+    )

@@ -1,0 +1,194 @@
+"""The ``netsim`` command line: ``run`` output, run directories, seeds, determinism, interrupts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+import netsim
+import netsim.scenario.runner as runner
+from netsim.analysis import load_run
+from netsim.cli import EXIT_INTERRUPTED, main
+from netsim.storage import PARTIAL_MARK, is_complete_run
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
+SMALL = ("--set", "duration=20min", "--set", "nodes=200")
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], out: Path, *extra: str) -> tuple[Path, str]:
+    """``netsim run quickstart --out out <small> *extra``; returns (run directory, stdout)."""
+    code = main(["run", str(QUICKSTART), "--out", str(out), *SMALL, *extra])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.err
+    last = captured.out.splitlines()[-1]
+    return Path(last), captured.out
+
+
+def read_manifest(directory: Path) -> dict:
+    return json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+
+
+def test_run_prints_run_directory_as_last_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "runs"
+    directory, stdout = run_cli(capsys, out)
+    assert stdout.endswith(f"\n{directory}\n")
+    assert directory.parent == out
+    assert directory.is_dir()
+    assert is_complete_run(directory)
+    manifest = read_manifest(directory)
+    assert directory.name == manifest["run_id"]
+    assert manifest["run_id"].startswith("quickstart-seed1-")
+    # the summary comes before the directory
+    assert stdout.startswith("scenario quickstart: 200 nodes, 20min simulated, seed 1\n")
+    assert "wall time: " in stdout
+    # only the run directory is left under --out
+    assert [p.name for p in out.iterdir()] == [directory.name]
+
+
+def test_quiet_run_prints_only_the_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    directory, stdout = run_cli(capsys, tmp_path / "runs", "-q")
+    assert stdout == f"{directory}\n"
+    assert is_complete_run(directory)
+
+
+def test_run_directory_contents(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    directory, _ = run_cli(capsys, tmp_path / "runs", "-q")
+    manifest = read_manifest(directory)
+    assert manifest["status"] == "complete"
+    assert manifest["seed"] == 1
+    assert manifest["scenario_name"] == "quickstart"
+    assert manifest["simulated_seconds"] == 1200.0
+    assert manifest["netsim_version"] == netsim.__version__
+    tables = manifest["tables"]
+    assert {"samples", "churn", "broadcasts"} <= set(tables)
+    parquet = {p.stem for p in directory.glob("*.parquet")}
+    assert parquet == set(tables)
+    for name, rows in tables.items():
+        assert pq.read_metadata(directory / f"{name}.parquet").num_rows == rows, name
+    # 20 min sampled every minute, plus the sample at the end
+    assert tables["samples"] == 21
+    files = {p.name for p in directory.iterdir()}
+    assert files == {"scenario.yaml", "manifest.json"} | {f"{t}.parquet" for t in tables}
+    resolved = yaml.safe_load((directory / "scenario.yaml").read_text(encoding="utf-8"))
+    assert resolved["seed"] == 1
+    assert resolved["nodes"] == 200
+    assert resolved["duration"] == 1200.0
+
+
+def test_load_run_tags_rows_with_run_id(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    directory, _ = run_cli(capsys, tmp_path / "runs", "-q")
+    manifest = read_manifest(directory)
+    frames = load_run(directory)
+    assert set(frames) == set(manifest["tables"])
+    for name, frame in frames.items():
+        assert frame.columns[0] == "run_id", name
+        assert len(frame) == manifest["tables"][name], name
+        assert (frame["run_id"] == manifest["run_id"]).all(), name
+    assert len(frames["samples"]) > 0
+
+
+def test_seed_option_changes_run_id_and_recorded_seed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    default, _ = run_cli(capsys, tmp_path / "runs", "-q")
+    seeded, _ = run_cli(capsys, tmp_path / "runs", "-q", "--seed", "7")
+    assert seeded != default
+    assert default.name.startswith("quickstart-seed1-")
+    assert seeded.name.startswith("quickstart-seed7-")
+    assert read_manifest(seeded)["seed"] == 7
+    assert read_manifest(seeded)["run_id"] == seeded.name
+    resolved = yaml.safe_load((seeded / "scenario.yaml").read_text(encoding="utf-8"))
+    assert resolved["seed"] == 7
+    # both runs are kept side by side
+    assert is_complete_run(default)
+    assert is_complete_run(seeded)
+
+
+def test_same_command_twice_gives_identical_tables(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "runs"
+    first, _ = run_cli(capsys, out, "-q")
+    before = {p.name: p.read_bytes() for p in sorted(first.glob("*.parquet"))}
+    scenario_before = (first / "scenario.yaml").read_bytes()
+    second, _ = run_cli(capsys, out, "-q")
+    assert second == first
+    after = {p.name: p.read_bytes() for p in sorted(second.glob("*.parquet"))}
+    assert before.keys() == after.keys()
+    assert len(before) > 0
+    for name, data in before.items():
+        assert after[name] == data, name
+    assert (second / "scenario.yaml").read_bytes() == scenario_before
+    # the second run replaced the first: nothing retired or staged is left behind
+    assert [p.name for p in out.iterdir()] == [first.name]
+
+
+def test_same_command_in_another_directory_gives_identical_tables(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    a, _ = run_cli(capsys, tmp_path / "a", "-q")
+    b, _ = run_cli(capsys, tmp_path / "b", "-q")
+    assert a.name == b.name
+    files_a = sorted(p.name for p in a.glob("*.parquet"))
+    assert files_a == sorted(p.name for p in b.glob("*.parquet"))
+    for name in files_a:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_python_m_netsim_version() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "netsim", "--version"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"netsim {netsim.__version__}\n"
+    assert result.stdout.startswith("netsim 0.")
+
+
+def test_interrupted_run_leaves_no_complete_looking_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_build_run = runner.build_run
+    interrupted_at: list[float] = []
+
+    def build_run_then_interrupt(scenario, log):  # type: ignore[no-untyped-def]
+        built = real_build_run(scenario, log)
+        real_run = built.sim.run
+
+        def run(until: float, *, progress=None) -> None:  # type: ignore[no-untyped-def]
+            real_run(until / 2, progress=progress)  # write some rows first
+            interrupted_at.append(built.sim.now)
+            raise KeyboardInterrupt
+
+        built.sim.run = run  # type: ignore[method-assign]
+        return built
+
+    monkeypatch.setattr(runner, "build_run", build_run_then_interrupt)
+    out = tmp_path / "runs"
+    code = main(["run", str(QUICKSTART), "--out", str(out), *SMALL])
+    captured = capsys.readouterr()
+    assert code == EXIT_INTERRUPTED == 130
+    assert interrupted_at == [600.0]
+    assert captured.err == "netsim: interrupted; no partial run directory was kept\n"
+    assert "Traceback" not in captured.err
+    assert captured.out == ""
+    children = list(out.iterdir()) if out.exists() else []
+    assert not any(is_complete_run(child) for child in children)
+    assert not any(PARTIAL_MARK in child.name for child in children)
+    assert children == []
