@@ -196,6 +196,16 @@ def test_stunner_real_trace_matches_published_figures(stunner_trace):
     sessions = np.concatenate([u.online_end - u.online_start for u in users])
     assert np.median(sessions) / 60 == pytest.approx(7.0, abs=0.5)
     assert sessions.mean() / 60 == pytest.approx(59.0, abs=1.0)
+    # independent of the reader: online durations sit at even positions when firstOnline = 1
+    raw_online_ms = raw_sessions = 0
+    for line in stunner_trace.read_text().splitlines():
+        fields = line.split()
+        durations = [int(d) for d in fields[4:]][0 if fields[1] == "1" else 1 :: 2]
+        raw_online_ms += sum(durations)
+        raw_sessions += sum(1 for d in durations if d > 0)
+    assert online == pytest.approx(raw_online_ms / 1000, rel=1e-12)
+    # sessions that continue across two lines are merged into one
+    assert raw_sessions - lines <= sessions.size <= raw_sessions
     segments = read_stunner_segments(stunner_trace)
     assert segments.node_count == 27_241
     assert segments.span == 2 * DAY

@@ -191,11 +191,6 @@ class Network:
             delay += size / self.links.bandwidth
         return delay
 
-    def online_neighbours(self, node: int) -> np.ndarray:
-        """The neighbours of ``node`` that are online now."""
-        neighbours = self.topology.neighbours(node)
-        return neighbours[self.nodes.online[neighbours]]
-
     def random_online_neighbour(self, node: int, uniform: Callable[[], float]) -> int:
         """A uniform random online neighbour of ``node``, or -1 if none is online.
 
