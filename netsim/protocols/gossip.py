@@ -142,3 +142,17 @@ class PushPullGossip:
         node = transfer.dst
         self.rule.incoming(node, transfer.payload, transfer.src, transfer)
         self._heard(node)
+
+
+class CompositeRule:
+    """Several protocols sharing one push-pull gossip: each message carries every value."""
+
+    def __init__(self, rules: list[GossipRule]) -> None:
+        self.rules = rules
+
+    def outgoing(self, node: int) -> tuple[Any, ...]:
+        return tuple(rule.outgoing(node) for rule in self.rules)
+
+    def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
+        for rule, part in zip(self.rules, value, strict=True):
+            rule.incoming(node, part, sender, transfer)

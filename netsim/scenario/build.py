@@ -6,6 +6,7 @@ Each component draws from its own named random stream (``topology``, ``churn``, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +21,8 @@ from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
 from netsim.network.traces import read_canonical_trace, read_stunner_segments
 from netsim.protocols.broadcast import Broadcast
-from netsim.protocols.gossip import PushPullGossip
+from netsim.protocols.gossip import CompositeRule, GossipRule, PushPullGossip
+from netsim.protocols.walk import IdealWalk, RandomWalkService, VisitCounter, WalkAgent
 from netsim.rng import RandomStreams
 from netsim.scenario import schema as s
 from netsim.sim import Simulation
@@ -66,6 +68,7 @@ class BuiltRun:
     churn: ChurnReplay
     gossip: PushPullGossip | None = None
     broadcast: Broadcast | None = None
+    walk: RandomWalkService | IdealWalk | None = None
     warnings: list[str] = field(default_factory=list)
     trace_assignment: np.ndarray | None = None
 
@@ -145,9 +148,32 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
     Returns the warnings the run would print."""
     streams = RandomStreams(scenario.seed if scenario.seed is not None else 0)
     warnings: list[str] = []
-    build_topology(scenario.topology, scenario.nodes, streams)
+    topology = build_topology(scenario.topology, scenario.nodes, streams)
     build_churn(scenario.churn, scenario.nodes, scenario.duration, streams, warnings)
+    warnings.extend(_walk_checks(scenario, topology))
     return warnings
+
+
+def _walk_checks(scenario: s.Scenario, topology: Topology) -> list[str]:
+    """Reject a walk service that cannot work; warn about settings that make it struggle."""
+    walk = scenario.walk
+    if not isinstance(walk, s.WalkServiceConfig):
+        return []
+    lonely = np.flatnonzero(topology.degrees() == 0)
+    if lonely.size:
+        raise ScenarioError(
+            f"walk: {lonely.size} node(s) (e.g. node {lonely[0]}) have no neighbour in the "
+            "topology; a walk reaching them could never be forwarded"
+        )
+    assert scenario.gossip is not None
+    spread = walk.transfer_time + scenario.gossip.period * math.log2(max(scenario.nodes, 2))
+    if walk.timeout < spread:
+        return [
+            f"walk: timeout δ = {walk.timeout:g} s is less than transfer_time + gossip.period "
+            f"× log2(nodes) = {spread:g} s; updates may time out before the gossip spreads "
+            "them, so expect many restarts (the paper's smallest δ is δ_rw + 10Δ)"
+        ]
+    return []
 
 
 def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
@@ -189,20 +215,51 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
     isolated = int((topology.degrees() == 0).sum())
     if isolated and scenario.gossip is not None:
         warnings.append(f"topology: {isolated} node(s) have no neighbour and cannot gossip")
+    warnings.extend(_walk_checks(scenario, topology))
+    sample_every = scenario.metrics.sample_every
+    rules: list[GossipRule] = []
+    if scenario.broadcast is not None:
+        config = scenario.broadcast
+        built.broadcast = Broadcast(
+            sim,
+            network,
+            interval=config.interval,
+            start=config.start,
+            thresholds=config.thresholds,
+        )
+        rules.append(built.broadcast)
+    walk = scenario.walk
+    if isinstance(walk, s.WalkServiceConfig):
+        assert scenario.gossip is not None
+        built.walk = RandomWalkService(
+            sim,
+            network,
+            _walk_agent(walk.agent, sim, n),
+            transfer_time=walk.transfer_time,
+            timeout=walk.timeout,
+            kill_probability=walk.kill_probability,
+            start=walk.start,
+            retry_interval=walk.retry_interval or scenario.gossip.period,
+            sample_every=walk.sample_every or sample_every,
+        )
+        rules.append(built.walk)
+    elif isinstance(walk, s.IdealWalkConfig):
+        built.walk = IdealWalk(
+            sim,
+            n,
+            _walk_agent(walk.agent, sim, n),
+            step_time=walk.step_time,
+            replacement=walk.sampling == "with_replacement",
+            sample_every=walk.sample_every or sample_every,
+        )
     if scenario.gossip is not None:
-        if scenario.broadcast is not None:
-            config = scenario.broadcast
-            built.broadcast = Broadcast(
-                sim,
-                network,
-                interval=config.interval,
-                start=config.start,
-                thresholds=config.thresholds,
-            )
+        rule: GossipRule = (
+            _Silent() if not rules else rules[0] if len(rules) == 1 else CompositeRule(rules)
+        )
         gossip = PushPullGossip(
             sim,
             network,
-            built.broadcast if built.broadcast is not None else _Silent(),
+            rule,
             period=scenario.gossip.period,
             message_size=scenario.gossip.message_size,
         )
@@ -210,8 +267,17 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
         if built.broadcast is not None:
             # updates start at nodes that take part in gossip, not at a just-rejoined node
             built.broadcast.origin_candidates = lambda: np.flatnonzero(gossip.active)
+        if isinstance(built.walk, RandomWalkService):
+            built.walk.attach(gossip)
     _sample_system(built, scenario.metrics.sample_every)
     return built
+
+
+def _walk_agent(config: s.WalkAgentConfig, sim: Simulation, n: int) -> WalkAgent:
+    match config:
+        case s.VisitCounterAgent():
+            return VisitCounter(sim, n)
+    raise ScenarioError(f"unsupported walk agent {config!r}")  # pragma: no cover
 
 
 class _Silent:

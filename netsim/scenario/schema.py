@@ -214,6 +214,51 @@ class BroadcastConfig(StrictModel):
         return tuple(sorted(value))
 
 
+class VisitCounterAgent(StrictModel):
+    """Counts visits per node (the walk carries no state)."""
+
+    kind: Literal["visit_counter"]
+
+
+WalkAgentConfig = VisitCounterAgent
+
+
+class WalkServiceConfig(StrictModel):
+    """The single random walk service (Hegedűs et al. Alg. 2) over the simulated network."""
+
+    kind: Literal["service"]
+    transfer_time: PositiveDuration
+    timeout: PositiveDuration
+    kill_probability: Probability = 0.0
+    start: Duration = 0.0
+    retry_interval: PositiveDuration | None = None
+    sample_every: PositiveDuration | None = None
+    agent: WalkAgentConfig = VisitCounterAgent(kind="visit_counter")
+
+    @model_validator(mode="after")
+    def _timeout_covers_a_transfer(self) -> WalkServiceConfig:
+        if self.timeout < self.transfer_time:
+            raise ValueError(
+                f"timeout δ ({self.timeout:g} s) must be at least transfer_time δ_rw "
+                f"({self.transfer_time:g} s): an update is not overwritten for δ_rw on average "
+                "(Hegedűs et al. §5.2)"
+            )
+        return self
+
+
+class IdealWalkConfig(StrictModel):
+    """A walk that never fails: the next node uniformly, with or without replacement."""
+
+    kind: Literal["ideal"]
+    sampling: Literal["with_replacement", "without_replacement"] = "with_replacement"
+    step_time: PositiveDuration = 1.0
+    sample_every: PositiveDuration | None = None
+    agent: WalkAgentConfig = VisitCounterAgent(kind="visit_counter")
+
+
+WalkConfig = Annotated[WalkServiceConfig | IdealWalkConfig, Field(discriminator="kind")]
+
+
 class MetricsConfig(StrictModel):
     sample_every: PositiveDuration = 60.0
 
@@ -231,12 +276,18 @@ class Scenario(StrictModel):
     churn: ChurnConfig = AlwaysOnChurn(kind="always_on")
     gossip: GossipConfig | None = None
     broadcast: BroadcastConfig | None = None
+    walk: WalkConfig | None = None
     metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         if self.broadcast is not None and self.gossip is None:
             raise ValueError("broadcast needs a gossip section (it spreads updates by gossip)")
+        if isinstance(self.walk, WalkServiceConfig) and self.gossip is None:
+            raise ValueError(
+                "walk (kind service) needs a gossip section: walk progress is broadcast by "
+                "push-pull gossip with period Δ = gossip.period"
+            )
         problem = topology_problem(self.topology, self.nodes)
         if problem is not None:
             raise ValueError(problem)

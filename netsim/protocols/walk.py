@@ -1,0 +1,648 @@
+"""The single random walk service (Hegedűs, Berta, Jelasity 2016, Alg. 2 and §4.2–4.4).
+
+A random walk is a token carrying an opaque state (e.g. a model) from node to node. Walk
+progress is broadcast with push-pull gossip as ``rwprop`` = (steps, id, age); the update
+timeout δ triggers restarts from local copies; the replace rule of line 14 and the
+accept-once rule of §4.4 decide which update a node keeps.
+
+Node state lives in arrays indexed by node id:
+
+- ``rwprop``: ``prop_steps``, ``prop_id``, and the age as ``prop_age_base`` (age when it was
+  stored) + (now − ``prop_stored_at``): ages accumulate the time an update spends on nodes and
+  on links, so no synchronised clocks are needed (§4.1). ``prop_special`` marks the bootstrap
+  update that never times out.
+- ``rw``: ``rw_steps`` and ``rw_state`` (the local copy of the best walk that visited the node).
+
+Choices where the paper leaves room (each is tested in ``tests/test_walk.py``):
+
+1. *Walk identity.* The paper has no walk ids. Here a walk gets a fresh id when it is started
+   (bootstrap) or restarted, and keeps it while it is forwarded; since walks move hot-potato,
+   one id is one token. When a node forwards its local copy instead of the arriving walk
+   (line 30 after line 27 kept an older copy with more steps), the token keeps its id and
+   takes the copy's steps and state.
+2. *Alive.* A walk is *propagating* while it is in transfer or held for forwarding by an
+   online node; it is *suspended* while its holder is offline (it may resume, see 5). The
+   "number of walks propagating concurrently" (§5.2, Fig. 2–3) counts propagating walks; its
+   time average is integrated exactly over every change, not sampled.
+3. *The bootstrap update* (never times out) is replaced by any real update: its only purpose is
+   to keep nodes from restarting before the first walk's updates arrive (§4.4).
+4. *Timeouts.* ``onUpdateTimeout(i)`` fires when the local update's age reaches i·δ; a node that
+   adopts an update already older than δ waits for the next multiple. A node that is still
+   trying to forward its own local copy does not start a second walk on a timeout: its
+   ``forwardRandomWalk()`` is already running. Only active nodes (online and having heard fresh
+   gossip since they rejoined) time out.
+5. *Rejoining.* A suspended walk is resumed when its holder, back online, receives its first
+   fresh gossip message — if the walk is still the leader, i.e. its step count is at least the
+   node's (fresh) ``rwprop.steps``; otherwise it ends ("abandoned"). Receiving a walk does not
+   count as the fresh gossip message (§4.4 speaks of gossip).
+6. *Kills* (§5.3 stress test) happen on arrival, before the step is counted.
+7. *Retries.* A failed transfer is retried at once with a new random online neighbour while
+   forwarding is still necessary (no fresher live update with a larger step count); with no
+   online neighbour the node tries again after ``retry_interval``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from netsim.log import F64, I32, I64, STR, TableSchema
+from netsim.network.links import Network, Transfer
+from netsim.protocols.gossip import PushPullGossip
+from netsim.rng import BlockDraws
+from netsim.sim import Simulation
+
+WALK = "walk"
+
+STEPS_TABLE = TableSchema(
+    name="walk_steps",
+    columns=(("time", F64), ("walk", I64), ("steps", I64), ("node", I32)),
+    description="Every step a walk made: arrival time, walk id, its step count there, node.",
+)
+RESTARTS_TABLE = TableSchema(
+    name="walk_restarts",
+    columns=(
+        ("time", F64),
+        ("node", I32),
+        ("walk", I64),
+        ("reason", STR),
+        ("i", I64),
+        ("update", I64),
+        ("update_steps", I64),
+        ("steps", I64),
+    ),
+    description=(
+        "Walks started: reason 'bootstrap' (the first walk) or 'timeout' (onUpdateTimeout(i) "
+        "with rwprop.steps - rw.steps <= i); the timed-out update's id and step count, and "
+        "the new walk's step count (negative copies restart at 0)."
+    ),
+)
+ENDS_TABLE = TableSchema(
+    name="walk_ends",
+    columns=(("time", F64), ("node", I32), ("walk", I64), ("steps", I64), ("reason", STR)),
+    description=(
+        "Walks that stopped: 'dropped' (line 30: a fresher live walk is known), 'superseded' "
+        "(forwarding no longer necessary after a failed transfer), 'killed' (kill "
+        "probability), 'abandoned' (its holder rejoined and it was no longer the leader)."
+    ),
+)
+SAMPLES_TABLE = TableSchema(
+    name="walk_samples",
+    columns=(
+        ("time", F64),
+        ("propagating", I64),
+        ("suspended", I64),
+        ("oldest_walk", I64),
+        ("oldest_steps", I64),
+    ),
+    description=(
+        "Periodic sample: walks propagating (in transfer or held by an online node), walks "
+        "suspended (holder offline), and the propagating walk with the largest step count "
+        "(-1 when none)."
+    ),
+)
+SUMMARY_TABLE = TableSchema(
+    name="walk_summary",
+    columns=(
+        ("mean_propagating", F64),
+        ("time_without_walk", F64),
+        ("time_with_several", F64),
+        ("steps", I64),
+        ("restarts", I64),
+        ("dropped", I64),
+        ("superseded", I64),
+        ("killed", I64),
+        ("abandoned", I64),
+        ("max_steps", I64),
+    ),
+    description=(
+        "One row at the end: the exact time average of the number of propagating walks, the "
+        "fractions of time with none and with more than one, and event counts."
+    ),
+)
+
+
+class WalkAgent(Protocol):
+    """What a learning agent plugs into a walk: the state it carries and the visit."""
+
+    def initial_state(self) -> Any:
+        """The walk state every node's local copy starts with."""
+
+    def visit(self, node: int, state: Any, steps: int, walk: int, now: float) -> Any:
+        """Update ``state`` at ``node`` (the walk's ``steps``-th step); returns the new state."""
+
+    def finish(self) -> None:
+        """Called once at the end of the run (write tables, etc.)."""
+
+
+VISITS_TABLE = TableSchema(
+    name="walk_visits",
+    columns=(("node", I32), ("visits", I64)),
+    description="Visits per node counted by the visit_counter agent (written at the end).",
+)
+
+
+class VisitCounter:
+    """The trivial agent: the walk carries nothing; visits are counted per node."""
+
+    def __init__(self, sim: Simulation, n: int) -> None:
+        self.sim = sim
+        self.visits = np.zeros(n, dtype=np.int64)
+
+    def initial_state(self) -> None:
+        return None
+
+    def visit(self, node: int, state: Any, steps: int, walk: int, now: float) -> None:
+        self.visits[node] += 1
+        return state
+
+    def finish(self) -> None:
+        self.sim.log.table(VISITS_TABLE).extend([range(self.visits.size), self.visits.tolist()])
+
+
+def should_replace(steps: Any, age: Any, new_steps: Any, new_age: Any, delta: float) -> Any:
+    """Alg. 2 line 14: does an incoming update (new_steps, new_age) replace (steps, age)?
+
+    Replace if it reports more steps and is either young while the local one is not older
+    than it, or younger than the local one; or if it reports no more steps but is live while
+    the local one has timed out, or younger by more than δ. Works elementwise on numpy arrays.
+    """
+    more = steps < new_steps
+    return (more & (((age <= new_age) & (new_age < delta)) | (age > new_age))) | (
+        ~more & (((age >= delta) & (delta > new_age)) | (age > new_age + delta))
+    )
+
+
+@dataclass(eq=False)
+class WalkToken:
+    """One walk: its id, step count, state, and the update whose timeout restarted it."""
+
+    walk: int
+    steps: int
+    state: Any
+    restart_of: int
+    holder: int
+    status: str = "forwarding"  # forwarding | transfer | suspended | ended
+    retry_generation: int = 0  # invalidates a pending retry when the walk moves on
+
+
+class RandomWalkService:
+    """Alg. 2: push-pull broadcast of walk progress, restarts on timeouts, hot-potato walks.
+
+    Plug it into a :class:`PushPullGossip` as its rule (it implements ``outgoing`` /
+    ``incoming``), then call :meth:`attach` with that gossip.
+    """
+
+    def __init__(
+        self,
+        sim: Simulation,
+        network: Network,
+        agent: WalkAgent,
+        *,
+        transfer_time: float,
+        timeout: float,
+        kill_probability: float = 0.0,
+        start: float = 0.0,
+        retry_interval: float = 0.1,
+        sample_every: float = 60.0,
+        name: str = "walk",
+    ) -> None:
+        n = network.topology.n
+        self.sim = sim
+        self.network = network
+        self.nodes = network.nodes
+        self.agent = agent
+        self.transfer_time = transfer_time
+        self.timeout = timeout
+        self.kill_probability = kill_probability
+        self.retry_interval = retry_interval
+        self.n = n
+        # rwprop: the bootstrap update (id 0) never times out and has fewer steps than any rw
+        self.prop_steps = np.full(n, -n - 1, dtype=np.int64)
+        self.prop_id = np.zeros(n, dtype=np.int64)
+        self.prop_age_base = np.zeros(n)
+        self.prop_stored_at = np.zeros(n)
+        self.prop_special = np.ones(n, dtype=bool)
+        # rw: uniform random negative step counts in [-N, -1] (§4.4)
+        init = sim.streams.get(f"{name}.init")
+        self.rw_steps = init.integers(-n, 0, size=n).astype(np.int64)
+        self.rw_state: list[Any] = [agent.initial_state()] * n
+        self._uniform = BlockDraws(sim.streams.get(f"{name}.peers").random)
+        self._kill_draw = BlockDraws(sim.streams.get(f"{name}.kill").random)
+        self._start_rng = sim.streams.get(f"{name}.start")
+        self._timer_generation = np.zeros(n, dtype=np.int64)
+        self._timer_due = np.full(n, np.inf)  # when the pending timeout check fires
+        self.forwarding: list[list[WalkToken]] = [[] for _ in range(n)]  # held, not in transfer
+        self.suspended: list[list[WalkToken]] = [[] for _ in range(n)]
+        self._next_update_id = 1
+        self._next_walk_id = 0
+        self.gossip: PushPullGossip | None = None
+        # alive-walk bookkeeping
+        self.propagating: dict[int, WalkToken] = {}
+        self.suspended_count = 0
+        self._area = 0.0
+        self._area_zero = 0.0
+        self._area_several = 0.0
+        self._last_change = 0.0
+        self.counts = {
+            "steps": 0,
+            "restarts": 0,
+            "dropped": 0,
+            "superseded": 0,
+            "killed": 0,
+            "abandoned": 0,
+        }
+        self.max_steps = 0
+        log = sim.log
+        self.steps_table = log.table(STEPS_TABLE)
+        self.restarts_table = log.table(RESTARTS_TABLE)
+        self.ends_table = log.table(ENDS_TABLE)
+        self.samples_table = log.table(SAMPLES_TABLE)
+        self.summary_table = log.table(SUMMARY_TABLE)
+        self.nodes.on_leave(self._on_leave)
+        sim.call_later(start, self._bootstrap)
+        sim.every(sample_every, self._sample, first=0.0)
+        sim.at_end(self._finish)
+
+    # --- wiring ----------------------------------------------------------------------------
+
+    def attach(self, gossip: PushPullGossip) -> None:
+        """Use ``gossip`` (whose rule is this service) for activity and rejoin signals."""
+        self.gossip = gossip
+        gossip.on_activate(self._on_activate)
+        for node in np.flatnonzero(gossip.active).tolist():
+            self._schedule_timeout(node)
+
+    def _active(self, node: int) -> bool:
+        return (
+            bool(self.gossip.active[node])
+            if self.gossip is not None
+            else bool(self.nodes.online[node])
+        )
+
+    # --- rwprop ----------------------------------------------------------------------------
+
+    def age(self, node: int) -> float:
+        """``rwprop.age()`` at ``node`` now (time on nodes and links since its creation)."""
+        return float(self.prop_age_base[node] + (self.sim.env.now - self.prop_stored_at[node]))
+
+    def _store_prop(self, node: int, steps: int, update: int, age: float) -> None:
+        self.prop_steps[node] = steps
+        self.prop_id[node] = update
+        self.prop_age_base[node] = age
+        self.prop_stored_at[node] = self.sim.env.now
+        self.prop_special[node] = False
+        # A pending check notices a changed update when it fires and reschedules; only an
+        # update that times out before that check needs a new timer now. So a node has one
+        # timer event per δ or so, not one per adoption.
+        if self._active(node) and self._next_due(node) < self._timer_due[node]:
+            self._schedule_timeout(node)
+
+    def _new_update(self, node: int, steps: int) -> None:
+        update = self._next_update_id
+        self._next_update_id += 1
+        self._store_prop(node, steps, update, 0.0)
+
+    def timed_out(self, node: int) -> bool:
+        """Has the local update reached age δ (the bootstrap update never does)?"""
+        return not self.prop_special[node] and self.age(node) >= self.timeout
+
+    def outgoing(self, node: int) -> tuple[int, int, float, bool]:
+        """Gossip value: (steps, id, age now, is the bootstrap update)."""
+        return (
+            int(self.prop_steps[node]),
+            int(self.prop_id[node]),
+            self.age(node),
+            bool(self.prop_special[node]),
+        )
+
+    def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
+        """``onReceiveRWProps``: line 14 with accept-once by id (§4.4)."""
+        steps, update, age, special = value
+        if special:
+            return  # the bootstrap update carries no information
+        if update == self.prop_id[node]:
+            return  # accepted once: a timed-out update is never revived
+        age += self.sim.env.now - transfer.sent_at  # time spent on the link
+        if self.prop_special[node] or should_replace(
+            int(self.prop_steps[node]), self.age(node), steps, age, self.timeout
+        ):
+            self._store_prop(node, steps, update, age)
+
+    # --- timeouts --------------------------------------------------------------------------
+
+    def _next_i(self, node: int) -> int:
+        """The next i whose timeout i·δ the current update's age has not reached yet."""
+        return int(self.age(node) // self.timeout) + 1
+
+    def _next_due(self, node: int) -> float:
+        if self.prop_special[node]:
+            return np.inf
+        return float(
+            self.prop_stored_at[node] - self.prop_age_base[node] + self._next_i(node) * self.timeout
+        )
+
+    def _schedule_timeout(self, node: int, i: int | None = None) -> None:
+        """Schedule ``onUpdateTimeout(i)`` for the current update (next i when not given)."""
+        self._timer_generation[node] += 1
+        if self.prop_special[node]:
+            self._timer_due[node] = np.inf
+            return
+        if i is None:
+            i = self._next_i(node)
+        # due when the age reaches i·δ: stored_at + (i·δ − age at storing)
+        due = float(self.prop_stored_at[node] - self.prop_age_base[node] + i * self.timeout)
+        self._timer_due[node] = due
+        self.sim.call_later(
+            max(due - self.sim.env.now, 0.0),
+            self._on_timer,
+            node,
+            int(self._timer_generation[node]),
+            int(self.prop_id[node]),
+            i,
+        )
+
+    def _on_timer(self, node: int, generation: int, update: int, i: int) -> None:
+        if generation != self._timer_generation[node]:
+            return
+        self._timer_due[node] = np.inf
+        if not self._active(node):
+            return
+        if update != self.prop_id[node]:
+            self._schedule_timeout(node)  # the update changed: check the new one's timeouts
+            return
+        self._on_update_timeout(node, i)
+        # the next circle; i is passed on, not recomputed from a rounded age
+        self._schedule_timeout(node, i + 1)
+
+    def _on_update_timeout(self, node: int, i: int) -> None:
+        """``onUpdateTimeout(i)``: restart if rwprop.steps − rw.steps ≤ i (lines 19–22)."""
+        if self.prop_steps[node] - self.rw_steps[node] > i:
+            return
+        if any(
+            token.holder == node and token.steps == self.rw_steps[node]
+            for token in self.propagating.values()
+        ):
+            return  # already forwarding its local copy (choice 4)
+        steps = max(int(self.rw_steps[node]), 0)
+        self._launch(node, steps, "timeout", i, int(self.prop_id[node]), int(self.prop_steps[node]))
+
+    # --- walks -----------------------------------------------------------------------------
+
+    def _launch(
+        self, node: int, steps: int, reason: str, i: int, update: int, update_steps: int
+    ) -> None:
+        walk = self._next_walk_id
+        self._next_walk_id += 1
+        self.rw_steps[node] = max(int(self.rw_steps[node]), steps)
+        token = WalkToken(
+            walk, steps, self.rw_state[node], update if reason == "timeout" else -1, node
+        )
+        self.counts["restarts"] += reason == "timeout"
+        self.restarts_table.append(
+            self.sim.env.now, node, walk, reason, i, update, update_steps, steps
+        )
+        self._set_alive(token, True)
+        self._forward(token)
+
+    def _bootstrap(self) -> None:
+        """The starter broadcasts an update with step count 0 and launches the first walk."""
+        candidates = (
+            np.flatnonzero(self.gossip.active)
+            if self.gossip is not None
+            else np.flatnonzero(self.nodes.online)
+        )
+        if candidates.size == 0:
+            self.sim.call_later(self.retry_interval, self._bootstrap)
+            return
+        starter = int(candidates[self._start_rng.integers(candidates.size)])
+        self._new_update(starter, 0)
+        self.rw_steps[starter] = max(int(self.rw_steps[starter]), 0)
+        self._launch(starter, 0, "bootstrap", 0, int(self.prop_id[starter]), 0)
+
+    def _forward(self, token: WalkToken) -> None:
+        """``forwardRandomWalk``: send to a random online neighbour, retrying as needed."""
+        node = token.holder
+        if not self.nodes.online[node]:
+            self._suspend(token)
+            return
+        peer = self.network.random_online_neighbour(node, self._uniform)
+        if peer < 0:
+            token.status = "forwarding"
+            token.retry_generation += 1
+            self.forwarding[node].append(token)
+            self.sim.call_later(self.retry_interval, self._retry, token, token.retry_generation)
+            return
+        token.status = "transfer"
+        self.network.send(
+            node,
+            peer,
+            kind=WALK,
+            payload=token,
+            duration=self.transfer_time,
+            on_deliver=self._on_arrival,
+            on_lost=self._on_transfer_lost,
+        )
+
+    def _retry(self, token: WalkToken, generation: int) -> None:
+        node = token.holder
+        if token.status != "forwarding" or generation != token.retry_generation:
+            return
+        self.forwarding[node].remove(token)
+        if not self.nodes.online[node]:
+            self._suspend(token)
+        elif self._still_needed(node, token):
+            self._forward(token)
+        else:
+            self._end(token, node, "superseded")
+
+    def _still_needed(self, node: int, token: WalkToken) -> bool:
+        """Forwarding stops once a fresher live update reports a larger step count."""
+        return not (self.prop_steps[node] > token.steps and not self.timed_out(node))
+
+    def _on_transfer_lost(self, transfer: Transfer, reason: str) -> None:
+        token: WalkToken = transfer.payload
+        node = transfer.src
+        left = self.nodes.epoch[node] != transfer.src_epoch
+        if not self.nodes.online[node] or (left and not self._active(node)):
+            self._suspend(token)  # decided when the holder hears fresh gossip again
+        elif left:
+            self._resume_or_abandon(token)  # back and active already: decide now
+        elif self._still_needed(node, token):
+            self._forward(token)
+        else:
+            self._end(token, node, "superseded")
+
+    def _on_arrival(self, transfer: Transfer) -> None:
+        """``onReceiveRandomWalk`` (lines 25–31), with kills and the forced timeout of §4.4."""
+        token: WalkToken = transfer.payload
+        node = transfer.dst
+        now = self.sim.env.now
+        if self.kill_probability > 0 and self._kill_draw() < self.kill_probability:
+            self._end(token, node, "killed")
+            return
+        token.holder = node
+        token.steps += 1
+        if self.rw_steps[node] < token.steps:
+            self.rw_steps[node] = token.steps
+            self.rw_state[node] = token.state
+        forced = token.restart_of >= 0 and token.restart_of == self.prop_id[node]
+        if self.prop_steps[node] < self.rw_steps[node] or self.timed_out(node) or forced:
+            # forward the local best copy (it is the arriving walk unless an older copy had
+            # more steps: choice 1)
+            token.steps = int(self.rw_steps[node])
+            self._new_update(node, token.steps)
+            token.state = self.agent.visit(node, self.rw_state[node], token.steps, token.walk, now)
+            self.rw_state[node] = token.state
+            token.restart_of = -1
+            self.counts["steps"] += 1
+            self.max_steps = max(self.max_steps, token.steps)
+            self.steps_table.append(now, token.walk, token.steps, node)
+            self._forward(token)
+        else:
+            self._end(token, node, "dropped")
+
+    # --- churn -----------------------------------------------------------------------------
+
+    def _suspend(self, token: WalkToken) -> None:
+        if token.status == "suspended":
+            return
+        self._set_alive(token, False)
+        token.status = "suspended"
+        self.suspended[token.holder].append(token)
+        self.suspended_count += 1
+
+    def _on_leave(self, node: int) -> None:
+        self._timer_generation[node] += 1
+        self._timer_due[node] = np.inf
+        for token in self.forwarding[node]:
+            self._suspend(token)
+        self.forwarding[node] = []
+
+    def _on_activate(self, node: int) -> None:
+        """First fresh gossip after a rejoin: resume walks that are still the leader."""
+        waiting, self.suspended[node] = self.suspended[node], []
+        for token in waiting:
+            self.suspended_count -= 1
+            self._resume_or_abandon(token)
+        self._schedule_timeout(node)
+
+    def _resume_or_abandon(self, token: WalkToken) -> None:
+        node = token.holder
+        if token.steps >= self.prop_steps[node]:
+            if token.status == "suspended":
+                token.status = "forwarding"
+            self._set_alive(token, True)
+            self._forward(token)
+        else:
+            self._end(token, node, "abandoned")
+
+    # --- bookkeeping -----------------------------------------------------------------------
+
+    def _account(self) -> None:
+        now = self.sim.env.now
+        span = now - self._last_change
+        alive = len(self.propagating)
+        self._area += alive * span
+        self._area_zero += span * (alive == 0)
+        self._area_several += span * (alive > 1)
+        self._last_change = now
+
+    def _set_alive(self, token: WalkToken, alive: bool) -> None:
+        self._account()
+        if alive:
+            self.propagating[token.walk] = token
+        else:
+            self.propagating.pop(token.walk, None)
+
+    def _end(self, token: WalkToken, node: int, reason: str) -> None:
+        if token.status == "suspended":
+            self.suspended_count -= 1
+        self._set_alive(token, False)
+        token.status = "ended"
+        self.counts[reason] += 1
+        self.ends_table.append(self.sim.env.now, node, token.walk, token.steps, reason)
+
+    def _sample(self) -> None:
+        oldest = max(self.propagating.values(), key=lambda t: (t.steps, -t.walk), default=None)
+        self.samples_table.append(
+            self.sim.env.now,
+            len(self.propagating),
+            self.suspended_count,
+            oldest.walk if oldest is not None else -1,
+            oldest.steps if oldest is not None else -1,
+        )
+
+    def _finish(self) -> None:
+        self._account()
+        duration = max(self.sim.env.now, 1e-300)
+        self._sample()
+        c = self.counts
+        self.summary_table.append(
+            self._area / duration,
+            self._area_zero / duration,
+            self._area_several / duration,
+            c["steps"],
+            c["restarts"],
+            c["dropped"],
+            c["superseded"],
+            c["killed"],
+            c["abandoned"],
+            self.max_steps,
+        )
+        self.agent.finish()
+
+
+class IdealWalk:
+    """A walk that never fails (for learning experiments, Hegedűs et al. §6).
+
+    Every ``step_time`` it moves to the next node: uniform with replacement, or following
+    random permutations of the nodes, a new one each time all nodes were visited (without
+    replacement, §3.1). It ignores churn and the network.
+    """
+
+    def __init__(
+        self,
+        sim: Simulation,
+        n: int,
+        agent: WalkAgent,
+        *,
+        step_time: float,
+        replacement: bool = True,
+        sample_every: float = 60.0,
+        name: str = "walk",
+    ) -> None:
+        self.sim = sim
+        self.n = n
+        self.agent = agent
+        self.step_time = step_time
+        self.replacement = replacement
+        self._rng = sim.streams.get(f"{name}.ideal")
+        self._order: list[int] = []
+        self.state = agent.initial_state()
+        self.steps = 0
+        self.steps_table = sim.log.table(STEPS_TABLE)
+        self.samples_table = sim.log.table(SAMPLES_TABLE)
+        sim.every(step_time, self._step)
+        sim.every(sample_every, self._sample, first=0.0)
+        sim.at_end(agent.finish)
+
+    def next_node(self) -> int:
+        """The next node to visit."""
+        if self.replacement:
+            return int(self._rng.integers(self.n))
+        if not self._order:
+            self._order = self._rng.permutation(self.n).tolist()[::-1]
+        return self._order.pop()
+
+    def _step(self) -> None:
+        node = self.next_node()
+        self.steps += 1
+        now = self.sim.env.now
+        self.state = self.agent.visit(node, self.state, self.steps, 0, now)
+        self.steps_table.append(now, 0, self.steps, node)
+
+    def _sample(self) -> None:
+        self.samples_table.append(self.sim.env.now, 1, 0, 0, self.steps)
