@@ -7,10 +7,10 @@ accept-once rule of §4.4 decide which update a node keeps.
 
 Node state lives in arrays indexed by node id:
 
-- ``rwprop``: ``prop_steps``, ``prop_id``, and the age as ``prop_age_base`` (age when it was
-  stored) + (now − ``prop_stored_at``): ages accumulate the time an update spends on nodes and
-  on links, so no synchronised clocks are needed (§4.1). ``prop_special`` marks the bootstrap
-  update that never times out.
+- ``rwprop``: ``prop_steps``, ``prop_id``, and ``prop_origin``, the update's virtual creation
+  time on the node's clock (arrival time − age on arrival), so that age() = now − origin: ages
+  accumulate the time an update spends on nodes and on links, so no synchronised clocks are
+  needed (§4.1). ``prop_special`` marks the bootstrap update that never times out.
 - ``rw``: ``rw_steps`` and ``rw_state`` (the local copy of the best walk that visited the node).
 
 Choices where the paper leaves room (each is tested in ``tests/test_walk.py``):
@@ -222,8 +222,7 @@ class RandomWalkService:
         # rwprop: the bootstrap update (id 0) never times out and has fewer steps than any rw
         self.prop_steps = np.full(n, -n - 1, dtype=np.int64)
         self.prop_id = np.zeros(n, dtype=np.int64)
-        self.prop_age_base = np.zeros(n)
-        self.prop_stored_at = np.zeros(n)
+        self.prop_origin = np.zeros(n)
         self.prop_special = np.ones(n, dtype=bool)
         # rw: uniform random negative step counts in [-N, -1] (§4.4)
         init = sim.streams.get(f"{name}.init")
@@ -286,13 +285,12 @@ class RandomWalkService:
 
     def age(self, node: int) -> float:
         """``rwprop.age()`` at ``node`` now (time on nodes and links since its creation)."""
-        return float(self.prop_age_base[node] + (self.sim.env.now - self.prop_stored_at[node]))
+        return self.sim.env.now - float(self.prop_origin[node])
 
     def _store_prop(self, node: int, steps: int, update: int, age: float) -> None:
         self.prop_steps[node] = steps
         self.prop_id[node] = update
-        self.prop_age_base[node] = age
-        self.prop_stored_at[node] = self.sim.env.now
+        self.prop_origin[node] = self.sim.env.now - age
         self.prop_special[node] = False
         # A pending check notices a changed update when it fires and reschedules; only an
         # update that times out before that check needs a new timer now. So a node has one
@@ -340,9 +338,7 @@ class RandomWalkService:
     def _next_due(self, node: int) -> float:
         if self.prop_special[node]:
             return np.inf
-        return float(
-            self.prop_stored_at[node] - self.prop_age_base[node] + self._next_i(node) * self.timeout
-        )
+        return float(self.prop_origin[node]) + self._next_i(node) * self.timeout
 
     def _schedule_timeout(self, node: int, i: int | None = None) -> None:
         """Schedule ``onUpdateTimeout(i)`` for the current update (next i when not given)."""
@@ -352,8 +348,7 @@ class RandomWalkService:
             return
         if i is None:
             i = self._next_i(node)
-        # due when the age reaches i·δ: stored_at + (i·δ − age at storing)
-        due = float(self.prop_stored_at[node] - self.prop_age_base[node] + i * self.timeout)
+        due = float(self.prop_origin[node]) + i * self.timeout  # when the age reaches i·δ
         self._timer_due[node] = due
         self.sim.call_later(
             max(due - self.sim.env.now, 0.0),
@@ -373,11 +368,11 @@ class RandomWalkService:
         if update != self.prop_id[node]:
             self._schedule_timeout(node)  # the update changed: check the new one's timeouts
             return
-        self._on_update_timeout(node, i)
+        self.on_update_timeout(node, i)
         # the next circle; i is passed on, not recomputed from a rounded age
         self._schedule_timeout(node, i + 1)
 
-    def _on_update_timeout(self, node: int, i: int) -> None:
+    def on_update_timeout(self, node: int, i: int) -> None:
         """``onUpdateTimeout(i)``: restart if rwprop.steps − rw.steps ≤ i (lines 19–22)."""
         if self.prop_steps[node] - self.rw_steps[node] > i:
             return
@@ -442,7 +437,7 @@ class RandomWalkService:
             kind=WALK,
             payload=token,
             duration=self.transfer_time,
-            on_deliver=self._on_arrival,
+            on_deliver=self.on_receive_random_walk,
             on_lost=self._on_transfer_lost,
         )
 
@@ -475,7 +470,7 @@ class RandomWalkService:
         else:
             self._end(token, node, "superseded")
 
-    def _on_arrival(self, transfer: Transfer) -> None:
+    def on_receive_random_walk(self, transfer: Transfer) -> None:
         """``onReceiveRandomWalk`` (lines 25–31), with kills and the forced timeout of §4.4."""
         token: WalkToken = transfer.payload
         node = transfer.dst
