@@ -125,7 +125,7 @@ def test_accept_once_never_revives_a_timed_out_update():
 
 
 def test_walk_forwarded_when_it_is_the_best_known_and_dropped_otherwise():
-    sim, service = harness()
+    _sim, service = harness()
     gossip_value(service, 2, 20, 5, age=0.0)  # node 2 knows a live walk at step 20
     behind = WalkToken(walk=1, steps=9, state=None, restart_of=-1, holder=0)
     service.propagating[1] = behind
@@ -140,7 +140,7 @@ def test_walk_forwarded_when_it_is_the_best_known_and_dropped_otherwise():
 
 
 def test_restart_id_forces_the_update_to_time_out():
-    sim, service = harness()
+    _sim, service = harness()
     gossip_value(service, 2, 20, 5, age=0.0)
     plain = WalkToken(walk=1, steps=15, state=None, restart_of=-1, holder=0)
     service.propagating[1] = plain
@@ -157,7 +157,7 @@ def test_restart_id_forces_the_update_to_time_out():
 
 
 def test_the_ith_timeout_widens_the_circle():
-    sim, service = harness()
+    _sim, service = harness()
     service.rw_steps[:] = [10, 11, 12, 13, 14, 14]
     for node in range(6):
         gossip_value(service, node, 14, 77, age=0.0)
@@ -174,7 +174,7 @@ def test_the_ith_timeout_widens_the_circle():
 
 
 def test_negative_copies_restart_at_step_zero():
-    sim, service = harness()
+    _sim, service = harness()
     service.rw_steps[0] = -4
     gossip_value(service, 0, -3, 8, age=0.0)
     service.on_update_timeout(0, 1)
@@ -210,7 +210,7 @@ def scenario(**overrides):
 
 
 def test_without_churn_one_walk_moves_at_full_speed_and_never_restarts():
-    built, tables = run_in_memory(scenario())
+    _built, tables = run_in_memory(scenario())
     steps = tables["walk_steps"]
     summary = tables["walk_summary"].iloc[0]
     # one step per δ_rw = 1 s from time 0: the maximum progress t/δ_rw
@@ -320,7 +320,7 @@ def ideal(n, replacement, steps):
 
 
 def test_ideal_walk_without_replacement_follows_permutations():
-    walk, agent, steps = ideal(20, replacement=False, steps=100)
+    _walk, agent, steps = ideal(20, replacement=False, steps=100)
     nodes = steps["node"].to_numpy()
     for block in range(5):
         assert sorted(nodes[block * 20 : (block + 1) * 20].tolist()) == list(range(20))
@@ -329,7 +329,7 @@ def test_ideal_walk_without_replacement_follows_permutations():
 
 def test_ideal_walk_with_replacement_is_uniform():
     n, count = 10, 20_000
-    walk, agent, steps = ideal(n, replacement=True, steps=count)
+    _walk, agent, steps = ideal(n, replacement=True, steps=count)
     expected = count / n
     assert np.abs(agent.visits - expected).max() < 5 * math.sqrt(expected)
     # the chance that a node is never visited in its first n steps is about e^-1 (§3.1)

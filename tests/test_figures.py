@@ -1,0 +1,46 @@
+"""Figures are drawn from run directories."""
+
+import struct
+
+import pytest
+
+from netsim.analysis.figures import walk_figure
+from netsim.errors import RunDirectoryError
+from netsim.scenario.loader import validate_scenario
+from netsim.scenario.runner import run_scenario
+
+
+def png_size(path):
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", header[16:24])
+
+
+def walk_run(tmp_path, **walk):
+    data = {
+        "name": "fig", "seed": 2, "nodes": 40, "duration": "2min",
+        "topology": {"kind": "k_out", "k": 8},
+        "gossip": {"period": "100ms"},
+        "walk": {"kind": "service", "transfer_time": "1s", "timeout": "3s",
+                 "sample_every": "5s", **walk},
+    }
+    scenario = validate_scenario(data, source="<test>", base_dir=None)
+    return run_scenario(scenario, out=tmp_path / "runs").directory
+
+
+def test_walk_figure_draws_one_panel_per_run(tmp_path):
+    runs = [walk_run(tmp_path), walk_run(tmp_path, kill_probability=0.05)]
+    out = walk_figure(runs, tmp_path / "fig2.png", columns=2)
+    width, height = png_size(out)
+    one = walk_figure(runs[:1], tmp_path / "one.png")
+    assert width > 1.5 * png_size(one)[0] and height == png_size(one)[1]
+    assert not list(tmp_path.glob(".*.tmp*"))
+
+
+def test_walk_figure_rejects_a_run_without_a_walk(tmp_path):
+    data = {"name": "plain", "seed": 1, "nodes": 10, "duration": "1min",
+            "topology": {"kind": "ring"}}
+    run = run_scenario(validate_scenario(data, source="<t>", base_dir=None),
+                       out=tmp_path).directory
+    with pytest.raises(RunDirectoryError, match="not a run of the random walk service"):
+        walk_figure([run], tmp_path / "x.png")
