@@ -7,6 +7,7 @@ an interrupt exits with 130 and leaves no partial run directory behind.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,15 @@ from netsim.errors import NetsimError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind like an interrupt, so staging directories are removed."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 class ProgressBar:
@@ -116,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netsim`` console script."""
     args = build_parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return int(args.handler(args))
     except NetsimError as exc:
@@ -124,6 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("netsim: interrupted; no partial run directory was kept", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated:
+        print("netsim: terminated; no partial run directory was kept", file=sys.stderr)
+        return EXIT_TERMINATED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -192,3 +192,30 @@ def test_interrupted_run_leaves_no_complete_looking_directory(
     assert not any(is_complete_run(child) for child in children)
     assert not any(PARTIAL_MARK in child.name for child in children)
     assert children == []
+
+
+def test_sigterm_removes_the_staging_directory(tmp_path):
+    import os
+    import signal
+    import time
+
+    from netsim.storage import is_complete_run
+
+    out = tmp_path / "runs"
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "netsim", "run", str(scenario), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (out.exists() and any(out.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # well inside the run
+    os.kill(process.pid, signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143
+    assert "terminated; no partial run directory was kept" in err
+    assert list(out.iterdir()) == []
+    assert not any(is_complete_run(p) for p in out.glob("*"))

@@ -18,11 +18,19 @@ def png_size(path):
 
 def walk_run(tmp_path, **walk):
     data = {
-        "name": "fig", "seed": 2, "nodes": 40, "duration": "2min",
+        "name": "fig",
+        "seed": 2,
+        "nodes": 40,
+        "duration": "2min",
         "topology": {"kind": "k_out", "k": 8},
         "gossip": {"period": "100ms"},
-        "walk": {"kind": "service", "transfer_time": "1s", "timeout": "3s",
-                 "sample_every": "5s", **walk},
+        "walk": {
+            "kind": "service",
+            "transfer_time": "1s",
+            "timeout": "3s",
+            "sample_every": "5s",
+            **walk,
+        },
     }
     scenario = validate_scenario(data, source="<test>", base_dir=None)
     return run_scenario(scenario, out=tmp_path / "runs").directory
@@ -38,9 +46,13 @@ def test_walk_figure_draws_one_panel_per_run(tmp_path):
 
 
 def test_walk_figure_rejects_a_run_without_a_walk(tmp_path):
-    data = {"name": "plain", "seed": 1, "nodes": 10, "duration": "1min",
-            "topology": {"kind": "ring"}}
-    run = run_scenario(validate_scenario(data, source="<t>", base_dir=None),
-                       out=tmp_path).directory
+    data = {
+        "name": "plain",
+        "seed": 1,
+        "nodes": 10,
+        "duration": "1min",
+        "topology": {"kind": "ring"},
+    }
+    run = run_scenario(validate_scenario(data, source="<t>", base_dir=None), out=tmp_path).directory
     with pytest.raises(RunDirectoryError, match="not a run of the random walk service"):
         walk_figure([run], tmp_path / "x.png")

@@ -26,9 +26,7 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - depends on the installation
-        raise RunDirectoryError(
-            "figures need matplotlib: pip install 'netsim[plot]'"
-        ) from None
+        raise RunDirectoryError("figures need matplotlib: pip install 'netsim[plot]'") from None
     return plt
 
 
@@ -60,8 +58,14 @@ def walk_figure(run_dirs: list[Path], out: Path, *, columns: int = 3, seed: int 
         samples = tables["walk_samples"]
         hours = samples["time"].to_numpy() / HOUR
         count = samples["propagating"].to_numpy()
-        ax.scatter(hours, count + jitter.uniform(-0.15, 0.15, count.size), s=3,
-                   color="tab:green", alpha=0.6, label="walks propagating")
+        ax.scatter(
+            hours,
+            count + jitter.uniform(-0.15, 0.15, count.size),
+            s=3,
+            color="tab:green",
+            alpha=0.6,
+            label="walks propagating",
+        )
         ax.set_xlabel("time (hours)")
         ax.set_ylabel("number of walks", color="tab:green")
         ax.set_ylim(bottom=-0.5, top=max(3.5, float(count.max()) + 0.5))
@@ -69,18 +73,30 @@ def walk_figure(run_dirs: list[Path], out: Path, *, columns: int = 3, seed: int 
         steps_ax = ax.twinx()
         alive = samples["oldest_walk"].to_numpy() >= 0
         walk_ids = samples["oldest_walk"].to_numpy()[alive]
-        steps_ax.scatter(hours[alive], samples["oldest_steps"].to_numpy()[alive], s=2,
-                         c=walk_ids % 20, cmap="tab20", vmin=0, vmax=19)
+        steps_ax.scatter(
+            hours[alive],
+            samples["oldest_steps"].to_numpy()[alive],
+            s=2,
+            c=walk_ids % 20,
+            cmap="tab20",
+            vmin=0,
+            vmax=19,
+        )
         start = scenario.walk.start
         t_end = scenario.duration
-        steps_ax.plot([start / HOUR, t_end / HOUR],
-                      [0, (t_end - start) / scenario.walk.transfer_time],
-                      color="black", linewidth=0.8, linestyle="--", label="t/δ_rw")
+        steps_ax.plot(
+            [start / HOUR, t_end / HOUR],
+            [0, (t_end - start) / scenario.walk.transfer_time],
+            color="black",
+            linewidth=0.8,
+            linestyle="--",
+            label="t/δ_rw",
+        )
         steps_ax.set_ylabel("step count of the oldest walk")
         steps_ax.set_ylim(bottom=0)
         mean_walks = float(tables["walk_summary"]["mean_propagating"].iloc[0])
         ax.set_title(_walk_title(scenario, mean_walks), fontsize=9)
-    for ax in axes.ravel()[len(run_dirs):]:
+    for ax in axes.ravel()[len(run_dirs) :]:
         ax.set_visible(False)
     fig.tight_layout()
     out = Path(out)

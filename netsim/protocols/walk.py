@@ -131,7 +131,12 @@ class WalkAgent(Protocol):
         """The walk state every node's local copy starts with."""
 
     def visit(self, node: int, state: Any, steps: int, walk: int, now: float) -> Any:
-        """Update ``state`` at ``node`` (the walk's ``steps``-th step); returns the new state."""
+        """Update ``state`` at ``node`` (the walk's ``steps``-th step); returns the new state.
+
+        Must return a new object and never modify ``state`` in place: nodes' local copies
+        share state objects (every node starts with the same initial state, and a node's copy
+        is the very object the walk carried), which keeps 10⁴ copies of a model affordable.
+        """
 
     def finish(self) -> None:
         """Called once at the end of the run (write tables, etc.)."""
