@@ -1,0 +1,1 @@
+"""Privacy: calibrated mechanisms, privacy events, per-record accounting, sensitivity bounds."""

@@ -1,0 +1,359 @@
+"""Privacy core: calibration, an empirical audit of each guarantee, and the accountant."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from netsim.privacy import mechanisms as m
+from netsim.privacy.accountant import (
+    BudgetExhausted,
+    Halving,
+    KUses,
+    PrivacyAccountant,
+    SingleUse,
+    Unlimited,
+    advanced_composition,
+    policy_by_name,
+)
+from netsim.privacy.audit import audit
+from netsim.privacy.events import PrivacyEvent, UnaccountableEventError
+
+N = 50_000  # draws per calibration check
+
+
+def draws(noise_fn, dimension, scale, seed=1):
+    return noise_fn(N, dimension, scale, np.random.default_rng(seed))
+
+
+# --- calibration ---------------------------------------------------------------------------
+
+
+def test_laplace_scale_and_shape():
+    noise = draws(m.laplace_noise, 3, 2.0)
+    # mean absolute deviation of Laplace(0, b) is b; its s.d. is b (per draw) / sqrt(N)
+    assert np.abs(noise).mean(axis=0) == pytest.approx([2.0] * 3, abs=5 * 2.0 / math.sqrt(N))
+    assert stats.kstest(noise[:, 0], stats.laplace(scale=2.0).cdf).pvalue > 1e-3
+
+
+def test_k_norm_radius_is_gamma_and_direction_uniform():
+    d, scale = 5, 0.7
+    noise = draws(m.k_norm_l2_noise, d, scale)
+    radius = np.linalg.norm(noise, axis=1)
+    assert stats.kstest(radius, stats.gamma(a=d, scale=scale).cdf).pvalue > 1e-3
+    directions = noise / radius[:, None]
+    # each coordinate of a uniform unit vector has mean 0 and variance 1/d
+    assert np.abs(directions.mean(axis=0)).max() < 5 / math.sqrt(N * d)
+    assert directions.var(axis=0) == pytest.approx([1 / d] * d, rel=0.05)
+
+
+def test_paper_l2_radius_is_absolute_laplace():
+    noise = draws(m.l2_laplace_radius_noise, 4, 1.5)
+    radius = np.linalg.norm(noise, axis=1)
+    assert stats.kstest(radius, stats.expon(scale=1.5).cdf).pvalue > 1e-3
+    # far less noise than the K-norm mechanism when d > 1: mean radius b vs d·b
+    assert radius.mean() == pytest.approx(1.5, rel=0.03)
+
+
+def test_gaussian_calibrations():
+    sigma = m.classic_gaussian_sigma(1.0, 0.5, 1e-5)
+    assert sigma == pytest.approx(math.sqrt(2 * math.log(1.25e5)) / 0.5)
+    noise = draws(m.gaussian_noise, 2, sigma)
+    assert noise.var(axis=0) == pytest.approx([sigma**2] * 2, rel=5 * math.sqrt(2 / N))
+    with pytest.raises(ValueError, match="epsilon < 1"):
+        m.classic_gaussian_sigma(1.0, 1.5, 1e-5)
+    for eps in (0.1, 0.5, 1.0, 4.0, 20.0):
+        analytic = m.analytic_gaussian_sigma(1.0, eps, 1e-6)
+        # exactly at δ, and the smallest such σ
+        assert m.gaussian_delta(analytic, 1.0, eps) <= 1e-6
+        assert m.gaussian_delta(analytic * (1 - 1e-6), 1.0, eps) > 1e-6
+        assert m.gaussian_epsilon(analytic, 1.0, 1e-6) == pytest.approx(eps, rel=1e-6)
+        if eps < 1:
+            assert analytic < m.classic_gaussian_sigma(1.0, eps, 1e-6)
+
+
+def test_gaussian_is_epsilon_delta_private_on_half_spaces():
+    """For the Gaussian the worst sets are half-spaces {o: o₁ > t}: P₀ ≤ e^ε P₁ + δ there."""
+    eps, delta = 1.0, 1e-3
+    sigma = m.analytic_gaussian_sigma(1.0, eps, delta)
+    rng = np.random.default_rng(5)
+    n = 400_000
+    out_0 = rng.normal(0.0, sigma, n)
+    out_1 = 1.0 + rng.normal(0.0, sigma, n)
+    for t in np.linspace(-2 * sigma, 3 * sigma, 11):
+        p0, p1 = (out_0 > t).mean(), (out_1 > t).mean()
+        q0, q1 = (out_0 <= t).mean(), (out_1 <= t).mean()
+        tol = 5 * math.sqrt(0.25 / n) * (1 + math.e)
+        assert q0 <= math.exp(eps) * q1 + delta + tol
+        assert p1 <= math.exp(eps) * p0 + delta + tol
+
+
+# --- the audit: can a wrong guarantee be caught? --------------------------------------------
+
+AUDIT_SAMPLES = 400_000
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "k_norm_l2"])
+@pytest.mark.parametrize(("dimension", "radius"), [(1, 0.05), (2, 0.05), (5, 1.0)])
+def test_epsilon_dp_mechanisms_pass_the_audit(mechanism, dimension, radius):
+    eps = 1.0
+    rows = audit(
+        mechanism,
+        dimension=dimension,
+        epsilon=eps,
+        samples=AUDIT_SAMPLES,
+        rng=np.random.default_rng(dimension),
+        radius=radius,
+    )
+    for row in rows:
+        if row.count_0 >= 30 and row.count_1 >= 30:
+            # 4 standard errors for 5 regions × 6 cases: a false alarm is very unlikely
+            assert row.loss <= eps + 4 * row.standard_error, row
+
+
+@pytest.mark.parametrize(("dimension", "radius"), [(2, 0.05), (5, 1.0)])
+def test_the_papers_l2_variant_fails_the_audit_when_d_exceeds_one(dimension, radius):
+    eps = 1.0
+    rows = audit(
+        "l2_laplace_radius",
+        dimension=dimension,
+        epsilon=eps,
+        samples=AUDIT_SAMPLES,
+        rng=np.random.default_rng(10 + dimension),
+        radius=radius,
+    )
+    worst = max(rows, key=lambda row: row.loss - 4 * row.standard_error)
+    assert worst.loss - 4 * worst.standard_error > 2 * eps
+    _, event = m.l2_laplace_radius(
+        np.zeros(dimension), sensitivity=1.0, epsilon=eps, rng=np.random.default_rng(0)
+    )
+    assert event.guarantee == "none" and not event.is_private
+
+
+def test_the_papers_l2_variant_is_laplace_in_one_dimension():
+    rows = audit(
+        "l2_laplace_radius",
+        dimension=1,
+        epsilon=1.0,
+        samples=AUDIT_SAMPLES,
+        rng=np.random.default_rng(3),
+    )
+    assert all(row.loss <= 1.0 + 4 * row.standard_error for row in rows)
+    _, event = m.l2_laplace_radius(
+        np.zeros(1), sensitivity=1.0, epsilon=1.0, rng=np.random.default_rng(0)
+    )
+    assert event.guarantee == "epsilon-DP"
+
+
+# --- DOLA and mutual information ------------------------------------------------------------
+
+
+def test_dola_calibrations():
+    assert m.dola_sensitivity(0.1, 16, 1.0) == pytest.approx(2 * 0.1 * 4 * 1.0)
+    assert m.dola_sensitivity(0.1, 16, 1.0, batch=8) == pytest.approx(0.1)
+    _noisy, event = m.dola_laplace(
+        np.zeros(16), alpha=0.1, lipschitz=1.0, epsilon=0.5, rng=np.random.default_rng(0), batch=8
+    )
+    assert event.noise_scale == pytest.approx(0.1 / 0.5) and event.guarantee == "epsilon-DP"
+    j2 = m.dola_gaussian_variance(0.1, 10, 1.0, 100, 1.0, 1e-4)
+    assert j2 == pytest.approx(4 * 0.01 * 10 * 100 * math.log(1e6) * math.log(1e4))
+    # as printed, J² shrinks with α_t² although noise is added to the raw gradient, so late
+    # rounds give far less privacy than claimed: the event records the real per-release ε
+    _, early = m.dola_gaussian(
+        np.zeros(10),
+        alpha=1.0,
+        lipschitz=1.0,
+        rounds=100,
+        epsilon=1.0,
+        delta=1e-4,
+        rng=np.random.default_rng(0),
+    )
+    _, late = m.dola_gaussian(
+        np.zeros(10),
+        alpha=1e-3,
+        lipschitz=1.0,
+        rounds=100,
+        epsilon=1.0,
+        delta=1e-4,
+        rng=np.random.default_rng(0),
+    )
+    assert early.epsilon < late.epsilon
+    assert late.epsilon > 1.0
+    assert m.gaussian_epsilon(late.noise_scale, 2.0, 1e-4) == pytest.approx(late.epsilon)
+
+
+def test_mutual_information_bounds():
+    # d = L = σ² = 1: ½ log 2 (Zhang & Venkitasubramaniam, experiments)
+    assert m.gaussian_channel_leakage(1, 1.0, 1.0) == pytest.approx(0.5 * math.log(2))
+    # the capacity of d parallel channels with power L²/d each, computed directly
+    d, lip, sigma = 4, 2.0, 0.5
+    direct = sum(0.5 * math.log(1 + (lip**2 / d) / sigma**2) for _ in range(d))
+    assert m.gaussian_channel_leakage(d, lip, sigma) == pytest.approx(direct)
+    assert m.bandit_leakage(2, 1.0, 0.5, 1.0, 2.0) == pytest.approx(
+        math.log(1 + 2 * (2 + 1) ** 2 / 4)
+    )
+    with pytest.raises(ValueError, match="smoothing radius"):
+        m.bandit_leakage(2, 1.0, 0.0, 1.0, 1.0)
+
+
+# --- the accountant ------------------------------------------------------------------------
+
+
+def test_release_in_one_call_and_a_clear_refusal():
+    accountant = PrivacyAccountant(20, epsilon=1.0, policy=KUses(5))
+    rng = np.random.default_rng(0)
+    gradient = np.ones(3)
+    for use in range(5):
+        noisy, event = accountant.release(
+            17, gradient, mechanism="k_norm_l2", sensitivity=2.0, rng=rng, time=float(use)
+        )
+        assert event.epsilon == pytest.approx(0.2) and event.noise_scale == pytest.approx(10.0)
+        assert not np.array_equal(noisy, gradient)
+    with pytest.raises(BudgetExhausted, match="record 17: budget spent"):
+        accountant.release(17, gradient, mechanism="k_norm_l2", sensitivity=2.0, rng=rng)
+    records = accountant.records_frame().set_index("record")
+    assert records.loc[17].to_dict() == {
+        "uses": 5,
+        "epsilon_spent": pytest.approx(1.0),
+        "delta_spent": 0.0,
+        "refused": 1,
+    }
+    ledger = accountant.ledger_frame()
+    assert ledger["record"].tolist() == [17] * 5 and ledger["use"].tolist() == [1, 2, 3, 4, 5]
+    assert ledger["epsilon"].sum() == pytest.approx(1.0)
+
+
+def test_unlimited_policy_adds_no_noise():
+    accountant = PrivacyAccountant(2, epsilon=1.0, policy=Unlimited())
+    for _ in range(100):
+        noisy, event = accountant.release(
+            0, np.ones(2), mechanism="laplace", sensitivity=2.0, rng=np.random.default_rng(0)
+        )
+    assert np.array_equal(noisy, np.ones(2)) and event.guarantee == "non-private"
+    assert accountant.uses[0] == 100
+
+
+policies = st.one_of(
+    st.just(SingleUse()),
+    st.integers(1, 8).map(KUses),
+    st.just(Halving()),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    policy=policies,
+    budget=st.floats(0.01, 10.0),
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 4), st.sampled_from(["laplace", "k_norm_l2", "l2_laplace_radius"])
+        ),
+        max_size=40,
+    ),
+)
+def test_no_sequence_of_releases_exceeds_any_budget(policy, budget, steps):
+    accountant = PrivacyAccountant(5, epsilon=budget, policy=policy)
+    rng = np.random.default_rng(0)
+    for record, mechanism in steps:
+        before = accountant.epsilon_spent.copy()
+        try:
+            accountant.release(record, np.zeros(2), mechanism=mechanism, sensitivity=1.0, rng=rng)
+        except BudgetExhausted:
+            assert np.array_equal(accountant.epsilon_spent, before)  # refused: unchanged
+        assert (accountant.epsilon_spent <= budget * (1 + 1e-12)).all()
+    run = accountant.run_guarantee()
+    # parallel composition over disjoint records: the worst record
+    assert run.epsilon == max(accountant.record_guarantee(r).epsilon for r in range(5))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    budget=st.floats(0.01, 10.0),
+    charges=st.lists(
+        st.tuples(st.integers(0, 2), st.floats(0.0, 3.0), st.floats(0.0, 1e-3)), max_size=30
+    ),
+)
+def test_direct_charges_validate_before_changing_state(budget, charges):
+    accountant = PrivacyAccountant(3, epsilon=budget, delta=1e-3, policy=KUses(100))
+    for record, eps, delta in charges:
+        event = PrivacyEvent("laplace", "epsilon-DP", eps, delta, 1.0, "L1", 1.0, 1)
+        fits = (
+            accountant.epsilon_spent[record] + eps <= budget + 1e-12
+            and accountant.delta_spent[record] + delta <= 1e-3 + 1e-12
+        )
+        uses = accountant.uses.copy()
+        try:
+            accountant.charge(record, event)
+            assert fits
+        except BudgetExhausted:
+            assert not fits and np.array_equal(accountant.uses, uses)
+        assert (accountant.epsilon_spent <= budget + 1e-12).all()
+        assert (accountant.delta_spent <= 1e-3 + 1e-12).all()
+
+
+@given(budget=st.floats(1e-3, 100.0), uses=st.integers(1, 300))
+def test_dp_sgd_infinity_never_exceeds_its_budget(budget, uses):
+    accountant = PrivacyAccountant(1, epsilon=budget, policy=Halving())
+    rng = np.random.default_rng(0)
+    for _ in range(uses):
+        if accountant.next_epsilon(0) is None:
+            break  # ε/2^t underflowed to 0: no meaningful release is left
+        accountant.release(0, np.zeros(1), mechanism="laplace", sensitivity=1.0, rng=rng)
+    # never exceeds; in floating point Σ ε/2^t can round to exactly ε (e.g. 54 uses of ε = 1)
+    assert accountant.epsilon_spent[0] <= budget
+    exact = sum(Fraction(budget) / 2**t for t in range(1, int(accountant.uses[0]) + 1))
+    assert exact < Fraction(budget)
+    assert accountant.uses[0] >= min(uses, 50)
+
+
+@settings(max_examples=25, deadline=None)
+@given(k=st.integers(1, 40), eps=st.floats(0.05, 2.0), delta=st.floats(1e-8, 1e-4))
+def test_rdp_of_k_gaussian_releases_is_never_looser_than_basic(k, eps, delta):
+    accountant = PrivacyAccountant(1, epsilon=k * eps, delta=k * delta, policy=KUses(k))
+    rng = np.random.default_rng(0)
+    for _ in range(k):
+        accountant.release(0, np.zeros(3), mechanism="gaussian", sensitivity=1.0, rng=rng)
+    basic = accountant.record_guarantee(0)
+    tight = accountant.record_tight_epsilon(0, basic.delta, "rdp")
+    assert tight <= basic.epsilon * (1 + 1e-9)
+
+
+def test_tight_accounting_beats_basic_for_many_releases():
+    accountant = PrivacyAccountant(1, epsilon=10.0, delta=1e-4, policy=KUses(10))
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        accountant.release(0, np.zeros(3), mechanism="gaussian", sensitivity=1.0, rng=rng)
+    basic = accountant.record_guarantee(0)
+    rdp = accountant.record_tight_epsilon(0, 1e-4, "rdp")
+    pld = accountant.record_tight_epsilon(0, 1e-4, "pld")
+    advanced = accountant.record_advanced(0, 1e-5)
+    assert pld < rdp < 0.5 * basic.epsilon
+    assert advanced.epsilon <= basic.epsilon
+
+
+def test_advanced_composition_formula():
+    eps, delta = advanced_composition([0.1] * 100, [0.0] * 100, 1e-6)
+    expected = math.sqrt(2 * math.log(1e6) * 100 * 0.01) + 100 * 0.1 * math.expm1(0.1)
+    assert eps == pytest.approx(expected) and delta == pytest.approx(1e-6)
+    assert advanced_composition([1.0], [0.0], 1e-6) == (1.0, 0.0)  # basic is better
+
+
+def test_events_without_dp_cannot_be_tightly_accounted():
+    accountant = PrivacyAccountant(1, epsilon=1.0, policy=SingleUse())
+    accountant.release(
+        0, np.zeros(3), mechanism="l2_laplace_radius", sensitivity=1.0, rng=np.random.default_rng(0)
+    )
+    assert not accountant.run_guarantee().is_dp
+    with pytest.raises(UnaccountableEventError):
+        accountant.record_tight_epsilon(0, 1e-5)
+
+
+def test_policy_names():
+    assert policy_by_name("dp-sgd-5") == KUses(5)
+    assert policy_by_name("dp-sgd-inf").epsilon_for_use(1.0, 3) == 0.125
+    with pytest.raises(ValueError, match="unknown budget policy"):
+        policy_by_name("dp-sgd-x")
