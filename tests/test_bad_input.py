@@ -13,6 +13,7 @@ import pytest
 from netsim.cli import EXIT_USER_ERROR, main
 from netsim.errors import TraceError
 from netsim.network.traces import read_canonical_trace, read_stunner_users
+from netsim.scenario.schema import Scenario
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
@@ -30,7 +31,7 @@ TOPOLOGY_KINDS = (
     "'random_geometric', 'ring', 'complete', 'edge_list'"
 )
 TOP_LEVEL_KEYS = (
-    "name, description, seed, nodes, duration, topology, links, churn, gossip, broadcast, metrics"
+    ", ".join(Scenario.model_fields)  # the top-level keys, in the schema's order
 )
 
 
@@ -467,3 +468,64 @@ def test_impossible_topology_names_the_scenario(
         f"netsim: error: {scenario}: invalid scenario:\n"
         "  - topology.degree (3) must be less than nodes (11) and nodes × degree must be even\n"
     )
+
+
+# --- the random walk service ---------------------------------------------------------------
+
+WALK = BASE + "gossip: {period: 100ms}\n"
+
+WALK_CASES = [
+    pytest.param(
+        WALK + "walk: {kind: service, transfer_time: 2s, timeout: 1s}\n",
+        "  - walk: timeout δ (1 s) must be at least transfer_time δ_rw (2 s): an update is not "
+        "overwritten for δ_rw on average (Hegedűs et al. §5.2)",
+        id="timeout-below-transfer-time",
+    ),
+    pytest.param(
+        BASE + "gossip: {period: 0s}\nwalk: {kind: service, transfer_time: 1s, timeout: 2s}\n",
+        "  - gossip.period: Input should be greater than 0 (got '0s')",
+        id="non-positive-gossip-period",
+    ),
+    pytest.param(
+        WALK + "walk: {kind: service, transfer_time: 1s, timeout: 2s, kill_probability: 1.2}\n",
+        "  - walk.kill_probability: Input should be less than or equal to 1 (got 1.2)",
+        id="kill-probability-above-1",
+    ),
+    pytest.param(
+        BASE + "walk: {kind: service, transfer_time: 1s, timeout: 2s}\n",
+        "walk (kind service) needs a gossip section",
+        id="walk-without-gossip",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), WALK_CASES)
+def test_bad_walk_scenario(capsys: pytest.CaptureFixture[str], tmp_path: Path, text, expected):
+    scenario = write(tmp_path / "s.yaml", text)
+    err = cli_error(capsys, "validate", scenario)
+    assert expected in err
+
+
+def test_walk_on_a_topology_with_a_lonely_node(capsys, tmp_path: Path) -> None:
+    write(tmp_path / "edges.txt", "0 1\n1 2\n")  # node 3 has no neighbour
+    text = (
+        BASE.replace("nodes: 10", "nodes: 4").replace(
+            "{kind: k_out, k: 3}", "{kind: edge_list, path: edges.txt}"
+        )
+        + "gossip: {period: 100ms}\nwalk: {kind: service, transfer_time: 1s, timeout: 2s}\n"
+    )
+    scenario = write(tmp_path / "s.yaml", text)
+    err = cli_error(capsys, "validate", scenario)
+    assert err == (
+        "netsim: error: walk: 1 node(s) (e.g. node 3) have no neighbour in the topology; a walk "
+        "reaching them could never be forwarded\n"
+    )
+
+
+def test_small_timeout_is_warned_about(capsys, tmp_path: Path) -> None:
+    scenario = write(
+        tmp_path / "s.yaml", WALK + "walk: {kind: service, transfer_time: 1s, timeout: 1.1s}\n"
+    )
+    assert main(["validate", str(scenario)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("netsim: warning: walk: timeout δ = 1.1 s is less than")
