@@ -184,3 +184,45 @@ def test_random_online_neighbour_is_uniform_over_online_neighbours():
     counts = np.bincount(picks, minlength=n)[allowed]
     expected = len(picks) / len(allowed)
     assert np.abs(counts - expected).max() < 5 * math.sqrt(expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    flips=st.lists(st.integers(0, 29), max_size=120),
+    undirected=st.booleans(),
+)
+def test_online_neighbour_index_follows_every_transition(seed, flips, undirected):
+    from netsim.network.links import OnlineNeighbourIndex
+
+    rng = np.random.default_rng(seed)
+    topology = t.k_out(30, 4, rng, undirected=undirected)
+    nodes = NodeStates(rng.random(30) < 0.5)
+    index = OnlineNeighbourIndex(topology, nodes)
+    for node in flips:
+        if nodes.online[node]:
+            nodes.set_offline(node, 0.0)
+        else:
+            nodes.set_online(node, 0.0)
+        for u in range(30):
+            start = topology.indptr[u]
+            listed = set(index.order[start : start + index.online_count[u]].tolist())
+            truth = {int(v) for v in topology.neighbours(u) if nodes.online[v]}
+            assert listed == truth
+            segment = index.order[start : topology.indptr[u + 1]]
+            assert sorted(segment.tolist()) == topology.neighbours(u).tolist()
+
+
+def test_round_peer_choice_is_uniform_over_online_neighbours():
+    n = 12
+    online = [[(0, 100.0)] if i % 3 else [(50.0, 100.0)] for i in range(n)]
+    _sim, network = make_network(n, online, 100.0)
+    rng = np.random.default_rng(4)
+    picks = np.concatenate(
+        [network.random_online_neighbours(np.array([1, 1, 1, 1]), rng) for _ in range(3000)]
+    )
+    allowed = [i for i in range(n) if i % 3 and i != 1]
+    assert set(picks.tolist()) == set(allowed)
+    counts = np.bincount(picks, minlength=n)[allowed]
+    expected = picks.size / len(allowed)
+    assert np.abs(counts - expected).max() < 5 * math.sqrt(expected)

@@ -106,6 +106,71 @@ class LinkFailures:
         return change if change < end else None
 
 
+class OnlineNeighbourIndex:
+    """Every node's neighbour list kept partitioned: online neighbours first.
+
+    For round-based peer choice (one uniform random online neighbour for thousands of nodes per
+    round) this turns the choice into one gather: ``order[indptr[u] + ⌊U·online_count[u]⌋]``.
+    A transition of node v moves v across the boundary in the segment of each of its
+    in-neighbours (a swap with the boundary element), in O(in-degree) numpy work, so churn
+    costs nothing per round and the choice is exactly uniform at every instant.
+    """
+
+    def __init__(self, topology: Topology, nodes: NodeStates) -> None:
+        self.topology = topology
+        self.nodes = nodes
+        n = topology.n
+        sources = np.repeat(np.arange(n), topology.degrees())
+        online_target = nodes.online[topology.indices]
+        # order each segment: online targets first (stable within the two groups)
+        permutation = np.lexsort((~online_target, sources))
+        self.order = topology.indices[permutation].astype(np.int64)  # targets, partitioned
+        self.edge_at = permutation.astype(np.int64)  # slot -> original edge id
+        self.slot_of = np.empty_like(self.edge_at)  # original edge id -> slot
+        self.slot_of[self.edge_at] = np.arange(self.edge_at.size)
+        self.online_count = np.bincount(sources[online_target], minlength=n).astype(np.int64)
+        self._sources = sources
+        # in-edges of every node (original edge ids), to find v in its in-neighbours' lists
+        by_target = np.argsort(topology.indices, kind="stable")
+        self._in_edges = by_target
+        self._in_indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(topology.indices, minlength=n), out=self._in_indptr[1:])
+        nodes.on_join(self._joined)
+        nodes.on_leave(self._left)
+
+    def _move(self, node: int, joining: bool) -> None:
+        edges = self._in_edges[self._in_indptr[node] : self._in_indptr[node + 1]]
+        if edges.size == 0:
+            return
+        owners = self._sources[edges]
+        if joining:
+            boundary = self.topology.indptr[owners] + self.online_count[owners]
+            self.online_count[owners] += 1
+        else:
+            self.online_count[owners] -= 1
+            boundary = self.topology.indptr[owners] + self.online_count[owners]
+        slots = self.slot_of[edges]
+        others = self.edge_at[boundary]
+        # swap the slots of `edges` and of the edges at the boundary (distinct owners, so no
+        # two swaps touch the same segment)
+        self.order[slots], self.order[boundary] = self.order[boundary], self.order[slots].copy()
+        self.edge_at[slots], self.edge_at[boundary] = others, edges
+        self.slot_of[others], self.slot_of[edges] = slots, boundary
+
+    def _joined(self, node: int) -> None:
+        self._move(node, joining=True)
+
+    def _left(self, node: int) -> None:
+        self._move(node, joining=False)
+
+    def choose(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A uniform random online neighbour of each of ``nodes`` (-1 where none)."""
+        count = self.online_count[nodes]
+        pick = (rng.random(nodes.size) * count).astype(np.int64)
+        chosen = self.order[np.minimum(self.topology.indptr[nodes] + pick, self.order.size - 1)]
+        return np.where(count > 0, chosen, -1)
+
+
 class Transfer:
     """One message in flight."""
 
@@ -180,6 +245,8 @@ class Network:
             else None
         )
         self.lost_table = sim.log.table(LOSS_TABLE)
+        # built by the first round-based use; from then on it follows every transition
+        self._online_index: OnlineNeighbourIndex | None = None
         self.sent = 0
         self.delivered = 0
         self.lost = 0
@@ -212,6 +279,18 @@ class Network:
         if not candidates:
             return -1
         return candidates[int(uniform() * len(candidates))]
+
+    def random_online_neighbours(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """For each of ``nodes``, a uniform random online neighbour (-1 if none): the
+        vectorised counterpart of :meth:`random_online_neighbour` for round-based protocols.
+
+        Uses an :class:`OnlineNeighbourIndex`, created on first use and kept up to date by
+        every later join and leave.
+        """
+        index = self._online_index
+        if index is None:
+            index = self._online_index = OnlineNeighbourIndex(self.topology, self.nodes)
+        return index.choose(nodes, rng)
 
     def send(
         self,

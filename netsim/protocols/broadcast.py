@@ -176,3 +176,43 @@ class Broadcast:
                 *self.reached[k],
                 float(self.known_online[k]) / online,
             )
+
+    # --- RoundRule (round-based gossip) ----------------------------------------------------
+
+    def round_values(self, nodes: np.ndarray) -> tuple[np.ndarray, ...]:
+        return (self.version[nodes],)
+
+    def round_relevant(self, senders: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        return self.version[senders] > self.version[targets]
+
+    def round_merge(
+        self, targets: np.ndarray, values: tuple[np.ndarray, ...], senders: np.ndarray, via: str
+    ) -> None:
+        (incoming,) = values
+        newer = incoming > self.version[targets]
+        targets, incoming, senders = targets[newer], incoming[newer], senders[newer]
+        if targets.size == 0:
+            return
+        previous = self.version[targets]
+        self.version[targets] = incoming
+        # every target is online (it just took part in an exchange): it now holds updates
+        # previous+1 .. incoming; add that to the per-update counts with a difference array
+        diff = np.zeros(self.known_online.size + 1, dtype=np.int64)
+        np.add.at(diff, previous + 1, 1)
+        np.add.at(diff, incoming + 1, -1)
+        self.known_online += np.cumsum(diff[:-1])
+        now = self.sim.env.now
+        self.adoptions.extend(
+            [
+                [now] * targets.size,
+                targets.tolist(),
+                incoming.tolist(),
+                previous.tolist(),
+                senders.tolist(),
+                [via] * targets.size,
+            ]
+        )
+        self._check()
+
+    def round_tick(self) -> None:
+        return None

@@ -51,6 +51,7 @@ import numpy as np
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import PushPullGossip
+from netsim.protocols.rounds import RoundGossip
 from netsim.rng import BlockDraws
 from netsim.sim import Simulation
 
@@ -238,6 +239,9 @@ class RandomWalkService:
         self._start_rng = sim.streams.get(f"{name}.start")
         self._timer_generation = np.zeros(n, dtype=np.int64)
         self._timer_due = np.full(n, np.inf)  # when the pending timeout check fires
+        # rounds mode: no timers; the last timeout circle i handled for the current update
+        self.round_based = False
+        self.fired_i = np.zeros(n, dtype=np.int64)
         self.forwarding: list[list[WalkToken]] = [[] for _ in range(n)]  # held, not in transfer
         self.suspended: list[list[WalkToken]] = [[] for _ in range(n)]
         self._next_update_id = 1
@@ -272,9 +276,14 @@ class RandomWalkService:
 
     # --- wiring ----------------------------------------------------------------------------
 
-    def attach(self, gossip: PushPullGossip) -> None:
-        """Use ``gossip`` (whose rule is this service) for activity and rejoin signals."""
+    def attach(self, gossip: PushPullGossip | RoundGossip) -> None:
+        """Use ``gossip`` (whose rule is this service) for activity and rejoin signals.
+
+        With :class:`~netsim.protocols.rounds.RoundGossip` timeouts are evaluated once per
+        round for all nodes (:meth:`round_tick`) instead of by per-node timers.
+        """
         self.gossip = gossip
+        self.round_based = isinstance(gossip, RoundGossip)
         gossip.on_activate(self._on_activate)
         for node in np.flatnonzero(gossip.active).tolist():
             self._schedule_timeout(node)
@@ -300,7 +309,9 @@ class RandomWalkService:
         # A pending check notices a changed update when it fires and reschedules; only an
         # update that times out before that check needs a new timer now. So a node has one
         # timer event per δ or so, not one per adoption.
-        if self._active(node) and self._next_due(node) < self._timer_due[node]:
+        if self.round_based:
+            self.fired_i[node] = int(age // self.timeout)  # circles already passed elsewhere
+        elif self._active(node) and self._next_due(node) < self._timer_due[node]:
             self._schedule_timeout(node)
 
     def _new_update(self, node: int, steps: int) -> None:
@@ -347,6 +358,9 @@ class RandomWalkService:
 
     def _schedule_timeout(self, node: int, i: int | None = None) -> None:
         """Schedule ``onUpdateTimeout(i)`` for the current update (next i when not given)."""
+        if self.round_based:
+            self.fired_i[node] = self._next_i(node) - 1  # round_tick handles what comes next
+            return
         self._timer_generation[node] += 1
         if self.prop_special[node]:
             self._timer_due[node] = np.inf
@@ -388,6 +402,57 @@ class RandomWalkService:
             return  # already forwarding its local copy (choice 4)
         steps = max(int(self.rw_steps[node]), 0)
         self._launch(node, steps, "timeout", i, int(self.prop_id[node]), int(self.prop_steps[node]))
+
+    # --- RoundRule (round-based gossip) ----------------------------------------------------
+
+    def round_values(self, nodes: np.ndarray) -> tuple[np.ndarray, ...]:
+        now = self.sim.env.now
+        return (
+            self.prop_steps[nodes],
+            self.prop_id[nodes],
+            now - self.prop_origin[nodes],
+            self.prop_special[nodes],
+        )
+
+    def round_relevant(self, senders: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Only a real update with another id can change the target (accept-once)."""
+        return ~self.prop_special[senders] & (self.prop_id[senders] != self.prop_id[targets])
+
+    def round_merge(
+        self, targets: np.ndarray, values: tuple[np.ndarray, ...], senders: np.ndarray, via: str
+    ) -> None:
+        """``onReceiveRWProps`` for many distinct targets at once (line 14, accept-once)."""
+        steps, ids, ages, special = values
+        now = self.sim.env.now
+        local_age = now - self.prop_origin[targets]
+        take = (
+            ~special
+            & (ids != self.prop_id[targets])
+            & (
+                self.prop_special[targets]
+                | should_replace(self.prop_steps[targets], local_age, steps, ages, self.timeout)
+            )
+        )
+        chosen = targets[take]
+        self.prop_steps[chosen] = steps[take]
+        self.prop_id[chosen] = ids[take]
+        self.prop_origin[chosen] = now - ages[take]
+        self.prop_special[chosen] = False
+        self.fired_i[chosen] = np.floor_divide(ages[take], self.timeout).astype(np.int64)
+
+    def round_tick(self) -> None:
+        """``onUpdateTimeout(i)`` for every active node whose update's age passed i·δ."""
+        assert self.gossip is not None
+        candidates = np.flatnonzero(self.gossip.active & ~self.prop_special)
+        if candidates.size == 0:
+            return
+        now = self.sim.env.now
+        circle = np.floor_divide(now - self.prop_origin[candidates], self.timeout).astype(np.int64)
+        due = circle > self.fired_i[candidates]
+        for node, reached in zip(candidates[due].tolist(), circle[due].tolist(), strict=True):
+            for i in range(int(self.fired_i[node]) + 1, reached + 1):
+                self.on_update_timeout(node, i)
+            self.fired_i[node] = reached
 
     # --- walks -----------------------------------------------------------------------------
 

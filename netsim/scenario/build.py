@@ -22,6 +22,7 @@ from netsim.network.topology import Topology
 from netsim.network.traces import read_canonical_trace, read_stunner_segments
 from netsim.protocols.broadcast import Broadcast
 from netsim.protocols.gossip import CompositeRule, GossipRule, PushPullGossip
+from netsim.protocols.rounds import RoundGossip
 from netsim.protocols.walk import IdealWalk, RandomWalkService, VisitCounter, WalkAgent
 from netsim.rng import RandomStreams
 from netsim.scenario import schema as s
@@ -66,7 +67,7 @@ class BuiltRun:
     nodes: NodeStates
     network: Network
     churn: ChurnReplay
-    gossip: PushPullGossip | None = None
+    gossip: PushPullGossip | RoundGossip | None = None
     broadcast: Broadcast | None = None
     walk: RandomWalkService | IdealWalk | None = None
     warnings: list[str] = field(default_factory=list)
@@ -253,16 +254,26 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
             sample_every=walk.sample_every or sample_every,
         )
     if scenario.gossip is not None:
-        rule: GossipRule = (
-            _Silent() if not rules else rules[0] if len(rules) == 1 else CompositeRule(rules)
-        )
-        gossip = PushPullGossip(
-            sim,
-            network,
-            rule,
-            period=scenario.gossip.period,
-            message_size=scenario.gossip.message_size,
-        )
+        gossip: PushPullGossip | RoundGossip
+        if scenario.gossip.mode == "rounds":
+            gossip = RoundGossip(
+                sim,
+                network,
+                rules,
+                period=scenario.gossip.period,
+                message_size=scenario.gossip.message_size,
+            )
+        else:
+            rule: GossipRule = (
+                _Silent() if not rules else rules[0] if len(rules) == 1 else CompositeRule(rules)
+            )
+            gossip = PushPullGossip(
+                sim,
+                network,
+                rule,
+                period=scenario.gossip.period,
+                message_size=scenario.gossip.message_size,
+            )
         built.gossip = gossip
         if built.broadcast is not None:
             # updates start at nodes that take part in gossip, not at a just-rejoined node

@@ -193,7 +193,7 @@ ChurnConfig = Annotated[
 class GossipConfig(StrictModel):
     period: PositiveDuration
     message_size: Size = 64.0
-    mode: Literal["exact"] = "exact"
+    mode: Literal["exact", "rounds"] = "exact"
 
 
 class BroadcastConfig(StrictModel):
@@ -283,6 +283,11 @@ class Scenario(StrictModel):
     def _consistent(self) -> Scenario:
         if self.broadcast is not None and self.gossip is None:
             raise ValueError("broadcast needs a gossip section (it spreads updates by gossip)")
+        if self.gossip is not None and self.gossip.mode == "rounds" and self.links.failure:
+            raise ValueError(
+                "gossip.mode rounds does not model per-link failures (links.failure); use "
+                "gossip.mode exact, or remove links.failure"
+            )
         if isinstance(self.walk, WalkServiceConfig) and self.gossip is None:
             raise ValueError(
                 "walk (kind service) needs a gossip section: walk progress is broadcast by "
