@@ -45,7 +45,54 @@ class GossipRule(Protocol):
         or pull; ``transfer.sent_at`` lets a rule age what it received on the link)."""
 
 
-class PushPullGossip:
+class GossipEngine:
+    """What both gossip modes share: the period, and which nodes take part.
+
+    A node is *active* when it is online and has heard a fresh message since it last joined
+    (nodes online at time 0 are active from the start); components that must react when a
+    rejoined node becomes active again subscribe with :meth:`on_activate`.
+    """
+
+    def __init__(
+        self,
+        sim: Simulation,
+        network: Network,
+        *,
+        period: float,
+        message_size: float,
+        name: str,
+    ) -> None:
+        if period <= 0:
+            raise ValueError(f"gossip period must be positive, got {period}")
+        self.sim = sim
+        self.network = network
+        self.period = period
+        self.message_size = message_size
+        self.name = name
+        self.active = network.nodes.online.copy()
+        self._activation_listeners: list[Callable[[int], None]] = []
+        self.exchanges = 0
+        network.nodes.on_leave(self._on_leave)
+
+    def on_activate(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(node)`` when a rejoined node hears its first fresh message."""
+        self._activation_listeners.append(listener)
+
+    @property
+    def active_count(self) -> int:
+        return int(self.active.sum())
+
+    def _on_leave(self, node: int) -> None:
+        self.active[node] = False
+
+    def _activate(self, node: int) -> None:
+        """``node`` heard a fresh message: it takes part again (listeners are told)."""
+        self.active[node] = True
+        for listener in self._activation_listeners:
+            listener(node)
+
+
+class PushPullGossip(GossipEngine):
     """Event-driven push-pull exchanges among online nodes."""
 
     def __init__(
@@ -58,34 +105,14 @@ class PushPullGossip:
         message_size: float = 64.0,
         name: str = "gossip",
     ) -> None:
-        if period <= 0:
-            raise ValueError(f"gossip period must be positive, got {period}")
-        self.sim = sim
-        self.network = network
+        super().__init__(sim, network, period=period, message_size=message_size, name=name)
         self.rule = rule
-        self.period = period
-        self.message_size = message_size
-        self.name = name
         n = network.topology.n
         self._peer_uniform = BlockDraws(sim.streams.get(f"{name}.peers").random)
         self.phase = sim.streams.get(f"{name}.phase").uniform(0.0, period, n)
-        nodes = network.nodes
-        # active: online and has heard a fresh message since it last joined
-        self.active = nodes.online.copy()
         self._timer_generation = np.zeros(n, dtype=np.int64)
-        self._activation_listeners: list[Callable[[int], None]] = []
-        self.exchanges = 0
-        nodes.on_leave(self._on_leave)
         for node in np.flatnonzero(self.active).tolist():
             self._schedule_tick(node)
-
-    def on_activate(self, listener: Callable[[int], None]) -> None:
-        """Call ``listener(node)`` when a rejoined node hears its first fresh message."""
-        self._activation_listeners.append(listener)
-
-    @property
-    def active_count(self) -> int:
-        return int(self.active.sum())
 
     def _schedule_tick(self, node: int) -> None:
         now = self.sim.env.now
@@ -98,7 +125,7 @@ class PushPullGossip:
         self.sim.call_later(when - now, self._tick, node, int(self._timer_generation[node]))
 
     def _on_leave(self, node: int) -> None:
-        self.active[node] = False
+        super()._on_leave(node)
         self._timer_generation[node] += 1  # cancels the pending tick
 
     def _tick(self, node: int, generation: int) -> None:
@@ -119,10 +146,8 @@ class PushPullGossip:
 
     def _heard(self, node: int) -> None:
         if not self.active[node]:
-            self.active[node] = True
             self._schedule_tick(node)
-            for listener in self._activation_listeners:
-                listener(node)
+            self._activate(node)
 
     def _on_push(self, transfer: Transfer) -> None:
         peer, sender = transfer.dst, transfer.src

@@ -27,13 +27,12 @@ measure (broadcast times, concurrent walks, restarts, walk progress).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 
 from netsim.network.links import RANDOM_LOSS, Network
-from netsim.protocols.gossip import PULL, PUSH
+from netsim.protocols.gossip import PULL, PUSH, GossipEngine
 from netsim.sim import Simulation
 
 
@@ -75,7 +74,7 @@ def by_rank(targets: np.ndarray, scratch: np.ndarray) -> list[np.ndarray]:
     return batches
 
 
-class RoundGossip:
+class RoundGossip(GossipEngine):
     """Round-based push-pull gossip among active online nodes (see the module docstring)."""
 
     def __init__(
@@ -88,35 +87,14 @@ class RoundGossip:
         message_size: float = 64.0,
         name: str = "gossip",
     ) -> None:
-        if period <= 0:
-            raise ValueError(f"gossip period must be positive, got {period}")
-        self.sim = sim
-        self.network = network
+        super().__init__(sim, network, period=period, message_size=message_size, name=name)
         self.rules = rules
-        self.period = period
-        self.message_size = message_size
         self._peer_rng = sim.streams.get(f"{name}.peers")
         self._order_rng = sim.streams.get(f"{name}.order")
         self._loss_rng = sim.streams.get(f"{name}.loss")
-        nodes = network.nodes
-        self.active = nodes.online.copy()
-        self._scratch = np.zeros(nodes.n, dtype=np.int64)
-        self._activation_listeners: list[Callable[[int], None]] = []
-        self.exchanges = 0
+        self._scratch = np.zeros(network.nodes.n, dtype=np.int64)
         self.rounds = 0
-        nodes.on_leave(self._on_leave)
         sim.every(period, self._round)
-
-    def on_activate(self, listener: Callable[[int], None]) -> None:
-        """Call ``listener(node)`` when a rejoined node hears its first fresh message."""
-        self._activation_listeners.append(listener)
-
-    @property
-    def active_count(self) -> int:
-        return int(self.active.sum())
-
-    def _on_leave(self, node: int) -> None:
-        self.active[node] = False
 
     def _lost(self, count: int) -> np.ndarray:
         """Which of ``count`` messages the optional random loss drops."""
@@ -160,11 +138,8 @@ class RoundGossip:
         self._log_losses(PULL, peers[pull_lost], initiators[pull_lost])
         asleep = ~self.active[peers]
         if asleep.any():
-            woken = sorted(set(peers[asleep].tolist()))  # few; np.unique costs ms here
-            self.active[woken] = True
-            for node in woken:
-                for listener in self._activation_listeners:
-                    listener(node)
+            for node in sorted(set(peers[asleep].tolist())):  # few; np.unique costs ms here
+                self._activate(node)
         for rule in self.rules:
             rule.round_tick()
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
-from netsim.protocols.gossip import PushPullGossip
+from netsim.protocols.gossip import GossipEngine
 from netsim.protocols.rounds import RoundGossip
 from netsim.rng import BlockDraws
 from netsim.sim import Simulation
@@ -246,7 +246,7 @@ class RandomWalkService:
         self.suspended: list[list[WalkToken]] = [[] for _ in range(n)]
         self._next_update_id = 1
         self._next_walk_id = 0
-        self.gossip: PushPullGossip | None = None
+        self.gossip: GossipEngine | None = None
         # alive-walk bookkeeping
         self.propagating: dict[int, WalkToken] = {}
         self.suspended_count = 0
@@ -276,7 +276,7 @@ class RandomWalkService:
 
     # --- wiring ----------------------------------------------------------------------------
 
-    def attach(self, gossip: PushPullGossip | RoundGossip) -> None:
+    def attach(self, gossip: GossipEngine) -> None:
         """Use ``gossip`` (whose rule is this service) for activity and rejoin signals.
 
         With :class:`~netsim.protocols.rounds.RoundGossip` timeouts are evaluated once per
