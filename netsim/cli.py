@@ -92,6 +92,95 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_for_cli(path: Path, fmt: str | None, whole: bool):
+    from netsim.network.formats import detect_format, read_trace
+
+    kind = fmt or detect_format(path)
+    # a STUNner file is shown as the 2-day segments the simulator replays, unless --whole
+    return read_trace(path, kind, segment=kind == "stunner" and not whole)
+
+
+def _cmd_trace_info(args: argparse.Namespace) -> int:
+    import json
+
+    from netsim.analysis.trace_stats import (
+        format_statistics,
+        statistics_dict,
+        trace_figure,
+        trace_statistics,
+    )
+
+    trace = _read_for_cli(args.file, args.format, args.whole)
+    stats = trace_statistics(trace)
+    if args.json:
+        print(json.dumps(statistics_dict(stats), indent=2))
+    else:
+        print(f"{args.file}:")
+        for line in format_statistics(stats):
+            print(f"  {line}")
+    if args.plot is not None:
+        print(trace_figure(trace, args.plot, title=str(args.file.name)))
+    return 0
+
+
+def _cmd_trace_convert(args: argparse.Namespace) -> int:
+    from netsim.network.formats import convert_trace
+
+    trace = convert_trace(
+        args.source,
+        args.target,
+        from_format=args.source_format,
+        to_format=args.target_format,
+        segment=args.segment,
+    )
+    print(f"{args.target}: {trace.node_count} trace nodes, {trace.start.size} online intervals")
+    return 0
+
+
+def _cmd_trace_synth(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from netsim.network.formats import detect_format, read_trace
+    from netsim.network.synth import (
+        fit_churn_model,
+        fit_stunner,
+        generate_trace,
+        load_params,
+        save_params,
+    )
+    from netsim.network.traces import write_canonical_trace
+    from netsim.units import parse_duration
+
+    if args.like is None and args.params is None:
+        raise NetsimError("trace synth: give --like FILE (fit to a trace) or --params FILE")
+    if args.params is not None:
+        params = load_params(args.params)
+    else:
+        kind = args.format or detect_format(args.like)
+        if kind == "stunner":
+            params = fit_stunner(args.like, local_time=args.local_time)
+        else:
+            params = fit_churn_model(read_trace(args.like, kind))
+    if args.fit_params is not None:
+        save_params(params, args.fit_params)
+        print(f"{args.fit_params}: fitted parameters")
+    print(
+        f"fitted: online fraction {params.online_fraction:.3f}, user correlation online "
+        f"{params.online_user_correlation:.2f} / offline {params.offline_user_correlation:.2f}"
+    )
+    if args.out is not None:
+        try:
+            duration = parse_duration(args.duration)
+        except ValueError as exc:
+            raise NetsimError(f"--duration: {exc}") from None
+        trace = generate_trace(
+            params, nodes=args.nodes, duration=duration, rng=np.random.default_rng(args.seed)
+        )
+        write_canonical_trace(trace, args.out)
+        print(f"{args.out}: {trace.node_count} nodes, {trace.start.size} online intervals")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``netsim``."""
     parser = argparse.ArgumentParser(
@@ -120,6 +209,49 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=None, help="root seed (overrides the file)")
     run.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
     run.set_defaults(handler=_cmd_run)
+
+    trace = commands.add_parser("trace", help="inspect, convert and synthesise churn traces")
+    trace_commands = trace.add_subparsers(dest="trace_command", required=True)
+    formats = ["canonical", "stunner", "fta"]
+    info = trace_commands.add_parser("info", help="statistics of a trace (and the paper's Fig. 1)")
+    info.add_argument("file", type=Path)
+    info.add_argument("--format", choices=formats, help="default: from the file")
+    info.add_argument(
+        "--whole",
+        action="store_true",
+        help="STUNner: whole user records instead of the 2-day segments",
+    )
+    info.add_argument("--plot", type=Path, metavar="OUT.png", help="draw Fig. 1 to this PNG")
+    info.add_argument("--json", action="store_true", help="print the figures as JSON")
+    info.set_defaults(handler=_cmd_trace_info)
+    convert = trace_commands.add_parser("convert", help="convert between trace formats")
+    convert.add_argument("source", type=Path)
+    convert.add_argument("target", type=Path)
+    convert.add_argument("--from", dest="source_format", choices=formats)
+    convert.add_argument("--to", dest="target_format", choices=formats)
+    convert.add_argument(
+        "--segment",
+        action="store_true",
+        help="cut 2-day segments with a one-day overlap (Hegedűs et al. §5.1)",
+    )
+    convert.set_defaults(handler=_cmd_trace_convert)
+    synth = trace_commands.add_parser("synth", help="synthetic churn fitted to a trace")
+    synth.add_argument("--like", type=Path, help="trace to fit")
+    synth.add_argument("--format", choices=formats)
+    synth.add_argument(
+        "--local-time",
+        action="store_true",
+        help="STUNner: fit the daily rhythm in the users' local time",
+    )
+    synth.add_argument("--params", type=Path, help="generate from saved parameters instead")
+    synth.add_argument(
+        "--fit-params", type=Path, metavar="OUT.json", help="save the fitted parameters"
+    )
+    synth.add_argument("--out", type=Path, help="write a canonical trace (.csv or .parquet)")
+    synth.add_argument("--nodes", type=int, default=1000)
+    synth.add_argument("--duration", default="2d")
+    synth.add_argument("--seed", type=int, default=1)
+    synth.set_defaults(handler=_cmd_trace_synth)
     return parser
 
 

@@ -229,3 +229,15 @@ def test_stunner_replay_online_fraction_and_sessions(stunner_trace):
     merged_counts = pd.Series([g[0] for g in got]).value_counts()
     assert merged_counts.sum() <= sum(segments.intervals(p)[0].size for p in picks)
     assert online_time / (n * horizon) == pytest.approx(0.23, abs=0.02)
+
+
+def test_never_online_nodes_survive_a_round_trip(tmp_path):
+    path = write_csv(tmp_path / "t.csv", [("a", 0, 5), ("b", "", ""), ("c", 1, 2)])
+    trace = read_canonical_trace(path)
+    assert trace.labels == ("a", "b", "c") and trace.intervals(1)[0].size == 0
+    for suffix in (".csv", ".parquet"):
+        copy = tmp_path / f"copy{suffix}"
+        write_canonical_trace(trace, copy)
+        again = read_canonical_trace(copy)
+        assert sorted(again.labels) == ["a", "b", "c"]
+        assert again.start.tolist() == [0.0, 1.0] and again.end.tolist() == [5.0, 2.0]

@@ -6,7 +6,8 @@ A table with three columns, ``node,start,end``: one row per *online* interval of
 times in seconds from the trace's origin (simulation time 0). ``node`` is any label (integer
 or text). For each node the rows must be in time order and must not overlap (``start < end``,
 ``start >= 0``, and ``start >= end`` of the node's previous row); rows of different nodes may
-interleave. A node is offline outside its intervals. Intervals of one node that touch
+interleave. A node is offline outside its intervals; a row ``node,,`` (empty start and end)
+declares a node that is never online, so that it still counts. Intervals of one node that touch
 (``end == next start``) are merged on replay. Stored as CSV with that header (``.csv``) or as
 Parquet (``.parquet``) with those column names.
 
@@ -159,6 +160,11 @@ def _read_canonical_csv(path: Path) -> IntervalTrace:
                     f"{path}:line {line}: expected 3 columns (node,start,end), got {len(row)}"
                 )
             label = row[0].strip()
+            if not row[1].strip() and not row[2].strip():  # a node that is never online
+                if label not in index:
+                    index[label] = len(labels)
+                    labels.append(label)
+                continue
             try:
                 start, end = float(row[1]), float(row[2])
             except ValueError:
@@ -174,14 +180,14 @@ def _read_canonical_csv(path: Path) -> IntervalTrace:
             starts.append(start)
             ends.append(end)
             lines.append(line)
-    if not codes:
-        raise TraceError(f"{path}: the trace has no intervals")
+    if not labels:
+        raise TraceError(f"{path}: the trace has no nodes")
     return _trace_from_rows(
         np.array(codes, dtype=np.int64),
         labels,
-        np.array(starts),
-        np.array(ends),
-        np.array(lines),
+        np.array(starts, dtype=np.float64),
+        np.array(ends, dtype=np.float64),
+        np.array(lines, dtype=np.int64),
         path=path,
         unit="line",
     )
@@ -201,10 +207,11 @@ def _read_canonical_parquet(path: Path) -> IntervalTrace:
         raise TraceError(f"{path}: the trace has no intervals")
     nodes = table.column("node").to_pylist()
     try:
-        start = table.column("start").to_numpy().astype(np.float64)
-        end = table.column("end").to_numpy().astype(np.float64)
+        start = table.column("start").to_numpy(zero_copy_only=False).astype(np.float64)
+        end = table.column("end").to_numpy(zero_copy_only=False).astype(np.float64)
     except (pa.ArrowException, ValueError, TypeError):
         raise TraceError(f"{path}: columns start and end must be numeric seconds") from None
+    silent = np.isnan(start) & np.isnan(end)  # null start and end: a never-online node
     index: dict[str, int] = {}
     labels: list[str] = []
     codes = np.empty(len(nodes), dtype=np.int64)
@@ -215,7 +222,10 @@ def _read_canonical_parquet(path: Path) -> IntervalTrace:
             code = index[label] = len(labels)
             labels.append(label)
         codes[k] = code
-    return _trace_from_rows(codes, labels, start, end, np.arange(len(nodes)), path=path, unit="row")
+    rows = np.flatnonzero(~silent)
+    return _trace_from_rows(
+        codes[rows], labels, start[rows], end[rows], rows, path=path, unit="row"
+    )
 
 
 def write_canonical_trace(trace: IntervalTrace, path: Path) -> None:
@@ -225,14 +235,21 @@ def write_canonical_trace(trace: IntervalTrace, path: Path) -> None:
     path = Path(path)
     nodes = np.asarray(trace.labels, dtype=object)[trace.node_index()]
     if path.suffix.lower() == ".parquet":
+        silent = [trace.labels[j] for j in np.flatnonzero(np.diff(trace.offsets) == 0)]
         table = pa.table(
-            {"node": pa.array(nodes.tolist(), pa.string()), "start": trace.start, "end": trace.end}
+            {
+                "node": pa.array(silent + nodes.tolist(), pa.string()),
+                "start": pa.array([None] * len(silent) + trace.start.tolist(), pa.float64()),
+                "end": pa.array([None] * len(silent) + trace.end.tolist(), pa.float64()),
+            }
         )
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         atomic_write_bytes(path, sink.getvalue().to_pybytes())
         return
     rows = ["node,start,end"]
+    silent = np.flatnonzero(np.diff(trace.offsets) == 0)
+    rows.extend(f"{trace.labels[j]},," for j in silent.tolist())
     rows.extend(
         f"{node},{s!r},{e!r}"
         for node, s, e in zip(nodes, trace.start.tolist(), trace.end.tolist(), strict=True)

@@ -122,6 +122,13 @@ def build_churn(
             )
         case s.TraceChurn(path=path, assign=assign):
             trace = read_canonical_trace(path)
+        case s.StunnerChurn(path=path, fallback=fallback) if (
+            not path.is_file() and fallback is not None
+        ):
+            warnings.append(
+                f"churn: {path} is absent; replaying the fallback trace {fallback.path}"
+            )
+            return build_churn(fallback, n, horizon, streams, warnings)
         case s.StunnerChurn(
             path=path, segment_length=length, segment_step=step, local_time=local, assign=assign
         ):

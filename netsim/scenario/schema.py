@@ -37,12 +37,16 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-def _existing_file(value: Path, info: ValidationInfo) -> Path:
+def _resolved_path(value: Path, info: ValidationInfo) -> Path:
     base = (info.context or {}).get("base_dir")
     path = Path(value).expanduser()
     if not path.is_absolute() and base is not None:
         path = Path(base) / path
-    path = path.resolve()
+    return path.resolve()
+
+
+def _existing_file(value: Path, info: ValidationInfo) -> Path:
+    path = _resolved_path(value, info)
     if not path.is_file():
         raise ValueError(f"file not found: {path}")
     return path
@@ -173,14 +177,24 @@ class TraceChurn(StrictModel):
 
 
 class StunnerChurn(StrictModel):
+    """Replay of the STUNner trace; ``fallback`` replaces it where the research-only file is
+    absent (e.g. the shipped synthetic trace fitted to it)."""
+
     kind: Literal["stunner"]
     path: Path
     segment_length: PositiveDuration = 2 * DAY
     segment_step: PositiveDuration = DAY
     local_time: bool = False
     assign: Literal["random", "in_order"] = "random"
+    fallback: TraceChurn | None = None
 
-    _path = field_validator("path")(_existing_file)
+    _path = field_validator("path")(_resolved_path)
+
+    @model_validator(mode="after")
+    def _file_or_fallback(self) -> StunnerChurn:
+        if not self.path.is_file() and self.fallback is None:
+            raise ValueError(f"path: file not found: {self.path} (and no fallback is given)")
+        return self
 
 
 ChurnConfig = Annotated[

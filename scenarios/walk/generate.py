@@ -5,7 +5,8 @@
 δ_rw ∈ {Δ, 100Δ} × δ ∈ {δ_rw + 10Δ, δ_rw + 20Δ, δ_rw + 100Δ}, with and without the 5% kill
 probability, Δ = 100 ms, 50 fixed random neighbours, STUNner churn: at the paper's scale
 (``paper-*``: N = 10,000, 2 days) and reduced (``reduced-*``: N = 1,000, 1 hour, fine in
-exact mode). The paper does not state gossip message delays; we use 10–50 ms.
+exact mode). The paper does not state gossip message delays; we use 10–50 ms. Without
+``../shared/data`` the scenarios replay ``traces/stunner-synthetic.csv`` instead.
 """
 
 from pathlib import Path
@@ -37,7 +38,12 @@ def scenario(scale: str, drw_mult: int, extra_mult: int, kill: float) -> tuple[s
         "duration": config["duration"],
         "topology": {"kind": "k_out", "k": 50},
         "links": {"delay": {"dist": "uniform", "low": "10ms", "high": "50ms"}},
-        "churn": {"kind": "stunner", "path": TRACE},
+        "churn": {
+            "kind": "stunner",
+            "path": TRACE,
+            # where the research-only trace is absent: the shipped synthetic trace fitted to it
+            "fallback": {"kind": "trace", "path": "../../traces/stunner-synthetic.csv"},
+        },
         "gossip": {"period": f"{DELTA_MS}ms"},
         "walk": {
             "kind": "service",
