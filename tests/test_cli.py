@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -219,3 +220,52 @@ def test_sigterm_removes_the_staging_directory(tmp_path):
     assert "terminated; no partial run directory was kept" in err
     assert list(out.iterdir()) == []
     assert not any(is_complete_run(p) for p in out.glob("*"))
+
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+
+def test_trace_info_convert_and_synth(tmp_path, capsys):
+    from netsim.cli import main
+    from netsim.network.traces import read_canonical_trace
+
+    shipped = TRACES / "stunner-synthetic.csv"
+    assert main(["trace", "info", str(shipped), "--plot", str(tmp_path / "fig1.png")]) == 0
+    out = capsys.readouterr().out
+    assert "nodes: 2000" in out and "online share of node-time" in out
+    assert (tmp_path / "fig1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["trace", "convert", str(shipped), str(tmp_path / "t.tab")]) == 0
+    assert main(["trace", "convert", str(tmp_path / "t.tab"), str(tmp_path / "back.csv")]) == 0
+    original, back = read_canonical_trace(shipped), read_canonical_trace(tmp_path / "back.csv")
+    assert np.allclose(np.sort(original.end - original.start), np.sort(back.end - back.start))
+    params = TRACES / "stunner-synthetic-params.json"
+    assert (
+        main(
+            [
+                "trace",
+                "synth",
+                "--params",
+                str(params),
+                "--out",
+                str(tmp_path / "s.csv"),
+                "--nodes",
+                "50",
+                "--duration",
+                "1d",
+            ]
+        )
+        == 0
+    )
+    assert read_canonical_trace(tmp_path / "s.csv").node_count == 50
+
+
+def test_trace_commands_reject_bad_input(tmp_path, capsys):
+    from netsim.cli import main
+
+    assert main(["trace", "info", str(tmp_path / "absent.csv")]) == 2
+    assert "absent.csv" in capsys.readouterr().err
+    assert main(["trace", "synth", "--nodes", "5"]) == 2
+    assert "give --like FILE" in capsys.readouterr().err
+    (tmp_path / "bad.csv").write_text("node,start,end\na,5,1\n")
+    assert main(["trace", "info", str(tmp_path / "bad.csv")]) == 2
+    assert "line 2: interval end 1.0 is not after its start 5.0" in capsys.readouterr().err

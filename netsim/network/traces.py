@@ -415,8 +415,10 @@ def cut_segments(
             lo = np.searchsorted(user.online_end, window_starts, side="right")
             hi = np.searchsorted(user.online_start, window_starts + length, side="left")
             for w0, a, b in zip(window_starts.tolist(), lo.tolist(), hi.tolist(), strict=True):
-                s = np.clip(user.online_start[a:b], w0, w0 + length) - w0
-                e = np.clip(user.online_end[a:b], w0, w0 + length) - w0
+                # STUNner times are whole milliseconds: rounding removes the float noise of
+                # subtracting Unix seconds
+                s = np.round(np.clip(user.online_start[a:b], w0, w0 + length) - w0, 3)
+                e = np.round(np.clip(user.online_end[a:b], w0, w0 + length) - w0, 3)
                 keep = e > s
                 labels.append(f"{user.user}@{int(w0)}")
                 starts.append(s[keep])
