@@ -60,6 +60,7 @@ from netsim.errors import TraceError
 from netsim.network.traces import (
     CANONICAL_COLUMNS,
     IntervalTrace,
+    LabelCodes,
     _read_canonical_csv,
     _read_canonical_parquet,
     _trace_from_rows,
@@ -191,8 +192,7 @@ def read_fta_trace(path: Path) -> FtaTrace:
 
 
 def _read_fta(path: Path) -> FtaTrace:
-    index: dict[str, int] = {}
-    labels: list[str] = []
+    names = LabelCodes()
     codes = array("q")
     starts = array("d")
     ends = array("d")
@@ -254,10 +254,7 @@ def _read_fta(path: Path) -> FtaTrace:
                 )
             events += 1
             origin = min(origin, start)
-            code = index.get(node)
-            if code is None:
-                code = index[node] = len(labels)
-                labels.append(node)
+            code = names.code(node)
             if event_type == FTA_AVAILABLE and stop > start:
                 codes.append(code)
                 starts.append(start)
@@ -271,7 +268,7 @@ def _read_fta(path: Path) -> FtaTrace:
     end_array = np.frombuffer(ends, dtype=np.float64) - origin
     packed = _trace_from_rows(
         np.frombuffer(codes, dtype=np.int64),
-        labels,
+        names.labels,
         start_array,
         end_array,
         np.frombuffer(lines, dtype=np.int64),

@@ -24,6 +24,7 @@ segments with a one-day overlap and gave each simulated node its own segment;
 from __future__ import annotations
 
 import csv
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,22 @@ class IntervalTrace:
     def node_index(self) -> np.ndarray:
         """The trace node of every interval row."""
         return np.repeat(np.arange(self.node_count), np.diff(self.offsets))
+
+
+class LabelCodes:
+    """Trace-node labels in order of first appearance, each with its integer code."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.labels: list[str] = []
+
+    def code(self, label: str) -> int:
+        """The code of ``label``, assigned on first sight."""
+        code = self.codes.get(label)
+        if code is None:
+            code = self.codes[label] = len(self.labels)
+            self.labels.append(label)
+        return code
 
 
 def _trace_from_rows(
@@ -138,12 +155,12 @@ def read_canonical_trace(path: Path) -> IntervalTrace:
 
 
 def _read_canonical_csv(path: Path) -> IntervalTrace:
-    codes: list[int] = []
-    labels: list[str] = []
-    index: dict[str, int] = {}
-    starts: list[float] = []
-    ends: list[float] = []
-    lines: list[int] = []
+    # typed buffers, not Python lists: a large trace streams into compact arrays
+    codes = array("q")
+    names = LabelCodes()
+    starts = array("d")
+    ends = array("d")
+    lines = array("q")
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
@@ -161,9 +178,7 @@ def _read_canonical_csv(path: Path) -> IntervalTrace:
                 )
             label = row[0].strip()
             if not row[1].strip() and not row[2].strip():  # a node that is never online
-                if label not in index:
-                    index[label] = len(labels)
-                    labels.append(label)
+                names.code(label)
                 continue
             try:
                 start, end = float(row[1]), float(row[2])
@@ -172,22 +187,18 @@ def _read_canonical_csv(path: Path) -> IntervalTrace:
                     f"{path}:line {line}: start and end must be numbers (seconds), got "
                     f"{row[1]!r}, {row[2]!r}"
                 ) from None
-            code = index.get(label)
-            if code is None:
-                code = index[label] = len(labels)
-                labels.append(label)
-            codes.append(code)
+            codes.append(names.code(label))
             starts.append(start)
             ends.append(end)
             lines.append(line)
-    if not labels:
+    if not names.labels:
         raise TraceError(f"{path}: the trace has no nodes")
     return _trace_from_rows(
-        np.array(codes, dtype=np.int64),
-        labels,
-        np.array(starts, dtype=np.float64),
-        np.array(ends, dtype=np.float64),
-        np.array(lines, dtype=np.int64),
+        np.frombuffer(codes, dtype=np.int64),
+        names.labels,
+        np.frombuffer(starts, dtype=np.float64),
+        np.frombuffer(ends, dtype=np.float64),
+        np.frombuffer(lines, dtype=np.int64),
         path=path,
         unit="line",
     )
@@ -212,19 +223,11 @@ def _read_canonical_parquet(path: Path) -> IntervalTrace:
     except (pa.ArrowException, ValueError, TypeError):
         raise TraceError(f"{path}: columns start and end must be numeric seconds") from None
     silent = np.isnan(start) & np.isnan(end)  # null start and end: a never-online node
-    index: dict[str, int] = {}
-    labels: list[str] = []
-    codes = np.empty(len(nodes), dtype=np.int64)
-    for k, node in enumerate(nodes):
-        label = str(node)
-        code = index.get(label)
-        if code is None:
-            code = index[label] = len(labels)
-            labels.append(label)
-        codes[k] = code
+    names = LabelCodes()
+    codes = np.array([names.code(str(node)) for node in nodes], dtype=np.int64)
     rows = np.flatnonzero(~silent)
     return _trace_from_rows(
-        codes[rows], labels, start[rows], end[rows], rows, path=path, unit="row"
+        codes[rows], names.labels, start[rows], end[rows], rows, path=path, unit="row"
     )
 
 
