@@ -8,7 +8,7 @@ O(number of transitions) rather than a sleeping process per node.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -134,35 +134,57 @@ def synthetic(
     warmup = 10.0 * cycle
     if diurnal_amplitude > 0:
         warmup = max(warmup, DAY)
+
+    def draw(nodes: np.ndarray, on_now: np.ndarray, begin: np.ndarray) -> np.ndarray:
+        length = np.empty(nodes.size)
+        length[on_now] = online.sample(rng, int(on_now.sum()))
+        length[~on_now] = offline.sample(rng, int((~on_now).sum()))
+        if diurnal_amplitude > 0:
+            factor = diurnal_factor(begin, diurnal_amplitude, diurnal_peak)
+            length = np.where(on_now, length * factor, length / factor)
+        return length
+
+    nodes, starts, ends = alternating_renewal(
+        n, horizon, warmup=warmup, p_online=online.mean() / cycle, draw=draw, rng=rng
+    )
+    return schedule_from_intervals(n, nodes, starts, ends, horizon)
+
+
+LengthDraw = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def alternating_renewal(
+    n: int,
+    horizon: float,
+    *,
+    warmup: float,
+    p_online: float,
+    draw: LengthDraw,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """n independent on/off processes from ``−warmup`` to ``horizon``, all nodes at once.
+
+    Each node starts online with probability ``p_online``; ``draw(nodes, online, begin)``
+    returns the lengths of the periods those nodes begin at times ``begin`` (online where
+    ``online``). Returns (node, start, end) of every online period, unclipped.
+    """
     t = np.full(n, -warmup)
-    is_on = rng.random(n) < online.mean() / cycle
+    is_on = rng.random(n) < p_online
     nodes_out: list[np.ndarray] = []
     starts_out: list[np.ndarray] = []
     ends_out: list[np.ndarray] = []
     active = np.arange(n)
     while active.size:
         on_now = is_on[active]
-        length = np.empty(active.size)
-        length[on_now] = online.sample(rng, int(on_now.sum()))
-        length[~on_now] = offline.sample(rng, int((~on_now).sum()))
-        if diurnal_amplitude > 0:
-            factor = diurnal_factor(t[active], diurnal_amplitude, diurnal_peak)
-            length = np.where(on_now, length * factor, length / factor)
         begin = t[active]
-        finish = begin + length
+        finish = begin + draw(active, on_now, begin)
         nodes_out.append(active[on_now])
         starts_out.append(begin[on_now])
         ends_out.append(finish[on_now])
         t[active] = finish
         is_on[active] = ~on_now
         active = active[finish < horizon]
-    return schedule_from_intervals(
-        n,
-        np.concatenate(nodes_out),
-        np.concatenate(starts_out),
-        np.concatenate(ends_out),
-        horizon,
-    )
+    return np.concatenate(nodes_out), np.concatenate(starts_out), np.concatenate(ends_out)
 
 
 def assign_trace_nodes(

@@ -35,6 +35,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from netsim.errors import TraceError
+from netsim.network.churn import alternating_renewal
 from netsim.network.traces import IntervalTrace, read_stunner_segments, read_stunner_users
 from netsim.storage import atomic_write_text
 from netsim.units import DAY, HOUR
@@ -252,15 +253,8 @@ def generate_trace(
     rho_on, rho_off = params.online_user_correlation, params.offline_user_correlation
     z_on = rng.standard_normal(nodes)
     z_off = rng.standard_normal(nodes)
-    warmup = DAY
-    t = np.full(nodes, -warmup)
-    is_on = rng.random(nodes) < p_bar
-    out_node: list[np.ndarray] = []
-    out_start: list[np.ndarray] = []
-    out_end: list[np.ndarray] = []
-    active = np.arange(nodes)
-    while active.size:
-        on_now = is_on[active]
+
+    def draw(active: np.ndarray, on_now: np.ndarray, begin: np.ndarray) -> np.ndarray:
         eps = rng.standard_normal(active.size)
         latent = np.where(
             on_now,
@@ -269,20 +263,16 @@ def generate_trace(
         )
         levels = ndtr(latent)
         length = np.where(on_now, _lengths(levels, on_q), _lengths(levels, off_q))
-        hour = ((t[active] % DAY) // HOUR).astype(np.int64)
-        factor = stretch[hour]
-        length = np.where(on_now, length * factor, length / factor)
-        begin, finish = t[active], t[active] + length
-        keep = on_now & (finish > 0)
-        out_node.append(active[keep])
-        out_start.append(np.maximum(begin[keep], 0.0))
-        out_end.append(np.minimum(finish[keep], duration))
-        t[active] = finish
-        is_on[active] = ~on_now
-        active = active[finish < duration]
-    node = np.concatenate(out_node)
-    start = np.round(np.concatenate(out_start), 3)  # milliseconds, as in the STUNner trace
-    end = np.round(np.concatenate(out_end), 3)
+        factor = stretch[((begin % DAY) // HOUR).astype(np.int64)]
+        return np.where(on_now, length * factor, length / factor)
+
+    node, start, end = alternating_renewal(
+        nodes, duration, warmup=DAY, p_online=p_bar, draw=draw, rng=rng
+    )
+    keep = end > 0
+    node, start, end = node[keep], np.maximum(start[keep], 0.0), np.minimum(end[keep], duration)
+    start = np.round(start, 3)  # milliseconds, as in the STUNner trace
+    end = np.round(end, 3)
     keep = end > start
     node, start, end = node[keep], start[keep], end[keep]
     order = np.lexsort((start, node))
