@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +22,8 @@ from netsim.network.traces import IntervalTrace, read_canonical_trace, read_stun
 from netsim.scenario.loader import validate_scenario
 from netsim.scenario.runner import run_in_memory
 from netsim.units import DAY
-from tests.conftest import REPO
+
+REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = REPO / "traces" / "stunner-synthetic.csv"
 SHIPPED_PARAMS = REPO / "traces" / "stunner-synthetic-params.json"
