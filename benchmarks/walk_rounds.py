@@ -44,15 +44,13 @@ setup = time.perf_counter() - started
 started = time.perf_counter()
 built.sim.run(scenario.duration)
 wall = time.perf_counter() - started
-samples = built.sim.log.tables["samples"]
-online = samples._columns[1]
-summary = built.sim.log.tables.get("walk_summary")
+online = built.sim.log.to_frames()["samples"]["online"]
 print(json.dumps({
     "setup_s": setup, "wall_s": wall,
     "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "exchanges": built.gossip.exchanges, "rounds": getattr(built.gossip, "rounds", None),
-    "walk_steps": built.walk.counts["steps"], "mean_online": sum(online) / max(len(online), 1),
-    "mean_walks": (built.walk._area / scenario.duration) if built.walk else None,
+    "walk_steps": built.walk.counts["steps"], "mean_online": float(online.mean()),
+    "mean_walks": built.walk.mean_propagating(),
     "restarts": built.walk.counts["restarts"],
 }))
 """

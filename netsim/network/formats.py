@@ -61,8 +61,6 @@ from netsim.network.traces import (
     CANONICAL_COLUMNS,
     IntervalTrace,
     LabelCodes,
-    _read_canonical_csv,
-    _read_canonical_parquet,
     _trace_from_rows,
     read_canonical_trace,
     read_stunner_segments,
@@ -466,22 +464,6 @@ def segment_trace(
     )
 
 
-def _read_canonical_any(path: Path) -> IntervalTrace:
-    """A canonical trace also under another extension (detected by content)."""
-    if path.suffix.lower() in (".csv", ".parquet"):
-        return read_canonical_trace(path)
-    if not path.is_file():
-        raise TraceError(f"{path}: trace file not found")
-    with path.open("rb") as handle:
-        magic = handle.read(4)
-    if magic == b"PAR1":
-        return _read_canonical_parquet(path)
-    try:
-        return _read_canonical_csv(path)
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not UTF-8 text; a canonical trace is a UTF-8 CSV") from None
-
-
 def read_trace(
     path: Path,
     fmt: TraceFormat | None = None,
@@ -511,7 +493,11 @@ def read_trace(
             f"{path}: local_time applies only to segmenting a STUNner trace (it has UTC offsets); "
             f"this trace is {fmt}"
         )
-    trace = _read_canonical_any(path) if fmt == "canonical" else read_fta_trace(path)
+    trace = (
+        read_canonical_trace(path, any_extension=True)
+        if fmt == "canonical"
+        else read_fta_trace(path)
+    )
     if segment:
         return segment_trace(trace, length=segment_length, step=segment_step)
     return trace

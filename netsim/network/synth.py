@@ -89,8 +89,7 @@ def periods(trace: IntervalTrace, windows: np.ndarray | None = None) -> Periods:
             np.maximum.at(windows, node, end)
     window = windows[node]
     online = start > 0
-    same = np.concatenate([node[1:] == node[:-1], [False]])
-    last = ~same  # the last interval of its node
+    same = np.concatenate([node[1:] == node[:-1], [False]])  # another interval follows
     gap_start = end
     gap_end = np.where(same, np.concatenate([start[1:], [0.0]]), window)
     gap = (gap_end - gap_start) > 0
@@ -99,7 +98,7 @@ def periods(trace: IntervalTrace, windows: np.ndarray | None = None) -> Periods:
         online_event=(end < window)[online],
         online_owner=node[online],
         offline=(gap_end - gap_start)[gap],
-        offline_event=(same | (gap_end < window))[gap] & ~(last & (gap_end >= window))[gap],
+        offline_event=same[gap],  # the gap after a node's last interval is cut by its window
         offline_owner=node[gap],
     )
 

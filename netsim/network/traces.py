@@ -139,19 +139,29 @@ def _trace_from_rows(
     )
 
 
-def read_canonical_trace(path: Path) -> IntervalTrace:
-    """Read a canonical trace (``.csv`` or ``.parquet``); errors name the file and line / row."""
+def read_canonical_trace(path: Path, *, any_extension: bool = False) -> IntervalTrace:
+    """Read a canonical trace (``.csv`` or ``.parquet``); errors name the file and line / row.
+
+    With ``any_extension`` a file of another name is read too: Parquet when it starts with the
+    Parquet magic bytes, CSV otherwise.
+    """
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: trace file not found")
-    if path.suffix.lower() == ".parquet":
-        return _read_canonical_parquet(path)
-    if path.suffix.lower() != ".csv":
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".parquet") and not any_extension:
         raise TraceError(f"{path}: unknown trace file type {path.suffix!r}; use .csv or .parquet")
+    if suffix == ".parquet" or (suffix != ".csv" and _starts_with(path, b"PAR1")):
+        return _read_canonical_parquet(path)
     try:
         return _read_canonical_csv(path)
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not UTF-8 text; a canonical trace is a UTF-8 CSV") from None
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(len(magic)) == magic
 
 
 def _read_canonical_csv(path: Path) -> IntervalTrace:

@@ -389,9 +389,10 @@ class PrivacyAccountant:
 
     def write_tables(self, log: EventLog) -> None:
         """Append the ledger and the per-record summary to a run's event log."""
-        ledger = log.table(LEDGER_TABLE)
-        for row in self._ledger:
-            ledger.append(*row)
+        if self._ledger:
+            log.table(LEDGER_TABLE).extend(zip(*self._ledger, strict=True))
+        else:
+            log.table(LEDGER_TABLE)
         log.table(RECORDS_TABLE).extend(
             [
                 range(self.records),

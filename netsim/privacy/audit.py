@@ -12,14 +12,12 @@ on its privacy loss. The standard error of the log ratio of two counts câ‚€, câ‚
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from netsim.privacy import mechanisms
-
-NoiseFn = Callable[[int, int, float, np.random.Generator], np.ndarray]
+from netsim.privacy.mechanisms import NoiseFn
 
 NOISE: dict[str, tuple[NoiseFn, str]] = {
     "laplace": (mechanisms.laplace_noise, "L1"),

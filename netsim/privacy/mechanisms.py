@@ -28,12 +28,15 @@ inputs is unbounded. The K-norm density ∝ exp(−ε‖z‖/Δ) needs the Gamma
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
 from netsim.privacy.events import PrivacyEvent
+
+NoiseFn = Callable[[int, int, float, np.random.Generator], np.ndarray]
 
 
 def _check(epsilon: float, sensitivity: float) -> None:
@@ -95,6 +98,11 @@ def gaussian_noise(
     return rng.normal(0.0, scale, (count, dimension))
 
 
+def _add_noise(x: np.ndarray, noise: NoiseFn, scale: float, rng: np.random.Generator) -> np.ndarray:
+    """``x`` plus one draw of ``noise`` at ``scale`` (a copy of ``x`` when the scale is 0)."""
+    return x + noise(1, x.size, scale, rng)[0] if scale > 0 else x.copy()
+
+
 def laplace(
     value: np.ndarray | float, *, sensitivity: float, epsilon: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, PrivacyEvent]:
@@ -102,7 +110,7 @@ def laplace(
     _check(epsilon, sensitivity)
     x = _as_vector(value)
     scale = sensitivity / epsilon
-    noisy = x + laplace_noise(1, x.size, scale, rng)[0] if scale > 0 else x.copy()
+    noisy = _add_noise(x, laplace_noise, scale, rng)
     return noisy, PrivacyEvent(
         "laplace", "epsilon-DP", epsilon, 0.0, sensitivity, "L1", scale, x.size
     )
@@ -118,7 +126,7 @@ def l2_laplace_radius(
     _check(epsilon, sensitivity)
     x = _as_vector(value)
     scale = sensitivity / epsilon
-    noisy = x + l2_laplace_radius_noise(1, x.size, scale, rng)[0] if scale > 0 else x.copy()
+    noisy = _add_noise(x, l2_laplace_radius_noise, scale, rng)
     guarantee = "epsilon-DP" if x.size == 1 else "none"
     return noisy, PrivacyEvent(
         "l2_laplace_radius", guarantee, epsilon, 0.0, sensitivity, "L2", scale, x.size
@@ -134,7 +142,7 @@ def k_norm_l2(
     _check(epsilon, sensitivity)
     x = _as_vector(value)
     scale = sensitivity / epsilon
-    noisy = x + k_norm_l2_noise(1, x.size, scale, rng)[0] if scale > 0 else x.copy()
+    noisy = _add_noise(x, k_norm_l2_noise, scale, rng)
     return noisy, PrivacyEvent(
         "k_norm_l2", "epsilon-DP", epsilon, 0.0, sensitivity, "L2", scale, x.size
     )
@@ -232,7 +240,7 @@ def gaussian(
     else:
         raise ValueError(f"calibration must be 'classic' or 'analytic', got {calibration!r}")
     x = _as_vector(value)
-    noisy = x + gaussian_noise(1, x.size, sigma, rng)[0] if sigma > 0 else x.copy()
+    noisy = _add_noise(x, gaussian_noise, sigma, rng)
     return noisy, PrivacyEvent(
         f"gaussian_{calibration}",
         "(epsilon,delta)-DP",
@@ -316,7 +324,7 @@ def dola_gaussian(
     sigma = math.sqrt(dola_gaussian_variance(alpha, g.size, lipschitz, rounds, epsilon, delta))
     sensitivity = 2.0 * lipschitz
     actual = gaussian_epsilon(sigma, sensitivity, delta)
-    noisy = g + gaussian_noise(1, g.size, sigma, rng)[0]
+    noisy = _add_noise(g, gaussian_noise, sigma, rng)
     guarantee = "(epsilon,delta)-DP" if math.isfinite(actual) else "none"
     return noisy, PrivacyEvent(
         "gaussian_dola_printed",

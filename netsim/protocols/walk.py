@@ -640,13 +640,18 @@ class RandomWalkService:
             oldest.steps if oldest is not None else -1,
         )
 
-    def _finish(self) -> None:
+    def mean_propagating(self) -> float:
+        """Time average of the number of propagating walks from 0 until now (exact)."""
         self._account()
+        return self._area / max(self.sim.env.now, 1e-300)
+
+    def _finish(self) -> None:
+        mean = self.mean_propagating()
         duration = max(self.sim.env.now, 1e-300)
         self._sample()
         c = self.counts
         self.summary_table.append(
-            self._area / duration,
+            mean,
             self._area_zero / duration,
             self._area_several / duration,
             c["steps"],
