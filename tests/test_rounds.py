@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from netsim.protocols.rounds import RoundGossip, by_rank
+from netsim.protocols.walk import RandomWalkService
 
 # Allowances for the documented approximations of rounds mode: broadcast times are whole
 # rounds (Δ = 0.5 s here) and gossip messages take no time; the rest must agree statistically.
@@ -44,12 +45,16 @@ def test_the_equivalence_check_catches_a_broken_rounds_mode(monkeypatch):
     comparison must say so."""
     seeds = range(3)
     exact = runs(200, "30min", "exact", seeds)
-    original = RoundGossip._exchange
+    batched, fused = RoundGossip._exchange, RandomWalkService.round_exchange
 
     def push_only(self, rule, initiators, peers, pull_lost):
-        original(self, rule, initiators, peers, np.ones_like(pull_lost))  # every pull lost
+        batched(self, rule, initiators, peers, np.ones(initiators.size, dtype=bool))
 
-    monkeypatch.setattr(RoundGossip, "_exchange", push_only)
+    def walk_push_only(self, initiators, peers, pull_lost):
+        fused(self, initiators, peers, np.ones(initiators.size, dtype=bool))
+
+    monkeypatch.setattr(RoundGossip, "_exchange", push_only)  # every pull lost
+    monkeypatch.setattr(RandomWalkService, "round_exchange", walk_push_only)
     broken = runs(200, "30min", "rounds", seeds)
     verdict = {c.metric: c.agrees for c in compare(exact, broken, SLACK)}
     assert not verdict["t90"]

@@ -21,12 +21,20 @@ What the mode approximates, and why it is faithful for what the papers measure:
 - *Losses*: the peer is online by construction; the optional per-message loss probability
   applies to pushes and pulls; per-link failures are not modelled in this mode.
 
+How it runs: the peer choice is one compiled pass (:func:`~netsim.network.links.pair_online`
+over the :class:`~netsim.network.links.OnlineNeighbourIndex`). A rule either supplies
+vectorised values and merges (:class:`RoundRule`; the pushes to one node are then merged in
+batches by rank, :func:`by_rank`) or does a whole round's exchanges itself
+(:class:`FusedRoundRule`, e.g. the walk service's compiled kernel in
+:mod:`netsim.protocols.walk_kernels`); both follow the order described above.
+
 ``tests/test_rounds.py`` checks that the two modes agree statistically on what the papers
 measure (broadcast times, concurrent walks, restarts, walk progress).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -50,6 +58,20 @@ class RoundRule(Protocol):
         self, targets: np.ndarray, values: tuple[np.ndarray, ...], senders: np.ndarray, via: str
     ) -> None:
         """Merge ``values`` into ``targets`` (distinct nodes)."""
+
+    def round_tick(self) -> None:
+        """After the round's exchanges (e.g. evaluate timeouts)."""
+
+
+class FusedRoundRule(Protocol):
+    """A rule that does a whole round's pushes and pulls itself (e.g. in a compiled kernel),
+    with the semantics of the module docstring."""
+
+    def round_exchange(
+        self, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
+    ) -> None:
+        """Initiator k pushes to and pulls from ``peers[k]``, in this order of k; the pull
+        answer is lost where ``pull_lost``."""
 
     def round_tick(self) -> None:
         """After the round's exchanges (e.g. evaluate timeouts)."""
@@ -81,7 +103,7 @@ class RoundGossip(GossipEngine):
         self,
         sim: Simulation,
         network: Network,
-        rules: list[RoundRule],
+        rules: list[RoundRule | FusedRoundRule],
         *,
         period: float,
         message_size: float = 64.0,
@@ -89,19 +111,35 @@ class RoundGossip(GossipEngine):
     ) -> None:
         super().__init__(sim, network, period=period, message_size=message_size, name=name)
         self.rules = rules
+        # a fused rule does its own exchanges; the others are merged here in batches
+        self._exchanges = [
+            rule.round_exchange
+            if hasattr(rule, "round_exchange")
+            else partial(self._exchange, rule)
+            for rule in rules
+        ]
         self._peer_rng = sim.streams.get(f"{name}.peers")
-        self._order_rng = sim.streams.get(f"{name}.order")
         self._loss_rng = sim.streams.get(f"{name}.loss")
         self._scratch = np.zeros(network.nodes.n, dtype=np.int64)
         self.rounds = 0
         sim.every(period, self._round)
 
-    def _lost(self, count: int) -> np.ndarray:
-        """Which of ``count`` messages the optional random loss drops."""
-        p = self.network.links.loss
-        if p <= 0 or count == 0:
-            return np.zeros(count, dtype=bool)
-        return self._loss_rng.random(count) < p
+    def _drop_lost(
+        self, initiators: np.ndarray, peers: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Apply the optional per-message loss: drop the exchanges whose push is lost (the
+        initiator then pulls nothing either) and mark the pull answers that are lost. Logs
+        the losses and counts the messages."""
+        network = self.network
+        count = int(initiators.size)
+        push_lost = self._loss_rng.random(count) < network.links.loss
+        self._log_losses(PUSH, initiators[push_lost], peers[push_lost])
+        initiators, peers = initiators[~push_lost], peers[~push_lost]
+        pull_lost = self._loss_rng.random(int(initiators.size)) < network.links.loss
+        self._log_losses(PULL, peers[pull_lost], initiators[pull_lost])
+        network.sent += count + int(initiators.size)
+        network.delivered += int(initiators.size) * 2 - int(pull_lost.sum())
+        return initiators, peers, pull_lost
 
     def _log_losses(self, kind: str, src: np.ndarray, dst: np.ndarray) -> None:
         if src.size == 0:
@@ -115,30 +153,23 @@ class RoundGossip(GossipEngine):
 
     def _round(self) -> None:
         self.rounds += 1
-        initiators = np.flatnonzero(self.active)
-        if initiators.size == 0:
-            return
-        initiators = initiators[self._order_rng.permutation(initiators.size)]
-        peers = self.network.random_online_neighbours(initiators, self._peer_rng)
-        found = peers >= 0
-        initiators, peers = initiators[found], peers[found]
+        initiators, peers, asleep = self.network.round_pairs(self.active, self._peer_rng)
         count = int(initiators.size)
         if count == 0:
             return
         self.exchanges += count
         network = self.network
-        push_lost = self._lost(count)
-        self._log_losses(PUSH, initiators[push_lost], peers[push_lost])
-        initiators, peers = initiators[~push_lost], peers[~push_lost]
-        pull_lost = self._lost(int(initiators.size))
-        network.sent += count + int(initiators.size)
-        network.delivered += int(initiators.size) * 2 - int(pull_lost.sum())
-        for rule in self.rules:
-            self._exchange(rule, initiators, peers, pull_lost)
-        self._log_losses(PULL, peers[pull_lost], initiators[pull_lost])
-        asleep = ~self.active[peers]
-        if asleep.any():
-            for node in sorted(set(peers[asleep].tolist())):  # few; np.unique costs ms here
+        if network.links.loss > 0:
+            initiators, peers, pull_lost = self._drop_lost(initiators, peers)
+            asleep = peers[~self.active[peers]]  # only peers whose push arrived wake up
+        else:
+            pull_lost = np.zeros(count, dtype=bool)
+            network.sent += 2 * count
+            network.delivered += 2 * count
+        for exchange in self._exchanges:
+            exchange(initiators, peers, pull_lost)
+        if asleep.size:
+            for node in sorted(set(asleep.tolist())):  # few; np.unique costs ms here
                 self._activate(node)
         for rule in self.rules:
             rule.round_tick()
@@ -147,11 +178,13 @@ class RoundGossip(GossipEngine):
         self, rule: RoundRule, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
     ) -> None:
         # pushes, in the round's order; several pushes to one peer are merged one by one
+        # with the values the senders had at the start of the round
         relevant = np.flatnonzero(rule.round_relevant(initiators, peers))
-        for batch in by_rank(peers[relevant], self._scratch):
-            chosen = relevant[batch]
-            senders = initiators[chosen]
-            rule.round_merge(peers[chosen], rule.round_values(senders), senders, PUSH)
+        senders, targets = initiators[relevant], peers[relevant]
+        values = rule.round_values(senders)
+        for batch in by_rank(targets, self._scratch):
+            pushed = tuple(value[batch] for value in values)
+            rule.round_merge(targets[batch], pushed, senders[batch], PUSH)
         # pulls: each initiator merges its peer's value after the pushes
         answered = ~pull_lost
         senders, targets = peers[answered], initiators[answered]

@@ -10,7 +10,9 @@ Node state lives in arrays indexed by node id:
 - ``rwprop``: ``prop_steps``, ``prop_id``, and ``prop_origin``, the update's virtual creation
   time on the node's clock (arrival time − age on arrival), so that age() = now − origin: ages
   accumulate the time an update spends on nodes and on links, so no synchronised clocks are
-  needed (§4.1). ``prop_special`` marks the bootstrap update that never times out.
+  needed (§4.1). ``prop_special`` marks the bootstrap update that never times out. These
+  are views of one record array, ``prop`` (one record per node), which the compiled
+  rounds-mode kernels of :mod:`netsim.protocols.walk_kernels` work on.
 - ``rw``: ``rw_steps`` and ``rw_state`` (the local copy of the best walk that visited the node).
 
 Choices where the paper leaves room (each is tested in ``tests/test_walk.py``):
@@ -52,6 +54,13 @@ from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import GossipEngine
 from netsim.protocols.rounds import RoundGossip
+from netsim.protocols.walk_kernels import (
+    PROP_RECORD,
+    due_timeouts,
+    exchange_round,
+    should_replace,
+    timeout_circle,
+)
 from netsim.rng import BlockDraws
 from netsim.sim import Simulation
 
@@ -168,19 +177,6 @@ class VisitCounter:
         self.sim.log.table(VISITS_TABLE).extend([range(self.visits.size), self.visits.tolist()])
 
 
-def should_replace(steps: Any, age: Any, new_steps: Any, new_age: Any, delta: float) -> Any:
-    """Alg. 2 line 14: does an incoming update (new_steps, new_age) replace (steps, age)?
-
-    Replace if it reports more steps and is either young while the local one is not older
-    than it, or younger than the local one; or if it reports no more steps but is live while
-    the local one has timed out, or younger by more than δ. Works elementwise on numpy arrays.
-    """
-    more = steps < new_steps
-    return (more & (((age <= new_age) & (new_age < delta)) | (age > new_age))) | (
-        ~more & (((age >= delta) & (delta > new_age)) | (age > new_age + delta))
-    )
-
-
 @dataclass(eq=False)
 class WalkToken:
     """One walk: its id, step count, state, and the update whose timeout restarted it."""
@@ -226,10 +222,13 @@ class RandomWalkService:
         self.retry_interval = retry_interval
         self.n = n
         # rwprop: the bootstrap update (id 0) never times out and has fewer steps than any rw
-        self.prop_steps = np.full(n, -n - 1, dtype=np.int64)
-        self.prop_id = np.zeros(n, dtype=np.int64)
-        self.prop_origin = np.zeros(n)
-        self.prop_special = np.ones(n, dtype=bool)
+        self.prop = np.zeros(n, dtype=PROP_RECORD)  # the fields below are views into it
+        self.prop_steps = self.prop["steps"]
+        self.prop_id = self.prop["id"]
+        self.prop_origin = self.prop["origin"]
+        self.prop_special = self.prop["special"]
+        self.prop_steps[:] = -n - 1
+        self.prop_special[:] = True
         # rw: uniform random negative step counts in [-N, -1] (§4.4)
         init = sim.streams.get(f"{name}.init")
         self.rw_steps = init.integers(-n, 0, size=n).astype(np.int64)
@@ -241,7 +240,7 @@ class RandomWalkService:
         self._timer_due = np.full(n, np.inf)  # when the pending timeout check fires
         # rounds mode: no timers; the last timeout circle i handled for the current update
         self.round_based = False
-        self.fired_i = np.zeros(n, dtype=np.int64)
+        self.fired_i = self.prop["fired"]
         self.forwarding: list[list[WalkToken]] = [[] for _ in range(n)]  # held, not in transfer
         self.suspended: list[list[WalkToken]] = [[] for _ in range(n)]
         self._next_update_id = 1
@@ -310,7 +309,9 @@ class RandomWalkService:
         # update that times out before that check needs a new timer now. So a node has one
         # timer event per δ or so, not one per adoption.
         if self.round_based:
-            self.fired_i[node] = int(age // self.timeout)  # circles already passed elsewhere
+            self.fired_i[node] = timeout_circle(
+                age, self.timeout
+            )  # circles already passed elsewhere
         elif self._active(node) and self._next_due(node) < self._timer_due[node]:
             self._schedule_timeout(node)
 
@@ -349,7 +350,7 @@ class RandomWalkService:
 
     def _next_i(self, node: int) -> int:
         """The next i whose timeout i·δ the current update's age has not reached yet."""
-        return int(self.age(node) // self.timeout) + 1
+        return timeout_circle(self.age(node), self.timeout) + 1
 
     def _next_due(self, node: int) -> float:
         if self.prop_special[node]:
@@ -405,51 +406,18 @@ class RandomWalkService:
 
     # --- RoundRule (round-based gossip) ----------------------------------------------------
 
-    def round_values(self, nodes: np.ndarray) -> tuple[np.ndarray, ...]:
-        now = self.sim.env.now
-        return (
-            self.prop_steps[nodes],
-            self.prop_id[nodes],
-            now - self.prop_origin[nodes],
-            self.prop_special[nodes],
-        )
-
-    def round_relevant(self, senders: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """Only a real update with another id can change the target (accept-once)."""
-        return ~self.prop_special[senders] & (self.prop_id[senders] != self.prop_id[targets])
-
-    def round_merge(
-        self, targets: np.ndarray, values: tuple[np.ndarray, ...], senders: np.ndarray, via: str
+    def round_exchange(
+        self, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
     ) -> None:
-        """``onReceiveRWProps`` for many distinct targets at once (line 14, accept-once)."""
-        steps, ids, ages, special = values
-        now = self.sim.env.now
-        local_age = now - self.prop_origin[targets]
-        take = (
-            ~special
-            & (ids != self.prop_id[targets])
-            & (
-                self.prop_special[targets]
-                | should_replace(self.prop_steps[targets], local_age, steps, ages, self.timeout)
-            )
-        )
-        chosen = targets[take]
-        self.prop_steps[chosen] = steps[take]
-        self.prop_id[chosen] = ids[take]
-        self.prop_origin[chosen] = now - ages[take]
-        self.prop_special[chosen] = False
-        self.fired_i[chosen] = np.floor_divide(ages[take], self.timeout).astype(np.int64)
+        """``onReceiveRWProps`` for one round's pushes and pulls (compiled, see
+        :func:`~netsim.protocols.walk_kernels.exchange_round`)."""
+        exchange_round(initiators, peers, pull_lost, self.sim.env.now, self.timeout, self.prop)
 
     def round_tick(self) -> None:
         """``onUpdateTimeout(i)`` for every active node whose update's age passed i·δ."""
         assert self.gossip is not None
-        candidates = np.flatnonzero(self.gossip.active & ~self.prop_special)
-        if candidates.size == 0:
-            return
-        now = self.sim.env.now
-        circle = np.floor_divide(now - self.prop_origin[candidates], self.timeout).astype(np.int64)
-        due = circle > self.fired_i[candidates]
-        for node, reached in zip(candidates[due].tolist(), circle[due].tolist(), strict=True):
+        nodes, circles = due_timeouts(self.gossip.active, self.prop, self.sim.env.now, self.timeout)
+        for node, reached in zip(nodes.tolist(), circles.tolist(), strict=True):
             for i in range(int(self.fired_i[node]) + 1, reached + 1):
                 self.on_update_timeout(node, i)
             self.fired_i[node] = reached

@@ -1,0 +1,166 @@
+"""The compiled per-round kernels of rounds mode against plain-Python statements of the same
+rules (module docstring of ``netsim.protocols.rounds``)."""
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from netsim.network.links import SEGMENT_RECORD, pair_online
+from netsim.protocols.walk_kernels import (
+    PROP_RECORD,
+    due_timeouts,
+    exchange_round,
+    should_replace,
+    should_replace_scalar,
+    timeout_circle,
+)
+
+TIMEOUT = 1.1
+
+
+def reference_exchange(initiators, peers, pull_lost, now, timeout, prop):
+    """The documented semantics, one exchange at a time, with the numpy replace rule."""
+    prop = prop.copy()
+
+    def receive(node, steps, update, age, special):
+        local = prop[node]
+        if special or update == local["id"]:
+            return
+        local_age = now - local["origin"]
+        if local["special"] or bool(should_replace(local["steps"], local_age, steps, age, timeout)):
+            prop[node] = (steps, update, now - age, math.floor(age / timeout), False)
+
+    def value(node):
+        r = prop[node]
+        return int(r["steps"]), int(r["id"]), now - float(r["origin"]), bool(r["special"])
+
+    pushed = [value(s) for s in initiators]  # values from the start of the round
+    for peer, sent in zip(peers, pushed, strict=True):
+        receive(peer, *sent)
+    answers = [value(p) for p in peers]  # each peer answers after all pushes
+    for k, (node, answer) in enumerate(zip(initiators, answers, strict=True)):
+        if not pull_lost[k]:
+            receive(node, *answer)
+    return prop
+
+
+def same_records(a, b):
+    """Field by field (the records' padding bytes are not state)."""
+    return all(np.array_equal(a[name], b[name]) for name in PROP_RECORD.names)
+
+
+def random_prop(rng, n, now):
+    prop = np.zeros(n, dtype=PROP_RECORD)
+    prop["steps"] = rng.integers(-3, 6, n)
+    prop["id"] = rng.integers(0, 5, n)  # few ids, so accept-once matters
+    prop["origin"] = now - rng.choice([0.0, 0.4, 1.0, 1.1, 1.5, 2.3, 5.0], n)
+    prop["special"] = rng.random(n) < 0.2
+    prop["fired"] = rng.integers(0, 3, n)
+    return prop
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 12), st.integers(0, 2**32 - 1), st.booleans())
+def test_exchange_round_is_the_documented_sequential_merge(n, seed, lose_pulls):
+    rng = np.random.default_rng(seed)
+    now = 10.0
+    prop = random_prop(rng, n, now)
+    m = int(rng.integers(1, n + 1))
+    initiators = rng.permutation(n)[:m].astype(np.int64)
+    peers = rng.integers(0, n, m).astype(np.int64)  # repeated targets on purpose
+    pull_lost = rng.random(m) < 0.3 if lose_pulls else np.zeros(m, dtype=bool)
+    expected = reference_exchange(initiators, peers, pull_lost, now, TIMEOUT, prop)
+    got = prop.copy()
+    exchange_round(initiators, peers, pull_lost, now, TIMEOUT, got)
+    assert same_records(got, expected)
+    if not lose_pulls:  # an empty mask means "none lost"
+        again = prop.copy()
+        exchange_round(initiators, peers, np.zeros(0, dtype=bool), now, TIMEOUT, again)
+        assert same_records(again, expected)
+
+
+def test_a_push_uses_the_value_from_the_start_of_the_round():
+    # node 0 pushes to 1, then 1 (which just learnt update 7) pushes to 2: 2 gets 1's old value
+    now = 5.0
+    prop = np.zeros(3, dtype=PROP_RECORD)
+    prop[0] = (9, 7, now, 0, False)
+    prop[1] = (3, 4, now - 0.5, 0, False)
+    prop[2] = (1, 2, now - 0.5, 0, False)
+    exchange_round(np.array([0, 1]), np.array([1, 2]), np.ones(2, dtype=bool), now, TIMEOUT, prop)
+    assert prop["id"].tolist() == [7, 7, 4]
+
+
+def test_timeout_circle_and_replace_rule_compile_to_the_python_definitions():
+    for age in np.linspace(0, 10, 1001):
+        assert timeout_circle(float(age), TIMEOUT) == math.floor(age / TIMEOUT)
+    grid = [(-1, 0.0), (0, 0.5), (3, 1.1), (5, 2.5)]
+    for (s, a), (ns, na) in [(x, y) for x in grid for y in grid]:
+        assert should_replace_scalar(s, a, ns, na, TIMEOUT) == bool(
+            should_replace(np.int64(s), a, np.int64(ns), na, TIMEOUT)
+        )
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_due_timeouts_lists_active_nodes_past_a_new_circle(seed):
+    rng = np.random.default_rng(seed)
+    n, now = 40, 20.0
+    prop = random_prop(rng, n, now)
+    active = rng.random(n) < 0.7
+    nodes, circles = due_timeouts(active, prop, now, TIMEOUT)
+    expected = [
+        (node, math.floor((now - prop["origin"][node]) / TIMEOUT))
+        for node in range(n)
+        if active[node]
+        and not prop["special"][node]
+        and math.floor((now - prop["origin"][node]) / TIMEOUT) > prop["fired"][node]
+    ]
+    assert list(zip(nodes.tolist(), circles.tolist(), strict=True)) == expected
+
+
+def segments_of(neighbours, online):
+    """CSR neighbour lists, each partitioned with online neighbours first."""
+    order, segments = [], np.zeros(len(neighbours), dtype=SEGMENT_RECORD)
+    for node, nbrs in enumerate(neighbours):
+        segments[node] = (len(order), sum(online[v] for v in nbrs))
+        order += [v for v in nbrs if online[v]] + [v for v in nbrs if not online[v]]
+    return segments, np.array(order, dtype=np.int32)
+
+
+def test_pair_online_pairs_every_active_node_with_an_online_neighbour():
+    neighbours = [[1, 2, 3], [0, 2], [0], [0, 1, 2], [2]]
+    online = [True, True, False, True, False]
+    active = np.array([True, True, False, True, False])
+    segments, order = segments_of(neighbours, online)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        nodes, peers, _ = pair_online(active, rng.bit_generator.random_raw(3), segments, order)
+        assert sorted(nodes.tolist()) == [0, 1, 3]  # every active node, once
+        for node, peer in zip(nodes.tolist(), peers.tolist(), strict=True):
+            assert peer in neighbours[node] and online[peer]
+    lonely = np.array([False, False, False, False, True])  # node 4's only neighbour is offline
+    nodes, peers, _ = pair_online(lonely, rng.bit_generator.random_raw(1), segments, order)
+    assert nodes.size == 0 and peers.size == 0
+
+
+def test_pair_online_order_and_choice_are_uniform():
+    n, draws = 4, 24_000
+    neighbours = [[v for v in range(n) if v != u] for u in range(n)]
+    segments, order = segments_of(neighbours, [True] * n)
+    active = np.ones(n, dtype=bool)
+    rng = np.random.default_rng(1)
+    orders: dict[tuple, int] = {}
+    choices = np.zeros((n, n), dtype=np.int64)
+    for _ in range(draws):
+        nodes, peers, _ = pair_online(active, rng.bit_generator.random_raw(n), segments, order)
+        orders[tuple(nodes.tolist())] = orders.get(tuple(nodes.tolist()), 0) + 1
+        choices[nodes, peers] += 1
+    # all 24 orders, each with probability 1/24: 5 standard deviations of a binomial count
+    expected = draws / 24
+    assert len(orders) == 24
+    assert max(abs(c - expected) for c in orders.values()) < 5 * math.sqrt(expected)
+    per_peer = draws / (n - 1)
+    off_diagonal = choices[~np.eye(n, dtype=bool)]
+    assert np.abs(off_diagonal - per_peer).max() < 5 * math.sqrt(per_peer)
+    assert np.trace(choices) == 0
