@@ -108,7 +108,7 @@ def test_due_timeouts_lists_active_nodes_past_a_new_circle(seed):
     n, now = 40, 20.0
     prop = random_prop(rng, n, now)
     active = rng.random(n) < 0.7
-    nodes, circles = due_timeouts(active, prop, now, TIMEOUT)
+    nodes, circles = due_timeouts(np.flatnonzero(active), prop, now, TIMEOUT)
     expected = [
         (node, math.floor((now - prop["origin"][node]) / TIMEOUT))
         for node in range(n)
@@ -131,17 +131,24 @@ def segments_of(neighbours, online):
 def test_pair_online_pairs_every_active_node_with_an_online_neighbour():
     neighbours = [[1, 2, 3], [0, 2], [0], [0, 1, 2], [2]]
     online = [True, True, False, True, False]
-    active = np.array([True, True, False, True, False])
+    active = np.array([True, False, False, True, False])  # 1 is online but not active yet
     segments, order = segments_of(neighbours, online)
     rng = np.random.default_rng(0)
+    woken = set()
     for _ in range(50):
-        nodes, peers, _ = pair_online(active, rng.bit_generator.random_raw(3), segments, order)
-        assert sorted(nodes.tolist()) == [0, 1, 3]  # every active node, once
+        nodes, peers, asleep, listed = pair_online(
+            active, rng.bit_generator.random_raw(2), segments, order
+        )
+        assert sorted(nodes.tolist()) == [0, 3]  # every active node, once
+        assert listed.tolist() == [0, 3]  # all active nodes, in order
         for node, peer in zip(nodes.tolist(), peers.tolist(), strict=True):
             assert peer in neighbours[node] and online[peer]
+        assert asleep.tolist() == [p for p in peers.tolist() if not active[p]]
+        woken |= set(asleep.tolist())
+    assert woken == {1}
     lonely = np.array([False, False, False, False, True])  # node 4's only neighbour is offline
-    nodes, peers, _ = pair_online(lonely, rng.bit_generator.random_raw(1), segments, order)
-    assert nodes.size == 0 and peers.size == 0
+    nodes, peers, _, listed = pair_online(lonely, rng.bit_generator.random_raw(1), segments, order)
+    assert nodes.size == 0 and peers.size == 0 and listed.tolist() == [4]
 
 
 def test_pair_online_order_and_choice_are_uniform():
@@ -153,7 +160,7 @@ def test_pair_online_order_and_choice_are_uniform():
     orders: dict[tuple, int] = {}
     choices = np.zeros((n, n), dtype=np.int64)
     for _ in range(draws):
-        nodes, peers, _ = pair_online(active, rng.bit_generator.random_raw(n), segments, order)
+        nodes, peers, _, _ = pair_online(active, rng.bit_generator.random_raw(n), segments, order)
         orders[tuple(nodes.tolist())] = orders.get(tuple(nodes.tolist()), 0) + 1
         choices[nodes, peers] += 1
     # all 24 orders, each with probability 1/24: 5 standard deviations of a binomial count

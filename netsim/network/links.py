@@ -126,25 +126,24 @@ def _below(bits: np.uint64, bound: int) -> int:
 @njit(cache=True)
 def pair_online(
     active: np.ndarray, raw: np.ndarray, segments: np.ndarray, order: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One gossip round's pairs: every ``active`` node, in a uniformly random order, with a
     uniform random online neighbour; nodes without one are left out.
 
-    Returns (initiators, peers, the peers that are not active yet — with repeats).
+    Returns (initiators, peers, the peers that are not active yet — with repeats, and all
+    active nodes in increasing order).
 
-    ``raw`` holds one random 64-bit word per active node: the high 32 bits drive a
+    ``raw`` holds one random 64-bit word per active node (exactly as many): the high 32 bits drive a
     Fisher–Yates shuffle, the low 32 bits the choice among the online neighbours (the first
     ``segments.online`` entries of the node's segment of ``order``).
     """
-    m = 0
-    for node in range(active.size):
-        m += active[node]
-    nodes = np.empty(m, dtype=np.int64)
+    listed = np.empty(raw.size, dtype=np.int64)
     m = 0
     for node in range(active.size):
         if active[node]:
-            nodes[m] = node
+            listed[m] = node
             m += 1
+    nodes = listed.copy()
     for i in range(m - 1, 0, -1):
         j = _below(raw[i] >> _SHIFT32, i + 1)
         nodes[i], nodes[j] = nodes[j], nodes[i]
@@ -163,7 +162,7 @@ def pair_online(
             if not active[peer]:
                 asleep[sleeping] = peer
                 sleeping += 1
-    return nodes[:kept], peers[:kept], asleep[:sleeping]
+    return nodes[:kept], peers[:kept], asleep[:sleeping], listed
 
 
 class OnlineNeighbourIndex:
@@ -235,9 +234,9 @@ class OnlineNeighbourIndex:
 
     def pairs(
         self, active: np.ndarray, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The initiators of a gossip round in random order, their peers, and the peers not
-        ``active`` (see :func:`pair_online`)."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The initiators of a gossip round in random order, their peers, the peers not
+        ``active``, and the active nodes in increasing order (see :func:`pair_online`)."""
         raw = rng.bit_generator.random_raw(int(np.count_nonzero(active)))
         return pair_online(active, raw, self.segments, self.order)
 
@@ -369,10 +368,11 @@ class Network:
 
     def round_pairs(
         self, active: np.ndarray, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A gossip round's (initiators, peers, inactive peers): every ``active`` node in
-        uniformly random order with a uniform random online neighbour (nodes with none left
-        out), and the chosen peers that are not ``active`` (with repeats)."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A gossip round's (initiators, peers, inactive peers, active nodes): every
+        ``active`` node in uniformly random order with a uniform random online neighbour
+        (nodes with none left out), the chosen peers that are not ``active`` (with repeats),
+        and the active nodes in increasing order."""
         return self._index().pairs(active, rng)
 
     def send(

@@ -214,5 +214,5 @@ class Broadcast:
         )
         self._check()
 
-    def round_tick(self) -> None:
+    def round_tick(self, active: np.ndarray) -> None:
         return None

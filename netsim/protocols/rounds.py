@@ -59,8 +59,9 @@ class RoundRule(Protocol):
     ) -> None:
         """Merge ``values`` into ``targets`` (distinct nodes)."""
 
-    def round_tick(self) -> None:
-        """After the round's exchanges (e.g. evaluate timeouts)."""
+    def round_tick(self, active: np.ndarray) -> None:
+        """After the round's exchanges (e.g. evaluate timeouts); ``active`` lists the nodes
+        that took part in gossip at the start of the round, in increasing order."""
 
 
 class FusedRoundRule(Protocol):
@@ -73,8 +74,9 @@ class FusedRoundRule(Protocol):
         """Initiator k pushes to and pulls from ``peers[k]``, in this order of k; the pull
         answer is lost where ``pull_lost``."""
 
-    def round_tick(self) -> None:
-        """After the round's exchanges (e.g. evaluate timeouts)."""
+    def round_tick(self, active: np.ndarray) -> None:
+        """After the round's exchanges (e.g. evaluate timeouts); ``active`` lists the nodes
+        that took part in gossip at the start of the round, in increasing order."""
 
 
 def by_rank(targets: np.ndarray, scratch: np.ndarray) -> list[np.ndarray]:
@@ -153,7 +155,7 @@ class RoundGossip(GossipEngine):
 
     def _round(self) -> None:
         self.rounds += 1
-        initiators, peers, asleep = self.network.round_pairs(self.active, self._peer_rng)
+        initiators, peers, asleep, active = self.network.round_pairs(self.active, self._peer_rng)
         count = int(initiators.size)
         if count == 0:
             return
@@ -172,7 +174,7 @@ class RoundGossip(GossipEngine):
             for node in sorted(set(asleep.tolist())):  # few; np.unique costs ms here
                 self._activate(node)
         for rule in self.rules:
-            rule.round_tick()
+            rule.round_tick(active)
 
     def _exchange(
         self, rule: RoundRule, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray

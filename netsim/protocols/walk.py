@@ -413,10 +413,9 @@ class RandomWalkService:
         :func:`~netsim.protocols.walk_kernels.exchange_round`)."""
         exchange_round(initiators, peers, pull_lost, self.sim.env.now, self.timeout, self.prop)
 
-    def round_tick(self) -> None:
-        """``onUpdateTimeout(i)`` for every active node whose update's age passed i·δ."""
-        assert self.gossip is not None
-        nodes, circles = due_timeouts(self.gossip.active, self.prop, self.sim.env.now, self.timeout)
+    def round_tick(self, active: np.ndarray) -> None:
+        """``onUpdateTimeout(i)`` for every ``active`` node whose update's age passed i·δ."""
+        nodes, circles = due_timeouts(active, self.prop, self.sim.env.now, self.timeout)
         for node, reached in zip(nodes.tolist(), circles.tolist(), strict=True):
             for i in range(int(self.fired_i[node]) + 1, reached + 1):
                 self.on_update_timeout(node, i)

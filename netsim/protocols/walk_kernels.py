@@ -128,19 +128,21 @@ def exchange_round(
 def due_timeouts(
     active: np.ndarray, prop: np.ndarray, now: float, timeout: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Active nodes whose (non-bootstrap) update's age reached a new multiple i·δ, and that i.
+    """The ``active`` nodes (an increasing list) whose non-bootstrap update's age reached a new
+    multiple i·δ, and that i.
 
     Returns ``(nodes, circles)``: ``circles[k]`` = ⌊age/δ⌋ > ``prop[nodes[k]].fired``.
     """
-    n = active.size
-    nodes = np.empty(n, dtype=np.int64)
-    circles = np.empty(n, dtype=np.int64)
+    nodes = np.empty(active.size, dtype=np.int64)
+    circles = np.empty(active.size, dtype=np.int64)
     count = 0
-    for node in range(n):
-        if active[node] and not prop[node].special:
-            circle = timeout_circle(now - prop[node].origin, timeout)
-            if circle > prop[node].fired:
-                nodes[count] = node
-                circles[count] = circle
-                count += 1
+    for node in active:
+        record = prop[node]
+        if record.special:
+            continue
+        circle = timeout_circle(now - record.origin, timeout)
+        if circle > record.fired:
+            nodes[count] = node
+            circles[count] = circle
+            count += 1
     return nodes[:count], circles[:count]
