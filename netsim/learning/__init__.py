@@ -1,0 +1,1 @@
+"""Machine learning on netsim: data sets and pre-processing for decentralised private SGD."""
