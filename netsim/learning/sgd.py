@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.learning.models import LinearModel
-from netsim.log import BOOL, F64, I32, I64, TableSchema
+from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
 from netsim.privacy.accountant import BudgetExhausted, PrivacyAccountant
 from netsim.privacy.sensitivity import Norm
 from netsim.sim import Simulation
@@ -75,6 +75,25 @@ ACCURACY_TABLE = TableSchema(
     description=(
         "Test accuracy (Hegedűs et al. eq. 11) of a model every evaluate_every visits: the "
         "walk (−1 in gossip learning), the model's visits and updates."
+    ),
+)
+
+
+SUMMARY_TABLE = TableSchema(
+    name="learning_summary",
+    columns=(
+        ("visits", I64),
+        ("updates", I64),
+        ("refused", I64),
+        ("epsilon", F64),
+        ("delta", F64),
+        ("guarantee", STR),
+    ),
+    description=(
+        "One row at the end: visits and updates over all models, visits refused for lack of "
+        "budget, and the run's guarantee by parallel composition over the records (the worst "
+        "record's ε and δ; guarantee epsilon-DP, (epsilon,delta)-DP, none — some release had "
+        "no DP guarantee, e.g. the paper's L2 noise — or non-private)."
     ),
 )
 
@@ -192,5 +211,19 @@ class SGDAgent:
             self.accuracy_table.append(now, walk, new.visits, new.updates, self.accuracy(new))
         return new
 
+    def guarantee(self) -> tuple[float, float, str]:
+        """The run's (ε, δ, kind) over all records (parallel composition, Hegedűs et al. §3)."""
+        accountant = self.sgd.accountant
+        if not accountant.policy.private:
+            return 0.0, 0.0, "non-private"
+        run = accountant.run_guarantee()
+        if not run.is_dp:
+            return run.epsilon, run.delta, "none"
+        return run.epsilon, run.delta, "epsilon-DP" if run.delta == 0 else "(epsilon,delta)-DP"
+
     def finish(self) -> None:
         self.sgd.accountant.write_tables(self.sim.log)
+        epsilon, delta, kind = self.guarantee()
+        self.sim.log.table(SUMMARY_TABLE).append(
+            self.updates + self.refused, self.updates, self.refused, epsilon, delta, kind
+        )

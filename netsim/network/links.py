@@ -303,10 +303,9 @@ class Network:
         self._next_delay = BlockDraws(lambda size: links.delay.sample(delay_rng, size))
         self._constant_delay = links.delay.value if isinstance(links.delay, Constant) else None
         self._next_loss_draw = BlockDraws(sim.streams.get("links.loss").random)
-        # neighbour lists as Python lists: scalar access is far cheaper than numpy slicing
-        self._neighbour_lists: list[list[int]] = [
-            topology.neighbours(i).tolist() for i in range(topology.n)
-        ]
+        # neighbour lists as Python lists: scalar access is far cheaper than numpy slicing;
+        # made on a node's first send (a complete graph of 10⁴ nodes would need 10⁸ ints)
+        self._neighbour_lists: list[list[int] | None] = [None] * topology.n
         self.failures = (
             LinkFailures(
                 topology.n, links.mean_up, links.mean_down, sim.streams.get("links.failure")
@@ -337,6 +336,8 @@ class Network:
         neighbours are listed and one is drawn from them, which is equally uniform.
         """
         neighbours = self._neighbour_lists[node]
+        if neighbours is None:
+            neighbours = self._neighbour_lists[node] = self.topology.neighbours(node).tolist()
         degree = len(neighbours)
         if degree == 0:
             return -1

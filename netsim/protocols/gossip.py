@@ -103,10 +103,12 @@ class PushPullGossip(GossipEngine):
         *,
         period: float,
         message_size: float = 64.0,
+        pull: bool = True,
         name: str = "gossip",
     ) -> None:
         super().__init__(sim, network, period=period, message_size=message_size, name=name)
         self.rule = rule
+        self.pull = pull  # False: push only (gossip learning sends models one way)
         n = network.topology.n
         self._peer_uniform = BlockDraws(sim.streams.get(f"{name}.peers").random)
         self.phase = sim.streams.get(f"{name}.phase").uniform(0.0, period, n)
@@ -153,6 +155,8 @@ class PushPullGossip(GossipEngine):
         peer, sender = transfer.dst, transfer.src
         self.rule.incoming(peer, transfer.payload, sender, transfer)
         self._heard(peer)  # after the merge: listeners see the fresh value
+        if not self.pull:
+            return
         # the pull: the peer answers the request that came with the push
         self.network.send(
             peer,

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsim.errors import ScenarioError
+from netsim.learning.datasets import DataError, load_dataset, preprocess, vector_norms
+from netsim.learning.gossip_learning import GossipLearningRule
+from netsim.learning.models import LinearModel
+from netsim.learning.sgd import NOISES, PrivateSGD, SGDAgent
 from netsim.log import F64, I32, I64, STR, EventLog, TableSchema
 from netsim.network import churn as churn_models
 from netsim.network import topology as topologies
@@ -20,6 +24,7 @@ from netsim.network.links import LinkModel, Network
 from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
 from netsim.network.traces import read_canonical_trace, read_stunner_segments
+from netsim.privacy.accountant import PrivacyAccountant, policy_by_name
 from netsim.protocols.broadcast import Broadcast
 from netsim.protocols.gossip import CompositeRule, GossipRule, PushPullGossip
 from netsim.protocols.rounds import RoundGossip
@@ -70,6 +75,8 @@ class BuiltRun:
     gossip: PushPullGossip | RoundGossip | None = None
     broadcast: Broadcast | None = None
     walk: RandomWalkService | IdealWalk | None = None
+    learner: SGDAgent | None = None
+    gossip_learning: PushPullGossip | None = None
     warnings: list[str] = field(default_factory=list)
     trace_assignment: np.ndarray | None = None
 
@@ -225,6 +232,8 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
         warnings.append(f"topology: {isolated} node(s) have no neighbour and cannot gossip")
     warnings.extend(_walk_checks(scenario, topology))
     sample_every = scenario.metrics.sample_every
+    if scenario.learning is not None:
+        built.learner = build_learner(scenario.learning, sim, n)
     rules: list[GossipRule] = []
     if scenario.broadcast is not None:
         config = scenario.broadcast
@@ -242,7 +251,7 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
         built.walk = RandomWalkService(
             sim,
             network,
-            _walk_agent(walk.agent, sim, n),
+            _walk_agent(walk.agent, built),
             transfer_time=walk.transfer_time,
             timeout=walk.timeout,
             kill_probability=walk.kill_probability,
@@ -255,7 +264,7 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
         built.walk = IdealWalk(
             sim,
             n,
-            _walk_agent(walk.agent, sim, n),
+            _walk_agent(walk.agent, built),
             step_time=walk.step_time,
             replacement=walk.sampling == "with_replacement",
             sample_every=walk.sample_every or sample_every,
@@ -287,14 +296,83 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
             built.broadcast.origin_candidates = lambda: np.flatnonzero(gossip.active)
         if isinstance(built.walk, RandomWalkService):
             built.walk.attach(gossip)
+    if scenario.gossip_learning is not None:
+        assert built.learner is not None  # the schema asks for a learning section
+        rule = GossipLearningRule(built.learner, n)
+        built.gossip_learning = PushPullGossip(
+            sim,
+            network,
+            rule,
+            period=scenario.gossip_learning.period,
+            message_size=rule.model_bytes(),
+            pull=False,
+            name="gossip_learning",
+        )
+        sim.at_end(built.learner.finish)
     _sample_system(built, scenario.metrics.sample_every)
     return built
 
 
-def _walk_agent(config: s.WalkAgentConfig, sim: Simulation, n: int) -> WalkAgent:
+def build_learner(config: s.LearningConfig, sim: Simulation, n: int) -> SGDAgent:
+    """The data set (pre-processed as §6.2), one record per node, the accountant and the
+    private SGD agent of ``config`` (Hegedűs et al. 2016 §3, §6)."""
+    data_config = config.dataset
+    mechanism_norm = NOISES[config.noise][1]
+    data = preprocess(
+        load_dataset(
+            data_config.name,
+            path=data_config.path,
+            label=data_config.label,
+            split_seed=data_config.split_seed,
+            test_fraction=data_config.test_fraction,
+        ),
+        normalisation=config.normalisation,
+        norm=mechanism_norm,
+    )
+    if data.n_train < n:
+        raise DataError(
+            f"learning.dataset: {data.name} has {data.n_train:,} training records but the "
+            f"scenario has {n:,} nodes; every node holds one record, so nodes must be at most "
+            f"{data.n_train:,}"
+        )
+    if config.normalisation == "none":
+        radius = float(vector_norms(data.x_train, mechanism_norm).max())
+        if radius > 1.0 + 1e-9:
+            raise DataError(
+                f"learning.normalisation none: the longest training vector has {mechanism_norm} "
+                f"length {radius:.3g} > 1, so the gradient sensitivity would not hold; use "
+                "local or global"
+            )
+    rows = sim.streams.get("learning.rows").permutation(data.n_train)[:n]
+    model = LinearModel(config.model, data.classes, data.features)
+    policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
+    accountant = PrivacyAccountant(n, epsilon=config.epsilon, policy=policy)
+    sgd = PrivateSGD(
+        model,
+        data.x_train[rows],
+        data.y_train[rows],
+        accountant,
+        noise=config.noise,
+        regularisation=config.regularisation,
+        rng=sim.streams.get("learning.noise"),
+    )
+    return SGDAgent(
+        sim,
+        sgd,
+        rows=rows,
+        x_test=data.x_test,
+        y_test=data.y_test,
+        evaluate_every=config.evaluate_every,
+    )
+
+
+def _walk_agent(config: s.WalkAgentConfig, built: BuiltRun) -> WalkAgent:
     match config:
         case s.VisitCounterAgent():
-            return VisitCounter(sim, n)
+            return VisitCounter(built.sim, built.topology.n)
+        case s.SGDWalkAgent():
+            assert built.learner is not None  # the schema asks for a learning section
+            return built.learner
     raise ScenarioError(f"unsupported walk agent {config!r}")  # pragma: no cover
 
 

@@ -234,7 +234,57 @@ class VisitCounterAgent(StrictModel):
     kind: Literal["visit_counter"]
 
 
-WalkAgentConfig = VisitCounterAgent
+class SGDWalkAgent(StrictModel):
+    """The walk carries a model trained by (private) SGD as configured in ``learning``."""
+
+    kind: Literal["sgd"]
+
+
+WalkAgentConfig = Annotated[VisitCounterAgent | SGDWalkAgent, Field(discriminator="kind")]
+
+
+class DatasetConfig(StrictModel):
+    """A data set of :func:`netsim.learning.datasets.load_dataset`."""
+
+    name: Literal[
+        "spambase",
+        "segmentation",
+        "adult",
+        "mnist",
+        "mnist5k",
+        "digits",
+        "breast_cancer",
+        "wine",
+        "csv",
+        "libsvm",
+    ]
+    path: Path | None = None
+    label: str | int | None = None
+    split_seed: int = Field(default=0, ge=0)
+    test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
+
+    _path = field_validator("path")(_resolved_path)
+
+
+class LearningConfig(StrictModel):
+    """Differentially private SGD (Hegedűs et al. 2016 §3, eq. 8): one training record per
+    node, node i holding a row of the training split."""
+
+    dataset: DatasetConfig
+    normalisation: Literal["local", "global", "none"] = "local"
+    model: Literal["logreg", "svm"] = "logreg"
+    algorithm: Annotated[str, Field(pattern=r"^(sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")] = "dp-sgd-1"
+    noise: Literal["l1", "l2_paper", "k_norm_l2"] = "k_norm_l2"
+    epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    regularisation: float = Field(default=1e-4, ge=0.0, allow_inf_nan=False)
+    evaluate_every: int = Field(default=100, ge=1)
+
+
+class GossipLearningConfig(StrictModel):
+    """Gossip learning (Hegedűs et al. Alg. 1): every period each online node sends its model
+    to a random online neighbour, which updates it with its record and keeps it."""
+
+    period: PositiveDuration
 
 
 class WalkServiceConfig(StrictModel):
@@ -291,6 +341,8 @@ class Scenario(StrictModel):
     gossip: GossipConfig | None = None
     broadcast: BroadcastConfig | None = None
     walk: WalkConfig | None = None
+    learning: LearningConfig | None = None
+    gossip_learning: GossipLearningConfig | None = None
     metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
@@ -306,6 +358,25 @@ class Scenario(StrictModel):
             raise ValueError(
                 "walk (kind service) needs a gossip section: walk progress is broadcast by "
                 "push-pull gossip with period Δ = gossip.period"
+            )
+        learners = self.gossip_learning is not None or (
+            self.walk is not None and isinstance(self.walk.agent, SGDWalkAgent)
+        )
+        if learners and self.learning is None:
+            raise ValueError(
+                "walk.agent kind sgd and gossip_learning need a learning section (data set, "
+                "model, privacy budget)"
+            )
+        if self.learning is not None and not learners:
+            raise ValueError(
+                "learning is configured but nothing learns: set walk.agent.kind to sgd or add "
+                "a gossip_learning section"
+            )
+        walk_learns = self.walk is not None and isinstance(self.walk.agent, SGDWalkAgent)
+        if self.gossip_learning is not None and walk_learns:
+            raise ValueError(
+                "gossip_learning and a learning walk (walk.agent kind sgd) in one scenario: "
+                "compare them as two scenarios with the same learning section"
             )
         problem = topology_problem(self.topology, self.nodes)
         if problem is not None:
