@@ -2,6 +2,7 @@
 
 import struct
 
+import pandas as pd
 import pytest
 
 from netsim.analysis.figures import walk_figure
@@ -56,3 +57,35 @@ def test_walk_figure_rejects_a_run_without_a_walk(tmp_path):
     run = run_scenario(validate_scenario(data, source="<t>", base_dir=None), out=tmp_path).directory
     with pytest.raises(RunDirectoryError, match="not a run of the random walk service"):
         walk_figure([run], tmp_path / "x.png")
+
+
+def learning_run(tmp_path, seed, **learning):
+    data = {
+        "name": "fig-learning",
+        "seed": seed,
+        "nodes": 120,
+        "duration": 600,
+        "topology": {"kind": "ring", "k": 2},
+        "walk": {"kind": "ideal", "agent": {"kind": "sgd"}},
+        "learning": {"dataset": {"name": "breast_cancer"}, "evaluate_every": 40, **learning},
+    }
+    scenario = validate_scenario(data, source="<test>", base_dir=None)
+    return run_scenario(scenario, out=tmp_path / "runs").directory
+
+
+def test_learning_figure_averages_runs_per_configuration(tmp_path):
+    from netsim.analysis.learning import curves_from_run, learning_figure
+
+    runs = [
+        learning_run(tmp_path, seed, noise=noise) for seed in (1, 2) for noise in ("l1", "l2_paper")
+    ]
+    curves = pd.concat([curves_from_run(run) for run in runs], ignore_index=True)
+    assert set(curves["noise"]) == {"l1", "l2_paper"} and set(curves["seed"]) == {1, 2}
+    assert (curves["records"] == 120).all() and curves["visits"].max() == 560
+    assert curves["accuracy"].between(0, 1).all()
+    out = learning_figure(curves, tmp_path / "learning.png", title="test")
+    width, height = png_size(out)
+    assert width > 500 and height > 300
+    with pytest.raises(RunDirectoryError, match="no accuracy curves"):
+        learning_figure(curves.iloc[:0], tmp_path / "empty.png", title="empty")
+    assert not (tmp_path / "empty.png").exists()

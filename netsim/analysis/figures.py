@@ -8,6 +8,7 @@ progress t/δ_rw and the time-averaged number of walks in the title.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -99,10 +100,16 @@ def walk_figure(run_dirs: list[Path], out: Path, *, columns: int = 3, seed: int 
     for ax in axes.ravel()[len(run_dirs) :]:
         ax.set_visible(False)
     fig.tight_layout()
+    return save_figure(fig, out)
+
+
+def save_figure(fig, out: Path) -> Path:
+    """Write ``fig`` to the PNG ``out`` atomically (an interrupted run leaves no half image)
+    and close it."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    _pyplot().close(fig)
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(out, tmp.read_bytes())
-    tmp.unlink()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out, buffer.getvalue())
     return out

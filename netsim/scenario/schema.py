@@ -263,7 +263,10 @@ class DatasetConfig(StrictModel):
     split_seed: int = Field(default=0, ge=0)
     test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
 
-    _path = field_validator("path")(_resolved_path)
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _resolved_path(value, info)
 
 
 class LearningConfig(StrictModel):
