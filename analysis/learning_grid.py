@@ -42,13 +42,14 @@ RESULTS = REPO / "analysis" / "results"
 FIGURES = REPO / "analysis" / "figures"
 ALGORITHMS = ("dp-sgd-1", "dp-sgd-5", "dp-sgd-inf")
 SAMPLINGS = ("with_replacement", "without_replacement")
+MODELS = ("logreg", "svm")
 
 
-def grid() -> list[tuple[str, ...]]:
-    """Every configuration of Fig. 4–7 as ``--set`` overrides."""
+def grid(models: tuple[str, ...] = MODELS) -> list[tuple[str, ...]]:
+    """Every configuration of Fig. 4–7 for ``models`` as ``--set`` overrides."""
     configurations = []
     for model, algorithm, noise, normalisation, sampling in itertools.product(
-        ("logreg", "svm"), ALGORITHMS, ("l1", "l2_paper", "k_norm_l2"), ("local", "global"),
+        models, ALGORITHMS, ("l1", "l2_paper", "k_norm_l2"), ("local", "global"),
         SAMPLINGS,
     ):  # fmt: skip
         configurations.append(
@@ -60,12 +61,12 @@ def grid() -> list[tuple[str, ...]]:
                 f"walk.sampling={sampling}",
             )
         )
-    for model, sampling in itertools.product(("logreg", "svm"), SAMPLINGS):
+    for model, sampling in itertools.product(models, SAMPLINGS):
         configurations.append(
             (f"learning.model={model}", "learning.algorithm=sgd", f"walk.sampling={sampling}")
         )
     for model, algorithm, noise in itertools.product(
-        ("logreg", "svm"), ALGORITHMS, ("l2_paper", "k_norm_l2")
+        models, ALGORITHMS, ("l2_paper", "k_norm_l2")
     ):  # Fig. 7: ε = 0.1, L2, local normalisation, without replacement
         configurations.append(
             (
@@ -87,11 +88,11 @@ def run_one(task: tuple[str, tuple[str, ...], int]) -> pd.DataFrame:
     return curves_from_tables(tables, scenario)
 
 
-def run_grid(dataset: str, reps: int, jobs: int) -> Path:
+def run_grid(dataset: str, reps: int, jobs: int, models: tuple[str, ...] = MODELS) -> Path:
     """Run the whole grid for ``dataset``; write its curve table; return the file."""
     path = SCENARIOS / f"{dataset}.yaml"
     load_scenario(path)  # fail early on a bad scenario or missing data
-    tasks = [(str(path), c, seed) for c in grid() for seed in range(1, reps + 1)]
+    tasks = [(str(path), c, seed) for c in grid(models) for seed in range(1, reps + 1)]
     started = time.perf_counter()
     curves = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -161,14 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the grid for one data set")
-    run.add_argument("dataset", choices=[p.stem for p in sorted(SCENARIOS.glob("*.yaml"))])
+    run.add_argument("dataset", choices=["spambase", "segmentation", "mnist"])
     run.add_argument("--reps", type=int, default=20, help="seeds per configuration (paper: 20)")
     run.add_argument("--jobs", type=int, default=2, help="worker processes")
+    run.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     commands.add_parser("figures", help="draw the figures from analysis/results")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
-            print(run_grid(args.dataset, args.reps, args.jobs))
+            print(run_grid(args.dataset, args.reps, args.jobs, tuple(args.models)))
             return 0
         files = sorted(RESULTS.glob("learning-*.parquet"))
         if not files:

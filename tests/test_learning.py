@@ -290,6 +290,13 @@ def test_more_nodes_than_records_is_refused(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+def test_validate_reads_the_data_set_too(tmp_path, capsys):
+    path = tmp_path / "scenario.yaml"
+    path.write_text(BASE.format(nodes=200, dataset="{name: wine}", epsilon=1), encoding="utf-8")
+    assert cli_main(["validate", str(path)]) == 2
+    assert "142 training records" in capsys.readouterr().err
+
+
 def test_non_positive_epsilon_is_refused(tmp_path, capsys):
     code, err = run_cli(tmp_path, capsys, BASE.format(nodes=20, dataset="{name: wine}", epsilon=0))
     assert code == 2 and "learning.epsilon" in err and "Traceback" not in err

@@ -117,7 +117,9 @@ def learning_figure(curves: pd.DataFrame, out: Path, *, title: str, columns: int
     ]
     columns = min(columns, len(panels))
     rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(6.4 * columns, 4.4 * rows), squeeze=False)
+    lines = curves.groupby(varying or ["dataset"]).ngroups
+    height = 4.4 * rows + 0.35 + 0.22 * math.ceil(lines / 3)
+    fig, axes = plt.subplots(rows, columns, figsize=(6.4 * columns, height), squeeze=False)
     for ax, (dataset, model) in zip(axes.ravel(), panels, strict=False):
         panel = curves[(curves["dataset"] == dataset) & (curves["model"] == model)]
         size = panel["records"].iloc[0]  # one record per node
@@ -136,9 +138,13 @@ def learning_figure(curves: pd.DataFrame, out: Path, *, title: str, columns: int
         ax.set_ylabel("test accuracy (fraction correct)")
         ax.set_ylim(0.0, 1.0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
     for ax in axes.ravel()[len(panels) :]:
         ax.set_visible(False)
+    # one legend for all panels (the same configurations in each), below them
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    legend_rows = math.ceil(len(labels) / 3)
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
+    bottom = (0.35 + 0.22 * legend_rows) / fig.get_figheight()
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     return save_figure(fig, out)

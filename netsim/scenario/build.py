@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsim.errors import ScenarioError
-from netsim.learning.datasets import DataError, load_dataset, preprocess, vector_norms
+from netsim.learning.datasets import (
+    DataError,
+    Dataset,
+    load_dataset,
+    preprocess,
+    vector_norms,
+)
 from netsim.learning.gossip_learning import GossipLearningRule
 from netsim.learning.models import LinearModel
 from netsim.learning.sgd import NOISES, PrivateSGD, SGDAgent
@@ -166,6 +172,8 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
     topology = build_topology(scenario.topology, scenario.nodes, streams)
     build_churn(scenario.churn, scenario.nodes, scenario.duration, streams, warnings)
     warnings.extend(_walk_checks(scenario, topology))
+    if scenario.learning is not None:
+        learning_data(scenario.learning, scenario.nodes)
     return warnings
 
 
@@ -313,9 +321,9 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
     return built
 
 
-def build_learner(config: s.LearningConfig, sim: Simulation, n: int) -> SGDAgent:
-    """The data set (pre-processed as §6.2), one record per node, the accountant and the
-    private SGD agent of ``config`` (Hegedűs et al. 2016 §3, §6)."""
+def learning_data(config: s.LearningConfig, n: int) -> Dataset:
+    """The data set of ``config``, pre-processed as Hegedűs et al. (2016) §6.2, checked to hold
+    a record for each of the ``n`` nodes and, unnormalised, vectors of length at most 1."""
     data_config = config.dataset
     mechanism_norm = NOISES[config.noise][1]
     data = preprocess(
@@ -343,6 +351,13 @@ def build_learner(config: s.LearningConfig, sim: Simulation, n: int) -> SGDAgent
                 f"length {radius:.3g} > 1, so the gradient sensitivity would not hold; use "
                 "local or global"
             )
+    return data
+
+
+def build_learner(config: s.LearningConfig, sim: Simulation, n: int) -> SGDAgent:
+    """One record per node (a seeded choice of training rows), the accountant and the private
+    SGD agent of ``config`` (Hegedűs et al. 2016 §3, §6)."""
+    data = learning_data(config, n)
     rows = sim.streams.get("learning.rows").permutation(data.n_train)[:n]
     model = LinearModel(config.model, data.classes, data.features)
     policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
