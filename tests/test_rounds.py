@@ -67,3 +67,33 @@ def test_rounds_agree_with_exact_at_two_thousand_nodes():
     rounds = runs(2000, "1h", "rounds", seeds)
     for comparison in compare(exact, rounds, SLACK):
         assert comparison.agrees, comparison
+
+
+def test_rounds_mode_with_random_loss_counts_and_logs_every_lost_message():
+    from netsim.scenario.loader import validate_scenario
+    from netsim.scenario.runner import run_in_memory
+
+    loss = 0.2
+    data = {
+        "name": "lossy-rounds",
+        "seed": 5,
+        "nodes": 100,
+        "duration": "2min",
+        "topology": {"kind": "k_out", "k": 10},
+        "links": {"loss": loss},
+        "gossip": {"period": "1s", "mode": "rounds"},
+        "broadcast": {"interval": "30s"},
+    }
+    _built, tables = run_in_memory(validate_scenario(data, source="test", base_dir=None))
+    last = tables["samples"].iloc[-1]
+    lost = tables["messages_lost"]
+    assert last["messages_sent"] == last["messages_delivered"] + last["messages_lost"]
+    assert len(lost) == last["messages_lost"]
+    assert set(lost["kind"]) == {"gossip_push", "gossip_pull"}
+    assert set(lost["reason"]) == {"random_loss"}
+    share = last["messages_lost"] / last["messages_sent"]
+    # every message sent (a push, or the pull answer to a push that arrived) is lost with p;
+    # 5 standard deviations of a binomial proportion
+    expected = loss
+    assert abs(share - expected) < 5 * np.sqrt(expected * (1 - expected) / last["messages_sent"])
+    assert tables["broadcasts"]["t90"].notna().all()  # news still spreads

@@ -131,9 +131,8 @@ def learning_figure(curves: pd.DataFrame, out: Path, *, title: str, columns: int
             ax.plot(
                 mean.index / size, mean.to_numpy(), "--" if dashed else "-", label=label, lw=1.3
             )
-        ax.set_title(
-            f"{dataset}, {'LogReg' if model == 'logreg' else 'SVM'} ({seeds} runs averaged)"
-        )
+        runs = f"{seeds} run{'s' if seeds != 1 else ''} averaged"
+        ax.set_title(f"{dataset}, {'LogReg' if model == 'logreg' else 'SVM'} ({runs})")
         ax.set_xlabel("walk steps (multiples of the training-set size)")
         ax.set_ylabel("test accuracy (fraction correct)")
         ax.set_ylim(0.0, 1.0)
@@ -146,5 +145,5 @@ def learning_figure(curves: pd.DataFrame, out: Path, *, title: str, columns: int
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(title)
     bottom = (0.35 + 0.22 * legend_rows) / fig.get_figheight()
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.tight_layout(rect=(0, bottom, 1, 1 - 0.45 / fig.get_figheight()))
     return save_figure(fig, out)
