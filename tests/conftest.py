@@ -12,11 +12,11 @@ STUNNER_TRACE = SHARED_DATA / "traces" / "stunner" / "peersim_session_100.txt"
 
 
 def require_shared(path: Path) -> Path:
-    """Skip the calling test, saying why, when a research-only file is not available."""
+    """Skip the calling test, saying why, when a file of ../shared/data is not available."""
     if not path.is_file():
         pytest.skip(
-            f"research-only data file {path} is absent (it is read from ../shared/data and "
-            "never committed)"
+            f"data file {path} is absent (research-only or large data is read from "
+            "../shared/data and never committed)"
         )
     return path
 
