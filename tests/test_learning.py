@@ -290,6 +290,15 @@ def test_more_nodes_than_records_is_refused(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+def test_run_prints_accuracy_and_the_guarantee(tmp_path, capsys):
+    path = tmp_path / "scenario.yaml"
+    text = BASE.format(nodes=20, dataset="{name: wine}", epsilon=0.5)
+    path.write_text(text + "  noise: k_norm_l2\n  evaluate_every: 3\n", encoding="utf-8")
+    assert cli_main(["run", str(path), "--out", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "privacy per record: ε-DP with ε = 0.5" in out and "test accuracy after 9 visits" in out
+
+
 def test_validate_reads_the_data_set_too(tmp_path, capsys):
     path = tmp_path / "scenario.yaml"
     path.write_text(BASE.format(nodes=200, dataset="{name: wine}", epsilon=1), encoding="utf-8")

@@ -83,4 +83,37 @@ def summarize_run(tables: dict[str, pd.DataFrame], scenario: Scenario) -> list[s
                 f"{format_duration(float(reached.max()))} "
                 f"({len(reached)}/{len(broadcasts)} updates)"
             )
+    walk = tables.get("walk_summary")
+    if walk is not None and len(walk):
+        row = walk.iloc[0]
+        lines.append(
+            f"walks: mean {row['mean_propagating']:.3f} propagating, {row['restarts']} restarts, "
+            f"{row['steps']} steps"
+        )
+    lines.extend(_learning_lines(tables))
+    return lines
+
+
+def _learning_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Final test accuracy, updates and the privacy guarantee of a learning run."""
+    summary = tables.get("learning_summary")
+    if summary is None or not len(summary):
+        return []
+    row = summary.iloc[0]
+    guarantee = {
+        "non-private": "none (no noise)",
+        "none": f"no DP guarantee (e.g. the paper's L2 noise), ε = {row['epsilon']:g} charged",
+        "epsilon-DP": f"ε-DP with ε = {row['epsilon']:g}",
+        "(epsilon,delta)-DP": f"(ε, δ)-DP with ε = {row['epsilon']:g}, δ = {row['delta']:g}",
+    }.get(row["guarantee"], row["guarantee"])
+    lines = [
+        f"learning: {row['updates']} updates, {row['refused']} visits refused (budget spent); "
+        f"privacy per record: {guarantee}"
+    ]
+    accuracy = tables.get("accuracy")
+    if accuracy is not None and len(accuracy):
+        last = accuracy[accuracy["visits"] == accuracy["visits"].max()]
+        lines.append(
+            f"test accuracy after {last['visits'].iloc[0]} visits: {last['accuracy'].mean():.3f}"
+        )
     return lines
