@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from netsim.distributions import Constant, Distribution, Duration, PositiveDuration
+from netsim.learning.datasets import BUILTIN, USER_FORMATS
 from netsim.protocols.broadcast import threshold_column
 from netsim.units import DAY, parse_bandwidth, parse_size
 
@@ -246,18 +247,7 @@ WalkAgentConfig = Annotated[VisitCounterAgent | SGDWalkAgent, Field(discriminato
 class DatasetConfig(StrictModel):
     """A data set of :func:`netsim.learning.datasets.load_dataset`."""
 
-    name: Literal[
-        "spambase",
-        "segmentation",
-        "adult",
-        "mnist",
-        "mnist5k",
-        "digits",
-        "breast_cancer",
-        "wine",
-        "csv",
-        "libsvm",
-    ]
+    name: Literal[BUILTIN + USER_FORMATS]  # type: ignore[valid-type]  # the loader's names
     path: Path | None = None
     label: str | int | None = None
     split_seed: int = Field(default=0, ge=0)
