@@ -61,13 +61,11 @@ def summarise(label: str, directories: list[Path]) -> dict[str, object]:
     for directory in directories:
         tables = load_run(directory)
         summary = tables["learning_summary"].iloc[0]
-        accuracy = tables["accuracy"]
-        last = accuracy[accuracy["visits"] >= accuracy["visits"].max() - 414]
         uses = tables["privacy_records"]["uses"]
         walk = tables.get("walk_summary")
         rows.append(
             {
-                "final accuracy": last["accuracy"].mean(),
+                "final accuracy": curves_from_run(directory)["accuracy"].iloc[-1],
                 "updates": summary["updates"],
                 "refused visits": summary["refused"],
                 "records never used": float((uses == 0).mean()),
@@ -94,7 +92,8 @@ def draw(runs: dict[str, list[Path]]) -> Path:
             [load_run(d)["privacy_records"]["uses"].to_numpy() for d in directories]
         )
         share = np.bincount(uses, minlength=6)[:6] / uses.size
-        right.bar(np.arange(6) + (position - 1) * width, share, width, label=label)
+        offset = (position - (len(runs) - 1) / 2) * width  # bars side by side, centred
+        right.bar(np.arange(6) + offset, share, width, label=label)
     left.set_xlabel("walk steps (multiples of the 4,140 records)")
     left.set_ylabel("test accuracy (fraction correct)")
     left.set_ylim(0.0, 1.0)

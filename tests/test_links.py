@@ -218,9 +218,8 @@ def test_round_peer_choice_is_uniform_over_online_neighbours():
     online = [[(0, 100.0)] if i % 3 else [(50.0, 100.0)] for i in range(n)]
     _sim, network = make_network(n, online, 100.0)
     rng = np.random.default_rng(4)
-    picks = np.concatenate(
-        [network.random_online_neighbours(np.array([1, 1, 1, 1]), rng) for _ in range(3000)]
-    )
+    only_node_1 = np.arange(n) == 1
+    picks = np.concatenate([network.round_pairs(only_node_1, rng)[1] for _ in range(12_000)])
     allowed = [i for i in range(n) if i % 3 and i != 1]
     assert set(picks.tolist()) == set(allowed)
     counts = np.bincount(picks, minlength=n)[allowed]

@@ -425,8 +425,8 @@ def segment_trace(
     if not (length > 0 and step > 0):
         raise TraceError(f"{trace.source}: segment length and step must be positive")
     labels: list[str] = []
-    starts: list[np.ndarray] = [np.zeros(0)]
-    ends: list[np.ndarray] = [np.zeros(0)]
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
     counts: list[np.ndarray] = []
     for node, label in enumerate(trace.labels):
         on_start, on_end = trace.intervals(node)
@@ -452,15 +452,8 @@ def segment_trace(
         counts.append(np.bincount(window[keep], minlength=count))
     if not labels:
         raise TraceError(f"{trace.source}: no node was observed for a whole segment of {length} s")
-    offsets = np.zeros(len(labels) + 1, dtype=np.int64)
-    np.cumsum(np.concatenate(counts), out=offsets[1:])
-    return IntervalTrace(
-        labels=tuple(labels),
-        offsets=offsets,
-        start=np.concatenate(starts),
-        end=np.concatenate(ends),
-        span=length,
-        source=trace.source,
+    return IntervalTrace.from_pieces(
+        labels, starts, ends, np.concatenate(counts), span=length, source=trace.source
     )
 
 

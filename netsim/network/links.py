@@ -169,7 +169,8 @@ class OnlineNeighbourIndex:
     """Every node's neighbour list kept partitioned: online neighbours first.
 
     For round-based peer choice (one uniform random online neighbour for thousands of nodes per
-    round) this turns the choice into one gather: ``order[indptr[u] + ⌊U·online_count[u]⌋]``.
+    round) this turns the choice into one read: ``order[start[u] + ⌊U·online[u]⌋]`` with the
+    node's :data:`SEGMENT_RECORD` (see :func:`pair_online`).
     A transition of node v moves v across the boundary in the segment of each of its
     in-neighbours (a swap with the boundary element), in O(in-degree) numpy work, so churn
     costs nothing per round and the choice is exactly uniform at every instant.
@@ -224,13 +225,6 @@ class OnlineNeighbourIndex:
 
     def _left(self, node: int) -> None:
         self._move(node, joining=False)
-
-    def choose(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """A uniform random online neighbour of each of ``nodes`` (-1 where none)."""
-        count = self.online_count[nodes]
-        pick = (rng.random(nodes.size) * count).astype(np.int64)
-        chosen = self.order[np.minimum(self.topology.indptr[nodes] + pick, self.order.size - 1)]
-        return np.where(count > 0, chosen, -1)
 
     def pairs(
         self, active: np.ndarray, rng: np.random.Generator
@@ -350,15 +344,6 @@ class Network:
         if not candidates:
             return -1
         return candidates[int(uniform() * len(candidates))]
-
-    def random_online_neighbours(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """For each of ``nodes``, a uniform random online neighbour (-1 if none): the
-        vectorised counterpart of :meth:`random_online_neighbour` for round-based protocols.
-
-        Uses an :class:`OnlineNeighbourIndex`, created on first use and kept up to date by
-        every later join and leave.
-        """
-        return self._index().choose(nodes, rng)
 
     def _index(self) -> OnlineNeighbourIndex:
         """The :class:`OnlineNeighbourIndex`, created on first use and kept up to date by every

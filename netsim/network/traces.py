@@ -67,6 +67,30 @@ class IntervalTrace:
         """The trace node of every interval row."""
         return np.repeat(np.arange(self.node_count), np.diff(self.offsets))
 
+    @classmethod
+    def from_pieces(
+        cls,
+        labels: list[str],
+        starts: list[np.ndarray],
+        ends: list[np.ndarray],
+        counts: np.ndarray,
+        *,
+        span: float | None,
+        source: str,
+    ) -> IntervalTrace:
+        """Assemble a trace from interval arrays in node order, ``counts[j]`` of them for
+        node ``labels[j]`` (as the segment cutters produce them)."""
+        offsets = np.zeros(len(labels) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return cls(
+            labels=tuple(labels),
+            offsets=offsets,
+            start=np.concatenate(starts) if starts else np.zeros(0),
+            end=np.concatenate(ends) if ends else np.zeros(0),
+            span=span,
+            source=source,
+        )
+
 
 class LabelCodes:
     """Trace-node labels in order of first appearance, each with its integer code."""
@@ -439,15 +463,8 @@ def cut_segments(
                 counts.append(int(keep.sum()))
     if not labels:
         raise TraceError(f"{source}: no user was observed for a whole segment of {length} s")
-    offsets = np.zeros(len(labels) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    return IntervalTrace(
-        labels=tuple(labels),
-        offsets=offsets,
-        start=np.concatenate(starts),
-        end=np.concatenate(ends),
-        span=length,
-        source=source,
+    return IntervalTrace.from_pieces(
+        labels, starts, ends, np.array(counts, dtype=np.int64), span=length, source=source
     )
 
 

@@ -227,6 +227,8 @@ class RandomWalkService:
         self.prop_id = self.prop["id"]
         self.prop_origin = self.prop["origin"]
         self.prop_special = self.prop["special"]
+        # rounds mode has no timers: the last timeout circle i handled for the current update
+        self.fired_i = self.prop["fired"]
         self.prop_steps[:] = -n - 1
         self.prop_special[:] = True
         # rw: uniform random negative step counts in [-N, -1] (§4.4)
@@ -238,9 +240,7 @@ class RandomWalkService:
         self._start_rng = sim.streams.get(f"{name}.start")
         self._timer_generation = np.zeros(n, dtype=np.int64)
         self._timer_due = np.full(n, np.inf)  # when the pending timeout check fires
-        # rounds mode: no timers; the last timeout circle i handled for the current update
-        self.round_based = False
-        self.fired_i = self.prop["fired"]
+        self.round_based = False  # set by attach()
         self.forwarding: list[list[WalkToken]] = [[] for _ in range(n)]  # held, not in transfer
         self.suspended: list[list[WalkToken]] = [[] for _ in range(n)]
         self._next_update_id = 1
@@ -308,10 +308,8 @@ class RandomWalkService:
         # A pending check notices a changed update when it fires and reschedules; only an
         # update that times out before that check needs a new timer now. So a node has one
         # timer event per δ or so, not one per adoption.
-        if self.round_based:
-            self.fired_i[node] = timeout_circle(
-                age, self.timeout
-            )  # circles already passed elsewhere
+        if self.round_based:  # the circles this update already passed elsewhere
+            self.fired_i[node] = timeout_circle(age, self.timeout)
         elif self._active(node) and self._next_due(node) < self._timer_due[node]:
             self._schedule_timeout(node)
 

@@ -306,13 +306,13 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
             built.walk.attach(gossip)
     if scenario.gossip_learning is not None:
         assert built.learner is not None  # the schema asks for a learning section
-        rule = GossipLearningRule(built.learner, n)
+        models = GossipLearningRule(built.learner, n)
         built.gossip_learning = PushPullGossip(
             sim,
             network,
-            rule,
+            models,
             period=scenario.gossip_learning.period,
-            message_size=rule.model_bytes(),
+            message_size=models.model_bytes(),
             pull=False,
             name="gossip_learning",
         )

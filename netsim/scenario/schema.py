@@ -352,9 +352,8 @@ class Scenario(StrictModel):
                 "walk (kind service) needs a gossip section: walk progress is broadcast by "
                 "push-pull gossip with period Δ = gossip.period"
             )
-        learners = self.gossip_learning is not None or (
-            self.walk is not None and isinstance(self.walk.agent, SGDWalkAgent)
-        )
+        walk_learns = self.walk is not None and isinstance(self.walk.agent, SGDWalkAgent)
+        learners = walk_learns or self.gossip_learning is not None
         if learners and self.learning is None:
             raise ValueError(
                 "walk.agent kind sgd and gossip_learning need a learning section (data set, "
@@ -365,7 +364,6 @@ class Scenario(StrictModel):
                 "learning is configured but nothing learns: set walk.agent.kind to sgd or add "
                 "a gossip_learning section"
             )
-        walk_learns = self.walk is not None and isinstance(self.walk.agent, SGDWalkAgent)
         if self.gossip_learning is not None and walk_learns:
             raise ValueError(
                 "gossip_learning and a learning walk (walk.agent kind sgd) in one scenario: "
