@@ -5,6 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline: speed is measured by the benchmarks, not by tests, and the first
+# call of a compiled (numba) kernel on a fresh checkout includes its compilation.
+settings.register_profile("netsim", deadline=None)
+settings.load_profile("netsim")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
