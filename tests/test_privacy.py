@@ -97,7 +97,7 @@ def test_gaussian_is_epsilon_delta_private_on_half_spaces():
 AUDIT_SAMPLES = 400_000
 
 
-@pytest.mark.parametrize("mechanism", ["laplace", "k_norm_l2"])
+@pytest.mark.parametrize("mechanism", ["laplace", "laplace_fast", "k_norm_l2"])
 @pytest.mark.parametrize(("dimension", "radius"), [(1, 0.05), (2, 0.05), (5, 1.0)])
 def test_epsilon_dp_mechanisms_pass_the_audit(mechanism, dimension, radius):
     eps = 1.0

@@ -91,6 +91,25 @@ def summarize_run(tables: dict[str, pd.DataFrame], scenario: Scenario) -> list[s
             f"{row['steps']} steps"
         )
     lines.extend(_learning_lines(tables))
+    lines.extend(_dola_lines(tables))
+    return lines
+
+
+def _dola_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Regret, accuracy and the privacy guarantee of a DOLA run."""
+    summary = tables.get("dola_summary")
+    if summary is None or not len(summary):
+        return []
+    row = summary.iloc[0]
+    lines = [
+        f"dola: {row['algorithm']}, {row['nodes']} nodes, {row['rounds']} rounds, batch "
+        f"{row['batch']}; average regret R/T {row['average_regret']:.4g} "
+        f"({row['average_regret'] / row['nodes']:.4g} per node)",
+        f"dola test accuracy: averaged iterate {row['accuracy_averaged']:.3f}, mean model "
+        f"{row['accuracy_mean']:.3f}, regret node {row['accuracy_node']:.3f}; sparsity "
+        f"{row['sparsity_node']:.1%}",
+        f"dola privacy per example: {row['guarantee']}",
+    ]
     return lines
 
 

@@ -117,7 +117,7 @@ _SHIFT32 = np.uint64(32)
 
 
 @njit(cache=True)
-def _below(bits: np.uint64, bound: int) -> int:
+def draw_below(bits: np.uint64, bound: int) -> int:
     """⌊bits · bound / 2³²⌋ for 32 random bits: a draw from 0..bound−1 (Lemire's multiply-shift;
     each value's probability is off by at most bound/2³² relative, < 3·10⁻⁵ for 10⁵ nodes)."""
     return int((bits * np.uint64(bound)) >> _SHIFT32)
@@ -145,7 +145,7 @@ def pair_online(
             m += 1
     nodes = listed.copy()
     for i in range(m - 1, 0, -1):
-        j = _below(raw[i] >> _SHIFT32, i + 1)
+        j = draw_below(raw[i] >> _SHIFT32, i + 1)
         nodes[i], nodes[j] = nodes[j], nodes[i]
     peers = np.empty(m, dtype=np.int64)
     asleep = np.empty(m, dtype=np.int64)
@@ -155,7 +155,7 @@ def pair_online(
         node = nodes[k]
         segment = segments[node]
         if segment.online > 0:
-            peer = order[segment.start + _below(raw[k] & _LOW32, segment.online)]
+            peer = order[segment.start + draw_below(raw[k] & _LOW32, segment.online)]
             nodes[kept] = node
             peers[kept] = peer
             kept += 1

@@ -177,6 +177,16 @@ def advanced_composition(
 
 
 @dataclass(frozen=True)
+class _LedgerChunk:
+    """Releases charged together: ``records[k]`` had its ``uses[k]``-th use at ``time``."""
+
+    time: float
+    records: np.ndarray
+    uses: np.ndarray
+    event: PrivacyEvent
+
+
+@dataclass(frozen=True)
 class Guarantee:
     """A run's or record's guarantee; ``is_dp`` is False if any release had no DP guarantee."""
 
@@ -222,8 +232,9 @@ class PrivacyAccountant:
         self.delta_spent = np.zeros(records)
         self.refused = np.zeros(records, dtype=np.int64)
         self.not_dp = np.zeros(records, dtype=bool)
-        self._events: list[list[PrivacyEvent]] = [[] for _ in range(records)]
-        self._ledger: list[tuple[Any, ...]] = []
+        # the ledger as chunks (time, records, their use numbers, event): a round of a
+        # vectorised algorithm charges thousands of records with one event in one chunk
+        self._ledger: list[_LedgerChunk] = []
 
     # --- charging --------------------------------------------------------------------------
 
@@ -266,21 +277,56 @@ class PrivacyAccountant:
         self.epsilon_spent[record] += event.epsilon
         self.delta_spent[record] += event.delta
         self.not_dp[record] |= event.guarantee == "none"
-        self._events[record].append(event)
         self._ledger.append(
-            (
+            _LedgerChunk(
                 time,
-                record,
-                int(self.uses[record]),
-                event.mechanism,
-                event.guarantee,
-                event.epsilon,
-                event.delta,
-                event.sensitivity,
-                event.norm,
-                event.noise_scale,
+                np.array([record], dtype=np.int64),
+                np.array([self.uses[record]], dtype=np.int64),
+                event,
             )
         )
+
+    def charge_batch(
+        self, records: np.ndarray, event: PrivacyEvent, *, time: float = math.nan
+    ) -> None:
+        """Record one release ``event`` for each entry of ``records`` (a record listed twice is
+        charged twice, as two uses). All or nothing: if any record would exceed its budget,
+        :class:`BudgetExhausted` names the first such record and no state changes."""
+        records = np.asarray(records, dtype=np.int64).reshape(-1)
+        if records.size == 0:
+            return
+        if records.min() < 0 or records.max() >= self.records:
+            raise ValueError(f"records outside [0, {self.records - 1}]")
+        if self.policy.private and event.guarantee == "non-private":
+            raise PrivacyError("a non-private release under a private policy")
+        unique, counts = np.unique(records, return_counts=True)
+        eps_after = self.epsilon_spent[unique] + counts * event.epsilon
+        delta_after = self.delta_spent[unique] + counts * event.delta
+        over = delta_after > self.delta + self.tolerance
+        if self.policy.private:
+            over |= eps_after > self.epsilon + self.tolerance
+        if over.any():
+            bad = int(np.argmax(over))
+            raise BudgetExhausted(
+                int(unique[bad]),
+                f"{int(counts[bad])} release(s) of ε {event.epsilon:g}, δ {event.delta:g} "
+                f"would exceed the budget ({self.epsilon:g}, {self.delta:g})",
+            )
+        # use numbers: the uses before this batch plus the occurrence number within it
+        if counts.max() == 1:
+            use_numbers = self.uses[records] + 1
+        else:
+            order = np.argsort(records, kind="stable")
+            group_start = np.repeat(np.cumsum(counts) - counts, counts)
+            occurrence = np.empty(records.size, dtype=np.int64)
+            occurrence[order] = np.arange(records.size) - group_start
+            use_numbers = self.uses[records] + 1 + occurrence
+        self.uses[unique] += counts
+        self.epsilon_spent[unique] = eps_after
+        self.delta_spent[unique] = delta_after
+        if event.guarantee == "none":
+            self.not_dp[unique] = True
+        self._ledger.append(_LedgerChunk(time, records.copy(), use_numbers, event))
 
     def release(
         self,
@@ -332,9 +378,17 @@ class PrivacyAccountant:
             not bool(self.not_dp[record]),
         )
 
+    def record_events(self, record: int) -> list[PrivacyEvent]:
+        """The events charged to ``record``, in order."""
+        self._check_record(record)
+        events: list[PrivacyEvent] = []
+        for chunk in self._ledger:
+            events.extend([chunk.event] * int(np.count_nonzero(chunk.records == record)))
+        return events
+
     def record_advanced(self, record: int, delta_slack: float) -> Guarantee:
         """Advanced composition of ``record``'s releases (never worse than basic)."""
-        events = self._events[record]
+        events = self.record_events(record)
         eps, delta = advanced_composition(
             [e.epsilon for e in events], [e.delta for e in events], delta_slack
         )
@@ -350,7 +404,7 @@ class PrivacyAccountant:
         basic bound for a single release (e.g. 1.09 vs 1.0 for one analytic-Gaussian (1, 1e-5)
         release), while it is far tighter for many.
         """
-        events = self._events[record]
+        events = self.record_events(record)
         if not events:
             return 0.0
         composed = dp_accounting.ComposedDpEvent([event.dp_event() for event in events])
@@ -373,7 +427,19 @@ class PrivacyAccountant:
 
     def ledger_frame(self) -> pd.DataFrame:
         """Every charge, in order."""
-        return pd.DataFrame(self._ledger, columns=list(LEDGER_TABLE.column_names))
+        return pd.DataFrame(self._ledger_columns(), columns=list(LEDGER_TABLE.column_names))
+
+    def _ledger_columns(self) -> dict[str, list[Any]]:
+        columns: dict[str, list[Any]] = {name: [] for name in LEDGER_TABLE.column_names}
+        for chunk in self._ledger:
+            k = chunk.records.size
+            event = chunk.event
+            columns["time"].extend([chunk.time] * k)
+            columns["record"].extend(chunk.records.tolist())
+            columns["use"].extend(chunk.uses.tolist())
+            for name in LEDGER_TABLE.column_names[3:]:
+                columns[name].extend([getattr(event, name)] * k)
+        return columns
 
     def records_frame(self) -> pd.DataFrame:
         """Per record: uses, ε and δ spent, refusals."""
@@ -389,10 +455,8 @@ class PrivacyAccountant:
 
     def write_tables(self, log: EventLog) -> None:
         """Append the ledger and the per-record summary to a run's event log."""
-        if self._ledger:
-            log.table(LEDGER_TABLE).extend(zip(*self._ledger, strict=True))
-        else:
-            log.table(LEDGER_TABLE)
+        columns = self._ledger_columns()
+        log.table(LEDGER_TABLE).extend([columns[name] for name in LEDGER_TABLE.column_names])
         log.table(RECORDS_TABLE).extend(
             [
                 range(self.records),

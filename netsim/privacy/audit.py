@@ -23,6 +23,7 @@ NOISE: dict[str, tuple[NoiseFn, str]] = {
     "laplace": (mechanisms.laplace_noise, "L1"),
     "l2_laplace_radius": (mechanisms.l2_laplace_radius_noise, "L2"),
     "k_norm_l2": (mechanisms.k_norm_l2_noise, "L2"),
+    "laplace_fast": (mechanisms.fast_laplace_noise, "L1"),
 }
 
 

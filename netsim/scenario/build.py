@@ -19,8 +19,12 @@ from netsim.learning.datasets import (
     preprocess,
     vector_norms,
 )
+from netsim.learning.dola import DolaLearner, dola_config
+from netsim.learning.dola_run import DolaRounds
 from netsim.learning.gossip_learning import GossipLearningRule
+from netsim.learning.mixing import MixingSchedule
 from netsim.learning.models import LinearModel
+from netsim.learning.online_data import OnlineData, load_online_data
 from netsim.learning.sgd import NOISES, PrivateSGD, SGDAgent
 from netsim.log import F64, I32, I64, STR, EventLog, TableSchema
 from netsim.network import churn as churn_models
@@ -83,6 +87,7 @@ class BuiltRun:
     walk: RandomWalkService | IdealWalk | None = None
     learner: SGDAgent | None = None
     gossip_learning: PushPullGossip | None = None
+    dola: DolaRounds | None = None
     warnings: list[str] = field(default_factory=list)
     trace_assignment: np.ndarray | None = None
 
@@ -174,6 +179,8 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
     warnings.extend(_walk_checks(scenario, topology))
     if scenario.learning is not None:
         learning_data(scenario.learning, scenario.nodes)
+    if scenario.dola is not None:
+        _dola_parts(scenario, topology, streams, np.random.default_rng(0))
     return warnings
 
 
@@ -317,8 +324,67 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
             name="gossip_learning",
         )
         sim.at_end(built.learner.finish)
+    if scenario.dola is not None:
+        learner, schedule = _dola_parts(
+            scenario, topology, sim.streams, sim.streams.get("dola.noise")
+        )
+        section = scenario.dola
+        built.dola = DolaRounds(
+            sim,
+            network,
+            learner,
+            schedule,
+            period=section.period,
+            evaluate_every=section.evaluate_every,
+            regret_checkpoints=section.regret_checkpoints,
+            window=section.mixing.window,
+        )
     _sample_system(built, scenario.metrics.sample_every)
     return built
+
+
+def dola_rounds(section: s.DolaSection, duration: float) -> int:
+    """T: the configured rounds, or as many periods as fit in the run."""
+    return section.rounds or max(math.floor(duration / section.period + 1e-9), 1)
+
+
+def dola_data(section: s.DolaSection) -> OnlineData:
+    """The data stream of a ``dola`` section (SPEC §6 pre-processing for loaded sets)."""
+    data = section.data
+    return load_online_data(
+        data.name,
+        path=data.path,
+        label=data.label,
+        split_seed=data.split_seed,
+        test_fraction=data.test_fraction,
+        options=data.options,
+    )
+
+
+def _dola_parts(
+    scenario: s.Scenario, topology: Topology, streams: RandomStreams, rng: np.random.Generator
+) -> tuple[DolaLearner, MixingSchedule]:
+    """The learner (data, shards, accountant) and the mixing schedule of ``scenario.dola``;
+    raises the configuration's errors (batch > local data, isolated nodes, ...)."""
+    section = scenario.dola
+    assert section is not None
+    config = dola_config(section, rounds=dola_rounds(section, scenario.duration))
+    learner = DolaLearner(
+        config,
+        dola_data(section),
+        scenario.nodes,
+        shard_seed=streams.integer_seed("dola.shards"),
+        rng=rng,
+        regret_node=section.regret_node,
+    )
+    mixing = section.mixing
+    schedule = MixingSchedule(
+        topology,
+        fraction=mixing.fraction,
+        count=mixing.count,
+        time_invariant=mixing.time_invariant,
+    )
+    return learner, schedule
 
 
 def learning_data(config: s.LearningConfig, n: int) -> Dataset:

@@ -23,6 +23,7 @@ from pydantic import (
 
 from netsim.distributions import Constant, Distribution, Duration, PositiveDuration
 from netsim.learning.datasets import BUILTIN, USER_FORMATS
+from netsim.learning.online_data import SYNTHETIC
 from netsim.protocols.broadcast import threshold_column
 from netsim.units import DAY, parse_bandwidth, parse_size
 
@@ -316,6 +317,66 @@ class IdealWalkConfig(StrictModel):
 WalkConfig = Annotated[WalkServiceConfig | IdealWalkConfig, Field(discriminator="kind")]
 
 
+class DolaDataConfig(StrictModel):
+    """DOLA's binary data stream: a generator of :mod:`netsim.learning.online_data` or a data
+    set of the loader, pre-processed as Li et al. (SPEC §6)."""
+
+    name: Literal[SYNTHETIC + BUILTIN + USER_FORMATS]  # type: ignore[valid-type]
+    path: Path | None = None
+    label: str | int | None = None
+    split_seed: int = Field(default=0, ge=0)
+    test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
+    options: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _resolved_path(value, info)
+
+
+class DolaMixingConfig(StrictModel):
+    """How A_t is drawn: each online node talks to ``count`` (if > 0) or a ``fraction`` of its
+    online neighbours per round; ``time_invariant`` uses one A on every link instead."""
+
+    fraction: float = Field(default=0.5, gt=0.0, le=1.0)
+    count: int = Field(default=0, ge=0)
+    time_invariant: bool = False
+    window: int = Field(default=10, ge=1)
+
+
+class DolaSection(StrictModel):
+    """DOLA (Li et al.): private distributed online learning in synchronous rounds."""
+
+    data: DolaDataConfig
+    period: PositiveDuration = 1.0
+    rounds: int | None = Field(default=None, ge=1)
+    algorithm: Literal["laplace", "gaussian", "sparse", "non_private"] = "laplace"
+    loss: Literal["hinge", "logistic"] = "hinge"
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    calibration: Literal["printed", "analytic"] = "printed"
+    batch: int = 1
+    step: Literal["strongly_convex", "convex"] = "strongly_convex"
+    strong_convexity: float = Field(default=1.0, allow_inf_nan=False)
+    regularisation: float = Field(default=0.0, allow_inf_nan=False)
+    radius: float = Field(default=1.0, allow_inf_nan=False)
+    sparsity: float = Field(default=0.0, allow_inf_nan=False)
+    mixing: DolaMixingConfig = DolaMixingConfig()
+    regret_node: int = Field(default=0, ge=0)
+    regret_checkpoints: int = Field(default=20, ge=0)
+    evaluate_every: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _runnable(self) -> DolaSection:
+        from netsim.learning.dola import DolaConfigError, dola_config
+
+        try:
+            dola_config(self, rounds=self.rounds or 1)
+        except DolaConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
 class MetricsConfig(StrictModel):
     sample_every: PositiveDuration = 60.0
 
@@ -336,6 +397,7 @@ class Scenario(StrictModel):
     walk: WalkConfig | None = None
     learning: LearningConfig | None = None
     gossip_learning: GossipLearningConfig | None = None
+    dola: DolaSection | None = None
     metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
@@ -369,6 +431,20 @@ class Scenario(StrictModel):
                 "gossip_learning and a learning walk (walk.agent kind sgd) in one scenario: "
                 "compare them as two scenarios with the same learning section"
             )
+        if self.dola is not None:
+            if self.dola.regret_node >= self.nodes:
+                raise ValueError(
+                    f"dola.regret_node ({self.dola.regret_node}) must be a node id below nodes "
+                    f"({self.nodes})"
+                )
+            if self.dola.rounds is not None and self.dola.rounds * self.dola.period > (
+                self.duration * (1 + 1e-12)
+            ):
+                raise ValueError(
+                    f"dola.rounds ({self.dola.rounds}) × dola.period ({self.dola.period:g} s) "
+                    f"is longer than duration ({self.duration:g} s); lengthen the run or leave "
+                    "rounds out (it defaults to duration / period)"
+                )
         problem = topology_problem(self.topology, self.nodes)
         if problem is not None:
             raise ValueError(problem)

@@ -1,0 +1,336 @@
+"""DOLA: differentially private distributed online learning (Li et al.) on the simulated network.
+
+m nodes each hold a shard of a binary data stream. Every round (one SimPy process acting on
+all nodes at once) the online nodes mix their neighbours' released values with a doubly
+stochastic A_t (:mod:`netsim.learning.mixing`), take a (mini-batch) subgradient step of the
+hinge or logistic loss on their next examples, project onto the L2 ball of radius R and
+release a perturbed value:
+
+=============  ==============================================  ===========================
+algorithm      update and release                              privacy (per example)
+=============  ==============================================  ===========================
+``laplace``    arXiv Alg. 1 / TKDE Alg. 1: b = A w̃; w ← Proj[b   ε-DP: Laplace(S(t)/ε),
+               − α g(b)]; release w̃ = w + σ                    S(t) = 2 α_t √n L / h
+``gaussian``   TKDE Alg. 2: w̃ ← Proj[b − α (g(b) + σ)]          J² as printed (ε' recorded)
+                                                               or analytic (ε, δ)-DP
+``sparse``     TKDE Alg. 3: p = A ϑ̃; w = Proj[soft(p, α_t ρ)];  ε-DP as ``laplace``
+               ϑ = w − α g(w); release ϑ̃ = ϑ + σ
+``non_private`` Alg. 1 without noise                           none (baseline)
+=============  ==============================================  ===========================
+
+Mini-batch (arXiv Alg. 2, TKDE Alg. 4): each node averages the subgradients of ``batch``
+examples per round, dividing the sensitivity by h. Step sizes α_t = 1/(λt) (strongly convex)
+or 1/(2√t) (convex). Every noise draw goes through :mod:`netsim.privacy.mechanisms` and is
+charged to the examples it protects in a :class:`~netsim.privacy.accountant.PrivacyAccountant`
+(one record per training example; an example is used once per pass over its node's shard).
+
+Choices where the papers are silent or inconsistent (see ``scenarios/README.md``):
+
+- **Round 0** mixes the data-independent start w = 0 without noise (nothing to protect).
+- **The regulariser φ of Alg. 4** is applied at b_t (post-processing of released values), not
+  at the un-noised previous iterate as printed: the printed form carries the previous round's
+  examples into this release, which parallel composition does not cover.
+- **Churn.** An offline node skips the round: no example, no loss, no release, state kept;
+  its row of A_t is e_i. A node online but without a used link only takes its local step.
+- **Late or lost values** (only with link loss, delays longer than the round, or link
+  failures; the papers assume none, and so does the default): a node uses the last value it
+  received from that neighbour and logs its staleness; with none received yet, the weight
+  moves to its own value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from netsim.errors import ScenarioError
+from netsim.learning import dola_kernels as kernels
+from netsim.learning.online_data import OnlineData, passes, shard_rows, stream_rows
+from netsim.privacy import mechanisms
+from netsim.privacy.accountant import KUses, PrivacyAccountant, Unlimited
+from netsim.privacy.events import PrivacyEvent
+
+Algorithm = Literal["laplace", "gaussian", "sparse", "non_private"]
+LOSS_CODES = {"hinge": kernels.HINGE, "logistic": kernels.LOGISTIC}
+_EMPTY_INT = np.zeros(0, dtype=np.int32)
+_EMPTY_FLOAT = np.zeros(0)
+
+
+class DolaConfigError(ScenarioError):
+    """A DOLA parameter is out of range (raised before anything runs)."""
+
+
+@dataclass(frozen=True)
+class DolaConfig:
+    """What one DOLA run does (Li et al.; names follow the papers)."""
+
+    algorithm: Algorithm = "laplace"
+    loss: Literal["hinge", "logistic"] = "hinge"
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    calibration: Literal["printed", "analytic"] = "printed"
+    batch: int = 1
+    step: Literal["strongly_convex", "convex"] = "strongly_convex"
+    strong_convexity: float = 1.0
+    regularisation: float = 0.0
+    radius: float = 1.0
+    sparsity: float = 0.0
+    rounds: int = 1000
+    lipschitz: float = 1.0
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise DolaConfigError("; ".join(problems))
+
+    def problems(self) -> list[str]:
+        """Why this configuration cannot run (empty when it can)."""
+        out = []
+        if self.algorithm != "non_private" and not (
+            self.epsilon > 0 and math.isfinite(self.epsilon)
+        ):
+            out.append(
+                f"epsilon must be positive and finite, got {self.epsilon}: it is the privacy "
+                "budget of one release, and the noise scale is proportional to 1/ε (use "
+                "algorithm non_private for no noise)"
+            )
+        if self.algorithm == "gaussian" and not 0 < self.delta < 1:
+            out.append(
+                f"delta must be in (0, 1) for the Gaussian mechanism, got {self.delta}: it is "
+                "the probability with which the ε bound may fail"
+            )
+        if self.batch < 1:
+            out.append(f"batch must be at least 1, got {self.batch}")
+        if self.step == "strongly_convex" and not self.strong_convexity > 0:
+            out.append(
+                "the strongly convex step 1/(λt) needs strong_convexity λ > 0, got "
+                f"{self.strong_convexity}; use step: convex (1/(2√t)) for λ = 0"
+            )
+        if not self.radius > 0:
+            out.append(f"radius R must be positive, got {self.radius}")
+        if self.regularisation < 0 or self.sparsity < 0:
+            out.append("regularisation φ and sparsity ρ must be >= 0")
+        if self.rounds < 1:
+            out.append(f"rounds must be at least 1, got {self.rounds}")
+        return out
+
+    def alpha(self, t: int) -> float:
+        """α_t for t ≥ 1: 1/(λt) or 1/(2√t) (Li et al., Theorem 2)."""
+        if self.step == "strongly_convex":
+            return 1.0 / (self.strong_convexity * t)
+        return 1.0 / (2.0 * math.sqrt(t))
+
+
+def dola_config(section: object, *, rounds: int) -> DolaConfig:
+    """The :class:`DolaConfig` of a scenario's ``dola`` section (any object with its fields)."""
+    names = (
+        "algorithm", "loss", "epsilon", "delta", "calibration", "batch", "step",
+        "strong_convexity", "regularisation", "radius", "sparsity",
+    )  # fmt: skip
+    return DolaConfig(**{name: getattr(section, name) for name in names}, rounds=rounds)
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """What one round did, for the metrics table."""
+
+    round: int
+    online: int
+    loss_at_node: float
+    event: PrivacyEvent | None
+
+
+class DolaLearner:
+    """The state of m DOLA nodes and one synchronous round of the chosen algorithm.
+
+    ``weights`` (m × n) are the iterates w_t^i a node predicts with; ``released`` are the values
+    its neighbours mix (w̃ for Alg. 1, the same array as ``weights`` for Alg. 2, ϑ̃ for
+    Alg. 3). ``regret_node`` is the node j whose iterate the regret is measured at.
+    """
+
+    def __init__(
+        self,
+        config: DolaConfig,
+        data: OnlineData,
+        nodes: int,
+        *,
+        shard_seed: int,
+        rng: np.random.Generator,
+        regret_node: int = 0,
+    ) -> None:
+        if not 0 <= regret_node < nodes:
+            raise DolaConfigError(f"regret_node must be in [0, {nodes - 1}], got {regret_node}")
+        self.config = config
+        self.data = data
+        self.m = nodes
+        self.n = data.features
+        self.rng = rng
+        self.regret_node = regret_node
+        self.loss_code = LOSS_CODES[config.loss]
+        self.table, self.lengths = shard_rows(data.n_train, nodes, shard_seed)
+        shortest = int(self.lengths.min())
+        if config.batch > shortest:
+            raise DolaConfigError(
+                f"batch {config.batch} is larger than the smallest node's local data "
+                f"({shortest} examples of {data.n_train:,} over {nodes} nodes)"
+            )
+        self.passes = passes(self.lengths, config.rounds, config.batch)
+        self.accountant = self._accountant()
+        self.weights = np.zeros((nodes, self.n))
+        if config.algorithm == "gaussian":
+            self.released = self.weights
+        else:
+            self.released = np.zeros((nodes, self.n))
+        self._mixed = np.zeros((nodes, self.n))
+        self._next = np.zeros((nodes, self.n)) if config.algorithm != "laplace" else None
+        self.steps = np.zeros(nodes, dtype=np.int64)
+        self.used_rows: list[np.ndarray] = []
+        x = data.x_train
+        if data.sparse:
+            self._dense = np.zeros((0, self.n))
+            self._csr = (x.data, x.indices.astype(np.int64), x.indptr.astype(np.int64))
+        else:
+            self._dense = x
+            self._csr = (np.zeros(0), np.zeros(0, np.int64), np.zeros(1, np.int64))
+        self.labels = data.y_train
+
+    def _accountant(self) -> PrivacyAccountant:
+        """One record per training example; each is planned to be used ``passes`` times."""
+        config = self.config
+        records = self.data.n_train
+        if config.algorithm == "non_private":
+            return PrivacyAccountant(records, epsilon=math.inf, policy=Unlimited())
+        per_release = config.epsilon
+        delta = config.delta if config.algorithm == "gaussian" else 0.0
+        if config.algorithm == "gaussian" and config.calibration == "printed":
+            per_release = max(self.gaussian_event(t).epsilon for t in range(1, config.rounds + 1))
+        return PrivacyAccountant(
+            records,
+            epsilon=per_release * self.passes,
+            delta=delta * self.passes,
+            policy=KUses(self.passes),
+        )
+
+    def gaussian_event(self, t: int) -> PrivacyEvent:
+        """Alg. 2's event (and σ) for the release made with step α_t."""
+        config = self.config
+        return mechanisms.dola_gaussian_sigma(
+            alpha=config.alpha(t),
+            dimension=self.n,
+            lipschitz=config.lipschitz,
+            rounds=config.rounds,
+            epsilon=config.epsilon,
+            delta=config.delta,
+            batch=config.batch,
+            calibration=config.calibration,
+        )[1]
+
+    # --- one round -------------------------------------------------------------------------
+
+    def round(
+        self,
+        t: int,
+        matrix_ptr: np.ndarray,
+        matrix_idx: np.ndarray,
+        matrix_val: np.ndarray,
+        online: np.ndarray,
+        *,
+        time: float = math.nan,
+        correct: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    ) -> RoundReport:
+        """Round ``t`` (0-based) with A_{t+1} given as CSR arrays; ``online`` are the node ids
+        taking part. ``correct(mixed, nodes)`` may amend the mixed values (stale values).
+        Returns the loss Σ_i f_t^i(w_t^j) of the online nodes at the regret node's iterate."""
+        config = self.config
+        nodes = np.asarray(online, dtype=np.int64)
+        alpha = config.alpha(t + 1)
+        # each node walks its own shard from its own position: offline rounds skip no data
+        rows = stream_rows(self.table, self.lengths, self.steps[nodes], config.batch, nodes)
+        self.used_rows.append(rows.reshape(-1))
+        dense, (data, indices, indptr) = self._dense, self._csr
+        loss_at_node = math.nan
+        observer = self.weights[self.regret_node].copy()  # w_t^j before this round's step
+        if correct is not None or config.algorithm == "sparse":
+            kernels.mix_rows(matrix_ptr, matrix_idx, matrix_val, self.released, nodes, self._mixed)
+            if correct is not None:
+                correct(self._mixed, nodes)
+            mixing = (_EMPTY_INT, _EMPTY_INT, _EMPTY_FLOAT, self.released)
+        else:  # mixed inside the step kernel
+            mixing = (matrix_ptr, matrix_idx, matrix_val, self.released)
+        event: PrivacyEvent | None = None
+        common = (dense, data, indices, indptr, self.labels, self.loss_code)
+        everyone = nodes.size == self.m  # no churn: whole arrays, no gathers
+        if config.algorithm in ("laplace", "non_private"):
+            loss_at_node = kernels.gradient_steps(
+                *mixing, self._mixed, nodes, rows, *common, alpha, config.regularisation,
+                config.radius, np.zeros((0, self.n)), self.weights, observer,
+            )  # fmt: skip
+            block = self.weights if everyone else self.weights[nodes]
+            if config.algorithm == "laplace" and nodes.size:
+                target = self.released if everyone else block
+                event = mechanisms.dola_laplace_rows(
+                    block, alpha=alpha, lipschitz=config.lipschitz, epsilon=config.epsilon,
+                    rng=self.rng, batch=config.batch, out=target,
+                )  # fmt: skip
+                if not everyone:
+                    self.released[nodes] = target
+            else:
+                self.released[nodes] = block
+        elif config.algorithm == "gaussian":
+            noise = np.zeros((nodes.size, self.n))
+            if nodes.size:
+                event = mechanisms.dola_gaussian_rows(
+                    noise, alpha=alpha, lipschitz=config.lipschitz, rounds=config.rounds,
+                    epsilon=config.epsilon, delta=config.delta, rng=self.rng,
+                    batch=config.batch, calibration=config.calibration,
+                )  # fmt: skip
+            assert self._next is not None
+            loss_at_node = kernels.gradient_steps(
+                *mixing, self._mixed, nodes, rows, *common, alpha, config.regularisation,
+                config.radius, noise, self._next, observer,
+            )  # fmt: skip
+            self.weights[nodes] = self._next[nodes]
+        else:  # sparse
+            assert self._next is not None
+            kernels.sparse_dual_steps(
+                self._mixed, nodes, rows, *common, alpha, alpha * config.sparsity,
+                config.regularisation, config.radius, self.weights, self._next,
+            )  # fmt: skip
+            loss_at_node = self._loss(self.weights[self.regret_node], rows)
+            block = self._next if everyone else self._next[nodes]
+            if nodes.size:
+                event = mechanisms.dola_laplace_rows(
+                    block, alpha=alpha, lipschitz=config.lipschitz, epsilon=config.epsilon,
+                    rng=self.rng, batch=config.batch,
+                )  # fmt: skip
+            self.released[nodes] = block
+        if config.algorithm == "non_private" and nodes.size:
+            event = mechanisms.no_noise(np.zeros(self.n))[1]
+        if event is not None:
+            self.accountant.charge_batch(rows.reshape(-1), event, time=time)
+        self.steps[nodes] += 1
+        return RoundReport(t, int(nodes.size), loss_at_node, event)
+
+    def _loss(self, w: np.ndarray, rows: np.ndarray) -> float:
+        dense, (data, indices, indptr) = self._dense, self._csr
+        return float(
+            kernels.batch_loss(
+                w, rows, dense, data, indices, indptr, self.labels, self.loss_code,
+                self.config.regularisation,
+            )
+        )  # fmt: skip
+
+    # --- metrics ---------------------------------------------------------------------------
+
+    def consensus(self) -> float:
+        """Σ_i ‖w_i − w̄‖² (TKDE Fig. 6c: the nodes approach each other)."""
+        centred = self.weights - self.weights.mean(axis=0)
+        return float(np.einsum("ij,ij->", centred, centred))
+
+    def sparsity_of(self, w: np.ndarray) -> float:
+        """Fraction of exactly zero weights."""
+        return float(np.count_nonzero(w == 0.0)) / w.size

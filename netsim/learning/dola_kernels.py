@@ -1,0 +1,297 @@
+"""Compiled per-round kernels of DOLA (Li et al.): mixing and the local update of all nodes.
+
+A round touches every online node's m-row of an (m × n) state array a few times; doing it in
+numpy costs one pass over memory per operation, so the mixing b_i = Σ_j a_ij v_j and the
+local step (gradient of a mini-batch at b_i, step, projection onto the L2 ball, or the soft-
+threshold of Alg. 3) are compiled loops over the online nodes. Data come either dense
+(``dense`` of shape (N, n), with empty CSR arrays) or as CSR arrays (``dense`` of shape
+(0, n)). Losses: 0 = hinge max(0, 1 − z), 1 = logistic log(1 + e^−z), z = y⟨w, x⟩.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+HINGE = 0
+LOGISTIC = 1
+
+
+@njit(cache=True, inline="always")
+def _loss(kind: int, z: float) -> float:
+    if kind == HINGE:
+        return max(0.0, 1.0 - z)
+    if z > 0:
+        return math.log1p(math.exp(-z))
+    return -z + math.log1p(math.exp(z))
+
+
+@njit(cache=True, inline="always")
+def _loss_slope(kind: int, z: float) -> float:
+    """dℓ/dz (a subgradient for the hinge: −1 below the hinge point 1, else 0)."""
+    if kind == HINGE:
+        return -1.0 if z < 1.0 else 0.0
+    if z > 0:
+        e = math.exp(-z)
+        return -e / (1.0 + e)
+    return -1.0 / (1.0 + math.exp(z))
+
+
+@njit(cache=True, inline="always")
+def _dot(
+    w: np.ndarray,
+    row: int,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+) -> float:
+    total = 0.0
+    if dense.shape[0] > 0:
+        # four running sums in a fixed order: faster than one (the adds overlap) and, unlike
+        # fastmath reassociation, the same result on every CPU
+        x = dense[row]
+        s0 = s1 = s2 = s3 = 0.0
+        n4 = w.size - w.size % 4
+        for f in range(0, n4, 4):
+            s0 += w[f] * x[f]
+            s1 += w[f + 1] * x[f + 1]
+            s2 += w[f + 2] * x[f + 2]
+            s3 += w[f + 3] * x[f + 3]
+        for f in range(n4, w.size):
+            s0 += w[f] * x[f]
+        total = (s0 + s1) + (s2 + s3)
+    else:
+        for e in range(indptr[row], indptr[row + 1]):
+            total += w[indices[e]] * data[e]
+    return total
+
+
+@njit(cache=True, inline="always")
+def _axpy(
+    out: np.ndarray,
+    c: float,
+    row: int,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+) -> None:
+    """out += c · x_row."""
+    if dense.shape[0] > 0:
+        x = dense[row]
+        for f in range(out.size):
+            out[f] += c * x[f]
+    else:
+        for e in range(indptr[row], indptr[row + 1]):
+            out[indices[e]] += c * data[e]
+
+
+@njit(cache=True, inline="always")
+def _squared_norm(w: np.ndarray) -> float:
+    """‖w‖² with four running sums in a fixed order (see :func:`_dot`)."""
+    s0 = s1 = s2 = s3 = 0.0
+    n4 = w.size - w.size % 4
+    for f in range(0, n4, 4):
+        s0 += w[f] * w[f]
+        s1 += w[f + 1] * w[f + 1]
+        s2 += w[f + 2] * w[f + 2]
+        s3 += w[f + 3] * w[f + 3]
+    for f in range(n4, w.size):
+        s0 += w[f] * w[f]
+    return (s0 + s1) + (s2 + s3)
+
+
+@njit(cache=True, inline="always")
+def _project(w: np.ndarray, radius: float) -> None:
+    """Euclidean projection onto the ball ‖w‖ ≤ radius, in place."""
+    squared = _squared_norm(w)
+    if squared > radius * radius:
+        scale = radius / math.sqrt(squared)
+        for f in range(w.size):
+            w[f] *= scale
+
+
+@njit(cache=True)
+def mix_rows(
+    a_ptr: np.ndarray,
+    a_idx: np.ndarray,
+    a_val: np.ndarray,
+    values: np.ndarray,
+    nodes: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """out[i] = Σ_j a_ij values[j] for every i in ``nodes`` (other rows untouched)."""
+    n = values.shape[1]
+    for i in nodes:
+        row = out[i]
+        for f in range(n):
+            row[f] = 0.0
+        for e in range(a_ptr[i], a_ptr[i + 1]):
+            a = a_val[e]
+            source = values[a_idx[e]]
+            for f in range(n):
+                row[f] += a * source[f]
+
+
+@njit(cache=True)
+def gradient_steps(
+    a_ptr: np.ndarray,
+    a_idx: np.ndarray,
+    a_val: np.ndarray,
+    values: np.ndarray,
+    points: np.ndarray,
+    nodes: np.ndarray,
+    rows: np.ndarray,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    labels: np.ndarray,
+    loss: int,
+    alpha: float,
+    regularisation: float,
+    radius: float,
+    gradient_noise: np.ndarray,
+    out: np.ndarray,
+    observer: np.ndarray,
+) -> float:
+    """Li et al. Alg. 1 line 6 / Alg. 2 line 7 / mini-batch Alg. 4 line 6, for every node:
+
+        out[i] = Proj_W[ b_i − α (φ b_i + (1/h) Σ_k ∇ℓ(b_i; x_k, y_k) + noise_i) ]
+
+    with b_i = Σ_j a_ij ``values[j]`` mixed on the fly (A_t in CSR ``a_*``; saves a pass
+    over memory) or, when ``a_ptr`` is empty, b_i = ``points[i]`` (values mixed and amended
+    beforehand), the h examples ``rows[k]`` of the k-th node ``nodes[k]``, and
+    ``gradient_noise[k]`` (Alg. 2's Gaussian; an empty (0, n) array for none). The
+    regulariser φ is applied at b_i (a post-processing of released values) rather than at the
+    node's previous iterate as printed, so no earlier example enters this release.
+
+    Returns Σ_k f_t^k(``observer``), the round's losses at the regret node's iterate (as
+    :func:`batch_loss`), computed while each example is in cache.
+    """
+    h = rows.shape[1]
+    n = out.shape[1]
+    gradient = np.empty(n)
+    mixed = np.empty(n)
+    noisy = gradient_noise.shape[0] > 0
+    observed = 0.0
+    for k in range(nodes.size):
+        i = nodes[k]
+        if a_ptr.size > 0:
+            b = mixed
+            for f in range(n):
+                b[f] = 0.0
+            for e in range(a_ptr[i], a_ptr[i + 1]):
+                a = a_val[e]
+                source = values[a_idx[e]]
+                for f in range(n):
+                    b[f] += a * source[f]
+        else:
+            b = points[i]
+        for f in range(n):
+            gradient[f] = regularisation * b[f]
+        for r in range(h):
+            row = rows[k, r]
+            observed += (
+                _loss(loss, labels[row] * _dot(observer, row, dense, data, indices, indptr)) / h
+            )
+            z = labels[row] * _dot(b, row, dense, data, indices, indptr)
+            c = _loss_slope(loss, z) * labels[row] / h
+            if c != 0.0:
+                _axpy(gradient, c, row, dense, data, indices, indptr)
+        target = out[i]
+        if noisy:
+            for f in range(n):
+                target[f] = b[f] - alpha * (gradient[f] + gradient_noise[k, f])
+        else:
+            for f in range(n):
+                target[f] = b[f] - alpha * gradient[f]
+        _project(target, radius)
+    if regularisation > 0:
+        observed += nodes.size * 0.5 * regularisation * _squared_norm(observer)
+    return observed
+
+
+@njit(cache=True)
+def sparse_dual_steps(
+    points: np.ndarray,
+    nodes: np.ndarray,
+    rows: np.ndarray,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    labels: np.ndarray,
+    loss: int,
+    alpha: float,
+    threshold: float,
+    regularisation: float,
+    radius: float,
+    weights: np.ndarray,
+    duals: np.ndarray,
+) -> None:
+    """Li et al. (TKDE) Alg. 3 for every node, from the mixed duals p_i = ``points[i]``:
+
+        w_i = Proj_W[ argmin_w ½‖p_i − w‖² + ρ_t ‖w‖₁ ]   (soft-thresholding at ρ_t, then the ball)
+        ϑ_i = w_i − α_t (φ w_i + (1/h) Σ_k ∇ℓ(w_i; x_k, y_k))
+
+    written to ``weights[i]`` and ``duals[i]``. The gradient step starts from the thresholded
+    w_i (the proximal, FOBOS form): started from p_i, as the printed algorithm can be read, the
+    shrinkage ρ_t = α_t ρ would never accumulate and would vanish as α_t → 0.
+    """
+    h = rows.shape[1]
+    n = points.shape[1]
+    gradient = np.empty(n)
+    for k in range(nodes.size):
+        i = nodes[k]
+        p = points[i]
+        w = weights[i]
+        for f in range(n):
+            v = p[f]
+            if v > threshold:
+                w[f] = v - threshold
+            elif v < -threshold:
+                w[f] = v + threshold
+            else:
+                w[f] = 0.0
+        _project(w, radius)
+        for f in range(n):
+            gradient[f] = regularisation * w[f]
+        for r in range(h):
+            row = rows[k, r]
+            z = labels[row] * _dot(w, row, dense, data, indices, indptr)
+            c = _loss_slope(loss, z) * labels[row] / h
+            if c != 0.0:
+                _axpy(gradient, c, row, dense, data, indices, indptr)
+        theta = duals[i]
+        for f in range(n):
+            theta[f] = w[f] - alpha * gradient[f]
+
+
+@njit(cache=True)
+def batch_loss(
+    w: np.ndarray,
+    rows: np.ndarray,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    labels: np.ndarray,
+    loss: int,
+    regularisation: float,
+) -> float:
+    """Σ_k f_t^k(w) over the nodes k whose examples are ``rows[k]`` (one row per node):
+    f = (1/h) Σ ℓ(y⟨w, x⟩) + (φ/2)‖w‖², the losses that the regret of Li et al. (Def. 2)
+    sums for one round at one node's iterate w."""
+    h = rows.shape[1]
+    total = 0.0
+    for k in range(rows.shape[0]):
+        for r in range(h):
+            row = rows[k, r]
+            total += _loss(loss, labels[row] * _dot(w, row, dense, data, indices, indptr)) / h
+    if regularisation > 0:
+        total += rows.shape[0] * 0.5 * regularisation * _squared_norm(w)
+    return total

@@ -1,0 +1,408 @@
+"""DOLA rounds over the simulated network: churn, links, mixing, metrics and regret.
+
+One SimPy process runs a round every ``period``: it takes the nodes online at that moment,
+draws A_t over the links usable in the round (:class:`~netsim.learning.mixing.MixingSchedule`),
+delivers the released values — all of them on time by default, as the papers assume; with link
+loss, delays longer than the round or link failures some arrive late or never, and the stale
+rule of :mod:`netsim.learning.dola` applies — and lets :class:`DolaLearner` update every node.
+
+Tables: ``dola_rounds`` (every ``evaluate_every`` rounds and the last: loss, consensus,
+sparsity, accuracies, noise), ``dola_mixing`` (Assumption 2 per round), ``dola_regret``
+(regret at checkpoints against the best fixed w in hindsight), ``dola_summary`` (one row), and
+the privacy accountant's ``privacy_ledger`` / ``privacy_records``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from netsim.learning.dola import DolaLearner
+from netsim.learning.hindsight import hindsight_minimum
+from netsim.learning.mixing import MIXING_TABLE, MixingSchedule, check_round, union_components
+from netsim.log import F64, I64, STR, TableSchema
+from netsim.network.links import RANDOM_LOSS, Network
+from netsim.sim import Simulation
+
+ROUNDS_TABLE = TableSchema(
+    name="dola_rounds",
+    columns=(
+        ("round", I64),
+        ("time", F64),
+        ("online", I64),
+        ("cumulative_loss", F64),
+        ("average_loss", F64),
+        ("consensus", F64),
+        ("sparsity_node", F64),
+        ("sparsity_mean", F64),
+        ("accuracy_averaged", F64),
+        ("accuracy_mean", F64),
+        ("accuracy_node", F64),
+        ("noise_scale", F64),
+        ("stale_values", I64),
+        ("max_staleness", I64),
+    ),
+    description=(
+        "DOLA every dola.evaluate_every rounds (1-based round t) and after the last: online "
+        "nodes; Σ_s≤t Σ_i f_s^i(w_s^j) at the regret node j and its mean per round; "
+        "consensus Σ_i ‖w_i − w̄‖²; fraction of zero weights at node j and over all nodes; "
+        "test accuracy of the running average ŵ_t = (1/t) Σ_s w̄_s (the stochastic-"
+        "optimisation conversion), of w̄_t and of w_t^j; the noise scale of the round's "
+        "releases (Laplace b, Gaussian σ; 0 when non-private); stale values used since the "
+        "last row and the largest staleness in rounds."
+    ),
+)
+REGRET_TABLE = TableSchema(
+    name="dola_regret",
+    columns=(
+        ("round", I64),
+        ("cumulative_loss", F64),
+        ("hindsight_loss", F64),
+        ("hindsight_gap", F64),
+        ("regret", F64),
+        ("average_regret", F64),
+        ("average_regret_per_node", F64),
+    ),
+    description=(
+        "Regret R_D(t) = Σ_s≤t Σ_i f_s^i(w_s^j) − min_{‖w‖≤R} Σ_s≤t Σ_i f_s^i(w) at the "
+        "regret node j (Li et al., Def. 2) at checkpoint rounds t; hindsight_loss is the "
+        "solver's value (an upper bound on the minimum, so regret is a lower bound) and "
+        "hindsight_gap its certified distance to the minimum; average_regret = R_D/t, and "
+        "per node R_D/(t·m)."
+    ),
+)
+SUMMARY_TABLE = TableSchema(
+    name="dola_summary",
+    columns=(
+        ("algorithm", STR),
+        ("nodes", I64),
+        ("rounds", I64),
+        ("epsilon", F64),
+        ("delta", F64),
+        ("batch", I64),
+        ("regret", F64),
+        ("average_regret", F64),
+        ("accuracy_averaged", F64),
+        ("accuracy_mean", F64),
+        ("accuracy_node", F64),
+        ("sparsity_node", F64),
+        ("consensus", F64),
+        ("guarantee", STR),
+        ("epsilon_spent_max", F64),
+        ("delta_spent_max", F64),
+        ("passes", I64),
+    ),
+    description=(
+        "One row per DOLA run: configuration, final regret and average regret (NaN without "
+        "checkpoints), final test accuracies and sparsity, consensus, and the privacy "
+        "guarantee per example (basic composition over its uses; 'none' if any release had "
+        "no DP guarantee, 'non-private' for the baseline)."
+    ),
+)
+
+
+def accuracy(w: np.ndarray, x: object, y: np.ndarray) -> float:
+    """Share of test examples with sign(⟨w, x⟩) = y (a zero margin counts as +1)."""
+    if y.size == 0:
+        return math.nan
+    margins = np.asarray(x @ w).ravel()
+    return float(np.mean(np.where(margins >= 0, 1.0, -1.0) == y))
+
+
+def checkpoint_rounds(rounds: int, count: int) -> np.ndarray:
+    """``count`` roughly log-spaced rounds in [1, rounds], always including ``rounds``."""
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    points = np.unique(np.round(np.geomspace(1, rounds, count)).astype(np.int64))
+    return np.union1d(points, [rounds])
+
+
+@dataclass
+class _Pending:
+    """A value that arrives after its round ended: applied to the cache at ``arrival``."""
+
+    arrival: float
+    entries: np.ndarray
+    values: np.ndarray
+    sent_round: int
+
+
+class DolaRounds:
+    """The SimPy process that runs a :class:`DolaLearner` over a :class:`Network`."""
+
+    def __init__(
+        self,
+        sim: Simulation,
+        network: Network,
+        learner: DolaLearner,
+        schedule: MixingSchedule,
+        *,
+        period: float,
+        evaluate_every: int,
+        regret_checkpoints: int,
+        window: int,
+        start: float | None = None,
+    ) -> None:
+        """Rounds run at ``start`` (default 0) and every ``period`` after, T of them."""
+        self.sim = sim
+        self.network = network
+        self.learner = learner
+        self.schedule = schedule
+        self.period = period
+        self.evaluate_every = evaluate_every
+        self.checkpoints = checkpoint_rounds(learner.config.rounds, regret_checkpoints)
+        self.window = window
+        self.rng = sim.streams.get("dola.mixing")
+        self.fate_rng = sim.streams.get("dola.links")
+        self.t = 0
+        self.cumulative = 0.0
+        self.cumulative_at: list[float] = []
+        self.averaged = np.zeros(learner.n)
+        self.window_matrices: list[object] = []
+        self.window_online = np.zeros(learner.m, dtype=bool)
+        self.stale_used = 0
+        self.max_staleness = 0
+        self.last_scale = 0.0
+        links = network.links
+        self.ideal = links.loss == 0 and network.failures is None and self._delay_fits()
+        self.cache: np.ndarray | None = None
+        self.cache_round: np.ndarray | None = None
+        self.pending: list[_Pending] = []
+        self.rounds_table = sim.log.table(ROUNDS_TABLE)
+        self.mixing_table = sim.log.table(MIXING_TABLE)
+        sim.every(period, self._round, first=0.0 if start is None else start)
+        sim.at_end(self.finish)
+
+    def _delay_fits(self) -> bool:
+        """True when every value surely arrives within its round (constant delay ≤ period)."""
+        delay = self.network._constant_delay
+        return delay is not None and delay <= self.period and self.network.links.bandwidth is None
+
+    # --- a round ---------------------------------------------------------------------------
+
+    def _round(self) -> None:
+        learner = self.learner
+        if self.t >= learner.config.rounds:
+            return
+        now = self.sim.now
+        online = self.network.nodes.online.copy()
+        usable = self._usable_links(online, now) if self.network.failures is not None else None
+        mixing = self.schedule.draw(online, self.rng, usable)
+        a = mixing.matrix
+        nodes = np.flatnonzero(online)
+        correct = None if self.ideal else self._deliver(a, online, now)
+        report = learner.round(
+            self.t, a.indptr, a.indices, a.data, nodes, time=now, correct=correct
+        )
+        self.t += 1
+        if nodes.size:
+            self.cumulative += report.loss_at_node
+        self.cumulative_at.append(self.cumulative)
+        self.averaged += learner.weights.mean(axis=0)
+        if report.event is not None:
+            self.last_scale = report.event.noise_scale
+        self._log_mixing(mixing, online, now)
+        if self.t % self.evaluate_every == 0 or self.t == learner.config.rounds:
+            self._log_round(now, int(nodes.size))
+
+    def _usable_links(self, online: np.ndarray, now: float) -> np.ndarray:
+        """Links that stay up through the round (checked per link: only with link failures)."""
+        failures = self.network.failures
+        assert failures is not None
+        schedule = self.schedule
+        usable = np.ones(schedule.indices.size, dtype=bool)
+        for i in np.flatnonzero(online):
+            for e in range(schedule.indptr[i], schedule.indptr[i + 1]):
+                j = int(schedule.indices[e])
+                if j > i and online[j]:
+                    up = failures.failure_time(int(i), j, now, now + self.period) is None
+                    usable[e] = usable[schedule.reverse[e]] = up
+        return usable
+
+    def _deliver(
+        self, a: sp.csr_matrix, online: np.ndarray, now: float
+    ) -> Callable[[np.ndarray, np.ndarray], None] | None:
+        """Decide the fate of every value sent this round; return the correction that swaps
+        missing values for the last ones received (or the node's own value)."""
+        network = self.network
+        learner = self.learner
+        schedule = self.schedule
+        n = learner.n
+        if self.cache is None:
+            self.cache = np.zeros((schedule.indices.size, n))
+            self.cache_round = np.full(schedule.indices.size, -1, dtype=np.int64)
+        assert self.cache_round is not None
+        self._apply_arrivals(now)
+        # the receiving node i of CSR entry e = (i, j) gets j's value; entries in A_t's order
+        ptr, idx = a.indptr, a.indices
+        receivers = np.repeat(np.arange(learner.m), np.diff(ptr))
+        off = idx != receivers
+        receivers, senders = receivers[off], idx[off].astype(np.int64)
+        weights = a.data[off]
+        entries = _entry_ids(schedule.indptr, schedule.indices, receivers, senders)
+        count = entries.size
+        network.sent += count
+        lost = self.fate_rng.random(count) < network.links.loss
+        delays = np.asarray(network.links.delay.sample(self.fate_rng, count), dtype=float)
+        if network.links.bandwidth is not None:
+            delays = delays + 8.0 * n / network.links.bandwidth
+        late = ~lost & (delays > self.period)
+        fresh = ~lost & ~late
+        network.delivered += int(fresh.sum())
+        network.lost += int(lost.sum())
+        if lost.any():
+            table = network.lost_table
+            table.extend(
+                [
+                    [now + float(d) for d in delays[lost]],
+                    [now] * int(lost.sum()),
+                    ["dola"] * int(lost.sum()),
+                    senders[lost].tolist(),
+                    receivers[lost].tolist(),
+                    [RANDOM_LOSS] * int(lost.sum()),
+                ]
+            )
+        values = learner.released
+        self.cache[entries[fresh]] = values[senders[fresh]]
+        self.cache_round[entries[fresh]] = self.t
+        if late.any():
+            order = np.argsort(delays[late], kind="stable")
+            for k in order:  # late values: cached when they arrive, if still the newest
+                e = entries[late][k]
+                self.pending.append(
+                    _Pending(now + float(delays[late][k]), np.array([e]),
+                             values[senders[late][k]][None, :].copy(), self.t)
+                )  # fmt: skip
+        missing = ~fresh
+        miss_entries = entries[missing]
+        miss_rows = receivers[missing]
+        miss_senders = senders[missing]
+        miss_weights = weights[missing]
+        have = self.cache_round[miss_entries] >= 0
+        if have.any():
+            staleness = self.t - self.cache_round[miss_entries[have]]
+            self.stale_used += int(have.sum())
+            self.max_staleness = max(self.max_staleness, int(staleness.max()))
+        cache = self.cache
+
+        def correct(mixed: np.ndarray, nodes: np.ndarray) -> None:
+            # mixed_i used a_ij v_j for missing values: replace by the cached value or v_i
+            replacement = np.where(have[:, None], cache[miss_entries], values[miss_rows])
+            delta = miss_weights[:, None] * (replacement - values[miss_senders])
+            np.add.at(mixed, miss_rows, delta)
+
+        return correct if missing.any() else None
+
+    def _apply_arrivals(self, now: float) -> None:
+        assert self.cache is not None and self.cache_round is not None
+        keep = []
+        for item in self.pending:
+            if item.arrival <= now:
+                newer = self.cache_round[item.entries] < item.sent_round
+                self.cache[item.entries[newer]] = item.values[newer]
+                self.cache_round[item.entries[newer]] = item.sent_round
+            else:
+                keep.append(item)
+        self.pending = keep
+
+    # --- logging ---------------------------------------------------------------------------
+
+    def _log_mixing(self, mixing: object, online: np.ndarray, now: float) -> None:
+        check = check_round(mixing, online)  # type: ignore[arg-type]
+        self.window_matrices.append(mixing.matrix)  # type: ignore[attr-defined]
+        self.window_online |= online
+        window_checked = len(self.window_matrices) == self.window
+        window_components = -1
+        if window_checked:
+            window_components = union_components(self.window_matrices, self.window_online)
+            self.window_matrices = []
+            self.window_online = np.zeros_like(self.window_online)
+        self.mixing_table.append(
+            self.t, now, int(online.sum()), mixing.links, check.eta,  # type: ignore[attr-defined]
+            check.row_sum_error, check.column_sum_error, check.components,
+            window_checked, window_components,
+        )  # fmt: skip
+
+    def _log_round(self, now: float, online: int) -> None:
+        learner = self.learner
+        data = learner.data
+        w_node = learner.weights[learner.regret_node]
+        mean = learner.weights.mean(axis=0)
+        self.rounds_table.append(
+            self.t, now, online, self.cumulative, self.cumulative / self.t,
+            learner.consensus(), learner.sparsity_of(w_node),
+            learner.sparsity_of(learner.weights),
+            accuracy(self.averaged / self.t, data.x_test, data.y_test),
+            accuracy(mean, data.x_test, data.y_test),
+            accuracy(w_node, data.x_test, data.y_test),
+            self.last_scale, self.stale_used, self.max_staleness,
+        )  # fmt: skip
+        self.stale_used = 0
+
+    def finish(self) -> None:
+        """Regret at the checkpoints, the summary row and the privacy tables."""
+        learner = self.learner
+        config = learner.config
+        log = self.sim.log
+        regret_table = log.table(REGRET_TABLE)
+        done = self.t
+        regret = math.nan
+        start = None
+        if done and learner.used_rows:
+            counts_by_round = [r.size for r in learner.used_rows]
+            flat = np.concatenate(learner.used_rows)
+            ends = np.cumsum(counts_by_round)
+            x, y = learner.data.x_train, learner.data.y_train
+            for t in self.checkpoints[self.checkpoints <= done]:
+                used = flat[: ends[t - 1]]
+                if used.size == 0:
+                    continue
+                weights = np.bincount(used, minlength=learner.data.n_train) / config.batch
+                solution = hindsight_minimum(
+                    x, y, weights, loss=config.loss, radius=config.radius,
+                    regularisation=config.regularisation, start=start,
+                )  # fmt: skip
+                start = solution.w
+                cumulative = self.cumulative_at[t - 1]
+                regret = cumulative - solution.value
+                regret_table.append(
+                    int(t), cumulative, solution.value, solution.value - solution.lower_bound,
+                    regret, regret / t, regret / (t * learner.m),
+                )  # fmt: skip
+        accountant = learner.accountant
+        accountant.write_tables(log)
+        run = accountant.run_guarantee()
+        if config.algorithm == "non_private":
+            guarantee = "non-private"
+        elif not run.is_dp:
+            guarantee = "none"
+        elif run.delta > 0:
+            guarantee = f"(ε, δ)-DP with ε = {run.epsilon:.4g}, δ = {run.delta:.3g}"
+        else:
+            guarantee = f"ε-DP with ε = {run.epsilon:.4g}"
+        data = learner.data
+        w_node = learner.weights[learner.regret_node]
+        log.table(SUMMARY_TABLE).append(
+            config.algorithm, learner.m, done,
+            config.epsilon if config.algorithm != "non_private" else math.inf,
+            config.delta if config.algorithm == "gaussian" else 0.0, config.batch,
+            regret, regret / done if done else math.nan,
+            accuracy(self.averaged / max(done, 1), data.x_test, data.y_test),
+            accuracy(learner.weights.mean(axis=0), data.x_test, data.y_test),
+            accuracy(w_node, data.x_test, data.y_test),
+            learner.sparsity_of(w_node), learner.consensus(), guarantee,
+            run.epsilon, run.delta, learner.passes,
+        )  # fmt: skip
+
+
+def _entry_ids(
+    indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, columns: np.ndarray
+) -> np.ndarray:
+    """The CSR entry index of each (row, column) pair (rows sorted within; pairs must exist)."""
+    n = indptr.size - 1
+    keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)) * n + indices
+    return np.searchsorted(keys, rows.astype(np.int64) * n + columns)

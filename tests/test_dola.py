@@ -1,0 +1,463 @@
+"""DOLA (Li et al.): mixing matrices, the update rules, privacy accounting, metrics, bad input."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from netsim.cli import main
+from netsim.learning import dola_kernels as kernels
+from netsim.learning.dola import LOSS_CODES, DolaConfig, DolaConfigError, DolaLearner
+from netsim.learning.mixing import MixingSchedule, check_round, union_components
+from netsim.learning.online_data import OnlineData, synthetic_ball
+from netsim.network import topology as topologies
+from netsim.privacy import mechanisms
+from netsim.scenario.loader import validate_scenario
+from netsim.scenario.runner import run_in_memory
+from tests.test_bad_input import cli_error, write
+
+# --- mixing matrices (Assumption 2) --------------------------------------------------------
+
+
+@settings(max_examples=40)
+@given(
+    n=st.integers(2, 40),
+    p=st.floats(0.05, 0.9),
+    online_share=st.floats(0.0, 1.0),
+    fraction=st.floats(0.05, 1.0),
+    count=st.integers(0, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_mixing_matrices_are_doubly_stochastic_on_the_used_links(
+    n, p, online_share, fraction, count, seed
+):
+    rng = np.random.default_rng(seed)
+    topology = topologies.erdos_renyi(n, p, seed % 1000)
+    if (topology.degrees() == 0).any():
+        return  # rejected by check_mixable (tested below)
+    schedule = MixingSchedule(topology, fraction=fraction, count=count)
+    online = rng.random(n) < online_share
+    mixing = schedule.draw(online, rng)
+    a = mixing.matrix.toarray()
+    assert (a >= 0).all()
+    np.testing.assert_allclose(a.sum(axis=0), 1.0, atol=1e-12)
+    np.testing.assert_allclose(a.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(a, a.T)
+    adjacency = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        adjacency[i, topology.neighbours(i)] = True
+    off = a.copy()
+    np.fill_diagonal(off, 0.0)
+    used = off > 0
+    assert not (used & ~adjacency).any(), "a weight on a pair that is not a link"
+    assert not used[~online].any() and not used[:, ~online].any(), "an offline node mixes"
+    np.testing.assert_array_equal(a[~online][:, ~online], np.eye(int((~online).sum())))
+    assert mixing.links == int(used.sum()) // 2
+    assert mixing.eta == pytest.approx(a[a > 0].min())
+    # every online node talks to at least as many online neighbours as it chose
+    online_degree = (adjacency & online[None, :]).sum(axis=1)
+    want = np.minimum(count if count else np.ceil(fraction * online_degree), online_degree)
+    assert (used.sum(axis=1)[online] >= want[online]).all()
+    # Metropolis–Hastings weights
+    degree = used.sum(axis=1)
+    for i, j in zip(*np.nonzero(used), strict=True):
+        assert a[i, j] == pytest.approx(1.0 / (1 + max(degree[i], degree[j])))
+    check = check_round(mixing, online)
+    assert check.row_sum_error < 1e-12 and check.column_sum_error < 1e-12
+
+
+def test_fraction_one_and_everyone_online_uses_every_link():
+    topology = topologies.random_regular(30, 4, 3)
+    schedule = MixingSchedule(topology, fraction=1.0)
+    mixing = schedule.draw(np.ones(30, bool), np.random.default_rng(0))
+    assert mixing.links == topology.edge_count
+    assert mixing.eta == pytest.approx(1 / 5)  # 4-regular: 1/(1+4) off-diagonal and diagonal
+
+
+def test_time_invariant_mixing_is_fixed_and_ignores_churn():
+    topology = topologies.ring(12, 2)
+    schedule = MixingSchedule(topology, time_invariant=True)
+    rng = np.random.default_rng(1)
+    first = schedule.draw(np.ones(12, bool), rng).matrix
+    second = schedule.draw(rng.random(12) < 0.5, rng).matrix
+    assert (first != second).nnz == 0
+    assert first.nnz == 12 + 2 * topology.edge_count
+
+
+def test_union_over_a_window_connects_what_single_rounds_do_not():
+    ring = topologies.ring(20, 1)
+    schedule = MixingSchedule(ring, count=1)
+    rng = np.random.default_rng(5)
+    online = np.ones(20, bool)
+    rounds = [schedule.draw(online, rng).matrix for _ in range(30)]
+    assert union_components(rounds[:1], online) > 1  # one round: a matching-like graph
+    assert union_components(rounds, online) == 1
+
+
+def test_a_topology_with_an_isolated_node_is_rejected():
+    topology = topologies.Topology.from_edges(4, np.array([0, 1]), np.array([1, 2]), directed=False)
+    with pytest.raises(Exception, match=r"node 3.*no doubly stochastic"):
+        MixingSchedule(topology)
+
+
+# --- the learner ---------------------------------------------------------------------------
+
+
+def tiny_data(n_train: int = 200, features: int = 5, seed: int = 0) -> OnlineData:
+    data = synthetic_ball(
+        examples=int(n_train / 0.75) + 1, features=features, label_noise=0.1, seed=seed
+    )
+    return data
+
+
+def identity(m: int) -> sp.csr_matrix:
+    return sp.identity(m, format="csr")
+
+
+def run_rounds(learner: DolaLearner, rounds: int, matrix, nodes=None) -> list[float]:
+    nodes = np.arange(learner.m) if nodes is None else nodes
+    return [
+        learner.round(t, matrix.indptr, matrix.indices, matrix.data, nodes).loss_at_node
+        for t in range(rounds)
+    ]
+
+
+@pytest.mark.parametrize("step", ["strongly_convex", "convex"])
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_one_node_without_noise_is_projected_online_gradient_descent(step, loss):
+    data = tiny_data()
+    config = DolaConfig(
+        algorithm="non_private", loss=loss, step=step, strong_convexity=2.0, radius=0.8,
+        regularisation=0.01, rounds=60,
+    )  # fmt: skip
+    learner = DolaLearner(config, data, 1, shard_seed=3, rng=np.random.default_rng(0))
+    order = learner.table[0, : learner.lengths[0]]
+    w = np.zeros(data.features)
+    for t in range(60):
+        x, y = data.x_train[order[t % order.size]], data.y_train[order[t % order.size]]
+        z = y * (w @ x)
+        slope = (-1.0 if z < 1 else 0.0) if loss == "hinge" else -1.0 / (1.0 + math.exp(z))
+        expected_loss = (max(0.0, 1 - z) if loss == "hinge" else math.log1p(math.exp(-z))) + (
+            0.005 * (w @ w)
+        )
+        g = slope * y * x + 0.01 * w
+        alpha = 1 / (2.0 * (t + 1)) if step == "strongly_convex" else 1 / (2 * math.sqrt(t + 1))
+        report = learner.round(t, *_csr(identity(1)), np.array([0]))
+        assert report.loss_at_node == pytest.approx(expected_loss, rel=1e-12, abs=1e-12)
+        w = w - alpha * g
+        norm = np.linalg.norm(w)
+        if norm > 0.8:
+            w *= 0.8 / norm
+        np.testing.assert_allclose(learner.weights[0], w, rtol=1e-12, atol=1e-14)
+        np.testing.assert_array_equal(learner.released[0], learner.weights[0])
+
+
+def _csr(matrix):
+    return matrix.indptr, matrix.indices, matrix.data
+
+
+@settings(max_examples=60)
+@given(
+    seed=st.integers(0, 2**31),
+    batch=st.integers(1, 4),
+    alpha=st.floats(1e-3, 2.0),
+    loss=st.sampled_from(["hinge", "logistic"]),
+)
+def test_a_release_moves_at_most_the_sensitivity_when_one_example_changes(seed, batch, alpha, loss):
+    """Li et al. Lemma 1 / 7: ‖w − w'‖₁ ≤ 2 α √n L / h for batches differing in one example
+    (L = 1 for ‖x‖ ≤ 1), checked on the compiled step itself."""
+    rng = np.random.default_rng(seed)
+    n = 6
+    x = rng.normal(size=(batch + 1, n))
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1.0) * rng.uniform(1, 3)
+    y = rng.choice([-1.0, 1.0], batch + 1)
+    b = rng.normal(size=(1, n)) * 0.3
+    rows_a = np.arange(batch)[None, :]
+    rows_b = rows_a.copy()
+    rows_b[0, 0] = batch  # the neighbouring batch: one example replaced
+    outs = []
+    for rows in (rows_a, rows_b):
+        out = np.zeros((1, n))
+        kernels.gradient_steps(
+            np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0), b, b, np.array([0]),
+            rows, x, np.zeros(0), np.zeros(0, np.int64), np.zeros(1, np.int64), y,
+            LOSS_CODES[loss], alpha, 0.05, 1.0, np.zeros((0, n)), out, np.zeros(n),
+        )  # fmt: skip
+        outs.append(out[0])
+    bound = mechanisms.dola_sensitivity(alpha, n, 1.0, batch)
+    assert np.abs(outs[0] - outs[1]).sum() <= bound * (1 + 1e-12)
+
+
+def test_offline_nodes_keep_their_state_and_spend_nothing():
+    data = tiny_data(n_train=300)
+    config = DolaConfig(algorithm="laplace", epsilon=1.0, rounds=20)
+    learner = DolaLearner(config, data, 6, shard_seed=1, rng=np.random.default_rng(2))
+    ring = MixingSchedule(topologies.ring(6, 1), fraction=1.0)
+    rng = np.random.default_rng(3)
+    everyone = np.ones(6, bool)
+    a = ring.draw(everyone, rng).matrix
+    learner.round(0, *_csr(a), np.arange(6))
+    online = everyone.copy()
+    online[[1, 4]] = False
+    weights, released = learner.weights.copy(), learner.released.copy()
+    a = ring.draw(online, rng).matrix
+    learner.round(1, *_csr(a), np.flatnonzero(online))
+    np.testing.assert_array_equal(learner.weights[[1, 4]], weights[[1, 4]])
+    np.testing.assert_array_equal(learner.released[[1, 4]], released[[1, 4]])
+    assert not np.array_equal(learner.weights[0], weights[0])
+    assert learner.steps.tolist() == [2, 1, 2, 2, 1, 2]
+    ledger = learner.accountant.ledger_frame()
+    assert len(ledger) == 6 + 4
+    shards = {i: set(learner.table[i, : learner.lengths[i]].tolist()) for i in range(6)}
+    second = set(ledger["record"].iloc[6:])
+    assert not second & (shards[1] | shards[4])
+
+
+def test_laplace_noise_scale_follows_the_formula_and_shrinks_with_the_batch():
+    data = tiny_data(n_train=600, features=8)
+    ledgers = {}
+    noise = {}
+    for h in (1, 5):
+        config = DolaConfig(algorithm="laplace", epsilon=0.5, batch=h, strong_convexity=0.5,
+                            rounds=10)  # fmt: skip
+        learner = DolaLearner(config, data, 4, shard_seed=0, rng=np.random.default_rng(7))
+        a = identity(4)
+        learner.round(0, *_csr(a), np.arange(4))
+        noise[h] = (learner.released - learner.weights).ravel()
+        for t in range(1, 10):
+            learner.round(t, *_csr(a), np.arange(4))
+        ledgers[h] = learner.accountant.ledger_frame()
+    for h, ledger in ledgers.items():
+        assert len(ledger) == 10 * 4 * h  # every example of every batch charged once
+        scales = ledger["noise_scale"].to_numpy().reshape(10, 4 * h)[:, 0]
+        alphas = 1 / (0.5 * np.arange(1, 11))
+        np.testing.assert_allclose(scales, 2 * alphas * math.sqrt(8) * 1.0 / (h * 0.5))
+        assert (ledger["epsilon"] == 0.5).all() and (ledger["mechanism"] == "laplace_dola").all()
+    np.testing.assert_allclose(
+        ledgers[5]["noise_scale"].to_numpy()[::20], ledgers[1]["noise_scale"].to_numpy()[::4] / 5
+    )
+    # the drawn noise has the recorded scale: E|X| = b for Laplace(b), 32 draws each
+    for h in (1, 5):
+        b = 2 * (1 / 0.5) * math.sqrt(8) / (h * 0.5)
+        mean_abs = np.abs(noise[h]).mean()
+        assert abs(mean_abs - b) < 5 * b / math.sqrt(noise[h].size)
+
+
+@pytest.mark.parametrize("calibration", ["printed", "analytic"])
+def test_gaussian_noise_scale_follows_the_formula(calibration):
+    data = tiny_data(n_train=400, features=6)
+    config = DolaConfig(
+        algorithm="gaussian", epsilon=0.5, delta=1e-4, calibration=calibration, batch=2,
+        rounds=8,
+    )  # fmt: skip
+    learner = DolaLearner(config, data, 3, shard_seed=0, rng=np.random.default_rng(1))
+    run_rounds(learner, 8, identity(3))
+    ledger = learner.accountant.ledger_frame()
+    sigmas = ledger["noise_scale"].to_numpy().reshape(8, 6)[:, 0]
+    for t, sigma in enumerate(sigmas, start=1):
+        alpha = 1.0 / t
+        if calibration == "printed":
+            j2 = 4 * alpha**2 * 6 * 1.0 * 8 * math.log(8 / 1e-4) * math.log(1e4) / 0.25
+            assert sigma == pytest.approx(math.sqrt(j2) / 2)
+            eps = mechanisms.gaussian_epsilon(sigma, 2.0 / 2, 1e-4)
+            assert ledger["epsilon"].iloc[6 * (t - 1)] == pytest.approx(eps)
+        else:
+            assert sigma == pytest.approx(mechanisms.analytic_gaussian_sigma(1.0, 0.5, 1e-4))
+            assert ledger["epsilon"].iloc[6 * (t - 1)] == 0.5
+    records = learner.accountant.records_frame()
+    assert records["uses"].max() == 1  # 8 rounds × 2 examples fit in every shard
+    assert (records["delta_spent"] <= 1e-4 * (1 + 1e-12)).all()
+
+
+@settings(max_examples=25)
+@given(
+    algorithm=st.sampled_from(["laplace", "sparse", "gaussian"]),
+    epsilon=st.floats(0.01, 5.0),
+    nodes=st.integers(1, 6),
+    batch=st.integers(1, 3),
+    rounds=st.integers(1, 30),
+    churn=st.floats(0.0, 0.6),
+    seed=st.integers(0, 1000),
+)
+def test_no_example_exceeds_its_budget(algorithm, epsilon, nodes, batch, rounds, churn, seed):
+    data = tiny_data(n_train=40, features=3, seed=seed)
+    config = DolaConfig(
+        algorithm=algorithm, epsilon=epsilon, batch=batch, rounds=rounds, sparsity=0.1,
+        calibration="analytic",
+    )  # fmt: skip
+    learner = DolaLearner(config, data, nodes, shard_seed=seed, rng=np.random.default_rng(seed))
+    rng = np.random.default_rng(seed + 1)
+    for t in range(rounds):
+        online = np.flatnonzero(rng.random(nodes) >= churn)
+        learner.round(t, *_csr(identity(nodes)), online)
+    accountant = learner.accountant
+    records = accountant.records_frame()
+    assert (records["epsilon_spent"] <= epsilon * learner.passes * (1 + 1e-9)).all()
+    assert records["uses"].max() <= learner.passes
+    ledger = accountant.ledger_frame()
+    per_record = ledger.groupby("record")["epsilon"].sum()
+    assert (per_record <= epsilon * learner.passes * (1 + 1e-9)).all()
+    assert len(ledger) == batch * learner.steps.sum()
+
+
+def test_bad_learner_configuration():
+    data = tiny_data(n_train=30)
+    with pytest.raises(DolaConfigError, match="larger than the smallest node's local data"):
+        DolaLearner(DolaConfig(batch=11), data, 3, shard_seed=0, rng=np.random.default_rng())
+    with pytest.raises(DolaConfigError, match="strong_convexity λ > 0"):
+        DolaConfig(strong_convexity=0.0)
+    with pytest.raises(DolaConfigError, match="epsilon must be positive"):
+        DolaConfig(epsilon=0.0)
+    with pytest.raises(DolaConfigError, match=r"delta must be in \(0, 1\)"):
+        DolaConfig(algorithm="gaussian", delta=1.0)
+
+
+# --- runs over the simulated network -------------------------------------------------------
+
+BASE = {
+    "name": "dola-test",
+    "seed": 3,
+    "nodes": 16,
+    "duration": 200,
+    "topology": {"kind": "random_regular", "degree": 4},
+    "dola": {
+        "data": {"name": "synthetic_ball", "options": {"examples": 8000, "features": 5}},
+        "algorithm": "non_private",
+        "regret_checkpoints": 8,
+        "evaluate_every": 20,
+    },
+}
+
+
+def scenario(**changes):
+    spec = {**BASE, "dola": {**BASE["dola"]}}
+    for key, value in changes.items():
+        if key.startswith("dola_"):
+            spec["dola"][key[5:]] = value
+        else:
+            spec[key] = value
+    return validate_scenario(spec, source="test", base_dir=None)
+
+
+def test_non_private_average_regret_falls_with_t():
+    _, frames = run_in_memory(scenario())
+    regret = frames["dola_regret"]
+    assert regret["round"].iloc[-1] == 200
+    average = regret["average_regret"].to_numpy()
+    assert average[-1] < 0.5 * average[1]
+    assert (regret["hindsight_gap"] < 1e-3 * regret["hindsight_loss"]).all()
+    summary = frames["dola_summary"].iloc[0]
+    assert summary["guarantee"] == "non-private"
+    assert summary["accuracy_averaged"] > 0.8
+
+
+def test_regret_grows_as_epsilon_falls_and_runs_are_reproducible():
+    finals = {}
+    for eps in (10.0, 1.0, 0.1):
+        _, frames = run_in_memory(scenario(dola_algorithm="laplace", dola_epsilon=eps))
+        finals[eps] = frames["dola_regret"]["average_regret"].iloc[-1]
+        assert frames["dola_summary"]["guarantee"].iloc[0] == f"ε-DP with ε = {eps:g}"
+    assert finals[10.0] < finals[1.0] < finals[0.1]
+    _, again = run_in_memory(scenario(dola_algorithm="laplace", dola_epsilon=0.1))
+    assert again["dola_regret"]["average_regret"].iloc[-1] == finals[0.1]
+
+
+def test_nodes_approach_each_other():
+    _, frames = run_in_memory(scenario())
+    consensus = frames["dola_rounds"]["consensus"].to_numpy()
+    assert consensus[-1] < 0.1 * consensus[0]
+    mixing = frames["dola_mixing"]
+    assert (mixing["row_sum_error"] < 1e-12).all() and (mixing["column_sum_error"] < 1e-12).all()
+    windows = mixing[mixing["window_checked"]]
+    assert len(windows) == 20 and (windows["window_components"] == 1).all()
+
+
+def test_sparse_dola_makes_sparse_models_as_rho_grows():
+    sparsity = []
+    for rho in (0.0, 0.5, 1.0):
+        _, frames = run_in_memory(
+            scenario(dola_algorithm="sparse", dola_epsilon=5.0, dola_sparsity=rho)
+        )
+        sparsity.append(frames["dola_rounds"]["sparsity_mean"].iloc[-1])
+    assert sparsity[0] == 0.0
+    assert sparsity[0] < sparsity[1] < sparsity[2]
+
+
+def test_lost_values_are_replaced_by_the_last_ones_received():
+    _, frames = run_in_memory(scenario(links={"loss": 0.3}))
+    rounds = frames["dola_rounds"]
+    assert rounds["stale_values"].sum() > 0 and rounds["max_staleness"].max() >= 1
+    lost = frames["messages_lost"]
+    assert len(lost) > 0 and set(lost["kind"]) == {"dola"}
+    links = frames["dola_mixing"]["links"].sum() * 2
+    share = len(lost) / links
+    assert abs(share - 0.3) < 5 * math.sqrt(0.3 * 0.7 / links)
+
+
+def test_churn_from_a_model_skips_offline_nodes():
+    churn = {
+        "kind": "synthetic",
+        "online": {"dist": "exponential", "mean": "30s"},
+        "offline": {"dist": "exponential", "mean": "30s"},
+    }
+    _, frames = run_in_memory(scenario(churn=churn, dola_algorithm="laplace"))
+    mixing = frames["dola_mixing"]
+    assert mixing["online"].min() < 16
+    summary = frames["dola_summary"].iloc[0]
+    ledger = frames["privacy_ledger"]
+    assert len(ledger) == mixing["online"].sum()  # one example per online node and round
+    assert summary["epsilon_spent_max"] <= 1.0 * summary["passes"]
+
+
+# --- bad input through the command line ----------------------------------------------------
+
+YAML = """\
+name: dola-bad
+seed: 1
+nodes: 8
+duration: 20s
+topology: {kind: ring, k: 1}
+dola:
+  data: {name: synthetic_ball, options: {examples: 400, features: 3}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("  epsilon: 0\n", "epsilon must be positive and finite, got 0.0"),
+        ("  epsilon: -1\n", "epsilon must be positive and finite"),
+        ("  algorithm: gaussian\n  delta: 1.5\n", "delta must be in (0, 1)"),
+        ("  algorithm: gaussian\n  delta: 0\n", "delta must be in (0, 1)"),
+        ("  batch: 100\n", "batch 100 is larger than the smallest node's local data (37"),
+        ("  strong_convexity: 0\n", "use step: convex (1/(2√t)) for λ = 0"),
+        ("  regret_node: 8\n", "dola.regret_node (8) must be a node id below nodes (8)"),
+        ("  rounds: 50\n", "dola.rounds (50) × dola.period (1 s) is longer than duration"),
+    ],
+)
+def test_bad_dola_scenario(capsys, tmp_path: Path, extra: str, expected: str) -> None:
+    path = write(tmp_path / "s.yaml", YAML + extra)
+    err = cli_error(capsys, "validate", path)
+    assert expected in err
+
+
+def test_dola_on_a_topology_with_an_isolated_node(capsys, tmp_path: Path) -> None:
+    write(tmp_path / "edges.txt", "0 1\n1 2\n")
+    text = YAML.replace("nodes: 8", "nodes: 4").replace(
+        "{kind: ring, k: 1}", "{kind: edge_list, path: edges.txt}"
+    )
+    err = cli_error(capsys, "validate", write(tmp_path / "s.yaml", text))
+    assert "node 3" in err and "no doubly stochastic mixing matrix" in err
+
+
+def test_dola_scenario_runs_from_the_cli(capsys, tmp_path: Path) -> None:
+    path = write(tmp_path / "s.yaml", YAML)
+    assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "dola:" in out and "ε-DP with ε = 1" in out
