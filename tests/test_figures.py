@@ -89,3 +89,41 @@ def test_learning_figure_averages_runs_per_configuration(tmp_path):
     with pytest.raises(RunDirectoryError, match="no accuracy curves"):
         learning_figure(curves.iloc[:0], tmp_path / "empty.png", title="empty")
     assert not (tmp_path / "empty.png").exists()
+
+
+def dola_run(tmp_path, seed: int, **dola):
+    data = {
+        "name": f"dola-{seed}",
+        "seed": seed,
+        "nodes": 8,
+        "duration": 60,
+        "topology": {"kind": "ring", "k": 2},
+        "dola": {
+            "data": {"name": "synthetic_ball", "options": {"examples": 2000, "features": 4}},
+            "regret_checkpoints": 5,
+            **dola,
+        },
+    }
+    scenario = validate_scenario(data, source="<t>", base_dir=None)
+    return run_scenario(scenario, out=tmp_path).directory
+
+
+def test_dola_curves_and_figures_from_run_directories(tmp_path):
+    from netsim.analysis.dola import curve_figure, dola_curves_from_run, sparsity_figure
+
+    runs = [dola_run(tmp_path, seed, epsilon=eps) for seed in (1, 2) for eps in (0.1, 1.0)]
+    curves = pd.concat([dola_curves_from_run(run) for run in runs], ignore_index=True)
+    assert set(curves["epsilon"]) == {0.1, 1.0} and set(curves["seed"]) == {1, 2}
+    regret = curves.dropna(subset=["average_regret"])
+    assert regret.groupby(["epsilon", "seed"])["round"].max().eq(60).all()
+    assert (curves.dropna(subset=["consensus"])["round"] % 10 == 0).all()
+    out = curve_figure(curves, tmp_path / "regret.png", metric="average_regret", title="t")
+    width, height = png_size(out)
+    assert width > 500 and height > 300
+    points = pd.DataFrame(
+        {"topology": ["a", "a", "b"], "sparsity_rho": [0.0, 1.0, 0.0], "seed": [1, 1, 1],
+         "sparsity": [0.0, 0.5, 0.0], "accuracy": [0.8, 0.85, 0.7]}
+    )  # fmt: skip
+    assert png_size(sparsity_figure(points, tmp_path / "s.png", title="t"))[0] > 500
+    with pytest.raises(RunDirectoryError, match="no consensus values"):
+        curve_figure(curves.iloc[:0], tmp_path / "none.png", metric="consensus", title="t")

@@ -177,8 +177,8 @@ def ring(n: int, k: int = 1) -> Topology:
 
 
 def complete(n: int) -> Topology:
-    """Every pair of nodes linked."""
-    _check_n(n, 2)
+    """Every pair of nodes linked (one node alone: no link, e.g. DOLA's centralised case)."""
+    _check_n(n, 1)
     # row i lists every j != i in increasing order: j' + (j' >= i) for j' in 0..n-2
     others = np.arange(n - 1, dtype=np.int32)[None, :]
     indices = (others + (others >= np.arange(n, dtype=np.int32)[:, None])).ravel()

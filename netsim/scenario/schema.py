@@ -453,7 +453,7 @@ class Scenario(StrictModel):
 
 def topology_problem(topology: TopologyConfig, n: int) -> str | None:
     """Why ``topology`` cannot be built on ``n`` nodes, or ``None`` if it can."""
-    if n < 2 and not isinstance(topology, EdgeListTopology):
+    if n < 2 and not isinstance(topology, EdgeListTopology | CompleteTopology):
         return f"nodes: a {topology.kind} topology needs at least 2 nodes, got {n}"
     match topology:
         case KOutTopology(k=k) if k >= n:

@@ -1,0 +1,305 @@
+"""Run the experiments of Li et al. (DOLA; arXiv 2017 §6, TKDE 2018 §7) and draw them.
+
+    python analysis/dola_experiments.py run [--jobs 2] [--only NAME ...]
+    python analysis/dola_experiments.py figures
+
+Experiments (all on the simulated network, synchronous and loss-free as in the papers, hinge
+loss, step 1/(λt) with λ = 1, W the unit L2 ball; ``scenarios/dola/synthetic.yaml`` is the
+base: 100,000 points in the unit ball of R^10, 64 nodes on a random geometric graph, each node
+talking to half its neighbours per round, 1,000 rounds):
+
+=============  ===========================================================================
+``epsilon``    regret vs ε: non-private, ε = 1, 0.1, 0.01 (Alg. 1, Laplace) and the (ε, δ)
+               Gaussian of TKDE Alg. 2 (J² as printed, and analytic), 3 seeds (arXiv Fig. 1a,
+               TKDE Fig. 3a-b); also consensus and the averaged iterate (TKDE Fig. 6a, 6c)
+``nodes``      regret vs nodes 1, 4, 64 at ε = 0.1, 3 seeds (arXiv Fig. 1c)
+``batch``      regret vs batch size h = 1, 5 at ε = 0.1 and non-private, 10 seeds: mean and
+               spread (arXiv Fig. 2, TKDE Fig. 6b)
+``topology``   regret vs three random geometric topologies (radius 0.32, 0.5, 0.8) at
+               ε = 0.1, Alg. 1 and Alg. 2, 3 seeds (TKDE Fig. 3c-d)
+``datasets``   regret on Adult and Spambase (SPEC §6 pre-processing) vs synthetic, ε = 0.1
+               and 1, 3 seeds (TKDE Fig. 4; Adult needs ../shared/data)
+``table3``     test accuracy for ε = 1, 0.1, 0.01 and non-private × nodes 1, 4, 64 on sparse
+               synthetic data standing in for RCV1 (n = 47,236, 75 non-zeros per row, 20,242
+               rows, 3/4 for training), one pass over the training data (TKDE Table 3)
+``sparsity``   accuracy vs sparsity of Alg. 3 on sparse synthetic data standing in for
+               real-sim (n = 20,958), ρ swept, three topologies (TKDE Fig. 5a)
+=============  ===========================================================================
+
+``run`` writes ``analysis/results/dola-<experiment>.parquet`` (atomically) and ``figures``
+draws ``analysis/figures/dola-*.png`` from them and prints the tables in Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from netsim.analysis.dola import curve_figure, dola_curves, final_values, sparsity_figure
+from netsim.errors import NetsimError
+from netsim.scenario.loader import load_scenario
+from netsim.scenario.runner import run_in_memory
+from netsim.storage import atomic_write_bytes
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = REPO / "scenarios" / "dola" / "synthetic.yaml"
+RESULTS = REPO / "analysis" / "results"
+FIGURES = REPO / "analysis" / "figures"
+SHARED = REPO.parent / "shared" / "data"
+ADULT = SHARED / "uci" / "adult-complete-rows.csv"
+RCV1_LIKE = {"examples": 20242, "features": 47236, "nonzeros": 75, "relevant": 500}
+REAL_SIM_LIKE = {"examples": 20000, "features": 20958, "nonzeros": 50, "relevant": 500}
+Task = tuple[str, dict[str, Any], int]
+
+
+def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """``base`` with dotted keys of ``changes`` replaced (``dola__epsilon`` = dola.epsilon)."""
+    spec = {key: (dict(value) if isinstance(value, dict) else value) for key, value in base.items()}
+    for key, value in changes.items():
+        parts = key.split("__")
+        target = spec
+        for part in parts[:-1]:
+            target[part] = dict(target.get(part, {}))
+            target = target[part]
+        target[parts[-1]] = value
+    return spec
+
+
+def base_spec() -> dict[str, Any]:
+    """The base scenario as a plain dictionary."""
+    return load_scenario(BASE).model_dump(mode="json", exclude_none=True)
+
+
+def tasks(name: str) -> list[Task]:
+    """The (experiment, scenario, seed) runs of experiment ``name``."""
+    base = base_spec()
+    base["dola"]["regret_checkpoints"] = 16
+    out: list[Task] = []
+
+    def add(spec: dict[str, Any], seeds: range) -> None:
+        out.extend((name, spec, seed) for seed in seeds)
+
+    if name == "epsilon":
+        add(_with(base, dola__algorithm="non_private"), range(1, 4))
+        for eps in (1.0, 0.1, 0.01):
+            add(_with(base, dola__epsilon=eps), range(1, 4))
+            add(_with(base, dola__algorithm="gaussian", dola__epsilon=eps), range(1, 4))
+        add(_with(base, dola__algorithm="gaussian", dola__calibration="analytic"), range(1, 4))
+    elif name == "nodes":
+        for m in (1, 4, 64):
+            topology = {"kind": "complete"} if m < 64 else base["topology"]
+            add(_with(base, nodes=m, topology=topology), range(1, 4))
+    elif name == "batch":
+        for h in (1, 5):
+            add(_with(base, dola__batch=h), range(1, 11))
+            add(_with(base, dola__batch=h, dola__algorithm="non_private"), range(1, 11))
+    elif name == "topology":
+        for radius in (0.32, 0.5, 0.8):
+            topology = {"kind": "random_geometric", "radius": radius}
+            add(_with(base, topology=topology), range(1, 4))
+            add(_with(base, topology=topology, dola__algorithm="gaussian"), range(1, 4))
+    elif name == "datasets":
+        sets: list[dict[str, Any]] = [{"name": "spambase"}, dict(base["dola"]["data"])]
+        if ADULT.is_file():
+            sets.insert(0, {"name": "adult", "path": str(ADULT)})
+        for data in sets:
+            for eps in (1.0, 0.1):
+                add(_with(base, dola__data=data, dola__epsilon=eps), range(1, 4))
+    elif name == "table3":
+        data = {"name": "synthetic_sparse", "options": RCV1_LIKE}
+        train = math.ceil(RCV1_LIKE["examples"] * 0.75)
+        for m in (1, 4, 64):
+            rounds = math.ceil(train / m)
+            topology = {"kind": "complete"} if m < 64 else base["topology"]
+            for eps in (None, 1.0, 0.1, 0.01):
+                changes: dict[str, Any] = {
+                    "nodes": m, "topology": topology, "duration": float(rounds),
+                    "dola__data": data, "dola__regret_checkpoints": 0,
+                    "dola__evaluate_every": max(rounds // 20, 1),
+                }  # fmt: skip
+                if eps is None:
+                    changes["dola__algorithm"] = "non_private"
+                else:
+                    changes["dola__epsilon"] = eps
+                add(_with(base, **changes), range(1, 2))
+    elif name == "sparsity":
+        data = {"name": "synthetic_sparse", "options": REAL_SIM_LIKE}
+        rounds = math.ceil(REAL_SIM_LIKE["examples"] * 0.75 / 64)
+        for radius in (0.32, 0.5, 0.8):
+            for rho in (0.0, 0.1, 0.3, 1.0, 2.0, 4.0, 8.0):
+                spec = _with(
+                    base, topology={"kind": "random_geometric", "radius": radius},
+                    duration=float(rounds), dola__data=data, dola__algorithm="sparse",
+                    dola__epsilon=1.0, dola__sparsity=rho, dola__regret_checkpoints=0,
+                    dola__evaluate_every=max(rounds // 10, 1),
+                )  # fmt: skip
+                add(spec, range(1, 2))
+    else:
+        raise SystemExit(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
+    return out
+
+
+EXPERIMENTS = ("epsilon", "nodes", "batch", "topology", "datasets", "table3", "sparsity")
+
+
+def run_one(task: Task) -> pd.DataFrame:
+    """One run's curve rows (empty, with a message on stderr, if the scenario is refused)."""
+    from netsim.scenario.loader import validate_scenario
+
+    name, spec, seed = task
+    spec = _with(spec, seed=seed, name=f"dola-{name}")
+    try:
+        scenario = validate_scenario(spec, source=f"{name} seed {seed}", base_dir=REPO)
+        _, tables = run_in_memory(scenario)
+    except NetsimError as exc:
+        print(f"skipped {name} seed {seed}: {exc}", file=sys.stderr)
+        return pd.DataFrame()
+    curves = dola_curves(tables, scenario)
+    summary = tables["dola_summary"].iloc[0]
+    for column in ("accuracy_averaged", "accuracy_mean", "accuracy_node", "sparsity_node"):
+        curves[f"final_{column}"] = summary[column]
+    return curves
+
+
+def run_experiments(names: list[str], jobs: int) -> None:
+    """Run ``names`` in ``jobs`` worker processes; write one results file per experiment."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        started = time.perf_counter()
+        todo = tasks(name)
+        with ProcessPoolExecutor(jobs) as pool:
+            frames = list(pool.map(run_one, todo))
+        table = pd.concat([f for f in frames if not f.empty], ignore_index=True)
+        buffer = io.BytesIO()
+        table.to_parquet(buffer, index=False)
+        atomic_write_bytes(RESULTS / f"dola-{name}.parquet", buffer.getvalue())
+        print(f"{name}: {len(todo)} runs in {time.perf_counter() - started:.0f} s")
+
+
+def _load(name: str) -> pd.DataFrame | None:
+    path = RESULTS / f"dola-{name}.parquet"
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    header = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "|" + "---|" * len(table.columns)
+    rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.itertuples(False)]
+    return "\n".join([header, rule, *rows])
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return "non-private" if math.isinf(value) else f"{value:.4g}"
+    return str(value)
+
+
+FIGURE_SPECS: list[tuple[str, str, Callable[[pd.DataFrame], pd.DataFrame], dict[str, Any]]] = [
+    ("epsilon", "dola-regret-vs-epsilon.png",
+     lambda c: c[c["algorithm"].isin(["laplace", "non_private"])],
+     {"metric": "average_regret_per_node", "log_y": True, "varying": ["epsilon"],
+      "title": "Regret vs privacy, Alg. 1 (Laplace), synthetic d = 10, 64 nodes"}),
+    ("epsilon", "dola-regret-vs-epsilon-gaussian.png",
+     lambda c: c[c["algorithm"].isin(["gaussian", "non_private"])],
+     {"metric": "average_regret_per_node", "log_y": True, "varying": ["epsilon"],
+      "title": "Regret vs privacy, Alg. 2 (Gaussian, J² printed / analytic at ε=0.1), 64 nodes"}),
+    ("epsilon", "dola-consensus.png", lambda c: c[c["algorithm"] != "gaussian"],
+     {"metric": "consensus", "log_y": True, "varying": ["epsilon"],
+      "title": "Nodes approach each other, Alg. 1, 64 nodes"}),
+    ("epsilon", "dola-averaged-iterate.png", lambda c: c[c["algorithm"] != "gaussian"],
+     {"metric": "accuracy_averaged", "varying": ["epsilon"],
+      "title": "Stochastic-optimisation conversion: accuracy of ŵ_t, Alg. 1"}),
+    ("nodes", "dola-regret-vs-nodes.png", lambda c: c,
+     {"metric": "average_regret", "log_y": True, "varying": ["nodes"],
+      "title": "Regret vs nodes, ε = 0.1, synthetic d = 10"}),
+    ("nodes", "dola-regret-per-node-vs-nodes.png", lambda c: c,
+     {"metric": "average_regret_per_node", "log_y": True, "varying": ["nodes"],
+      "title": "Regret per node vs nodes, ε = 0.1"}),
+    ("batch", "dola-regret-vs-batch.png", lambda c: c,
+     {"metric": "average_regret_per_node", "log_y": True, "varying": ["epsilon", "batch"],
+      "title": "Regret vs mini-batch size, 64 nodes"}),
+    ("topology", "dola-regret-vs-topology.png", lambda c: c[c["algorithm"] == "laplace"],
+     {"metric": "average_regret_per_node", "log_y": True, "varying": ["topology"],
+      "title": "Regret vs topology, Alg. 1, ε = 0.1, 64 nodes"}),
+    ("topology", "dola-regret-vs-topology-gaussian.png",
+     lambda c: c[c["algorithm"] == "gaussian"],
+     {"metric": "average_regret_per_node", "log_y": True, "varying": ["topology"],
+      "title": "Regret vs topology, Alg. 2 (J² printed), ε = 0.1, 64 nodes"}),
+    ("datasets", "dola-regret-vs-dataset.png", lambda c: c,
+     {"metric": "average_regret_per_node", "log_y": True, "varying": ["dataset", "epsilon"],
+      "title": "Regret vs data set, Alg. 1, 64 nodes"}),
+]  # fmt: skip
+
+
+def draw() -> None:
+    """Every figure whose results exist, and the Markdown tables."""
+    for name, file, select, options in FIGURE_SPECS:
+        curves = _load(name)
+        if curves is None:
+            continue
+        path = curve_figure(select(curves), FIGURES / file, **options)
+        print(f"wrote {path.relative_to(REPO)}")
+    for name in ("epsilon", "nodes", "batch", "topology", "datasets"):
+        curves = _load(name)
+        if curves is None:
+            continue
+        table = final_values(curves, "average_regret_per_node")
+        print(f"\n### {name}: final average regret per node R_D(T)/(mT)\n")
+        print(_markdown(table[["dataset", "algorithm", "epsilon", "nodes", "batch", "topology",
+                               "mean", "std", "count"]]))  # fmt: skip
+    table3 = _load("table3")
+    if table3 is not None:
+        last = table3.groupby(["nodes", "epsilon"], dropna=False).tail(1)
+        pivot = last.pivot_table(
+            index="epsilon", columns="nodes", values="final_accuracy_averaged"
+        ).sort_index(ascending=False)
+        mean_model = last.pivot_table(
+            index="epsilon", columns="nodes", values="final_accuracy_mean"
+        ).sort_index(ascending=False)
+        print("\n### Table 3: test accuracy of ŵ_T (averaged iterate)\n")
+        print(_markdown((100 * pivot).round(2).reset_index()))
+        print("\n### Table 3: test accuracy of w̄_T (mean of the final models)\n")
+        print(_markdown((100 * mean_model).round(2).reset_index()))
+    sparsity = _load("sparsity")
+    if sparsity is not None:
+        last = sparsity.groupby(["topology", "sparsity_rho", "seed"]).tail(1)
+        points = pd.DataFrame({
+            "topology": last["topology"], "sparsity_rho": last["sparsity_rho"],
+            "seed": last["seed"], "sparsity": last["final_sparsity_node"],
+            "accuracy": last["final_accuracy_node"],
+        })  # fmt: skip
+        path = sparsity_figure(
+            points, FIGURES / "dola-accuracy-vs-sparsity.png",
+            title="Alg. 3: accuracy vs sparsity, real-sim-like data (n = 20,958), ε = 1, 64 nodes",
+        )  # fmt: skip
+        print(f"wrote {path.relative_to(REPO)}")
+        print("\n### Accuracy vs sparsity (Alg. 3)\n")
+        print(_markdown(points.drop(columns="seed").round(4)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the experiments")
+    run.add_argument("--jobs", type=int, default=2)
+    run.add_argument("--only", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS))
+    commands.add_parser("figures", help="draw the figures from analysis/results")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        run_experiments(args.only, args.jobs)
+    else:
+        draw()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
