@@ -15,15 +15,18 @@ talking to half its neighbours per round, 1,000 rounds):
 ``nodes``      regret vs nodes 1, 4, 64 at ε = 0.1, 3 seeds (arXiv Fig. 1c)
 ``batch``      regret vs batch size h = 1, 5 at ε = 0.1 and non-private, 10 seeds: mean and
                spread (arXiv Fig. 2, TKDE Fig. 6b)
-``topology``   regret vs three random geometric topologies (radius 0.32, 0.5, 0.8) at
-               ε = 0.1, Alg. 1 and Alg. 2, 3 seeds (TKDE Fig. 3c-d)
+``topology``   regret vs three random geometric topologies (radius 0.2, 0.35, 0.8: mean
+               degree about 6, 17 and 45) at ε = 1, Alg. 1 and Alg. 2, 3 seeds whose
+               topology has no isolated node (TKDE Fig. 3c-d)
 ``datasets``   regret on Adult and Spambase (SPEC §6 pre-processing) vs synthetic, ε = 0.1
                and 1, 3 seeds (TKDE Fig. 4; Adult needs ../shared/data)
 ``table3``     test accuracy for ε = 1, 0.1, 0.01 and non-private × nodes 1, 4, 64 on sparse
                synthetic data standing in for RCV1 (n = 47,236, 75 non-zeros per row, 20,242
-               rows, 3/4 for training), one pass over the training data (TKDE Table 3)
+               rows, 3/4 for training), one pass over the training data, λ = 0.01 (TKDE
+               Table 3)
 ``sparsity``   accuracy vs sparsity of Alg. 3 on sparse synthetic data standing in for
-               real-sim (n = 20,958), ρ swept, three topologies (TKDE Fig. 5a)
+               real-sim (n = 20,958), ρ swept, three topologies without noise (ε = ∞) and the
+               middle one at ε = 1, one pass, λ = 0.01 (TKDE Fig. 5a)
 =============  ===========================================================================
 
 ``run`` writes ``analysis/results/dola-<experiment>.parquet`` (atomically) and ``figures``
@@ -46,6 +49,8 @@ import pandas as pd
 
 from netsim.analysis.dola import curve_figure, dola_curves, final_values, sparsity_figure
 from netsim.errors import NetsimError
+from netsim.network.topology import random_geometric
+from netsim.rng import RandomStreams
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.runner import run_in_memory
 from netsim.storage import atomic_write_bytes
@@ -103,10 +108,12 @@ def tasks(name: str) -> list[Task]:
             add(_with(base, dola__batch=h), range(1, 11))
             add(_with(base, dola__batch=h, dola__algorithm="non_private"), range(1, 11))
     elif name == "topology":
-        for radius in (0.32, 0.5, 0.8):
+        for radius in (0.2, 0.35, 0.8):
             topology = {"kind": "random_geometric", "radius": radius}
-            add(_with(base, topology=topology), range(1, 4))
-            add(_with(base, topology=topology, dola__algorithm="gaussian"), range(1, 4))
+            seeds = connected_seeds(base["nodes"], radius, 3)
+            for algorithm in ("laplace", "gaussian"):
+                spec = _with(base, topology=topology, dola__algorithm=algorithm, dola__epsilon=1.0)
+                out.extend((name, spec, seed) for seed in seeds)
     elif name == "datasets":
         sets: list[dict[str, Any]] = [{"name": "spambase"}, dict(base["dola"]["data"])]
         if ADULT.is_file():
@@ -125,6 +132,7 @@ def tasks(name: str) -> list[Task]:
                     "nodes": m, "topology": topology, "duration": float(rounds),
                     "dola__data": data, "dola__regret_checkpoints": 0,
                     "dola__evaluate_every": max(rounds // 20, 1),
+                    "dola__strong_convexity": 0.01,
                 }  # fmt: skip
                 if eps is None:
                     changes["dola__algorithm"] = "non_private"
@@ -134,18 +142,33 @@ def tasks(name: str) -> list[Task]:
     elif name == "sparsity":
         data = {"name": "synthetic_sparse", "options": REAL_SIM_LIKE}
         rounds = math.ceil(REAL_SIM_LIKE["examples"] * 0.75 / 64)
-        for radius in (0.32, 0.5, 0.8):
-            for rho in (0.0, 0.1, 0.3, 1.0, 2.0, 4.0, 8.0):
+        for radius, eps in ((0.2, math.inf), (0.35, math.inf), (0.8, math.inf), (0.35, 1.0)):
+            seeds = connected_seeds(base["nodes"], radius, 1)
+            for rho in (0.0, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1):
                 spec = _with(
                     base, topology={"kind": "random_geometric", "radius": radius},
                     duration=float(rounds), dola__data=data, dola__algorithm="sparse",
-                    dola__epsilon=1.0, dola__sparsity=rho, dola__regret_checkpoints=0,
-                    dola__evaluate_every=max(rounds // 10, 1),
+                    dola__epsilon=eps, dola__sparsity=rho, dola__regret_checkpoints=0,
+                    dola__evaluate_every=max(rounds // 10, 1), dola__strong_convexity=0.01,
                 )  # fmt: skip
-                add(spec, range(1, 2))
+                out.extend((name, spec, seed) for seed in seeds)
     else:
         raise SystemExit(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
     return out
+
+
+def connected_seeds(nodes: int, radius: float, count: int) -> list[int]:
+    """The first ``count`` seeds ≥ 1 whose random geometric topology is connected (DOLA
+    refuses isolated nodes, and Assumption 2 needs a connected union of round graphs)."""
+    seeds: list[int] = []
+    seed = 0
+    while len(seeds) < count:
+        seed += 1
+        streams = RandomStreams(seed)
+        graph = random_geometric(nodes, radius, streams.integer_seed("topology"))
+        if graph.is_connected():
+            seeds.append(seed)
+    return seeds
 
 
 EXPERIMENTS = ("epsilon", "nodes", "batch", "topology", "datasets", "table3", "sparsity")
@@ -210,8 +233,9 @@ FIGURE_SPECS: list[tuple[str, str, Callable[[pd.DataFrame], pd.DataFrame], dict[
       "title": "Regret vs privacy, Alg. 1 (Laplace), synthetic d = 10, 64 nodes"}),
     ("epsilon", "dola-regret-vs-epsilon-gaussian.png",
      lambda c: c[c["algorithm"].isin(["gaussian", "non_private"])],
-     {"metric": "average_regret_per_node", "log_y": True, "varying": ["epsilon"],
-      "title": "Regret vs privacy, Alg. 2 (Gaussian, J² printed / analytic at ε=0.1), 64 nodes"}),
+     {"metric": "average_regret_per_node", "log_y": True,
+      "varying": ["epsilon", "calibration"],
+      "title": "Regret vs privacy, Alg. 2 (Gaussian, δ = 1e-5), 64 nodes"}),
     ("epsilon", "dola-consensus.png", lambda c: c[c["algorithm"] != "gaussian"],
      {"metric": "consensus", "log_y": True, "varying": ["epsilon"],
       "title": "Nodes approach each other, Alg. 1, 64 nodes"}),
@@ -229,11 +253,11 @@ FIGURE_SPECS: list[tuple[str, str, Callable[[pd.DataFrame], pd.DataFrame], dict[
       "title": "Regret vs mini-batch size, 64 nodes"}),
     ("topology", "dola-regret-vs-topology.png", lambda c: c[c["algorithm"] == "laplace"],
      {"metric": "average_regret_per_node", "log_y": True, "varying": ["topology"],
-      "title": "Regret vs topology, Alg. 1, ε = 0.1, 64 nodes"}),
+      "title": "Regret vs topology, Alg. 1, ε = 1, 64 nodes"}),
     ("topology", "dola-regret-vs-topology-gaussian.png",
      lambda c: c[c["algorithm"] == "gaussian"],
      {"metric": "average_regret_per_node", "log_y": True, "varying": ["topology"],
-      "title": "Regret vs topology, Alg. 2 (J² printed), ε = 0.1, 64 nodes"}),
+      "title": "Regret vs topology, Alg. 2 (J² printed), ε = 1, 64 nodes"}),
     ("datasets", "dola-regret-vs-dataset.png", lambda c: c,
      {"metric": "average_regret_per_node", "log_y": True, "varying": ["dataset", "epsilon"],
       "title": "Regret vs data set, Alg. 1, 64 nodes"}),
@@ -254,8 +278,8 @@ def draw() -> None:
             continue
         table = final_values(curves, "average_regret_per_node")
         print(f"\n### {name}: final average regret per node R_D(T)/(mT)\n")
-        print(_markdown(table[["dataset", "algorithm", "epsilon", "nodes", "batch", "topology",
-                               "mean", "std", "count"]]))  # fmt: skip
+        print(_markdown(table[["dataset", "algorithm", "calibration", "epsilon", "nodes", "batch",
+                               "topology", "mean", "std", "count"]]))  # fmt: skip
     table3 = _load("table3")
     if table3 is not None:
         last = table3.groupby(["nodes", "epsilon"], dropna=False).tail(1)
@@ -271,15 +295,16 @@ def draw() -> None:
         print(_markdown((100 * mean_model).round(2).reset_index()))
     sparsity = _load("sparsity")
     if sparsity is not None:
-        last = sparsity.groupby(["topology", "sparsity_rho", "seed"]).tail(1)
+        last = sparsity.groupby(["topology", "epsilon", "sparsity_rho", "seed"]).tail(1)
+        noise = last["epsilon"].map(lambda e: "no noise" if math.isinf(e) else f"ε = {e:g}")
         points = pd.DataFrame({
-            "topology": last["topology"], "sparsity_rho": last["sparsity_rho"],
+            "topology": last["topology"] + ", " + noise, "sparsity_rho": last["sparsity_rho"],
             "seed": last["seed"], "sparsity": last["final_sparsity_node"],
             "accuracy": last["final_accuracy_node"],
         })  # fmt: skip
         path = sparsity_figure(
             points, FIGURES / "dola-accuracy-vs-sparsity.png",
-            title="Alg. 3: accuracy vs sparsity, real-sim-like data (n = 20,958), ε = 1, 64 nodes",
+            title="Alg. 3: accuracy vs sparsity, real-sim-like data (n = 20,958), 64 nodes",
         )  # fmt: skip
         print(f"wrote {path.relative_to(REPO)}")
         print("\n### Accuracy vs sparsity (Alg. 3)\n")

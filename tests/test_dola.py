@@ -128,13 +128,15 @@ def run_rounds(learner: DolaLearner, rounds: int, matrix, nodes=None) -> list[fl
     ]
 
 
+@pytest.mark.parametrize("algorithm", ["laplace", "gaussian", "non_private"])
 @pytest.mark.parametrize("step", ["strongly_convex", "convex"])
 @pytest.mark.parametrize("loss", ["hinge", "logistic"])
-def test_one_node_without_noise_is_projected_online_gradient_descent(step, loss):
+def test_one_node_without_noise_is_projected_online_gradient_descent(algorithm, step, loss):
+    """ε = ∞ (or the non-private baseline) and m = 1: plain projected OGD, step by step."""
     data = tiny_data()
     config = DolaConfig(
-        algorithm="non_private", loss=loss, step=step, strong_convexity=2.0, radius=0.8,
-        regularisation=0.01, rounds=60,
+        algorithm=algorithm, epsilon=math.inf, loss=loss, step=step, strong_convexity=2.0,
+        radius=0.8, regularisation=0.01, rounds=60,
     )  # fmt: skip
     learner = DolaLearner(config, data, 1, shard_seed=3, rng=np.random.default_rng(0))
     order = learner.table[0, : learner.lengths[0]]
@@ -156,6 +158,8 @@ def test_one_node_without_noise_is_projected_online_gradient_descent(step, loss)
             w *= 0.8 / norm
         np.testing.assert_allclose(learner.weights[0], w, rtol=1e-12, atol=1e-14)
         np.testing.assert_array_equal(learner.released[0], learner.weights[0])
+    ledger = learner.accountant.ledger_frame()
+    assert len(ledger) == 60 and set(ledger["guarantee"]) == {"non-private"}
 
 
 def _csr(matrix):
@@ -314,6 +318,7 @@ def test_bad_learner_configuration():
         DolaConfig(strong_convexity=0.0)
     with pytest.raises(DolaConfigError, match="epsilon must be positive"):
         DolaConfig(epsilon=0.0)
+    assert not DolaConfig(epsilon=math.inf).private and DolaConfig(epsilon=1e9).private
     with pytest.raises(DolaConfigError, match=r"delta must be in \(0, 1\)"):
         DolaConfig(algorithm="gaussian", delta=1.0)
 
@@ -431,8 +436,9 @@ dola:
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        ("  epsilon: 0\n", "epsilon must be positive and finite, got 0.0"),
-        ("  epsilon: -1\n", "epsilon must be positive and finite"),
+        ("  epsilon: 0\n", "epsilon must be positive, got 0.0"),
+        ("  epsilon: -1\n", "epsilon must be positive"),
+        ("  epsilon: .nan\n", "epsilon must be positive, got nan"),
         ("  algorithm: gaussian\n  delta: 1.5\n", "delta must be in (0, 1)"),
         ("  algorithm: gaussian\n  delta: 0\n", "delta must be in (0, 1)"),
         ("  batch: 100\n", "batch 100 is larger than the smallest node's local data (37"),

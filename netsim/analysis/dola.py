@@ -24,6 +24,7 @@ from netsim.scenario.schema import Scenario
 DOLA_COLUMNS: tuple[str, ...] = (
     "dataset",
     "algorithm",
+    "calibration",
     "epsilon",
     "nodes",
     "batch",
@@ -54,7 +55,8 @@ def configuration(scenario: Scenario) -> dict[str, object]:
     return {
         "dataset": dola.data.name,
         "algorithm": dola.algorithm,
-        "epsilon": math.inf if dola.algorithm == "non_private" else dola.epsilon,
+        "calibration": dola.calibration if dola.algorithm == "gaussian" else "-",
+        "epsilon": math.inf if dola.algorithm == "non_private" else dola.epsilon,  # ∞: none
         "nodes": scenario.nodes,
         "batch": dola.batch,
         "topology": described,
@@ -95,6 +97,9 @@ def line_label(row: pd.Series, varying: Sequence[str]) -> str:
             parts.append(f"{value} node{'s' if value != 1 else ''}")
         elif column == "batch":
             parts.append(f"batch h = {value}")
+        elif column == "calibration":
+            if value != "-":
+                parts.append({"printed": "J² as printed", "analytic": "analytic σ"}[value])
         elif column == "sparsity_rho":
             parts.append(f"ρ = {value:g}")
         else:

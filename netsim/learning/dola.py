@@ -15,7 +15,7 @@ algorithm      update and release                              privacy (per exam
                                                                or analytic (ε, δ)-DP
 ``sparse``     TKDE Alg. 3: p = A ϑ̃; w = Proj[soft(p, α_t ρ)];  ε-DP as ``laplace``
                ϑ = w − α g(w); release ϑ̃ = ϑ + σ
-``non_private`` Alg. 1 without noise                           none (baseline)
+``non_private`` Alg. 1 without noise (as any algorithm at ε = ∞)  none (baseline)
 =============  ==============================================  ===========================
 
 Mini-batch (arXiv Alg. 2, TKDE Alg. 4): each node averages the subgradients of ``batch``
@@ -90,13 +90,11 @@ class DolaConfig:
     def problems(self) -> list[str]:
         """Why this configuration cannot run (empty when it can)."""
         out = []
-        if self.algorithm != "non_private" and not (
-            self.epsilon > 0 and math.isfinite(self.epsilon)
-        ):
+        if not self.epsilon > 0:  # also refuses NaN; ε = ∞ means no noise
             out.append(
-                f"epsilon must be positive and finite, got {self.epsilon}: it is the privacy "
-                "budget of one release, and the noise scale is proportional to 1/ε (use "
-                "algorithm non_private for no noise)"
+                f"epsilon must be positive, got {self.epsilon}: it is the privacy budget of "
+                "one release, and the noise scale is proportional to 1/ε (ε = .inf, or "
+                "algorithm non_private, for no noise)"
             )
         if self.algorithm == "gaussian" and not 0 < self.delta < 1:
             out.append(
@@ -117,6 +115,11 @@ class DolaConfig:
         if self.rounds < 1:
             out.append(f"rounds must be at least 1, got {self.rounds}")
         return out
+
+    @property
+    def private(self) -> bool:
+        """Whether releases are perturbed (a finite ε and not the non-private baseline)."""
+        return self.algorithm != "non_private" and math.isfinite(self.epsilon)
 
     def alpha(self, t: int) -> float:
         """α_t for t ≥ 1: 1/(λt) or 1/(2√t) (Li et al., Theorem 2)."""
@@ -202,7 +205,7 @@ class DolaLearner:
         """One record per training example; each is planned to be used ``passes`` times."""
         config = self.config
         records = self.data.n_train
-        if config.algorithm == "non_private":
+        if not config.private:
             return PrivacyAccountant(records, epsilon=math.inf, policy=Unlimited())
         per_release = config.epsilon
         delta = config.delta if config.algorithm == "gaussian" else 0.0
@@ -270,7 +273,7 @@ class DolaLearner:
                 config.radius, np.zeros((0, self.n)), self.weights, observer,
             )  # fmt: skip
             block = self.weights if everyone else self.weights[nodes]
-            if config.algorithm == "laplace" and nodes.size:
+            if config.private and nodes.size:
                 target = self.released if everyone else block
                 event = mechanisms.dola_laplace_rows(
                     block, alpha=alpha, lipschitz=config.lipschitz, epsilon=config.epsilon,
@@ -281,8 +284,8 @@ class DolaLearner:
             else:
                 self.released[nodes] = block
         elif config.algorithm == "gaussian":
-            noise = np.zeros((nodes.size, self.n))
-            if nodes.size:
+            noise = np.zeros((nodes.size if config.private else 0, self.n))
+            if nodes.size and config.private:
                 event = mechanisms.dola_gaussian_rows(
                     noise, alpha=alpha, lipschitz=config.lipschitz, rounds=config.rounds,
                     epsilon=config.epsilon, delta=config.delta, rng=self.rng,
@@ -302,13 +305,13 @@ class DolaLearner:
             )  # fmt: skip
             loss_at_node = self._loss(self.weights[self.regret_node], rows)
             block = self._next if everyone else self._next[nodes]
-            if nodes.size:
+            if nodes.size and config.private:
                 event = mechanisms.dola_laplace_rows(
                     block, alpha=alpha, lipschitz=config.lipschitz, epsilon=config.epsilon,
                     rng=self.rng, batch=config.batch,
                 )  # fmt: skip
             self.released[nodes] = block
-        if config.algorithm == "non_private" and nodes.size:
+        if not config.private and nodes.size:
             event = mechanisms.no_noise(np.zeros(self.n))[1]
         if event is not None:
             self.accountant.charge_batch(rows.reshape(-1), event, time=time)

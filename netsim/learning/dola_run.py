@@ -105,12 +105,14 @@ SUMMARY_TABLE = TableSchema(
 )
 
 
-def accuracy(w: np.ndarray, x: object, y: np.ndarray) -> float:
-    """Share of test examples with sign(⟨w, x⟩) = y (a zero margin counts as +1)."""
+def accuracies(models: list[np.ndarray], x: object, y: np.ndarray) -> list[float]:
+    """For each model w: the share of test examples with sign(⟨w, x⟩) = y (a zero margin
+    counts as +1); one pass over the test data for all of them."""
     if y.size == 0:
-        return math.nan
-    margins = np.asarray(x @ w).ravel()
-    return float(np.mean(np.where(margins >= 0, 1.0, -1.0) == y))
+        return [math.nan] * len(models)
+    margins = np.asarray(x @ np.column_stack(models))
+    correct = np.where(margins >= 0, 1.0, -1.0) == y[:, None]
+    return [float(v) for v in correct.mean(axis=0)]
 
 
 def checkpoint_rounds(rounds: int, count: int) -> np.ndarray:
@@ -336,9 +338,7 @@ class DolaRounds:
             self.t, now, online, self.cumulative, self.cumulative / self.t,
             learner.consensus(), learner.sparsity_of(w_node),
             learner.sparsity_of(learner.weights),
-            accuracy(self.averaged / self.t, data.x_test, data.y_test),
-            accuracy(mean, data.x_test, data.y_test),
-            accuracy(w_node, data.x_test, data.y_test),
+            *accuracies([self.averaged / self.t, mean, w_node], data.x_test, data.y_test),
             self.last_scale, self.stale_used, self.max_staleness,
         )  # fmt: skip
         self.stale_used = 0
@@ -376,7 +376,7 @@ class DolaRounds:
         accountant = learner.accountant
         accountant.write_tables(log)
         run = accountant.run_guarantee()
-        if config.algorithm == "non_private":
+        if not config.private:
             guarantee = "non-private"
         elif not run.is_dp:
             guarantee = "none"
@@ -388,12 +388,13 @@ class DolaRounds:
         w_node = learner.weights[learner.regret_node]
         log.table(SUMMARY_TABLE).append(
             config.algorithm, learner.m, done,
-            config.epsilon if config.algorithm != "non_private" else math.inf,
+            config.epsilon if config.private else math.inf,
             config.delta if config.algorithm == "gaussian" else 0.0, config.batch,
             regret, regret / done if done else math.nan,
-            accuracy(self.averaged / max(done, 1), data.x_test, data.y_test),
-            accuracy(learner.weights.mean(axis=0), data.x_test, data.y_test),
-            accuracy(w_node, data.x_test, data.y_test),
+            *accuracies(
+                [self.averaged / max(done, 1), learner.weights.mean(axis=0), w_node],
+                data.x_test, data.y_test,
+            ),
             learner.sparsity_of(w_node), learner.consensus(), guarantee,
             run.epsilon, run.delta, learner.passes,
         )  # fmt: skip

@@ -324,6 +324,11 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
             name="gossip_learning",
         )
         sim.at_end(built.learner.finish)
+    if scenario.dola is not None and n > 1 and not topology.is_connected():
+        warnings.append(
+            "dola: the topology is not connected, so the union of the round graphs never is "
+            "(Li et al., Assumption 2(4)); the components learn separately"
+        )
     if scenario.dola is not None:
         learner, schedule = _dola_parts(
             scenario, topology, sim.streams, sim.streams.get("dola.noise")
