@@ -191,7 +191,8 @@ def test_a_release_moves_at_most_the_sensitivity_when_one_example_changes(seed, 
         kernels.gradient_steps(
             np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0), b, b, np.array([0]),
             rows, x, np.zeros(0), np.zeros(0, np.int64), np.zeros(1, np.int64), y,
-            LOSS_CODES[loss], alpha, 0.05, 1.0, np.zeros((0, n)), out, np.zeros(n),
+            LOSS_CODES[loss], alpha, 0.05, 1.0, np.zeros((0, n)), out, np.zeros(n), out,
+            np.zeros(n),
         )  # fmt: skip
         outs.append(out[0])
     bound = mechanisms.dola_sensitivity(alpha, n, 1.0, batch)
@@ -216,6 +217,7 @@ def test_offline_nodes_keep_their_state_and_spend_nothing():
     np.testing.assert_array_equal(learner.released[[1, 4]], released[[1, 4]])
     assert not np.array_equal(learner.weights[0], weights[0])
     assert learner.steps.tolist() == [2, 1, 2, 2, 1, 2]
+    np.testing.assert_allclose(learner.mean_weights(), learner.weights.mean(axis=0), atol=1e-15)
     ledger = learner.accountant.ledger_frame()
     assert len(ledger) == 6 + 4
     shards = {i: set(learner.table[i, : learner.lengths[i]].tolist()) for i in range(6)}
@@ -305,6 +307,7 @@ def test_no_example_exceeds_its_budget(algorithm, epsilon, nodes, batch, rounds,
     assert (records["epsilon_spent"] <= epsilon * learner.passes * (1 + 1e-9)).all()
     assert records["uses"].max() <= learner.passes
     ledger = accountant.ledger_frame()
+    np.testing.assert_allclose(learner.mean_weights(), learner.weights.mean(axis=0), atol=1e-12)
     per_record = ledger.groupby("record")["epsilon"].sum()
     assert (per_record <= epsilon * learner.passes * (1 + 1e-9)).all()
     assert len(ledger) == batch * learner.steps.sum()

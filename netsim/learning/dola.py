@@ -184,6 +184,7 @@ class DolaLearner:
         self.passes = passes(self.lengths, config.rounds, config.batch)
         self.accountant = self._accountant()
         self.weights = np.zeros((nodes, self.n))
+        self.weight_sum = np.zeros(self.n)  # Σ_i w_i, kept by the step kernel
         if config.algorithm == "gaussian":
             self.released = self.weights
         else:
@@ -270,7 +271,8 @@ class DolaLearner:
         if config.algorithm in ("laplace", "non_private"):
             loss_at_node = kernels.gradient_steps(
                 *mixing, self._mixed, nodes, rows, *common, alpha, config.regularisation,
-                config.radius, np.zeros((0, self.n)), self.weights, observer,
+                config.radius, np.zeros((0, self.n)), self.weights, observer, self.weights,
+                self.weight_sum,
             )  # fmt: skip
             block = self.weights if everyone else self.weights[nodes]
             if config.private and nodes.size:
@@ -294,7 +296,7 @@ class DolaLearner:
             assert self._next is not None
             loss_at_node = kernels.gradient_steps(
                 *mixing, self._mixed, nodes, rows, *common, alpha, config.regularisation,
-                config.radius, noise, self._next, observer,
+                config.radius, noise, self._next, observer, self.weights, self.weight_sum,
             )  # fmt: skip
             self.weights[nodes] = self._next[nodes]
         else:  # sparse
@@ -304,6 +306,7 @@ class DolaLearner:
                 config.regularisation, config.radius, self.weights, self._next,
             )  # fmt: skip
             loss_at_node = self._loss(self.weights[self.regret_node], rows)
+            self.weight_sum = self.weights.sum(axis=0)
             block = self._next if everyone else self._next[nodes]
             if nodes.size and config.private:
                 event = mechanisms.dola_laplace_rows(
@@ -328,6 +331,14 @@ class DolaLearner:
         )  # fmt: skip
 
     # --- metrics ---------------------------------------------------------------------------
+
+    def mean_weights(self) -> np.ndarray:
+        """w̄_t = (1/m) Σ_i w_i from the running sum (no pass over the iterates)."""
+        return self.weight_sum / self.m
+
+    def resum(self) -> None:
+        """Recompute Σ_i w_i exactly (the running sum drifts by rounding over many rounds)."""
+        self.weight_sum = self.weights.sum(axis=0)
 
     def consensus(self) -> float:
         """Σ_i ‖w_i − w̄‖² (TKDE Fig. 6c: the nodes approach each other)."""

@@ -157,6 +157,8 @@ def gradient_steps(
     gradient_noise: np.ndarray,
     out: np.ndarray,
     observer: np.ndarray,
+    previous: np.ndarray,
+    column_sum: np.ndarray,
 ) -> float:
     """Li et al. Alg. 1 line 6 / Alg. 2 line 7 / mini-batch Alg. 4 line 6, for every node:
 
@@ -170,12 +172,15 @@ def gradient_steps(
     node's previous iterate as printed, so no earlier example enters this release.
 
     Returns Σ_k f_t^k(``observer``), the round's losses at the regret node's iterate (as
-    :func:`batch_loss`), computed while each example is in cache.
+    :func:`batch_loss`), computed while each example is in cache. ``column_sum`` (Σ_i of the
+    nodes' iterates) is kept up to date: it gains out[i] − previous[i] for every node stepped
+    (``previous`` may be ``out`` itself), which saves a pass over all iterates per round.
     """
     h = rows.shape[1]
     n = out.shape[1]
     gradient = np.empty(n)
     mixed = np.empty(n)
+    old = np.empty(n)
     noisy = gradient_noise.shape[0] > 0
     observed = 0.0
     for k in range(nodes.size):
@@ -203,6 +208,9 @@ def gradient_steps(
             if c != 0.0:
                 _axpy(gradient, c, row, dense, data, indices, indptr)
         target = out[i]
+        before = previous[i]
+        for f in range(n):
+            old[f] = before[f]
         if noisy:
             for f in range(n):
                 target[f] = b[f] - alpha * (gradient[f] + gradient_noise[k, f])
@@ -210,6 +218,8 @@ def gradient_steps(
             for f in range(n):
                 target[f] = b[f] - alpha * gradient[f]
         _project(target, radius)
+        for f in range(n):
+            column_sum[f] += target[f] - old[f]
     if regularisation > 0:
         observed += nodes.size * 0.5 * regularisation * _squared_norm(observer)
     return observed

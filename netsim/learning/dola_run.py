@@ -204,7 +204,7 @@ class DolaRounds:
         if nodes.size:
             self.cumulative += report.loss_at_node
         self.cumulative_at.append(self.cumulative)
-        self.averaged += learner.weights.mean(axis=0)
+        self.averaged += learner.mean_weights()
         if report.event is not None:
             self.last_scale = report.event.noise_scale
         self._log_mixing(mixing, online, now)
@@ -333,7 +333,8 @@ class DolaRounds:
         learner = self.learner
         data = learner.data
         w_node = learner.weights[learner.regret_node]
-        mean = learner.weights.mean(axis=0)
+        learner.resum()
+        mean = learner.mean_weights()
         self.rounds_table.append(
             self.t, now, online, self.cumulative, self.cumulative / self.t,
             learner.consensus(), learner.sparsity_of(w_node),

@@ -9,42 +9,57 @@ so it needs the comparator ``min_{w ∈ W} Σ f``: the best fixed model in hinds
 feasible set W = {‖w‖₂ ≤ R}. With linear models every f_t^i is a (regularised) margin loss of
 one example, and examples may repeat, so the comparator is the minimum of
 
-    F(w) = Σ_k c_k ℓ(y_k ⟨w, x_k⟩) + (φ/2) (Σ_k c_k) ‖w‖²   subject to ‖w‖₂ ≤ R,
+    F(w) = Σ_k c_k ℓ(y_k ⟨w, x_k⟩) + (φ/2) C ‖w‖²   subject to ‖w‖₂ ≤ R,   C = Σ_k c_k,
 
 with integer multiplicities c_k ≥ 0, labels y_k ∈ {−1, +1}, regulariser φ ≥ 0 and ℓ the hinge
 max(0, 1 − z) or the logistic loss log(1 + e^{−z}).
 
 Method. Spectral projected gradient (SPG; Birgin, Martínez & Raydan, "Nonmonotone spectral
 projected gradient methods on convex sets", SIAM J. Optim. 10(4), 2000, algorithm SPG2):
-Barzilai–Borwein step lengths, projection onto the ball, and a non-monotone Armijo line
-search against the largest of the last ten objective values. The logistic loss is smooth and
-is minimised directly. The hinge is replaced by Nesterov's smoothing ("Smooth minimization of
-non-smooth functions", Math. Program. 103, 2005)
+Barzilai–Borwein step lengths, projection onto the feasible set, and a non-monotone Armijo
+line search against the largest of the last ten objective values.
 
-    h_μ(z) = 0 (z ≥ 1),   (1 − z)²/(2μ) (1 − μ < z < 1),   1 − z − μ/2 (z ≤ 1 − μ),
+* Logistic loss: SPG on F over the ball.
+* Hinge: SPG over the ball on F_μ, F with Nesterov's smoothed hinge ("Smooth minimization of
+  non-smooth functions", Math. Program. 103, 2005)
 
-which satisfies h_μ ≤ h ≤ h_μ + μ/2 and has a 1/μ-Lipschitz derivative, with continuation
-μ = 1, 0.1, 0.01, … (each stage warm-started from the previous one) down to a μ with
-(μ/2) Σ c_k ≤ tolerance · max(1, |value|) / 2 at the latest.
+      h_μ(z) = 0 (z ≥ 1),   (1 − z)²/(2μ) (1 − μ < z < 1),   1 − z − μ/2 (z ≤ 1 − μ),
 
-Certificate. Every iterate w is feasible and yields a lower bound on min F, because F_μ (the
-objective with h_μ in place of h; F_μ = F for the logistic loss) is convex and φC-strongly
-convex (C = Σ c_k), so for every feasible v
+  which satisfies h_μ ≤ h ≤ h_μ + μ/2 and has a 1/μ-Lipschitz derivative, with continuation
+  μ = 1, 0.1, 0.01, … (each stage warm-started from the last) down to a μ with
+  (μ/2) C ≤ tolerance · max(1, |value|) / 2 at the latest. After the first stage a second SPG
+  runs on the Lagrangian dual (below) over the box 0 ≤ α ≤ c, warm-started from the first
+  stage's multipliers, interleaved with the primal iterations: the smoothed primal is fast
+  when the optimum is interior (few examples sit on the margin), the dual when the ball
+  constraint is active or φ > 0 and many examples sit on the margin (high-dimensional sparse
+  data), where the smoothed primal needs ever smaller μ. Each round the method that has
+  recently narrowed the certified bracket the most per iteration gets eight iterations and the
+  other one.
 
-    F(v) ≥ F_μ(v) ≥ F_μ(w) + ⟨∇F_μ(w), v − w⟩ + (φC/2) ‖v − w‖².
+Certificates. Every number reported is a bound that holds whatever the iterates are:
+``value`` = F(w) at a feasible w (with the true loss) is an upper bound on min F, and
+``lower_bound`` is the best of the following lower bounds over all iterates, less a relative
+allowance of 1e-12 for rounding in the sums that produce it.
 
-The right-hand side is minimised over the ball in closed form: at v = P(w − ∇F_μ(w)/(φC)) (P
-the projection onto the ball) when φC > 0, and at v = −R ∇F_μ(w)/‖∇F_μ(w)‖ when φ = 0, where
-the bound is F_μ(w) − gap_FW with the Frank–Wolfe duality gap
-gap_FW = ⟨∇F_μ(w), w⟩ + R ‖∇F_μ(w)‖. The bound is therefore a property of the returned numbers
-alone, not of the solver having converged: ``value`` (F at the returned w, with the true loss)
-is an upper bound on min F and ``lower_bound`` (the best such bound over all iterates, less a
-tiny allowance for floating-point rounding) a lower bound, so their difference bounds the
-error of the comparator whether or not ``max_iterations`` cut the run short.
+* Gradient bound (logistic; and hinge via F_μ ≤ F). F_μ is convex and φC-strongly convex, so
+  for every feasible v, F(v) ≥ F_μ(v) ≥ F_μ(w) + ⟨∇F_μ(w), v − w⟩ + (φC/2)‖v − w‖²; the
+  right-hand side is minimised over the ball in closed form, at v = P(w − ∇F_μ(w)/(φC)) (P the
+  projection onto the ball) if φ > 0 and at v = −R∇F_μ(w)/‖∇F_μ(w)‖ if φ = 0, where it is
+  F_μ(w) − gap_FW with the Frank–Wolfe duality gap ⟨∇F_μ(w), w⟩ + R‖∇F_μ(w)‖.
+* Lagrangian dual (hinge). Since c h(z) = max_{0 ≤ a ≤ c} a (1 − z) and the ball and the box
+  are compact and convex, min F = max_{0 ≤ α ≤ c} D(α) (Sion's minimax theorem) with
+
+      D(α) = Σ_k α_k + min_{‖w‖ ≤ R} (−⟨v, w⟩ + (φC/2)‖w‖²),   v = Σ_k α_k y_k x_k,
+
+  the inner minimum being −R‖v‖ + (φC/2)R² at w = Rv/‖v‖ if ‖v‖ ≥ φCR, else −‖v‖²/(2φC) at
+  w = v/(φC). So D(α) ≤ min F for every α in the box, and w(α) is a feasible point whose F is
+  an upper bound. The multipliers α_k = c_k · (−h_μ'(z_k)) of a smoothed-primal iterate give
+  exactly the gradient bound plus (μ/2) Σ_k α_k²/c_k, which the primal therefore also reports:
+  the smoothing then costs only the examples inside the band 1 − μ < z < 1, not μC/2.
 
 Only ``x @ w`` and ``x.T @ v`` touch the data, so dense arrays and scipy CSR matrices are
-handled by the same code; the line search reuses ``x @ d`` along the search direction, so each
-iteration costs one product with x and one with its transpose.
+handled by the same code, and each iteration costs one product with x and one with its
+transpose (the line searches reuse the product along the search direction).
 """
 
 from __future__ import annotations
@@ -66,13 +81,24 @@ _HISTORY = 10
 _ARMIJO = 1e-4
 _SIGMA1, _SIGMA2 = 0.1, 0.9
 _STEP_MIN, _STEP_MAX = 1e-30, 1e30
-# Recompute the margins y ⊙ (x @ w) from scratch this often instead of updating them along the
-# search directions, so that rounding cannot accumulate.
+# The reference value of the line search is also capped by the Zhang & Hager (SIAM J. Optim.
+# 14(4), 2004) average of past values with this weight, so that an old peak in the history
+# cannot be revisited again and again (which makes SPG cycle on very non-quadratic objectives).
+_AVERAGING = 0.85
+_SMALLEST_STEP = 1e-16  # a line search below this makes no representable progress
+# Recompute products that are otherwise updated along the search directions this often, so
+# that rounding cannot accumulate.
 _REFRESH_EVERY = 25
-# Relative allowance subtracted from the lower bound for rounding in the sums that produce it.
+# Relative allowance subtracted from lower bounds for rounding in the sums that produce them.
 _ROUNDING = 1e-12
+# Interleaving of the primal and dual solvers for the hinge: each solver's rate of progress is
+# the narrowing of log(its own gap) per iteration over its last _WINDOW iterations; the solver
+# that would reach the tolerance in fewer iterations at its rate gets _LEAD iterations per round
+# and the other one, if it is faster by a factor _CLEAR, else they take turns.
+_WINDOW, _LEAD, _CLEAR = 30, 8, 2.0
+_INSIDE = 1e-3  # w is interior if ‖w‖ < (1 − _INSIDE) R
 # Dense inputs with at most this many features are copied to column-major order (if the copy
-# takes at most _COPY_BYTES), and their products run on one BLAS thread.
+# takes at most _COPY_BYTES): their products are about twice as fast.
 _FEW_FEATURES = 1024
 _COPY_BYTES = 1 << 28
 
@@ -167,16 +193,32 @@ def objective(w, x, y, weights, loss: str, regularisation: float = 0.0) -> float
     return float(weights @ loss_values(loss, margins)) + 0.5 * regularisation * total * float(w @ w)
 
 
-def _lower_bound(f: float, g: np.ndarray, w: np.ndarray, radius: float, strong: float) -> float:
-    """min over the ball of the strongly convex minorant f + ⟨g, v − w⟩ + (strong/2)‖v − w‖²
-    of a convex function with value f and gradient g at w (see the module docstring)."""
-    if strong > 0.0:
-        step = _project(w - g / strong, radius) - w
-        bound = f + float(g @ step) + 0.5 * strong * float(step @ step)
-    else:
-        bound = f - float(g @ w) - radius * float(np.linalg.norm(g))
-    scale = abs(f) + radius * float(np.linalg.norm(g)) + abs(float(g @ w))
-    return bound - _ROUNDING * scale
+class _Bracket:
+    """The best upper bound on min F (with its point) and the best lower bound seen (by one
+    solver; each passes its bounds on to the ``parent`` bracket of both)."""
+
+    def __init__(self, tolerance: float, parent: _Bracket | None = None) -> None:
+        self.tolerance, self.parent = tolerance, parent
+        self.value = math.inf
+        self.w: np.ndarray | None = None
+        self.lower = -math.inf
+
+    def offer(self, value: float, w: np.ndarray, lower: float) -> None:
+        if value < self.value:
+            self.value, self.w = value, w.copy()
+        self.lower = max(self.lower, lower)
+        if self.parent is not None:
+            self.parent.offer(value, w, lower)
+
+    def target(self) -> float:
+        """The gap that is small enough: tolerance · max(1, |value|)."""
+        return self.tolerance * max(1.0, abs(self.value))
+
+    def certified(self) -> bool:
+        return self.value - self.lower <= self.target()
+
+    def log_gap(self) -> float:
+        return math.log(max(self.value - self.lower, 1e-300))
 
 
 class _DataTerm:
@@ -198,7 +240,7 @@ class _DataTerm:
         self.transposed = x.T  # a view for ndarrays, CSC for CSR: both multiply without copies
         self.first, self.second, self.third = np.empty(n), np.empty(n), np.empty(n)
         self.last: np.ndarray | None = None  # the margins of the last evaluation
-        self.mu = 0.0
+        self.mu = self.last_value = 0.0
 
     def margins(self, v: np.ndarray, out: np.ndarray) -> np.ndarray:
         """y ⊙ (x @ v), written into ``out``."""
@@ -208,6 +250,11 @@ class _DataTerm:
             out[...] = self.x @ v
         out *= self.y
         return out
+
+    def combine(self, coefficients: np.ndarray) -> np.ndarray:
+        """Σ_k coefficients_k y_k x_k = xᵀ (y ⊙ coefficients), a new array."""
+        np.multiply(self.y, coefficients, out=self.third)
+        return np.asarray(self.transposed @ self.third).ravel()
 
     def evaluate(self, z: np.ndarray, mu: float) -> float:
         """Σ c ℓ_μ(z): the smoothed hinge h_μ, or the logistic loss (μ unused)."""
@@ -228,7 +275,8 @@ class _DataTerm:
             np.negative(z, out=second)
             np.maximum(second, 0.0, out=second)
             third += second
-        return float(self.weights @ third)
+        self.last_value = float(self.weights @ third)
+        return self.last_value
 
     def true_hinge(self, z: np.ndarray) -> float:
         """Σ c max(0, 1 − z) (overwrites the work arrays)."""
@@ -237,26 +285,243 @@ class _DataTerm:
         np.maximum(self.third, 0.0, out=self.third)
         return float(self.weights @ self.third)
 
-    def gradient(self) -> tuple[np.ndarray, float]:
+    def gradient(self) -> tuple[np.ndarray, float, float]:
         """At the margins of the last ``evaluate``: the gradient of Σ c ℓ_μ in w,
-        −xᵀ(c ⊙ y ⊙ s) with s = −ℓ_μ'(z), and for the hinge the dual bonus (μ/2) Σ c s²."""
+        −xᵀ(c ⊙ y ⊙ s) with s = −ℓ_μ'(z); for the hinge the dual bonus (μ/2) Σ c s²; and the
+        data term Σ c ℓ(z) with the true (unsmoothed) loss."""
         assert self.last is not None
         first, second, third = self.first, self.second, self.third
-        if self.hinge:
-            slope = second
+        slope = second
+        if self.hinge:  # s = r, already in place; t = 1 − z in ``first``
             np.multiply(slope, slope, out=third)
             bonus = 0.5 * self.mu * float(self.weights @ third)
-        else:  # s = 1/(1 + e^{z}) = e^{−|z|}/(1 + e^{−|z|}) for z ≥ 0, 1/(1 + e^{−|z|}) else
-            slope = second
+            np.maximum(first, 0.0, out=third)
+            exact = float(self.weights @ third)
+        else:  # s = 1/(1 + e^{z}): e^{−|z|}/(1 + e^{−|z|}) for z ≥ 0, 1/(1 + e^{−|z|}) else
             np.add(first, 1.0, out=slope)
             np.reciprocal(slope, out=slope)
             np.multiply(first, slope, out=third)
             np.copyto(slope, third, where=self.last >= 0.0)
-            bonus = 0.0
+            bonus, exact = 0.0, self.last_value
         np.multiply(self.signed, slope, out=third)
         grad = np.asarray(self.transposed @ third).ravel()
         np.negative(grad, out=grad)
-        return grad, bonus
+        return grad, bonus, exact
+
+    def multipliers(self, z: np.ndarray, mu: float) -> np.ndarray:
+        """The dual point α = c ⊙ (−h_μ'(z)) of margins z, a new array."""
+        alpha = np.subtract(1.0, z)
+        alpha *= 1.0 / mu
+        np.clip(alpha, 0.0, 1.0, out=alpha)
+        alpha *= self.weights
+        return alpha
+
+
+def _gradient_bound(f: float, g: np.ndarray, w: np.ndarray, radius: float, strong: float) -> float:
+    """min over the ball of the minorant f + ⟨g, v − w⟩ + (strong/2)‖v − w‖² of a convex,
+    ``strong``-strongly convex function with value f and gradient g at w (module docstring)."""
+    gnorm = float(np.linalg.norm(g))
+    if strong > 0.0:
+        step = _project(w - g / strong, radius) - w
+        bound = f + float(g @ step) + 0.5 * strong * float(step @ step)
+    else:
+        bound = f - float(g @ w) - radius * gnorm
+    return bound - _ROUNDING * (abs(f) + radius * gnorm + abs(float(g @ w)))
+
+
+class _Primal:
+    """F_μ over the ball, for SPG: the point w, its margins, and the bounds it certifies."""
+
+    def __init__(
+        self, data: _DataTerm, radius: float, reg: float, bracket: _Bracket, w: np.ndarray
+    ) -> None:
+        n = data.y.size
+        self.data, self.radius, self.reg, self.bracket = data, radius, reg, bracket
+        self.total = float(data.weights.sum())
+        self.w = w
+        self.z, self.trial_z, self.dz = np.empty(n), np.empty(n), np.empty(n)
+        self.mu = 1.0 if data.hinge else 0.0
+        self.since_refresh = 0
+        # Set by _evaluate: F at w (true loss), F_μ(w), the gradient bound on min F_μ, and the
+        # dual bonus (μ/2) Σ α²/c of the hinge.
+        self.value = self.f = self.bound = self.bonus = 0.0
+
+    def reset(self) -> tuple[float, np.ndarray]:
+        """F_μ and its gradient at w, from freshly computed margins."""
+        self.data.margins(self.w, out=self.z)
+        self.sq = float(self.w @ self.w)
+        self.since_refresh = 0
+        return self._evaluate()
+
+    def _evaluate(self, loss: float | None = None) -> tuple[float, np.ndarray]:
+        """Evaluate at w; ``loss`` is Σ c ℓ_μ(z) if the data term was just evaluated at z."""
+        data, reg = self.data, self.reg
+        if loss is None:
+            loss = data.evaluate(self.z, self.mu)
+        f = loss + reg * self.sq
+        g, bonus, exact = data.gradient()
+        g += (2.0 * reg) * self.w
+        self.f, self.bonus = f, bonus
+        self.bound = _gradient_bound(f, g, self.w, self.radius, 2.0 * reg)  # ≤ min F_μ
+        self.value = exact + reg * self.sq
+        self.bracket.offer(self.value, self.w, self.bound + bonus)
+        return f, g
+
+    def direction(self, step: float, g: np.ndarray) -> np.ndarray:
+        return _project(self.w - step * g, self.radius) - self.w
+
+    def prepare(self, direction: np.ndarray) -> None:
+        self.direction_ = direction
+        self.data.margins(direction, out=self.dz)
+        self.wd, self.dd = float(self.w @ direction), float(direction @ direction)
+
+    def trial(self, alpha: float) -> float:
+        np.multiply(self.dz, alpha, out=self.trial_z)
+        self.trial_z += self.z
+        sq = self.sq + 2.0 * alpha * self.wd + alpha * alpha * self.dd
+        self.trial_loss = self.data.evaluate(self.trial_z, self.mu)
+        return self.trial_loss + self.reg * sq
+
+    def accept(self, alpha: float) -> tuple[float, np.ndarray]:
+        """Move to w + α d, where α is the step of the last ``trial``."""
+        self.w = self.w + alpha * self.direction_
+        self.z, self.trial_z = self.trial_z, self.z
+        self.sq = float(self.w @ self.w)
+        self.since_refresh += 1
+        if self.since_refresh >= _REFRESH_EVERY:
+            return self.reset()
+        return self._evaluate(self.trial_loss)  # the work arrays still hold that evaluation
+
+    def interior(self) -> bool:
+        """Whether w is clearly inside the ball."""
+        return self.sq < (1.0 - _INSIDE) ** 2 * self.radius**2
+
+    def last_stage(self, target: float) -> bool:
+        """Whether μ is small enough that (μ/2) C ≤ target/2 (always for the logistic loss)."""
+        return not self.data.hinge or self.mu * self.total <= target
+
+    def stage_done(self, target: float) -> bool:
+        """Whether F_μ is solved as well as its smoothing error warrants."""
+        if self.last_stage(target):
+            return False
+        return self.f - self.bound <= max(0.5 * target, self.value - self.f - self.bonus)
+
+    def advance(self, target: float) -> None:
+        """Next smoothing stage: never smoother than the tolerance requires."""
+        self.mu = max(0.1 * self.mu, target / self.total)
+
+
+class _Dual:
+    """−D(α) over the box 0 ≤ α ≤ c (hinge), for SPG, with the primal point w(α)."""
+
+    def __init__(
+        self, data: _DataTerm, radius: float, reg: float, bracket: _Bracket, alpha: np.ndarray
+    ) -> None:
+        n = data.y.size
+        self.data, self.radius, self.reg, self.bracket = data, radius, reg, bracket
+        self.alpha = alpha
+        self.z, self.g, self.d = np.empty(n), np.empty(n), np.empty(n)
+        self.since_refresh = 0
+
+    def _inner(self, v: np.ndarray) -> tuple[float, float]:
+        """min_{‖w‖ ≤ R} −⟨v, w⟩ + reg ‖w‖², and the scale s of its minimiser w = s v."""
+        norm, reg, radius = float(np.linalg.norm(v)), self.reg, self.radius
+        if reg > 0.0 and norm <= 2.0 * reg * radius:
+            return -norm * norm / (4.0 * reg), 1.0 / (2.0 * reg)
+        return -radius * norm + reg * radius * radius, (radius / norm if norm > 0 else 0.0)
+
+    def reset(self) -> tuple[float, np.ndarray]:
+        self.v = self.data.combine(self.alpha)
+        self.since_refresh = 0
+        return self._evaluate()
+
+    def _evaluate(self) -> tuple[float, np.ndarray]:
+        data = self.data
+        inner, scale = self._inner(self.v)
+        total = float(self.alpha.sum())
+        dual = total + inner
+        lower = dual - _ROUNDING * (total + abs(inner))
+        w = scale * self.v
+        data.margins(w, out=self.z)
+        value = data.true_hinge(self.z) + self.reg * float(w @ w)
+        self.bracket.offer(value, w, lower)
+        np.subtract(self.z, 1.0, out=self.g)  # ∇(−D)(α) = y ⊙ (x @ w(α)) − 1 (Danskin)
+        return -dual, self.g
+
+    def direction(self, step: float, g: np.ndarray) -> np.ndarray:
+        d = self.d
+        np.multiply(g, -step, out=d)
+        d += self.alpha
+        np.clip(d, 0.0, self.data.weights, out=d)
+        d -= self.alpha
+        return d
+
+    def prepare(self, direction: np.ndarray) -> None:
+        self.u = self.data.combine(direction)
+        self.base, self.rise = float(self.alpha.sum()), float(direction.sum())
+
+    def trial(self, alpha: float) -> float:
+        return -(self.base + alpha * self.rise + self._inner(self.v + alpha * self.u)[0])
+
+    def accept(self, alpha: float) -> tuple[float, np.ndarray]:
+        np.multiply(self.d, alpha, out=self.z)
+        self.alpha += self.z
+        np.clip(self.alpha, 0.0, self.data.weights, out=self.alpha)  # rounding
+        self.v = self.v + alpha * self.u
+        self.since_refresh += 1
+        if self.since_refresh >= _REFRESH_EVERY:
+            return self.reset()
+        return self._evaluate()
+
+
+class _Spg:
+    """The SPG2 iteration of Birgin, Martínez & Raydan (2000) on a problem that provides
+    ``reset``, ``direction`` (projected-gradient direction for a spectral step), ``prepare``,
+    ``trial`` (objective along the direction) and ``accept``."""
+
+    def __init__(self, problem) -> None:
+        self.problem = problem
+        self.step: float | None = None
+        self.restart()
+
+    def restart(self) -> None:
+        """Start a new non-monotone history (after the objective changed)."""
+        self.f, self.g = self.problem.reset()
+        self.history: deque[float] = deque([self.f], maxlen=_HISTORY)
+        self.average, self.mass = self.f, 1.0  # Zhang–Hager reference
+
+    def iterate(self) -> bool:
+        """One iteration; False if no decrease is possible (stationary to working precision)."""
+        problem, g = self.problem, self.g
+        if self.step is None:
+            size = float(np.max(np.abs(problem.direction(1.0, g)), initial=0.0))
+            self.step = min(_STEP_MAX, max(_STEP_MIN, 1.0 / size)) if size > 0 else 1.0
+        direction = problem.direction(self.step, g)
+        slope = float(g @ direction)
+        if not slope < 0.0:
+            return False
+        problem.prepare(direction)
+        reference = min(max(self.history), self.average)
+        alpha = 1.0
+        while True:  # non-monotone Armijo search with safeguarded quadratic interpolation
+            trial = problem.trial(alpha)
+            if trial <= reference + _ARMIJO * alpha * slope:
+                break
+            curvature = trial - self.f - alpha * slope
+            candidate = -0.5 * alpha * alpha * slope / curvature if curvature > 0 else 0.0
+            alpha = candidate if _SIGMA1 <= candidate <= _SIGMA2 * alpha else 0.5 * alpha
+            if alpha < _SMALLEST_STEP:
+                return False
+        dd = float(direction @ direction)
+        self.f, self.g = problem.accept(alpha)
+        # Spectral step ⟨s, s⟩/⟨s, r⟩ with s = α d and r = g_new − g (⟨d, g⟩ = slope).
+        curv = float(direction @ self.g) - slope
+        self.step = min(_STEP_MAX, max(_STEP_MIN, alpha * dd / curv)) if curv > 0 else _STEP_MAX
+        self.history.append(self.f)
+        mass = _AVERAGING * self.mass + 1.0
+        self.average = (_AVERAGING * self.mass * self.average + self.f) / mass
+        self.mass = mass
+        return True
 
 
 def hindsight_minimum(
@@ -271,16 +536,17 @@ def hindsight_minimum(
     max_iterations: int = 5000,
     start: np.ndarray | None = None,
 ) -> HindsightSolution:
-    """Minimise F over the ball ‖w‖ ≤ ``radius``: the comparator of the regret of Li et al.
-    (DOLA, Definition 2).
+    """The best fixed w in hindsight: minimise F over the ball ‖w‖ ≤ ``radius`` (the
+    comparator of the regret of Li et al., DOLA, Definition 2), with a certified bracket.
 
     ``x`` is a dense (N, d) float array or a scipy.sparse CSR matrix, ``y`` the labels in
     {−1, +1}, ``weights`` the multiplicities c_k ≥ 0 and ``regularisation`` φ ≥ 0. Runs the
-    spectral projected gradient method (Birgin et al. 2000) on F (logistic) or on Nesterov's
-    smoothed hinge with continuation in μ (hinge), until the certified gap
-    ``value − lower_bound`` is at most ``tolerance · max(1, |value|)`` or ``max_iterations``
-    iterations (over all stages) have run; in the latter case the returned bracket is still
-    valid, only wider. ``start`` (projected onto the ball) warm-starts the search.
+    spectral projected gradient method (Birgin et al. 2000) on F (logistic), or on Nesterov's
+    smoothed hinge with continuation in μ interleaved with SPG on the Lagrangian dual (hinge;
+    see the module docstring), until the certified gap ``value − lower_bound`` is at most
+    ``tolerance · max(1, |value|)`` or ``max_iterations`` iterations (of both solvers, over all
+    stages) have run; in the latter case the bracket is still valid, only wider. ``start``
+    (projected onto the ball) warm-starts the primal solver.
     """
     x, y, weights = _validate(x, y, weights, loss, regularisation)
     radius = float(radius)
@@ -307,13 +573,16 @@ def hindsight_minimum(
     keep = weights > 0
     if np.count_nonzero(keep) < 0.75 * keep.size:  # drop the rows that do not count
         x, y, weights = x[keep], y[keep], weights[keep]
-
-    if sp.issparse(x):
-        return _solve(x, y, weights, w, loss, radius, regularisation, tolerance, max_iterations)
-    if x.shape[1] <= _FEW_FEATURES and not x.flags.f_contiguous and x.nbytes <= _COPY_BYTES:
-        x = np.asfortranarray(x)  # column-major products are about twice as fast here
-    # Matrix–vector products of this size gain nothing from threads, and OpenBLAS's threads
-    # slow them down by an order of magnitude when other processes compete for the cores.
+    if (
+        not sp.issparse(x)
+        and x.shape[1] <= _FEW_FEATURES
+        and not x.flags.f_contiguous
+        and x.nbytes <= _COPY_BYTES
+    ):
+        x = np.asfortranarray(x)
+    # The products and dot products here are memory-bound and short: OpenBLAS's threads gain
+    # little on them and slow them down by an order of magnitude when other processes compete
+    # for the cores, so the solver runs BLAS on one thread (restored on return).
     with threadpool_limits(limits=1, user_api="blas"):
         return _solve(x, y, weights, w, loss, radius, regularisation, tolerance, max_iterations)
 
@@ -329,103 +598,87 @@ def _solve(
     tolerance: float,
     max_iterations: int,
 ) -> HindsightSolution:
-    """SPG2 with smoothing continuation on validated data (see :func:`hindsight_minimum`)."""
-    total = float(weights.sum())
-    hinge = loss == "hinge"
-    data = _DataTerm(x, y, weights, hinge)
-    reg = 0.5 * regularisation * total  # F = Σ c ℓ + reg ‖w‖²
-    strong = regularisation * total  # modulus of strong convexity of F and F_μ
-    n = y.size
-    z, trial_z, dz = data.margins(w, np.empty(n)), np.empty(n), np.empty(n)
-    sq = float(w @ w)
-
-    def true_value(z: np.ndarray, sq: float) -> float:
-        return (data.true_hinge(z) if hinge else data.evaluate(z, 0.0)) + reg * sq
-
-    best_w, best_value = w.copy(), true_value(z, sq)
-    best_lower = -math.inf
+    """The solvers on validated data (see :func:`hindsight_minimum`)."""
+    data = _DataTerm(x, y, weights, loss == "hinge")
+    reg = 0.5 * regularisation * float(weights.sum())  # F = Σ c ℓ + reg ‖w‖²
+    bracket = _Bracket(tolerance)  # of both solvers
+    primal_bracket = _Bracket(tolerance, parent=bracket)
+    primal = _Primal(data, radius, reg, primal_bracket, w)
+    primal_spg = _Spg(primal)
     iterations = 0
-    step = None  # spectral step length λ
-    mu = 1.0 if hinge else 0.0
 
-    while True:  # smoothing stages (a single one for the logistic loss)
-        f = data.evaluate(z, mu) + reg * sq
-        g, bonus = data.gradient()
-        g += (2.0 * reg) * w
-        history: deque[float] = deque([f], maxlen=_HISTORY)
-        since_refresh = 0
-        done = False
-        while True:  # SPG2 iterations on F_μ
-            value = true_value(z, sq) if hinge else f
-            if value < best_value:
-                best_w, best_value = w.copy(), value
-            bound = _lower_bound(f, g, w, radius, strong)  # ≤ min F_μ
-            best_lower = max(best_lower, bound + bonus)  # ≤ min F (Lagrangian dual)
-            target = tolerance * max(1.0, abs(best_value))
-            if best_value - best_lower <= target or iterations >= max_iterations:
-                done = True
-                break
-            last_stage = not hinge or mu * total <= target
-            if not last_stage and f - bound <= max(0.5 * target, value - f - bonus):
-                break  # F_μ is solved as well as its smoothing error warrants
+    def primal_step() -> bool:
+        """One primal iteration, moving to the next smoothing stage when due."""
+        if primal.stage_done(bracket.target()):
+            primal.advance(bracket.target())
+            primal_spg.restart()
+        while not primal_spg.iterate():
+            if primal.last_stage(bracket.target()):
+                return False
+            primal.advance(bracket.target())
+            primal_spg.restart()
+        return True
 
-            if step is None:
-                first = _project(w - g, radius) - w
-                size = float(np.max(np.abs(first)))
-                step = min(_STEP_MAX, max(_STEP_MIN, 1.0 / size)) if size > 0 else 1.0
-            direction = _project(w - step * g, radius) - w
-            slope = float(g @ direction)
-            if not slope < 0.0:  # stationary to working precision
-                done = last_stage
-                break
-            data.margins(direction, out=dz)
-            wd, dd = float(w @ direction), float(direction @ direction)
-            reference = max(history)
-            alpha = 1.0
-            while True:  # non-monotone Armijo search with safeguarded quadratic interpolation
-                trial_sq = sq + 2.0 * alpha * wd + alpha * alpha * dd
-                np.multiply(dz, alpha, out=trial_z)
-                trial_z += z
-                trial = data.evaluate(trial_z, mu) + reg * trial_sq
-                if trial <= reference + _ARMIJO * alpha * slope:
-                    break
-                curvature = trial - f - alpha * slope
-                candidate = -0.5 * alpha * alpha * slope / curvature if curvature > 0 else 0.0
-                alpha = candidate if _SIGMA1 <= candidate <= _SIGMA2 * alpha else 0.5 * alpha
-                if alpha < 1e-16:
-                    break
-            if alpha < 1e-16:  # no decrease representable along the direction
-                done = last_stage
-                break
+    def budget_left() -> bool:
+        return not bracket.certified() and iterations < max_iterations
 
-            w_new = w + alpha * direction
-            sq = float(w_new @ w_new)
-            z, trial_z = trial_z, z
-            since_refresh += 1
-            if since_refresh >= _REFRESH_EVERY:  # recompute instead of accumulating rounding
-                data.margins(w_new, out=z)
-                since_refresh = 0
-                trial = data.evaluate(z, mu) + reg * sq
-            g_new, bonus = data.gradient()
-            g_new += (2.0 * reg) * w_new
-            s, r = w_new - w, g_new - g
-            curv = float(s @ r)
-            step = min(_STEP_MAX, max(_STEP_MIN, float(s @ s) / curv)) if curv > 0 else _STEP_MAX
-            w, f, g = w_new, trial, g_new
-            history.append(f)
-            iterations += 1
-        if done:
+    # The logistic loss, and the first smoothing stage of the hinge.
+    while budget_left() and primal.mu in (0.0, 1.0):
+        if primal.stage_done(bracket.target()):
             break
-        # Next smoothing stage, warm-started; never smoother than needed for the tolerance.
-        mu = max(0.1 * mu, tolerance * max(1.0, abs(best_value)) / total)
-        data.margins(w, out=z)
+        if not primal_step():
+            break
+        iterations += 1
 
-    # Report F at the returned point from freshly computed margins.
-    w = best_w
+    if data.hinge and budget_left():
+        dual_bracket = _Bracket(tolerance, parent=bracket)
+        dual = _Dual(data, radius, reg, dual_bracket, data.multipliers(primal.z, primal.mu))
+        dual_spg = _Spg(dual)
+        steps, own = (primal_step, dual_spg.iterate), (primal_bracket, dual_bracket)
+        stalled = [False, False]
+        # log(own gap) after each of a solver's recent iterations, for its rate of progress.
+        logs = [deque([b.log_gap()], maxlen=_WINDOW + 1) for b in own]
+
+        def remaining(method: int) -> float:
+            """Iterations the solver would need at its recent rate (0 if unknown yet)."""
+            history = logs[method]
+            if stalled[method]:
+                return math.inf
+            if len(history) < 3:
+                return 0.0
+            rate = (history[0] - history[-1]) / (len(history) - 1)
+            needed = history[-1] - math.log(bracket.target())
+            return max(needed, 0.0) / rate if rate > 0 else math.inf
+
+        while budget_left() and not all(stalled):
+            estimates = [remaining(0), remaining(1)]
+            lead = 0 if estimates[0] <= estimates[1] else 1
+            clear = estimates[1 - lead] >= _CLEAR * estimates[lead]
+            if reg == 0.0 and not stalled[0] and primal.interior():
+                # The dual's points w(α) = Rv/‖v‖ lie on the sphere: no use for an interior
+                # minimiser, which the smoothed primal finds.
+                lead, clear = 0, True
+            for method, count in ((lead, _LEAD if clear else 1), (1 - lead, 1)):
+                for _ in range(count):
+                    if stalled[method] or not budget_left():
+                        break
+                    if not steps[method]():
+                        stalled[method] = True
+                        break
+                    iterations += 1
+                    logs[method].append(own[method].log_gap())
+
+    # Report F at the best point from freshly computed margins.
+    assert bracket.w is not None
+    w = bracket.w
     norm = float(np.linalg.norm(w))
     if norm > radius:  # rounding in the convex combinations
         w = w * (radius / norm)
-    value = true_value(data.margins(w, out=z), float(w @ w))
+    z = data.margins(w, out=np.empty(y.size))
+    if data.hinge:
+        value = data.true_hinge(z) + reg * float(w @ w)
+    else:
+        value = data.evaluate(z, 0.0) + reg * float(w @ w)
     return HindsightSolution(
-        w=w, value=value, lower_bound=min(best_lower, value), iterations=iterations
+        w=w, value=value, lower_bound=min(bracket.lower, value), iterations=iterations
     )

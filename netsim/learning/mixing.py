@@ -270,8 +270,8 @@ class AssumptionCheck:
 def check_round(mixing: MixingMatrix, online: np.ndarray) -> AssumptionCheck:
     """Row and column sums, η, and the components of the round graph over online nodes."""
     a = mixing.matrix
-    rows = np.abs(np.asarray(a.sum(axis=1)).ravel() - 1.0).max()
-    columns = np.abs(np.asarray(a.sum(axis=0)).ravel() - 1.0).max()
+    rows = np.abs(np.add.reduceat(a.data, a.indptr[:-1]) - 1.0).max()  # no row is empty
+    columns = np.abs(np.bincount(a.indices, weights=a.data, minlength=a.shape[0]) - 1.0).max()
     return AssumptionCheck(float(rows), float(columns), mixing.eta, union_components([a], online))
 
 
@@ -283,6 +283,7 @@ def union_components(matrices: list[sp.csr_matrix], online: np.ndarray) -> int:
     union = matrices[0]
     for a in matrices[1:]:
         union = union + a
-    sub = union[nodes][:, nodes]
-    count, _ = connected_components(sub, directed=False)
+    if nodes.size < union.shape[0]:
+        union = union[nodes][:, nodes]
+    count, _ = connected_components(union, directed=False)
     return int(count)
