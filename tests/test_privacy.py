@@ -221,6 +221,7 @@ def test_release_in_one_call_and_a_clear_refusal():
         "epsilon_spent": pytest.approx(1.0),
         "delta_spent": 0.0,
         "refused": 1,
+        "mutual_information_spent": 0.0,
     }
     ledger = accountant.ledger_frame()
     assert ledger["record"].tolist() == [17] * 5 and ledger["use"].tolist() == [1, 2, 3, 4, 5]

@@ -12,14 +12,22 @@ one example, and examples may repeat, so the comparator is the minimum of
     F(w) = Σ_k c_k ℓ(y_k ⟨w, x_k⟩) + (φ/2) C ‖w‖²   subject to ‖w‖₂ ≤ R,   C = Σ_k c_k,
 
 with integer multiplicities c_k ≥ 0, labels y_k ∈ {−1, +1}, regulariser φ ≥ 0 and ℓ the hinge
-max(0, 1 − z) or the logistic loss log(1 + e^{−z}).
+max(0, 1 − z) or the logistic loss log(1 + e^{−z}); or, for regression (Zhang &
+Venkitasubramaniam's experiment), F(w) = Σ_k c_k |⟨w, x_k⟩ − y_k| + (φ/2) C ‖w‖² with real y_k
+(``absolute``).
 
 Method. Spectral projected gradient (SPG; Birgin, Martínez & Raydan, "Nonmonotone spectral
 projected gradient methods on convex sets", SIAM J. Optim. 10(4), 2000, algorithm SPG2):
 Barzilai–Borwein step lengths, projection onto the feasible set, and a non-monotone Armijo
-line search against the largest of the last ten objective values.
+line search against the largest of the last ten objective values, capped by their Zhang–Hager
+average (SIAM J. Optim. 14(4), 2004; without the cap SPG2 can cycle on very non-quadratic
+objectives such as a nearly separable logistic loss, accepting again and again a return to an
+old, poor point that the history still tolerates).
 
 * Logistic loss: SPG on F over the ball.
+* Absolute error: SPG over the ball on the Huber-smoothed |r|, h_μ(r) = r²/(2μ) (|r| ≤ μ),
+  |r| − μ/2 (else), with h_μ ≤ |r| ≤ h_μ + μ/2, and the same continuation in μ as the hinge
+  (primal only: its certificate is the gradient bound below).
 * Hinge: SPG over the ball on F_μ, F with Nesterov's smoothed hinge ("Smooth minimization of
   non-smooth functions", Math. Program. 103, 2005)
 
@@ -27,19 +35,23 @@ line search against the largest of the last ten objective values.
 
   which satisfies h_μ ≤ h ≤ h_μ + μ/2 and has a 1/μ-Lipschitz derivative, with continuation
   μ = 1, 0.1, 0.01, … (each stage warm-started from the last) down to a μ with
-  (μ/2) C ≤ tolerance · max(1, |value|) / 2 at the latest. After the first stage a second SPG
-  runs on the Lagrangian dual (below) over the box 0 ≤ α ≤ c, warm-started from the first
-  stage's multipliers, interleaved with the primal iterations: the smoothed primal is fast
-  when the optimum is interior (few examples sit on the margin), the dual when the ball
-  constraint is active or φ > 0 and many examples sit on the margin (high-dimensional sparse
-  data), where the smoothed primal needs ever smaller μ. Each round the method that has
-  recently narrowed the certified bracket the most per iteration gets eight iterations and the
-  other one.
+  (μ/2) C ≤ tolerance · max(1, |value|)/2 at the latest. After the first stage a second SPG runs
+  on the Lagrangian dual (below) over the box 0 ≤ α ≤ c, warm-started from the first stage's
+  multipliers and interleaved with the primal iterations: the smoothed primal is fast when
+  few examples sit on the margin at the optimum (d ≪ N) and is the only useful one when the
+  optimum is interior and φ = 0; the dual is fast when the ball constraint is active or φ > 0,
+  also when many examples sit on the margin (high-dimensional sparse data), where the smoothed
+  primal needs ever smaller μ and stalls. Each solver keeps its own bracket; the one that
+  would reach the tolerance sooner at its recent rate of progress gets eight iterations per
+  round and the other one (they take turns while neither is clearly faster), and the primal
+  leads while φ = 0 and its point is inside the ball.
 
 Certificates. Every number reported is a bound that holds whatever the iterates are:
 ``value`` = F(w) at a feasible w (with the true loss) is an upper bound on min F, and
-``lower_bound`` is the best of the following lower bounds over all iterates, less a relative
-allowance of 1e-12 for rounding in the sums that produce it.
+``lower_bound`` is the best of 0 (F ≥ 0) and the following lower bounds over all iterates of
+both solvers, each less an allowance for rounding of 1e-13 · Σ_k c_k (1 + R‖x_k‖), a bound on
+the total magnitude of the terms of the sums that produce it. (This is a generous allowance for
+the rounding of such sums in practice, not interval arithmetic.)
 
 * Gradient bound (logistic; and hinge via F_μ ≤ F). F_μ is convex and φC-strongly convex, so
   for every feasible v, F(v) ≥ F_μ(v) ≥ F_μ(w) + ⟨∇F_μ(w), v − w⟩ + (φC/2)‖v − w‖²; the
@@ -59,7 +71,16 @@ allowance of 1e-12 for rounding in the sums that produce it.
 
 Only ``x @ w`` and ``x.T @ v`` touch the data, so dense arrays and scipy CSR matrices are
 handled by the same code, and each iteration costs one product with x and one with its
-transpose (the line searches reuse the product along the search direction).
+transpose (the line searches reuse the product along the search direction). Elementwise work
+on the N margins goes to arrays allocated once, dense x with few columns is copied to
+column-major order, and BLAS runs on one thread during the solve (see
+:func:`hindsight_minimum`).
+
+Limits. First-order methods converge slowly on badly conditioned instances; the ones seen are
+the hinge with φ = 0, an interior optimum and rows of very different scale, and the logistic
+loss with tiny φ on separable data (the loss is exponentially flat near the optimum). There
+the solver may stop at ``max_iterations`` with a gap wider than the tolerance; the bracket is
+still valid, so compare ``value − lower_bound`` with what the regret needs.
 """
 
 from __future__ import annotations
@@ -73,7 +94,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 from threadpoolctl import threadpool_limits
 
-LOSSES: tuple[str, ...] = ("hinge", "logistic")
+LOSSES: tuple[str, ...] = ("hinge", "logistic", "absolute")
 
 # SPG2 constants (Birgin et al. 2000 §3): history length of the non-monotone line search,
 # Armijo constant, safeguards of the quadratic interpolation, and bounds on the spectral step.
@@ -89,8 +110,10 @@ _SMALLEST_STEP = 1e-16  # a line search below this makes no representable progre
 # Recompute products that are otherwise updated along the search directions this often, so
 # that rounding cannot accumulate.
 _REFRESH_EVERY = 25
-# Relative allowance subtracted from lower bounds for rounding in the sums that produce them.
-_ROUNDING = 1e-12
+# Lower bounds are lowered by this fraction of Σ_k c_k (1 + R‖x_k‖), a bound on the total
+# magnitude of the terms of the sums (and products with x) that produce them, for rounding:
+# about 500 times the unit roundoff, above the typical error of such sums in double precision.
+_ROUNDING = 1e-13
 # Interleaving of the primal and dual solvers for the hinge: each solver's rate of progress is
 # the narrowing of log(its own gap) per iteration over its last _WINDOW iterations; the solver
 # that would reach the tolerance in fewer iterations at its rate gets _LEAD iterations per round
@@ -113,7 +136,7 @@ class HindsightSolution:
     w: np.ndarray  # the minimiser found (‖w‖ ≤ R)
     value: float  # F(w) with the true loss: an upper bound on the minimum
     lower_bound: float  # a certified lower bound on min F
-    iterations: int  # spectral projected gradient iterations, summed over smoothing stages
+    iterations: int  # SPG iterations, of both solvers (hinge) and over all smoothing stages
 
 
 def _check_loss(loss: str) -> None:
@@ -123,11 +146,14 @@ def _check_loss(loss: str) -> None:
 
 def loss_values(loss: str, margins: np.ndarray) -> np.ndarray:
     """ℓ(z) elementwise for margins z = y⟨w, x⟩: the hinge max(0, 1 − z) or the logistic loss
-    log(1 + e^{−z}), the latter computed without overflow as logaddexp(0, −z)."""
+    log(1 + e^{−z}), the latter computed without overflow as logaddexp(0, −z); for
+    ``absolute`` the margins are residuals r = ⟨w, x⟩ − y and ℓ(r) = |r|."""
     _check_loss(loss)
     z = np.asarray(margins, dtype=np.float64)
     if loss == "hinge":
         return np.maximum(0.0, 1.0 - z)
+    if loss == "absolute":
+        return np.abs(z)
     return np.logaddexp(0.0, -z)
 
 
@@ -138,6 +164,8 @@ def loss_derivative(loss: str, margins: np.ndarray) -> np.ndarray:
     z = np.asarray(margins, dtype=np.float64)
     if loss == "hinge":
         return np.where(z < 1.0, -1.0, 0.0)
+    if loss == "absolute":
+        return np.sign(z)
     return -expit(-z)
 
 
@@ -162,7 +190,10 @@ def _validate(x, y, weights, loss: str, regularisation: float):
     y = np.asarray(y, dtype=np.float64)
     if y.shape != (n,):
         raise ValueError(f"y must have shape ({n},) to match x of shape {x.shape}, got {y.shape}")
-    if not np.all((y == 1.0) | (y == -1.0)):
+    if loss == "absolute":
+        if not np.all(np.isfinite(y)):
+            raise ValueError("targets y must be finite")
+    elif not np.all((y == 1.0) | (y == -1.0)):
         raise ValueError("labels y must be −1 or +1")
     weights = np.asarray(weights, dtype=np.float64)
     if weights.shape != (n,):
@@ -188,7 +219,7 @@ def objective(w, x, y, weights, loss: str, regularisation: float = 0.0) -> float
     w = np.asarray(w, dtype=np.float64)
     if w.shape != (x.shape[1],):
         raise ValueError(f"w must have shape ({x.shape[1]},) to match x, got {w.shape}")
-    margins = y * (x @ w)
+    margins = x @ w - y if loss == "absolute" else y * (x @ w)
     total = float(weights.sum())
     return float(weights @ loss_values(loss, margins)) + 0.5 * regularisation * total * float(w @ w)
 
@@ -201,7 +232,7 @@ class _Bracket:
         self.tolerance, self.parent = tolerance, parent
         self.value = math.inf
         self.w: np.ndarray | None = None
-        self.lower = -math.inf
+        self.lower = 0.0  # F ≥ 0: the losses, the multiplicities and φ are ≥ 0
 
     def offer(self, value: float, w: np.ndarray, lower: float) -> None:
         if value < self.value:
@@ -232,23 +263,35 @@ class _DataTerm:
     0 < t < μ and t − μ/2 for t ≥ μ, and −h_μ'(z) = r.
     """
 
-    def __init__(self, x, y: np.ndarray, weights: np.ndarray, hinge: bool) -> None:
+    def __init__(self, x, y: np.ndarray, weights: np.ndarray, loss: str) -> None:
         n = y.size
-        self.x, self.y, self.weights, self.hinge = x, y, weights, hinge
-        self.signed = weights * y
+        self.x, self.y, self.weights = x, y, weights
+        self.hinge, self.absolute = loss == "hinge", loss == "absolute"
+        self.smoothed = self.hinge or self.absolute  # solved with continuation in μ
+        # gradient = −xᵀ(signed ⊙ s): s = −ℓ'(z) of margins z = y ⊙ x@w, or −h_μ'(r) of
+        # residuals r = x@w − y
+        self.signed = weights if self.absolute else weights * y
         self.dense = not sp.issparse(x)
         self.transposed = x.T  # a view for ndarrays, CSC for CSR: both multiply without copies
         self.first, self.second, self.third = np.empty(n), np.empty(n), np.empty(n)
+        self.fourth = np.empty(n) if self.absolute else self.third
         self.last: np.ndarray | None = None  # the margins of the last evaluation
         self.mu = self.last_value = 0.0
+        self.slack = 0.0  # subtracted from lower bounds for rounding (set by the solver)
 
-    def margins(self, v: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """y ⊙ (x @ v), written into ``out``."""
+    def margins(self, v: np.ndarray, out: np.ndarray, *, point: bool = True) -> np.ndarray:
+        """y ⊙ (x @ v), written into ``out``; for ``absolute`` the residuals x @ v − y of a
+        point, or x @ v for a direction (``point`` False: margins are linear in v, residuals
+        affine)."""
         if self.dense:
             np.matmul(self.x, v, out=out)
         else:
             out[...] = self.x @ v
-        out *= self.y
+        if self.absolute:
+            if point:
+                out -= self.y
+        else:
+            out *= self.y
         return out
 
     def combine(self, coefficients: np.ndarray) -> np.ndarray:
@@ -267,6 +310,15 @@ class _DataTerm:
             np.multiply(second, -0.5 * mu, out=third)
             third += first
             third *= second
+        elif self.absolute:  # Huber: h_μ(r) = q (|r| − μq/2) with q = min(|r|/μ, 1)
+            np.abs(z, out=first)
+            np.multiply(first, 1.0 / mu, out=third)
+            np.minimum(third, 1.0, out=third)  # q
+            np.multiply(z, -1.0 / mu, out=second)
+            np.clip(second, -1.0, 1.0, out=second)  # −h_μ'(r), kept for the gradient
+            np.multiply(third, -0.5 * mu, out=self.fourth)
+            self.fourth += first
+            third *= self.fourth
         else:  # log(1 + e^{−z}) = max(−z, 0) + log1p(e^{−|z|}), without overflow
             np.abs(z, out=first)
             np.negative(first, out=first)
@@ -297,6 +349,8 @@ class _DataTerm:
             bonus = 0.5 * self.mu * float(self.weights @ third)
             np.maximum(first, 0.0, out=third)
             exact = float(self.weights @ third)
+        elif self.absolute:  # s = −h_μ'(r) in place; |r| in ``first``
+            bonus, exact = 0.0, float(self.weights @ first)
         else:  # s = 1/(1 + e^{z}): e^{−|z|}/(1 + e^{−|z|}) for z ≥ 0, 1/(1 + e^{−|z|}) else
             np.add(first, 1.0, out=slope)
             np.reciprocal(slope, out=slope)
@@ -320,13 +374,10 @@ class _DataTerm:
 def _gradient_bound(f: float, g: np.ndarray, w: np.ndarray, radius: float, strong: float) -> float:
     """min over the ball of the minorant f + ⟨g, v − w⟩ + (strong/2)‖v − w‖² of a convex,
     ``strong``-strongly convex function with value f and gradient g at w (module docstring)."""
-    gnorm = float(np.linalg.norm(g))
     if strong > 0.0:
         step = _project(w - g / strong, radius) - w
-        bound = f + float(g @ step) + 0.5 * strong * float(step @ step)
-    else:
-        bound = f - float(g @ w) - radius * gnorm
-    return bound - _ROUNDING * (abs(f) + radius * gnorm + abs(float(g @ w)))
+        return f + float(g @ step) + 0.5 * strong * float(step @ step)
+    return f - float(g @ w) - radius * float(np.linalg.norm(g))
 
 
 class _Primal:
@@ -340,7 +391,7 @@ class _Primal:
         self.total = float(data.weights.sum())
         self.w = w
         self.z, self.trial_z, self.dz = np.empty(n), np.empty(n), np.empty(n)
-        self.mu = 1.0 if data.hinge else 0.0
+        self.mu = 1.0 if data.smoothed else 0.0
         self.since_refresh = 0
         # Set by _evaluate: F at w (true loss), F_μ(w), the gradient bound on min F_μ, and the
         # dual bonus (μ/2) Σ α²/c of the hinge.
@@ -364,7 +415,7 @@ class _Primal:
         self.f, self.bonus = f, bonus
         self.bound = _gradient_bound(f, g, self.w, self.radius, 2.0 * reg)  # ≤ min F_μ
         self.value = exact + reg * self.sq
-        self.bracket.offer(self.value, self.w, self.bound + bonus)
+        self.bracket.offer(self.value, self.w, self.bound + bonus - data.slack)
         return f, g
 
     def direction(self, step: float, g: np.ndarray) -> np.ndarray:
@@ -372,7 +423,7 @@ class _Primal:
 
     def prepare(self, direction: np.ndarray) -> None:
         self.direction_ = direction
-        self.data.margins(direction, out=self.dz)
+        self.data.margins(direction, out=self.dz, point=False)
         self.wd, self.dd = float(self.w @ direction), float(direction @ direction)
 
     def trial(self, alpha: float) -> float:
@@ -398,7 +449,7 @@ class _Primal:
 
     def last_stage(self, target: float) -> bool:
         """Whether μ is small enough that (μ/2) C ≤ target/2 (always for the logistic loss)."""
-        return not self.data.hinge or self.mu * self.total <= target
+        return not self.data.smoothed or self.mu * self.total <= target
 
     def stage_done(self, target: float) -> bool:
         """Whether F_μ is solved as well as its smoothing error warrants."""
@@ -440,7 +491,7 @@ class _Dual:
         inner, scale = self._inner(self.v)
         total = float(self.alpha.sum())
         dual = total + inner
-        lower = dual - _ROUNDING * (total + abs(inner))
+        lower = dual - data.slack
         w = scale * self.v
         data.margins(w, out=self.z)
         value = data.true_hinge(self.z) + self.reg * float(w @ w)
@@ -540,13 +591,23 @@ def hindsight_minimum(
     comparator of the regret of Li et al., DOLA, Definition 2), with a certified bracket.
 
     ``x`` is a dense (N, d) float array or a scipy.sparse CSR matrix, ``y`` the labels in
-    {−1, +1}, ``weights`` the multiplicities c_k ≥ 0 and ``regularisation`` φ ≥ 0. Runs the
-    spectral projected gradient method (Birgin et al. 2000) on F (logistic), or on Nesterov's
-    smoothed hinge with continuation in μ interleaved with SPG on the Lagrangian dual (hinge;
+    {−1, +1} (real targets for ``absolute``), ``weights`` the multiplicities c_k ≥ 0 and
+    ``regularisation`` φ ≥ 0. Runs the spectral projected gradient method (Birgin et al. 2000)
+    on F (logistic), on the Huber-smoothed absolute error with continuation in μ (absolute;
+    slow when many residuals vanish at the optimum, e.g. ±1 targets on sparse data), or on
+    Nesterov's smoothed hinge with continuation in μ interleaved with SPG on the Lagrangian
+    dual (hinge;
     see the module docstring), until the certified gap ``value − lower_bound`` is at most
-    ``tolerance · max(1, |value|)`` or ``max_iterations`` iterations (of both solvers, over all
-    stages) have run; in the latter case the bracket is still valid, only wider. ``start``
-    (projected onto the ball) warm-starts the primal solver.
+    ``tolerance · max(1, |value|)``, ``max_iterations`` iterations (of both solvers, over all
+    stages) have run, or no solver can make progress at working precision; in the latter cases
+    the bracket is still valid, only wider. ``start`` (projected onto the ball) warm-starts the
+    primal solver. Rows with c_k = 0 are dropped (copying x) when they are at least a quarter
+    of all rows. BLAS is limited to one thread for the duration of the call (threadpoolctl):
+    these memory-bound products gain little from threads, and OpenBLAS's threads slowed them
+    down by an order of magnitude when other processes competed for the cores.
+
+    Raises ValueError for an unknown loss, radius ≤ 0, negative or non-finite weights,
+    regularisation < 0, labels other than ±1, non-finite data, or mismatched shapes.
     """
     x, y, weights = _validate(x, y, weights, loss, regularisation)
     radius = float(radius)
@@ -580,9 +641,7 @@ def hindsight_minimum(
         and x.nbytes <= _COPY_BYTES
     ):
         x = np.asfortranarray(x)
-    # The products and dot products here are memory-bound and short: OpenBLAS's threads gain
-    # little on them and slow them down by an order of magnitude when other processes compete
-    # for the cores, so the solver runs BLAS on one thread (restored on return).
+    # One BLAS thread (restored on return): see the docstring.
     with threadpool_limits(limits=1, user_api="blas"):
         return _solve(x, y, weights, w, loss, radius, regularisation, tolerance, max_iterations)
 
@@ -599,7 +658,15 @@ def _solve(
     max_iterations: int,
 ) -> HindsightSolution:
     """The solvers on validated data (see :func:`hindsight_minimum`)."""
-    data = _DataTerm(x, y, weights, loss == "hinge")
+    data = _DataTerm(x, y, weights, loss)
+    # Every term of the sums behind the bounds is at most c_k (1 + R‖x_k‖) in magnitude (plus
+    # |y_k| for residuals).
+    if sp.issparse(x):
+        row_norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
+    else:
+        row_norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+    scale = 1.0 + radius * row_norms + (np.abs(y) if data.absolute else 0.0)
+    data.slack = _ROUNDING * float(weights @ scale)
     reg = 0.5 * regularisation * float(weights.sum())  # F = Σ c ℓ + reg ‖w‖²
     bracket = _Bracket(tolerance)  # of both solvers
     primal_bracket = _Bracket(tolerance, parent=bracket)
@@ -626,6 +693,11 @@ def _solve(
     while budget_left() and primal.mu in (0.0, 1.0):
         if primal.stage_done(bracket.target()):
             break
+        if not primal_step():
+            break
+        iterations += 1
+
+    while data.absolute and budget_left():  # the later smoothing stages, primal only
         if not primal_step():
             break
         iterations += 1
@@ -677,6 +749,8 @@ def _solve(
     z = data.margins(w, out=np.empty(y.size))
     if data.hinge:
         value = data.true_hinge(z) + reg * float(w @ w)
+    elif data.absolute:
+        value = float(weights @ np.abs(z)) + reg * float(w @ w)
     else:
         value = data.evaluate(z, 0.0) + reg * float(w @ w)
     return HindsightSolution(

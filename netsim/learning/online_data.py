@@ -509,16 +509,21 @@ class _Generated(NamedTuple):
     flipped: np.ndarray  # bool: which labels were flipped
 
 
-def _ball(n: int, d: int, noise: float, seed: int) -> _Generated:
-    """``n`` points uniform in the d-ball, labelled by a random hyperplane (no validation)."""
-    rng = np.random.default_rng(seed)
-    normal = _unit(rng.standard_normal(d))
+def unit_ball_points(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` points uniform in the unit ball of R^d: a Gaussian direction times ``U^(1/d)``."""
     directions = rng.standard_normal((n, d))
     lengths = np.linalg.norm(directions, axis=1)
     radii = rng.random(n) ** (1.0 / d)
     scale = np.zeros(n)
     np.divide(radii, lengths, out=scale, where=lengths > 0)
-    x = directions * scale[:, None]
+    return directions * scale[:, None]
+
+
+def _ball(n: int, d: int, noise: float, seed: int) -> _Generated:
+    """``n`` points uniform in the d-ball, labelled by a random hyperplane (no validation)."""
+    rng = np.random.default_rng(seed)
+    normal = _unit(rng.standard_normal(d))
+    x = unit_ball_points(n, d, rng)
     clean = np.where(x @ normal >= 0.0, 1.0, -1.0)
     flipped = rng.random(n) < noise
     return _Generated(x, np.where(flipped, -clean, clean), normal, 0.0, flipped)

@@ -43,8 +43,12 @@ LEDGER_TABLE = TableSchema(
         ("sensitivity", F64),
         ("norm", STR),
         ("noise_scale", F64),
+        ("mutual_information", F64),
     ),
-    description="Every privacy charge: when, which record, its use number, and the event.",
+    description=(
+        "Every privacy charge: when, which record, its use number, and the event (its "
+        "mutual-information bound in nats for mutual-information releases, else 0)."
+    ),
 )
 RECORDS_TABLE = TableSchema(
     name="privacy_records",
@@ -54,10 +58,13 @@ RECORDS_TABLE = TableSchema(
         ("epsilon_spent", F64),
         ("delta_spent", F64),
         ("refused", I64),
+        ("mutual_information_spent", F64),
     ),
     description=(
-        "Per record at the end: uses, ε and δ spent (basic composition), and how many "
-        "releases were refused because the budget was spent."
+        "Per record at the end: uses, ε and δ spent (basic composition), how many releases "
+        "were refused because the budget was spent, and the sum of the releases' "
+        "mutual-information bounds in nats (releases with independent noise: the leakage "
+        "of all of them together is at most the sum)."
     ),
 )
 
@@ -231,6 +238,7 @@ class PrivacyAccountant:
         self.epsilon_spent = np.zeros(records)
         self.delta_spent = np.zeros(records)
         self.refused = np.zeros(records, dtype=np.int64)
+        self.mutual_information_spent = np.zeros(records)
         self.not_dp = np.zeros(records, dtype=bool)
         # the ledger as chunks (time, records, their use numbers, event): a round of a
         # vectorised algorithm charges thousands of records with one event in one chunk
@@ -276,7 +284,8 @@ class PrivacyAccountant:
         self.uses[record] += 1
         self.epsilon_spent[record] += event.epsilon
         self.delta_spent[record] += event.delta
-        self.not_dp[record] |= event.guarantee == "none"
+        self.mutual_information_spent[record] += event.mutual_information
+        self.not_dp[record] |= event.guarantee in ("none", "mutual-information")
         self._ledger.append(
             _LedgerChunk(
                 time,
@@ -324,7 +333,8 @@ class PrivacyAccountant:
         self.uses[unique] += counts
         self.epsilon_spent[unique] = eps_after
         self.delta_spent[unique] = delta_after
-        if event.guarantee == "none":
+        self.mutual_information_spent[unique] += counts * event.mutual_information
+        if event.guarantee in ("none", "mutual-information"):
             self.not_dp[unique] = True
         self._ledger.append(_LedgerChunk(time, records.copy(), use_numbers, event))
 
@@ -450,6 +460,7 @@ class PrivacyAccountant:
                 "epsilon_spent": self.epsilon_spent,
                 "delta_spent": self.delta_spent,
                 "refused": self.refused,
+                "mutual_information_spent": self.mutual_information_spent,
             }
         )
 
@@ -464,5 +475,6 @@ class PrivacyAccountant:
                 self.epsilon_spent.tolist(),
                 self.delta_spent.tolist(),
                 self.refused.tolist(),
+                self.mutual_information_spent.tolist(),
             ]
         )

@@ -3,8 +3,11 @@
 Every mechanism returns its noisy value together with a :class:`PrivacyEvent`. The event
 states the guarantee honestly: ``"epsilon-DP"``, ``"(epsilon,delta)-DP"``, ``"none"`` (noise
 was added but the mechanism is not differentially private, e.g. the L2 variant printed by
-Hegedűs et al. for d > 1) or ``"non-private"`` (no noise at all), and carries what an
-accountant needs: sensitivity and its norm, ε, δ, the noise scale and dimension.
+Hegedűs et al. for d > 1), ``"mutual-information"`` (a bound on the mutual information between
+the private input and the release, in nats, as Zhang & Venkitasubramaniam measure privacy; no
+DP guarantee) or ``"non-private"`` (no noise at all), and carries what an accountant needs:
+sensitivity and its norm, ε, δ, the noise scale and dimension, and the mutual-information
+bound.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Literal
 
 import dp_accounting
 
-Guarantee = Literal["epsilon-DP", "(epsilon,delta)-DP", "none", "non-private"]
+Guarantee = Literal["epsilon-DP", "(epsilon,delta)-DP", "mutual-information", "none", "non-private"]
 Norm = Literal["L1", "L2"]
 
 
@@ -41,10 +44,13 @@ class PrivacyEvent:
     norm: Norm
     noise_scale: float
     dimension: int
+    mutual_information: float = 0.0
 
     def __post_init__(self) -> None:
         if self.epsilon < 0 or self.delta < 0 or self.delta >= 1:
             raise ValueError(f"invalid privacy event: ε={self.epsilon}, δ={self.delta}")
+        if not self.mutual_information >= 0:
+            raise ValueError(f"invalid mutual-information bound {self.mutual_information}")
         if self.sensitivity < 0 or self.noise_scale < 0 or self.dimension < 1:
             raise ValueError("invalid privacy event: negative sensitivity or scale, or d < 1")
 

@@ -536,6 +536,34 @@ def bandit_leakage(
     )
 
 
+def mutual_information_report(
+    report: np.ndarray,
+    *,
+    power_bound: float,
+    sigma: float,
+    rng: np.random.Generator,
+    mechanism: str = "gaussian_mi",
+) -> tuple[np.ndarray, PrivacyEvent]:
+    """Zhang & Venkitasubramaniam's encryption layer: ``report`` + N(0, σ² I), with the bound
+    C = (d/2) ln(1 + P/(d σ²)) nats on I(input; release) for a report whose squared norm is at
+    most ``power_bound`` = P (Theorem 1: P = L² for a subgradient; Theorem 3: P = d²(F/δ + L)²
+    for the bandit estimate). σ = 0 releases the report itself (no bound: ``non-private``)."""
+    if sigma < 0:
+        raise ValueError(f"sigma must be >= 0, got {sigma}")
+    x = _as_vector(report)
+    if sigma == 0:
+        return x.copy(), PrivacyEvent(
+            "none", "non-private", 0.0, 0.0, math.sqrt(power_bound), "L2", 0.0, x.size,
+            math.inf,
+        )  # fmt: skip
+    bound = 0.5 * x.size * math.log1p(power_bound / (x.size * sigma**2))
+    noisy = x + rng.standard_normal(x.size) * sigma
+    return noisy, PrivacyEvent(
+        mechanism, "mutual-information", 0.0, 0.0, math.sqrt(power_bound), "L2", sigma,
+        x.size, bound,
+    )  # fmt: skip
+
+
 def no_noise(value: np.ndarray | float) -> tuple[np.ndarray, PrivacyEvent]:
     """The non-private baseline: the value unchanged, recorded as such."""
     x = _as_vector(value)

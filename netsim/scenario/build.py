@@ -7,7 +7,7 @@ Each component draws from its own named random stream (``topology``, ``churn``, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -22,6 +22,8 @@ from netsim.learning.datasets import (
 from netsim.learning.dola import DolaLearner, dola_config
 from netsim.learning.dola_run import DolaRounds
 from netsim.learning.gossip_learning import GossipLearningRule
+from netsim.learning.mi_ogd import MiOgdConfig, Stream, max_loss, synthetic_regression
+from netsim.learning.mi_ogd_run import MiOgdRounds
 from netsim.learning.mixing import MixingSchedule
 from netsim.learning.models import LinearModel
 from netsim.learning.online_data import OnlineData, load_online_data
@@ -88,6 +90,7 @@ class BuiltRun:
     learner: SGDAgent | None = None
     gossip_learning: PushPullGossip | None = None
     dola: DolaRounds | None = None
+    mi_ogd: MiOgdRounds | None = None
     warnings: list[str] = field(default_factory=list)
     trace_assignment: np.ndarray | None = None
 
@@ -181,6 +184,8 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
         learning_data(scenario.learning, scenario.nodes)
     if scenario.dola is not None:
         _dola_parts(scenario, topology, streams, np.random.default_rng(0))
+    if scenario.mi_ogd is not None:
+        mi_ogd_parts(scenario.mi_ogd, scenario.duration)
     return warnings
 
 
@@ -344,8 +349,74 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
             regret_checkpoints=section.regret_checkpoints,
             window=section.mixing.window,
         )
+    if scenario.mi_ogd is not None:
+        section = scenario.mi_ogd
+        config, stream = mi_ogd_parts(section, scenario.duration)
+        built.mi_ogd = MiOgdRounds(
+            sim,
+            network,
+            config,
+            stream,
+            learner=section.learner,
+            period=section.period,
+            regret_checkpoints=section.regret_checkpoints,
+            shard_seed=sim.streams.integer_seed("mi_ogd.shards"),
+        )
     _sample_system(built, scenario.metrics.sample_every)
     return built
+
+
+REGRESSION_OPTIONS = {"examples": 10_000, "dimension": 1, "noise": 0.1, "scale": 0.5}
+
+
+def mi_ogd_parts(section: s.MiOgdSection, duration: float) -> tuple[MiOgdConfig, Stream]:
+    """The configuration and the users' examples of an ``mi_ogd`` section."""
+    data = section.data
+    if data.name == "synthetic_regression":
+        unknown = sorted(set(data.options) - set(REGRESSION_OPTIONS))
+        if unknown:
+            raise ScenarioError(
+                f"mi_ogd.data.options: unknown option(s) {', '.join(unknown)}; "
+                f"synthetic_regression takes {', '.join(REGRESSION_OPTIONS)}"
+            )
+        options = {**REGRESSION_OPTIONS, **data.options}
+        if options["examples"] < 1 or options["dimension"] < 1 or options["noise"] < 0:
+            raise ScenarioError(
+                "mi_ogd.data.options: examples and dimension must be >= 1 and noise >= 0"
+            )
+        stream = synthetic_regression(
+            examples=int(options["examples"]),
+            dimension=int(options["dimension"]),
+            noise=float(options["noise"]),
+            scale=float(options["scale"]),
+            seed=data.split_seed,
+        )
+    else:
+        loaded = load_online_data(
+            data.name, path=data.path, label=data.label, split_seed=data.split_seed,
+            options=data.options,
+        )  # fmt: skip
+        if loaded.sparse:
+            raise ScenarioError(
+                f"mi_ogd.data: {data.name} is sparse; MI-private OGD here takes dense data"
+            )
+        stream = Stream(loaded.x_train, loaded.y_train, loaded.source)
+    rounds = section.rounds or max(math.floor(duration / section.period + 1e-9), 1)
+    lipschitz = 1.0  # every example has ‖x‖ ≤ 1 (checked below), so every loss is 1-Lipschitz
+    if stream.lipschitz > lipschitz + 1e-9:
+        raise ScenarioError(
+            f"mi_ogd.data: the longest example has norm {stream.lipschitz:.4g} > 1; the "
+            "leakage and regret bounds assume L = 1"
+        )
+    base = MiOgdConfig(
+        dimension=stream.dimension, rounds=rounds, setting=section.setting, loss=section.loss,
+        sigma=section.sigma, radius=section.radius, lipschitz=lipschitz, eta=section.eta,
+        smoothing=section.smoothing,
+    )  # fmt: skip
+    reach = base.radius + (base.delta if base.setting == "bandit" else 0.0)
+    y_max = float(np.abs(stream.y).max())
+    config = replace(base, max_loss=max_loss(section.loss, reach, lipschitz, y_max))
+    return config, stream
 
 
 def dola_rounds(section: s.DolaSection, duration: float) -> int:

@@ -377,6 +377,57 @@ class DolaSection(StrictModel):
         return self
 
 
+class MiOgdDataConfig(StrictModel):
+    """The users' examples: ``synthetic_regression`` or a binary data set as DOLA reads it."""
+
+    name: Literal[("synthetic_regression", *SYNTHETIC, *BUILTIN, *USER_FORMATS)]  # type: ignore[valid-type]
+    path: Path | None = None
+    label: str | int | None = None
+    split_seed: int = Field(default=0, ge=0)
+    options: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _resolved_path(value, info)
+
+
+class MiOgdSection(StrictModel):
+    """MI-private OGD (Zhang & Venkitasubramaniam): a learner node and user nodes."""
+
+    data: MiOgdDataConfig = MiOgdDataConfig(name="synthetic_regression")
+    period: PositiveDuration = 1.0
+    rounds: int | None = Field(default=None, ge=1)
+    setting: Literal["full", "bandit"] = "full"
+    loss: Literal["absolute", "hinge", "logistic"] = "absolute"
+    sigma: float = Field(default=1.0, allow_inf_nan=False)
+    radius: float = Field(default=1.0, allow_inf_nan=False)
+    eta: float | None = None
+    smoothing: float | None = None
+    learner: int = Field(default=0, ge=0)
+    regret_checkpoints: int = Field(default=20, ge=0)
+
+    @model_validator(mode="after")
+    def _runnable(self) -> MiOgdSection:
+        from netsim.learning.mi_ogd import MiOgdConfig, MiOgdConfigError
+
+        try:
+            MiOgdConfig(
+                dimension=1, rounds=1, setting=self.setting, loss=self.loss, sigma=self.sigma,
+                radius=self.radius, eta=self.eta, smoothing=self.smoothing,
+            )  # fmt: skip
+        except MiOgdConfigError as exc:
+            raise ValueError(str(exc)) from None
+        if self.setting == "full" and self.smoothing is not None:
+            raise ValueError("smoothing δ is for the bandit setting (setting: bandit)")
+        if self.loss != "absolute" and self.data.name == "synthetic_regression":
+            raise ValueError(
+                f"loss {self.loss} needs labels ±1; synthetic_regression has real targets "
+                "(use loss absolute, or a binary data set)"
+            )
+        return self
+
+
 class MetricsConfig(StrictModel):
     sample_every: PositiveDuration = 60.0
 
@@ -398,6 +449,7 @@ class Scenario(StrictModel):
     learning: LearningConfig | None = None
     gossip_learning: GossipLearningConfig | None = None
     dola: DolaSection | None = None
+    mi_ogd: MiOgdSection | None = None
     metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
@@ -444,6 +496,21 @@ class Scenario(StrictModel):
                     f"dola.rounds ({self.dola.rounds}) × dola.period ({self.dola.period:g} s) "
                     f"is longer than duration ({self.duration:g} s); lengthen the run or leave "
                     "rounds out (it defaults to duration / period)"
+                )
+        if self.mi_ogd is not None:
+            if self.nodes < 2:
+                raise ValueError("mi_ogd needs at least 2 nodes: a learner and a user")
+            if self.mi_ogd.learner >= self.nodes:
+                raise ValueError(
+                    f"mi_ogd.learner ({self.mi_ogd.learner}) must be a node id below nodes "
+                    f"({self.nodes})"
+                )
+            if self.mi_ogd.rounds is not None and self.mi_ogd.rounds * self.mi_ogd.period > (
+                self.duration * (1 + 1e-12)
+            ):
+                raise ValueError(
+                    f"mi_ogd.rounds ({self.mi_ogd.rounds}) × mi_ogd.period "
+                    f"({self.mi_ogd.period:g} s) is longer than duration ({self.duration:g} s)"
                 )
         problem = topology_problem(self.topology, self.nodes)
         if problem is not None:

@@ -1,0 +1,203 @@
+"""Run the experiments of Zhang & Venkitasubramaniam (MI-private OGD) and draw them.
+
+    python analysis/mi_ogd_experiments.py run [--jobs 2]
+    python analysis/mi_ogd_experiments.py figures
+
+All runs go through ``scenarios/mi_ogd/regression.yaml``: a learner and 100 users on the
+simulated network, absolute-error linear regression on points of the unit ball
+(d = L = B = 1 unless said otherwise), one user per one-second round.
+
+- ``fig3``: regret against rounds of the private run (σ² = 1, so every report leaks at most
+  ½ ln 2 nats) and of the non-private one (σ = 0), T = 1,000, 20 seeds, with the bound
+  B²/(2η) + (η/2) t (L² + dσ²) of Theorem 2 at the η tuned for T (the paper's Fig. 3).
+- ``fig4``: the privacy–regret trade-off at d = B = 1, T = 25: mean regret over 200 seeds
+  against the leakage bound C(σ) = ½ ln(1 + 1/σ²), σ swept (the paper's Fig. 4).
+- ``bandit``: final regret of the bandit variant (Alg. 2, η ∝ T^(−3/4), δ ∝ T^(−1/4)) and of
+  full information for T = 100 … 10,000, 10 seeds each, with the fitted growth exponents.
+
+``run`` writes ``analysis/results/mi-ogd-<experiment>.parquet``; ``figures`` draws
+``analysis/figures/mi-ogd-*.png`` and prints the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from netsim.analysis.figures import _pyplot, save_figure
+from netsim.scenario.loader import load_scenario, validate_scenario
+from netsim.scenario.runner import run_in_memory
+from netsim.storage import atomic_write_bytes
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = REPO / "scenarios" / "mi_ogd" / "regression.yaml"
+RESULTS = REPO / "analysis" / "results"
+FIGURES = REPO / "analysis" / "figures"
+EXPERIMENTS = ("fig3", "fig4", "bandit")
+Task = tuple[str, dict[str, Any], int, dict[str, Any]]
+
+
+def base_spec() -> dict[str, Any]:
+    return load_scenario(BASE).model_dump(mode="json", exclude_none=True)
+
+
+def _spec(rounds: int, seed: int, **mi: Any) -> dict[str, Any]:
+    spec = base_spec()
+    spec.update(seed=seed, duration=float(rounds))
+    spec["mi_ogd"] = {**spec["mi_ogd"], **mi}
+    return spec
+
+
+def tasks(name: str) -> list[Task]:
+    """(experiment, scenario, seed, labels) of every run of experiment ``name``."""
+    out: list[Task] = []
+    if name == "fig3":
+        for sigma in (0.0, 1.0):
+            for seed in range(1, 21):
+                out.append((name, _spec(1000, seed, sigma=sigma), seed, {"sigma": sigma}))
+    elif name == "fig4":
+        for sigma in (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0):
+            for seed in range(1, 201):
+                spec = _spec(25, seed, sigma=sigma, regret_checkpoints=1)
+                out.append((name, spec, seed, {"sigma": sigma}))
+    elif name == "bandit":
+        for setting in ("bandit", "full"):
+            for rounds in (100, 316, 1000, 3162, 10000):
+                for seed in range(1, 11):
+                    spec = _spec(rounds, seed, setting=setting, regret_checkpoints=1)
+                    out.append((name, spec, seed, {"setting": setting, "T": rounds}))
+    else:
+        raise SystemExit(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
+    return out
+
+
+def run_one(task: Task) -> pd.DataFrame:
+    """The regret rows of one run, with its labels."""
+    name, spec, seed, labels = task
+    scenario = validate_scenario(spec, source=f"{name} seed {seed}", base_dir=REPO)
+    _, tables = run_in_memory(scenario)
+    regret = tables["mi_ogd_regret"].copy()
+    summary = tables["mi_ogd_summary"].iloc[0]
+    for key, value in labels.items():
+        regret[key] = value
+    regret["seed"] = seed
+    regret["leakage"] = summary["leakage_per_report"]
+    return regret
+
+
+def run_experiments(names: list[str], jobs: int) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        started = time.perf_counter()
+        todo = tasks(name)
+        with ProcessPoolExecutor(jobs) as pool:
+            frames = list(pool.map(run_one, todo, chunksize=8))
+        buffer = io.BytesIO()
+        pd.concat(frames, ignore_index=True).to_parquet(buffer, index=False)
+        atomic_write_bytes(RESULTS / f"mi-ogd-{name}.parquet", buffer.getvalue())
+        print(f"{name}: {len(todo)} runs in {time.perf_counter() - started:.0f} s")
+
+
+def draw() -> None:
+    plt = _pyplot()
+    fig3 = RESULTS / "mi-ogd-fig3.parquet"
+    if fig3.is_file():
+        data = pd.read_parquet(fig3)
+        fig, ax = plt.subplots(figsize=(6.6, 4.4))
+        for sigma, group in data.groupby("sigma"):
+            stats = group.groupby("round")["regret"].agg(["mean", "std"])
+            label = "non-private (σ = 0)" if sigma == 0 else f"σ² = {sigma**2:g} (C = ½ ln 2 nats)"
+            (line,) = ax.plot(stats.index, stats["mean"], lw=1.5, label=label)
+            low, high = stats["mean"] - stats["std"], stats["mean"] + stats["std"]
+            ax.fill_between(stats.index, low, high, alpha=0.2, color=line.get_color())
+            bound = group.groupby("round")["bound"].first()
+            ax.plot(bound.index, bound, "--", lw=1, color=line.get_color(),
+                    label=f"bound, {'σ = 0' if sigma == 0 else 'σ² = 1'}")  # fmt: skip
+            final = stats.iloc[-1]
+            print(
+                f"fig3 σ = {sigma:g}: regret at T = {stats.index[-1]}: {final['mean']:.2f} ± "
+                f"{final['std']:.2f}, bound {bound.iloc[-1]:.2f}"
+            )
+        ax.set_xlabel("round t")
+        ax.set_ylabel("regret Σ f_t(w_t) − min_u Σ f_t(u) (absolute-error units)")
+        ax.set_title("MI-private OGD vs non-private, d = L = B = 1, T = 1,000 (mean ± sd, 20 runs)",
+                     fontsize=9)  # fmt: skip
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        print("wrote", save_figure(fig, FIGURES / "mi-ogd-fig3-regret.png").relative_to(REPO))
+    fig4 = RESULTS / "mi-ogd-fig4.parquet"
+    if fig4.is_file():
+        data = pd.read_parquet(fig4)
+        stats = data.groupby("sigma").agg(
+            regret=("regret", "mean"), sd=("regret", "std"), n=("regret", "size"),
+            leakage=("leakage", "first"), bound=("bound", "first"),
+        )  # fmt: skip
+        stats["se"] = stats["sd"] / np.sqrt(stats["n"])
+        fig, ax = plt.subplots(figsize=(6.6, 4.4))
+        finite = stats[np.isfinite(stats["leakage"])]
+        ax.errorbar(finite["leakage"], finite["regret"], yerr=2 * finite["se"], fmt="o-",
+                    label="mean regret ± 2 s.e. (200 runs)")  # fmt: skip
+        ax.plot(finite["leakage"], finite["bound"], "s--", label="bound B√((L² + dσ²)T)")
+        if 0.0 in stats.index:
+            ax.axhline(stats.loc[0.0, "regret"], color="grey", ls=":",
+                       label="non-private (σ = 0, C = ∞)")  # fmt: skip
+        for sigma, row in finite.iterrows():
+            ax.annotate(f"σ={sigma:g}", (row["leakage"], row["regret"]),
+                        textcoords="offset points", xytext=(4, 4), fontsize=7)  # fmt: skip
+        ax.set_xlabel("leakage bound C = ½ ln(1 + 1/σ²) per report (nats)")
+        ax.set_ylabel("regret after T = 25 rounds (absolute-error units)")
+        ax.set_title("Privacy–regret trade-off, d = B = 1, T = 25", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        print("wrote", save_figure(fig, FIGURES / "mi-ogd-fig4-tradeoff.png").relative_to(REPO))
+        print(stats[["leakage", "regret", "se", "bound"]].round(4).to_string())
+    bandit = RESULTS / "mi-ogd-bandit.parquet"
+    if bandit.is_file():
+        data = pd.read_parquet(bandit)
+        fig, ax = plt.subplots(figsize=(6.6, 4.4))
+        for setting, group in data.groupby("setting"):
+            stats = group.groupby("T")["regret"].agg(["mean", "std"])
+            slope, _ = np.polyfit(np.log(stats.index), np.log(stats["mean"]), 1)
+            (line,) = ax.loglog(stats.index, stats["mean"], "o-",
+                                label=f"{setting}: regret ∝ T^{slope:.2f}")  # fmt: skip
+            bound = group.groupby("T")["bound"].first()
+            ax.loglog(bound.index, bound, "--", color=line.get_color(), lw=1,
+                      label=f"{setting}: bound")  # fmt: skip
+            print(f"{setting}: fitted exponent {slope:.3f}; regret "
+                  + ", ".join(f"T={t}: {m:.1f}" for t, m in stats["mean"].items()))  # fmt: skip
+        ax.set_xlabel("horizon T (rounds)")
+        ax.set_ylabel("regret after T rounds (absolute-error units)")
+        ax.set_title("Regret growth, σ² = 1, d = 1 (mean of 10 runs)", fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        print("wrote", save_figure(fig, FIGURES / "mi-ogd-bandit-growth.png").relative_to(REPO))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the experiments")
+    run.add_argument("--jobs", type=int, default=2)
+    run.add_argument("--only", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS))
+    commands.add_parser("figures", help="draw the figures from analysis/results")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        run_experiments(args.only, args.jobs)
+    else:
+        draw()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""MI-private OGD on the simulated network: a learner node and user nodes exchanging messages.
+
+Every ``period`` the learner (if online) picks an online user uniformly at random and sends it
+the current w_t (a message of 8·d bytes through the network). The user takes its next example
+as its loss f_t, computes its perturbed report on its own side
+(:func:`~netsim.learning.mi_ogd.user_report`) and sends it back; the learner applies it when
+it arrives. With the default links (no delay, no loss) this is the paper's synchronous
+protocol. With delays a report can arrive after the learner has applied others: it is applied
+anyway, and its staleness (the learner's updates since w_t was sent) is logged. A lost model
+costs the round; a lost report costs the update (the user's loss still counts: it played).
+
+Tables: ``mi_ogd_rounds`` (one row per round a user played), ``mi_ogd_regret`` (regret at
+checkpoints against the best fixed w in hindsight, next to the theorems' bound) and
+``mi_ogd_summary``; the privacy accountant's ledger records every report's leakage bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from netsim.learning.hindsight import hindsight_minimum
+from netsim.learning.mi_ogd import LazyProjectionOGD, MiOgdConfig, Stream, user_report
+from netsim.learning.online_data import shard_rows
+from netsim.log import F64, I64, STR, TableSchema
+from netsim.network.links import Network, Transfer
+from netsim.privacy.accountant import PrivacyAccountant, Unlimited
+from netsim.sim import Simulation
+
+ROUNDS_TABLE = TableSchema(
+    name="mi_ogd_rounds",
+    columns=(
+        ("round", I64),
+        ("sent_at", F64),
+        ("user", I64),
+        ("example", I64),
+        ("loss", F64),
+        ("applied_at", F64),
+        ("staleness", I64),
+        ("leakage", F64),
+    ),
+    description=(
+        "One row per round in which a user played: 1-based round t, when w_t was sent, the "
+        "user node, its example (training row), its loss f_t at the point it played (w_t, or "
+        "w_t + δe_t in the bandit setting), when the learner applied the report (NaN: lost), "
+        "the learner's updates between sending w_t and applying it, and the report's "
+        "mutual-information bound C in nats."
+    ),
+)
+REGRET_TABLE = TableSchema(
+    name="mi_ogd_regret",
+    columns=(
+        ("round", I64),
+        ("played", I64),
+        ("cumulative_loss", F64),
+        ("hindsight_loss", F64),
+        ("hindsight_gap", F64),
+        ("regret", F64),
+        ("bound", F64),
+    ),
+    description=(
+        "Regret Σ_s≤t f_s(w_s) − min_{‖u‖≤B} Σ_s≤t f_s(u) over the rounds played up to round t "
+        "(hindsight_loss is the solver's value, an upper bound on the minimum, so regret is a "
+        "lower bound; hindsight_gap is its certified distance), and the theorems' bound for "
+        "that many played rounds at the run's η (and δ)."
+    ),
+)
+SUMMARY_TABLE = TableSchema(
+    name="mi_ogd_summary",
+    columns=(
+        ("setting", STR),
+        ("loss", STR),
+        ("dimension", I64),
+        ("sigma", F64),
+        ("eta", F64),
+        ("smoothing", F64),
+        ("rounds", I64),
+        ("played", I64),
+        ("applied", I64),
+        ("regret", F64),
+        ("bound", F64),
+        ("leakage_per_report", F64),
+        ("leakage_max_per_example", F64),
+    ),
+    description=(
+        "One row: the configuration, rounds scheduled, played and applied, the final regret "
+        "and bound, C per report and the largest total leakage of one example (nats)."
+    ),
+)
+
+
+def _checkpoints(rounds: int, count: int) -> np.ndarray:
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    points = np.unique(np.round(np.geomspace(1, rounds, count)).astype(np.int64))
+    return np.union1d(points, [rounds])
+
+
+class MiOgdRounds:
+    """The learner node, the user nodes and their rounds over a :class:`Network`."""
+
+    def __init__(
+        self,
+        sim: Simulation,
+        network: Network,
+        config: MiOgdConfig,
+        stream: Stream,
+        *,
+        learner: int,
+        period: float,
+        regret_checkpoints: int,
+        shard_seed: int,
+    ) -> None:
+        n = network.nodes.n
+        self.sim = sim
+        self.network = network
+        self.config = config
+        self.stream = stream
+        self.learner_node = learner
+        self.learner = LazyProjectionOGD(config)
+        self.users = np.array([u for u in range(n) if u != learner], dtype=np.int64)
+        self.table, self.lengths = shard_rows(stream.x.shape[0], self.users.size, shard_seed)
+        self.position = np.zeros(self.users.size, dtype=np.int64)
+        self.pick_rng = sim.streams.get("mi_ogd.users")
+        self.noise_rng = sim.streams.get("mi_ogd.noise")
+        self.accountant = PrivacyAccountant(stream.x.shape[0], epsilon=math.inf, policy=Unlimited())
+        self.checkpoints = _checkpoints(config.rounds, regret_checkpoints)
+        self.t = 0
+        self.rows: list[list[object]] = []
+        self.played_rows: list[int] = []  # examples whose loss counted, in order
+        self.played_losses: list[float] = []
+        self.played_round: list[int] = []
+        self.table_rows = sim.log.table(ROUNDS_TABLE)
+        self.skipped = 0
+        sim.every(period, self._round, first=0.0)
+        sim.at_end(self.finish)
+
+    def _round(self) -> None:
+        if self.t >= self.config.rounds:
+            return
+        self.t += 1
+        online = self.network.nodes.online
+        if not online[self.learner_node]:
+            self.skipped += 1
+            return
+        candidates = np.flatnonzero(online[self.users])
+        if candidates.size == 0:
+            self.skipped += 1
+            return
+        k = int(candidates[self.pick_rng.integers(candidates.size)])
+        user = int(self.users[k])
+        w = self.learner.w.copy()
+        self.network.send(
+            self.learner_node, user, kind="mi_ogd.model",
+            payload=(self.t, k, w, self.learner.updates, self.sim.now),
+            on_deliver=self._at_user, size=8.0 * w.size,
+        )  # fmt: skip
+
+    def _at_user(self, transfer: Transfer) -> None:
+        """The encryption layer runs at the user: its loss, its report, the privacy charge."""
+        t, k, w, updates, sent_at = transfer.payload
+        example = int(self.table[k, self.position[k] % self.lengths[k]])
+        self.position[k] += 1
+        stream = self.stream
+        report = user_report(self.config, w, stream.x[example], float(stream.y[example]),
+                             self.noise_rng)  # fmt: skip
+        self.accountant.charge(example, report.event, time=self.sim.now)
+        self.played_rows.append(example)
+        self.played_losses.append(report.loss)
+        self.played_round.append(t)
+        row = [t, sent_at, int(transfer.dst), example, report.loss, math.nan, -1,
+               report.event.mutual_information]  # fmt: skip
+        self.rows.append(row)
+        self.network.send(
+            transfer.dst, self.learner_node, kind="mi_ogd.report",
+            payload=(report.vector, updates, row), on_deliver=self._at_learner,
+            size=8.0 * report.vector.size,
+        )  # fmt: skip
+
+    def _at_learner(self, transfer: Transfer) -> None:
+        vector, updates, row = transfer.payload
+        row[5] = self.sim.now
+        row[6] = self.learner.updates - updates
+        self.learner.apply(vector)
+
+    def finish(self) -> None:
+        """Regret at the checkpoints, the tables and the privacy ledger."""
+        config = self.config
+        log = self.sim.log
+        for row in self.rows:
+            self.table_rows.append(*row)
+        regret_table = log.table(REGRET_TABLE)
+        played_round = np.asarray(self.played_round, dtype=np.int64)
+        losses = np.cumsum(self.played_losses)
+        examples = np.asarray(self.played_rows, dtype=np.int64)
+        regret = bound = math.nan
+        start = None
+        for t in self.checkpoints:
+            played = int(np.searchsorted(played_round, t, side="right"))
+            if played == 0:
+                continue
+            weights = np.bincount(examples[:played], minlength=self.stream.x.shape[0])
+            solution = hindsight_minimum(
+                self.stream.x, self.stream.y, weights.astype(float), loss=config.loss,
+                radius=config.radius, start=start,
+            )  # fmt: skip
+            start = solution.w
+            regret = float(losses[played - 1]) - solution.value
+            bound = _bound(config, played)
+            regret_table.append(int(t), played, float(losses[played - 1]), solution.value,
+                                solution.value - solution.lower_bound, regret, bound)  # fmt: skip
+        self.accountant.write_tables(log)
+        applied = sum(1 for row in self.rows if not math.isnan(row[5]))
+        log.table(SUMMARY_TABLE).append(
+            config.setting, config.loss, config.dimension, config.sigma, config.step,
+            config.delta if config.setting == "bandit" else math.nan, config.rounds,
+            len(self.rows), applied, regret, bound, config.leakage(),
+            float(self.accountant.mutual_information_spent.max()),
+        )  # fmt: skip
+
+
+def _bound(config: MiOgdConfig, played: int) -> float:
+    """The theorems' bound for ``played`` rounds at the run's η and δ."""
+    from dataclasses import replace
+
+    return replace(config, rounds=played, eta=config.step, smoothing=config.delta).regret_bound()

@@ -1,0 +1,240 @@
+"""MI-private OGD (Zhang & Venkitasubramaniam): learner, encryption layer, leakage, regret."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from netsim.learning.hindsight import hindsight_minimum
+from netsim.learning.mi_ogd import (
+    LazyProjectionOGD,
+    MiOgdConfig,
+    MiOgdConfigError,
+    max_loss,
+    project,
+    subgradient,
+    synthetic_regression,
+    user_report,
+)
+from netsim.scenario.loader import validate_scenario
+from netsim.scenario.runner import run_in_memory
+from tests.test_bad_input import cli_error, write
+
+
+def play(config: MiOgdConfig, seed: int, examples: int = 2000) -> tuple[float, float]:
+    """One run without the network: (regret against the hindsight optimum, its bound)."""
+    stream = synthetic_regression(
+        examples=examples, dimension=config.dimension, noise=0.1, scale=0.5, seed=seed
+    )
+    rng = np.random.default_rng(seed + 1)
+    order = rng.integers(0, examples, config.rounds)
+    learner = LazyProjectionOGD(config)
+    total = 0.0
+    for row in order:
+        report = user_report(config, learner.w, stream.x[row], stream.y[row], rng)
+        total += report.loss
+        learner.apply(report.vector)
+    weights = np.bincount(order, minlength=examples).astype(float)
+    best = hindsight_minimum(stream.x, stream.y, weights, loss="absolute", radius=config.radius)
+    return total - best.value, config.regret_bound()
+
+
+def test_without_noise_the_learner_is_lazy_projection_ogd():
+    config = MiOgdConfig(dimension=3, rounds=50, sigma=0.0, radius=0.7, eta=0.3)
+    stream = synthetic_regression(examples=200, dimension=3, noise=0.2, scale=0.6, seed=4)
+    learner = LazyProjectionOGD(config)
+    rng = np.random.default_rng(0)
+    theta = np.zeros(3)
+    w = np.zeros(3)
+    for t in range(50):
+        x, y = stream.x[t], float(stream.y[t])
+        report = user_report(config, learner.w, x, y, rng)
+        assert report.event.guarantee == "non-private"
+        assert report.loss == pytest.approx(abs(w @ x - y), abs=1e-15)
+        learner.apply(report.vector)
+        theta -= np.sign(w @ x - y) * x
+        w = 0.3 * theta
+        if np.linalg.norm(w) > 0.7:
+            w *= 0.7 / np.linalg.norm(w)
+        np.testing.assert_allclose(learner.w, w, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("dimension", "sigma", "rounds"), [(1, 1.0, 100), (3, 0.5, 200), (5, 2.0, 60), (2, 0.0, 150)]
+)
+def test_average_regret_stays_under_the_bound(dimension, sigma, rounds):
+    config = MiOgdConfig(dimension=dimension, rounds=rounds, sigma=sigma)
+    regrets = [play(config, seed)[0] for seed in range(30)]
+    bound = config.regret_bound()
+    assert bound == pytest.approx(math.sqrt((1 + dimension * sigma**2) * rounds))
+    # the mean over 30 seeds, plus 3 standard errors, stays under B √((L² + dσ²) T)
+    mean, se = np.mean(regrets), np.std(regrets, ddof=1) / math.sqrt(30)
+    assert mean + 3 * se < bound
+    assert mean > -1e-6  # the hindsight optimum is at least as good as the run
+
+
+def test_bandit_regret_stays_under_its_bound():
+    config = MiOgdConfig(dimension=2, rounds=400, setting="bandit", sigma=0.5, max_loss=2.0)
+    regrets = [play(config, seed)[0] for seed in range(20)]
+    assert np.mean(regrets) < config.regret_bound()
+
+
+def test_leakage_matches_the_gaussian_channel():
+    """C is the capacity of the Gaussian channel: a Gaussian input of power L² attains it
+    (differential entropies), and a binary input ±L stays below it (numerical integral)."""
+    for d, lip, sigma in ((1, 1.0, 1.0), (4, 2.0, 0.5), (10, 1.0, 0.3)):
+        config = MiOgdConfig(dimension=d, rounds=1, sigma=sigma, lipschitz=lip)
+        gaussian_input = d / 2 * math.log(2 * math.pi * math.e * (lip**2 / d + sigma**2)) - (
+            d / 2 * math.log(2 * math.pi * math.e * sigma**2)
+        )
+        assert config.leakage() == pytest.approx(gaussian_input)
+    assert MiOgdConfig(dimension=1, rounds=1, sigma=1.0).leakage() == pytest.approx(
+        0.5 * math.log(2)
+    )
+
+    def density(v: float) -> float:  # z̃ = ±1 + N(0, 1), equiprobable
+        return 0.5 * (stats.norm.pdf(v - 1.0) + stats.norm.pdf(v + 1.0))
+
+    h_out, _ = integrate.quad(lambda v: -density(v) * math.log(density(v)), -12, 12)
+    binary = h_out - 0.5 * math.log(2 * math.pi * math.e)
+    assert 0.1 < binary < 0.5 * math.log(2)
+
+
+def test_bandit_leakage_and_reports_carry_the_bound():
+    config = MiOgdConfig(dimension=3, rounds=100, setting="bandit", sigma=2.0, max_loss=1.5)
+    delta = config.delta
+    assert delta == pytest.approx(100**-0.25)
+    expected = 1.5 * math.log1p(3 * (1.5 / delta + 1.0) ** 2 / 4.0)
+    assert config.leakage() == pytest.approx(expected)
+    report = user_report(config, np.zeros(3), np.array([0.5, 0, 0]), 0.2,
+                         np.random.default_rng(0))  # fmt: skip
+    assert report.event.guarantee == "mutual-information"
+    assert report.event.mutual_information == pytest.approx(expected)
+    assert np.linalg.norm(report.played) == pytest.approx(delta)
+
+
+def test_bandit_estimate_is_unbiased_for_a_linear_loss():
+    """Flaxman et al. Lemma 1: E[(d/δ) f(w + δe) e] = ∇f̂(w), which is a for f = ⟨a, w⟩ + b."""
+    rng = np.random.default_rng(11)
+    d, delta, n = 4, 0.3, 200_000
+    a, b, w = np.array([0.5, -1.0, 2.0, 0.0]), 0.7, np.array([0.1, 0.2, -0.3, 0.4])
+    e = rng.standard_normal((n, d))
+    e /= np.linalg.norm(e, axis=1, keepdims=True)
+    estimates = (d / delta) * ((w + delta * e) @ a + b)[:, None] * e
+    mean = estimates.mean(axis=0)
+    se = estimates.std(axis=0, ddof=1) / math.sqrt(n)
+    assert (np.abs(mean - a) < 5 * se).all()
+
+
+def test_losses_and_bounds_helpers():
+    x, y = np.array([0.6, 0.8]), 0.5
+    assert np.allclose(subgradient("absolute", np.zeros(2), x, y), -x)
+    assert np.allclose(subgradient("hinge", np.zeros(2), x, 1.0), -x)
+    assert np.allclose(project(np.array([3.0, 4.0]), 1.0), [0.6, 0.8])
+    assert max_loss("absolute", 1.5, 1.0, 0.5) == 2.0
+    assert max_loss("hinge", 1.0, 1.0, 1.0) == 2.0
+
+
+def test_bad_configurations():
+    with pytest.raises(MiOgdConfigError, match="sigma must be >= 0"):
+        MiOgdConfig(dimension=1, rounds=1, sigma=-0.1)
+    with pytest.raises(MiOgdConfigError, match="radius B must be positive"):
+        MiOgdConfig(dimension=1, rounds=1, radius=0.0)
+    with pytest.raises(MiOgdConfigError, match="smoothing δ must be positive"):
+        MiOgdConfig(dimension=1, rounds=1, setting="bandit", smoothing=0.0)
+
+
+# --- on the network -------------------------------------------------------------------------
+
+BASE = {
+    "name": "mi-test",
+    "seed": 5,
+    "nodes": 21,
+    "duration": 300,
+    "topology": {"kind": "complete"},
+    "mi_ogd": {"data": {"name": "synthetic_regression", "options": {"examples": 3000}},
+               "regret_checkpoints": 6},
+}  # fmt: skip
+
+
+def scenario(**changes):
+    spec = {**BASE, "mi_ogd": {**BASE["mi_ogd"]}}
+    for key, value in changes.items():
+        if key.startswith("mi_"):
+            spec["mi_ogd"][key[3:]] = value
+        else:
+            spec[key] = value
+    return validate_scenario(spec, source="test", base_dir=None)
+
+
+def test_a_run_over_the_network_logs_rounds_regret_and_leakage():
+    _, frames = run_in_memory(scenario())
+    rounds = frames["mi_ogd_rounds"]
+    assert len(rounds) == 300 and (rounds["staleness"] == 0).all()
+    assert set(rounds["user"]) <= set(range(1, 21)) and 0 not in set(rounds["user"])
+    assert rounds["leakage"].eq(0.5 * math.log(2)).all()
+    regret = frames["mi_ogd_regret"]
+    assert regret["round"].iloc[-1] == 300 and regret["played"].iloc[-1] == 300
+    assert (regret["regret"] < regret["bound"]).all()
+    assert regret["bound"].iloc[-1] == pytest.approx(math.sqrt(2 * 300))
+    ledger = frames["privacy_ledger"]
+    assert len(ledger) == 300 and (ledger["guarantee"] == "mutual-information").all()
+    records = frames["privacy_records"]
+    assert records["mutual_information_spent"].sum() == pytest.approx(300 * 0.5 * math.log(2))
+    summary = frames["mi_ogd_summary"].iloc[0]
+    assert summary["applied"] == 300 and summary["leakage_per_report"] == pytest.approx(
+        0.5 * math.log(2)
+    )
+
+
+def test_without_noise_the_network_run_follows_plain_ogd():
+    built, frames = run_in_memory(scenario(mi_sigma=0.0, mi_regret_checkpoints=0))
+    rounds = frames["mi_ogd_rounds"]
+    stream = built.mi_ogd.stream
+    eta = built.mi_ogd.config.step
+    w, theta = np.zeros(1), np.zeros(1)
+    for example, loss in zip(rounds["example"], rounds["loss"], strict=True):
+        x, y = stream.x[example], stream.y[example]
+        assert loss == pytest.approx(abs(w @ x - y), abs=1e-14)
+        theta -= np.sign(w @ x - y) * x
+        w = project(eta * theta, 1.0)
+
+
+def test_late_reports_are_applied_with_their_staleness():
+    links = {"delay": {"dist": "uniform", "low": 0.2, "high": 3.0}}
+    _, frames = run_in_memory(scenario(links=links))
+    rounds = frames["mi_ogd_rounds"]
+    applied = rounds.dropna(subset=["applied_at"])
+    assert len(applied) > 250  # the last few may still be in flight at the end
+    assert applied["staleness"].max() >= 1 and (applied["applied_at"] > applied["sent_at"]).all()
+
+
+YAML = """\
+name: mi-bad
+seed: 1
+nodes: 5
+duration: 20s
+topology: {kind: complete}
+mi_ogd:
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("  sigma: -1\n", "sigma must be >= 0, got -1.0"),
+        ("  setting: bandit\n  smoothing: 0\n", "smoothing δ must be positive in the bandit"),
+        ("  radius: 0\n", "radius B must be positive, got 0.0"),
+        ("  radius: -2\n", "radius B must be positive"),
+        ("  smoothing: 0.1\n", "smoothing δ is for the bandit setting"),
+        ("  loss: hinge\n", "loss hinge needs labels ±1"),
+        ("  learner: 9\n", "mi_ogd.learner (9) must be a node id below nodes (5)"),
+    ],
+)
+def test_bad_mi_ogd_scenario(capsys, tmp_path: Path, extra: str, expected: str) -> None:
+    err = cli_error(capsys, "validate", write(tmp_path / "s.yaml", YAML + extra))
+    assert expected in err
