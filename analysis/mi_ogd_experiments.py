@@ -106,6 +106,12 @@ def run_experiments(names: list[str], jobs: int) -> None:
         print(f"{name}: {len(todo)} runs in {time.perf_counter() - started:.0f} s")
 
 
+def final_rows(data: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The last checkpoint (round T) of every run."""
+    last = data.groupby([*keys, "seed"])["round"].transform("max")
+    return data[data["round"] == last]
+
+
 def draw() -> None:
     plt = _pyplot()
     fig3 = RESULTS / "mi-ogd-fig3.parquet"
@@ -136,7 +142,7 @@ def draw() -> None:
         print("wrote", save_figure(fig, FIGURES / "mi-ogd-fig3-regret.png").relative_to(REPO))
     fig4 = RESULTS / "mi-ogd-fig4.parquet"
     if fig4.is_file():
-        data = pd.read_parquet(fig4)
+        data = final_rows(pd.read_parquet(fig4), ["sigma"])
         stats = data.groupby("sigma").agg(
             regret=("regret", "mean"), sd=("regret", "std"), n=("regret", "size"),
             leakage=("leakage", "first"), bound=("bound", "first"),
@@ -163,7 +169,7 @@ def draw() -> None:
         print(stats[["leakage", "regret", "se", "bound"]].round(4).to_string())
     bandit = RESULTS / "mi-ogd-bandit.parquet"
     if bandit.is_file():
-        data = pd.read_parquet(bandit)
+        data = final_rows(pd.read_parquet(bandit), ["setting", "T"])
         fig, ax = plt.subplots(figsize=(6.6, 4.4))
         for setting, group in data.groupby("setting"):
             stats = group.groupby("T")["regret"].agg(["mean", "std"])
