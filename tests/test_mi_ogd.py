@@ -223,6 +223,17 @@ mi_ogd:
 """
 
 
+def test_the_scenario_runs_from_the_cli(capsys, tmp_path: Path) -> None:
+    from netsim.cli import main
+
+    scenario_file = Path(__file__).resolve().parents[1] / "scenarios" / "mi_ogd" / "regression.yaml"
+    code = main(["run", str(scenario_file), "--out", str(tmp_path), "--set", "duration=100s"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "100 of 100 rounds played, 100 reports applied" in out
+    assert "0.3466 nats per report" in out
+
+
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [

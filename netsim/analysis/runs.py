@@ -92,7 +92,24 @@ def summarize_run(tables: dict[str, pd.DataFrame], scenario: Scenario) -> list[s
         )
     lines.extend(_learning_lines(tables))
     lines.extend(_dola_lines(tables))
+    lines.extend(_mi_ogd_lines(tables))
     return lines
+
+
+def _mi_ogd_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Rounds, regret against its bound, and the leakage of an MI-private OGD run."""
+    summary = tables.get("mi_ogd_summary")
+    if summary is None or not len(summary):
+        return []
+    row = summary.iloc[0]
+    return [
+        f"mi_ogd: {row['setting']} information, {row['loss']} loss, d = {row['dimension']}, "
+        f"σ = {row['sigma']:g}; {row['played']} of {row['rounds']} rounds played, "
+        f"{row['applied']} reports applied; regret {row['regret']:.4g} (bound "
+        f"{row['bound']:.4g})",
+        f"mi_ogd leakage: {row['leakage_per_report']:.4g} nats per report, at most "
+        f"{row['leakage_max_per_example']:.4g} nats per example",
+    ]
 
 
 def _dola_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
