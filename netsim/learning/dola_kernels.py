@@ -114,6 +114,32 @@ def _project(w: np.ndarray, radius: float) -> None:
             w[f] *= scale
 
 
+@njit(cache=True, inline="always")
+def _batch_gradient(
+    point: np.ndarray,
+    k: int,
+    rows: np.ndarray,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    labels: np.ndarray,
+    loss: int,
+    regularisation: float,
+    gradient: np.ndarray,
+) -> None:
+    """gradient = φ·point + (1/h) Σ_r ∇ℓ(point; x_r, y_r) over the k-th node's h examples."""
+    h = rows.shape[1]
+    for f in range(point.size):
+        gradient[f] = regularisation * point[f]
+    for r in range(h):
+        row = rows[k, r]
+        z = labels[row] * _dot(point, row, dense, data, indices, indptr)
+        c = _loss_slope(loss, z) * labels[row] / h
+        if c != 0.0:
+            _axpy(gradient, c, row, dense, data, indices, indptr)
+
+
 @njit(cache=True)
 def mix_rows(
     a_ptr: np.ndarray,
@@ -196,17 +222,13 @@ def gradient_steps(
                     b[f] += a * source[f]
         else:
             b = points[i]
-        for f in range(n):
-            gradient[f] = regularisation * b[f]
         for r in range(h):
             row = rows[k, r]
             observed += (
                 _loss(loss, labels[row] * _dot(observer, row, dense, data, indices, indptr)) / h
             )
-            z = labels[row] * _dot(b, row, dense, data, indices, indptr)
-            c = _loss_slope(loss, z) * labels[row] / h
-            if c != 0.0:
-                _axpy(gradient, c, row, dense, data, indices, indptr)
+        _batch_gradient(b, k, rows, dense, data, indices, indptr, labels, loss, regularisation,
+                        gradient)  # fmt: skip
         target = out[i]
         before = previous[i]
         for f in range(n):
@@ -252,7 +274,6 @@ def sparse_dual_steps(
     w_i (the proximal, FOBOS form): started from p_i, as the printed algorithm can be read, the
     shrinkage ρ_t = α_t ρ would never accumulate and would vanish as α_t → 0.
     """
-    h = rows.shape[1]
     n = points.shape[1]
     gradient = np.empty(n)
     for k in range(nodes.size):
@@ -268,14 +289,8 @@ def sparse_dual_steps(
             else:
                 w[f] = 0.0
         _project(w, radius)
-        for f in range(n):
-            gradient[f] = regularisation * w[f]
-        for r in range(h):
-            row = rows[k, r]
-            z = labels[row] * _dot(w, row, dense, data, indices, indptr)
-            c = _loss_slope(loss, z) * labels[row] / h
-            if c != 0.0:
-                _axpy(gradient, c, row, dense, data, indices, indptr)
+        _batch_gradient(w, k, rows, dense, data, indices, indptr, labels, loss, regularisation,
+                        gradient)  # fmt: skip
         theta = duals[i]
         for f in range(n):
             theta[f] = w[f] - alpha * gradient[f]

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from netsim.learning.dola import DolaLearner
-from netsim.learning.hindsight import hindsight_minimum
+from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.mixing import MIXING_TABLE, MixingSchedule, check_round, union_components
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.links import RANDOM_LOSS, Network
@@ -113,14 +113,6 @@ def accuracies(models: list[np.ndarray], x: object, y: np.ndarray) -> list[float
     margins = np.asarray(x @ np.column_stack(models))
     correct = np.where(margins >= 0, 1.0, -1.0) == y[:, None]
     return [float(v) for v in correct.mean(axis=0)]
-
-
-def checkpoint_rounds(rounds: int, count: int) -> np.ndarray:
-    """``count`` roughly log-spaced rounds in [1, rounds], always including ``rounds``."""
-    if count <= 0:
-        return np.zeros(0, dtype=np.int64)
-    points = np.unique(np.round(np.geomspace(1, rounds, count)).astype(np.int64))
-    return np.union1d(points, [rounds])
 
 
 @dataclass

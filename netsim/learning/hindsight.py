@@ -139,6 +139,15 @@ class HindsightSolution:
     iterations: int  # SPG iterations, of both solvers (hinge) and over all smoothing stages
 
 
+def checkpoint_rounds(rounds: int, count: int) -> np.ndarray:
+    """``count`` roughly log-spaced rounds in [1, rounds], always including ``rounds``: where
+    the regret curves of DOLA and MI-private OGD are evaluated."""
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    points = np.unique(np.round(np.geomspace(1, rounds, count)).astype(np.int64))
+    return np.union1d(points, [rounds])
+
+
 def _check_loss(loss: str) -> None:
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; use one of {', '.join(LOSSES)}")

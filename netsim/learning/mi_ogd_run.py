@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from netsim.learning.hindsight import hindsight_minimum
+from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.mi_ogd import LazyProjectionOGD, MiOgdConfig, Stream, user_report
 from netsim.learning.online_data import shard_rows
 from netsim.log import F64, I64, STR, TableSchema
@@ -90,13 +90,6 @@ SUMMARY_TABLE = TableSchema(
 )
 
 
-def _checkpoints(rounds: int, count: int) -> np.ndarray:
-    if count <= 0:
-        return np.zeros(0, dtype=np.int64)
-    points = np.unique(np.round(np.geomspace(1, rounds, count)).astype(np.int64))
-    return np.union1d(points, [rounds])
-
-
 class MiOgdRounds:
     """The learner node, the user nodes and their rounds over a :class:`Network`."""
 
@@ -125,7 +118,7 @@ class MiOgdRounds:
         self.pick_rng = sim.streams.get("mi_ogd.users")
         self.noise_rng = sim.streams.get("mi_ogd.noise")
         self.accountant = PrivacyAccountant(stream.x.shape[0], epsilon=math.inf, policy=Unlimited())
-        self.checkpoints = _checkpoints(config.rounds, regret_checkpoints)
+        self.checkpoints = checkpoint_rounds(config.rounds, regret_checkpoints)
         self.t = 0
         self.rows: list[list[object]] = []
         self.played_rows: list[int] = []  # examples whose loss counted, in order

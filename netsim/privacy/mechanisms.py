@@ -379,21 +379,11 @@ def dola_gaussian(
     added before the step size multiplies the gradient.
     """
     g = _as_vector(gradient)
-    sigma = math.sqrt(dola_gaussian_variance(alpha, g.size, lipschitz, rounds, epsilon, delta))
-    sensitivity = 2.0 * lipschitz
-    actual = gaussian_epsilon(sigma, sensitivity, delta)
-    noisy = _add_noise(g, gaussian_noise, sigma, rng)
-    guarantee = "(epsilon,delta)-DP" if math.isfinite(actual) else "none"
-    return noisy, PrivacyEvent(
-        "gaussian_dola_printed",
-        guarantee,
-        actual if math.isfinite(actual) else epsilon,
-        delta,
-        sensitivity,
-        "L2",
-        sigma,
-        g.size,
-    )
+    sigma, event = dola_gaussian_sigma(
+        alpha=alpha, dimension=g.size, lipschitz=lipschitz, rounds=rounds, epsilon=epsilon,
+        delta=delta,
+    )  # fmt: skip
+    return _add_noise(g, gaussian_noise, sigma, rng), event
 
 
 def dola_laplace_rows(
