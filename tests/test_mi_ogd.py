@@ -249,3 +249,14 @@ def test_the_scenario_runs_from_the_cli(capsys, tmp_path: Path) -> None:
 def test_bad_mi_ogd_scenario(capsys, tmp_path: Path, extra: str, expected: str) -> None:
     err = cli_error(capsys, "validate", write(tmp_path / "s.yaml", YAML + extra))
     assert expected in err
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_classification_losses_on_a_binary_data_set(loss):
+    data = {"name": "spambase"}
+    built, frames = run_in_memory(scenario(mi_loss=loss, mi_data=data, mi_sigma=0.5, duration=120))
+    assert built.mi_ogd.stream.dimension == 57
+    regret = frames["mi_ogd_regret"]
+    assert (regret["regret"] < regret["bound"]).all()
+    leakage = frames["mi_ogd_summary"]["leakage_per_report"].iloc[0]
+    assert leakage == pytest.approx(57 / 2 * math.log1p(1 / (57 * 0.25)))
