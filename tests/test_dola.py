@@ -470,3 +470,13 @@ def test_dola_scenario_runs_from_the_cli(capsys, tmp_path: Path) -> None:
     assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
     assert "dola:" in out and "ε-DP with ε = 1" in out
+
+
+def test_failed_links_are_not_used_and_their_values_go_stale():
+    links = {"failure": {"mean_up": "20s", "mean_down": "20s"}}
+    _, frames = run_in_memory(scenario(links=links, dola_algorithm="laplace"))
+    mixing = frames["dola_mixing"]
+    _, ideal = run_in_memory(scenario(dola_algorithm="laplace"))
+    # about half the links are down at any time, so fewer are used per round
+    assert mixing["links"].mean() < 0.8 * ideal["dola_mixing"]["links"].mean()
+    assert (mixing["row_sum_error"] < 1e-12).all()

@@ -190,7 +190,9 @@ class DolaLearner:
         else:
             self.released = np.zeros((nodes, self.n))
         self._mixed = np.zeros((nodes, self.n))
-        self._next = np.zeros((nodes, self.n)) if config.algorithm != "laplace" else None
+        self._next = (
+            np.zeros((nodes, self.n)) if config.algorithm in ("gaussian", "sparse") else None
+        )
         self.steps = np.zeros(nodes, dtype=np.int64)
         self.used_rows: list[np.ndarray] = []
         x = data.x_train
