@@ -472,7 +472,7 @@ def test_dola_scenario_runs_from_the_cli(capsys, tmp_path: Path) -> None:
     assert "dola:" in out and "ε-DP with ε = 1" in out
 
 
-def test_failed_links_are_not_used_and_their_values_go_stale():
+def test_links_that_are_down_are_left_out_of_a_t():
     links = {"failure": {"mean_up": "20s", "mean_down": "20s"}}
     _, frames = run_in_memory(scenario(links=links, dola_algorithm="laplace"))
     mixing = frames["dola_mixing"]
