@@ -458,7 +458,8 @@ class _Primal:
 
     def last_stage(self, target: float) -> bool:
         """Whether μ is small enough that (μ/2) C ≤ target/2 (always for the logistic loss)."""
-        return not self.data.smoothed or self.mu * self.total <= target
+        # a relative slack: ``advance`` sets μ = target/C, whose product with C may round up
+        return not self.data.smoothed or self.mu * self.total <= target * (1.0 + 1e-9)
 
     def stage_done(self, target: float) -> bool:
         """Whether F_μ is solved as well as its smoothing error warrants."""
@@ -689,9 +690,12 @@ def _solve(
             primal.advance(bracket.target())
             primal_spg.restart()
         while not primal_spg.iterate():
+            mu = primal.mu
             if primal.last_stage(bracket.target()):
                 return False
             primal.advance(bracket.target())
+            if primal.mu == mu:  # no smaller μ to go to: stalled (never loop on one stage)
+                return False
             primal_spg.restart()
         return True
 
