@@ -35,17 +35,14 @@ draws ``analysis/figures/dola-*.png`` from them and prints the tables in Markdow
 
 from __future__ import annotations
 
-import argparse
-import io
 import math
 import sys
-import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from experiments import experiment_main, run_experiments
 
 from netsim.analysis.dola import curve_figure, dola_curves, final_values, sparsity_figure
 from netsim.errors import NetsimError
@@ -53,7 +50,6 @@ from netsim.network.topology import random_geometric
 from netsim.rng import RandomStreams
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.runner import run_in_memory
-from netsim.storage import atomic_write_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "scenarios" / "dola" / "synthetic.yaml"
@@ -193,19 +189,12 @@ def run_one(task: Task) -> pd.DataFrame:
     return curves
 
 
-def run_experiments(names: list[str], jobs: int) -> None:
-    """Run ``names`` in ``jobs`` worker processes; write one results file per experiment."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        started = time.perf_counter()
-        todo = tasks(name)
-        with ProcessPoolExecutor(jobs) as pool:
-            frames = list(pool.map(run_one, todo))
-        table = pd.concat([f for f in frames if not f.empty], ignore_index=True)
-        buffer = io.BytesIO()
-        table.to_parquet(buffer, index=False)
-        atomic_write_bytes(RESULTS / f"dola-{name}.parquet", buffer.getvalue())
-        print(f"{name}: {len(todo)} runs in {time.perf_counter() - started:.0f} s")
+def run(names: list[str], jobs: int) -> None:
+    """Run ``names`` in ``jobs`` worker processes; one results file per experiment."""
+    run_experiments(
+        names, jobs, tasks=tasks, run_one=run_one,
+        results=lambda name: RESULTS / f"dola-{name}.parquet",
+    )  # fmt: skip
 
 
 def _load(name: str) -> pd.DataFrame | None:
@@ -312,18 +301,7 @@ def draw() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run the experiments")
-    run.add_argument("--jobs", type=int, default=2)
-    run.add_argument("--only", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS))
-    commands.add_parser("figures", help="draw the figures from analysis/results")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        run_experiments(args.only, args.jobs)
-    else:
-        draw()
-    return 0
+    return experiment_main(__doc__.splitlines()[0], EXPERIMENTS, run, draw, argv)
 
 
 if __name__ == "__main__":

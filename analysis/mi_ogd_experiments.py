@@ -21,21 +21,17 @@ simulated network, absolute-error linear regression on points of the unit ball
 
 from __future__ import annotations
 
-import argparse
-import io
 import sys
-import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from experiments import experiment_main, run_experiments
 
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.scenario.loader import load_scenario, validate_scenario
 from netsim.scenario.runner import run_in_memory
-from netsim.storage import atomic_write_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "scenarios" / "mi_ogd" / "regression.yaml"
@@ -93,17 +89,12 @@ def run_one(task: Task) -> pd.DataFrame:
     return regret
 
 
-def run_experiments(names: list[str], jobs: int) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        started = time.perf_counter()
-        todo = tasks(name)
-        with ProcessPoolExecutor(jobs) as pool:
-            frames = list(pool.map(run_one, todo, chunksize=8))
-        buffer = io.BytesIO()
-        pd.concat(frames, ignore_index=True).to_parquet(buffer, index=False)
-        atomic_write_bytes(RESULTS / f"mi-ogd-{name}.parquet", buffer.getvalue())
-        print(f"{name}: {len(todo)} runs in {time.perf_counter() - started:.0f} s")
+def run(names: list[str], jobs: int) -> None:
+    """Run ``names`` in ``jobs`` worker processes; one results file per experiment."""
+    run_experiments(
+        names, jobs, tasks=tasks, run_one=run_one, chunksize=8,
+        results=lambda name: RESULTS / f"mi-ogd-{name}.parquet",
+    )  # fmt: skip
 
 
 def final_rows(data: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -191,18 +182,7 @@ def draw() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run the experiments")
-    run.add_argument("--jobs", type=int, default=2)
-    run.add_argument("--only", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS))
-    commands.add_parser("figures", help="draw the figures from analysis/results")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        run_experiments(args.only, args.jobs)
-    else:
-        draw()
-    return 0
+    return experiment_main(__doc__.splitlines()[0], EXPERIMENTS, run, draw, argv)
 
 
 if __name__ == "__main__":

@@ -140,6 +140,46 @@ def _batch_gradient(
             _axpy(gradient, c, row, dense, data, indices, indptr)
 
 
+@njit(cache=True, inline="always")
+def _node_loss(
+    w: np.ndarray,
+    k: int,
+    rows: np.ndarray,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    labels: np.ndarray,
+    loss: int,
+) -> float:
+    """(1/h) Σ_r ℓ(y_r⟨w, x_r⟩) over the k-th node's h examples (without the regulariser)."""
+    h = rows.shape[1]
+    total = 0.0
+    for r in range(h):
+        row = rows[k, r]
+        total += _loss(loss, labels[row] * _dot(w, row, dense, data, indices, indptr)) / h
+    return total
+
+
+@njit(cache=True, inline="always")
+def _mix_row(
+    a_ptr: np.ndarray,
+    a_idx: np.ndarray,
+    a_val: np.ndarray,
+    values: np.ndarray,
+    i: int,
+    out: np.ndarray,
+) -> None:
+    """out = Σ_j a_ij values[j] (row i of A_t in CSR)."""
+    for f in range(out.size):
+        out[f] = 0.0
+    for e in range(a_ptr[i], a_ptr[i + 1]):
+        a = a_val[e]
+        source = values[a_idx[e]]
+        for f in range(out.size):
+            out[f] += a * source[f]
+
+
 @njit(cache=True)
 def mix_rows(
     a_ptr: np.ndarray,
@@ -150,16 +190,8 @@ def mix_rows(
     out: np.ndarray,
 ) -> None:
     """out[i] = Σ_j a_ij values[j] for every i in ``nodes`` (other rows untouched)."""
-    n = values.shape[1]
     for i in nodes:
-        row = out[i]
-        for f in range(n):
-            row[f] = 0.0
-        for e in range(a_ptr[i], a_ptr[i + 1]):
-            a = a_val[e]
-            source = values[a_idx[e]]
-            for f in range(n):
-                row[f] += a * source[f]
+        _mix_row(a_ptr, a_idx, a_val, values, i, out[i])
 
 
 @njit(cache=True)
@@ -202,7 +234,6 @@ def gradient_steps(
     nodes' iterates) is kept up to date: it gains out[i] − previous[i] for every node stepped
     (``previous`` may be ``out`` itself), which saves a pass over all iterates per round.
     """
-    h = rows.shape[1]
     n = out.shape[1]
     gradient = np.empty(n)
     mixed = np.empty(n)
@@ -212,21 +243,11 @@ def gradient_steps(
     for k in range(nodes.size):
         i = nodes[k]
         if a_ptr.size > 0:
+            _mix_row(a_ptr, a_idx, a_val, values, i, mixed)
             b = mixed
-            for f in range(n):
-                b[f] = 0.0
-            for e in range(a_ptr[i], a_ptr[i + 1]):
-                a = a_val[e]
-                source = values[a_idx[e]]
-                for f in range(n):
-                    b[f] += a * source[f]
         else:
             b = points[i]
-        for r in range(h):
-            row = rows[k, r]
-            observed += (
-                _loss(loss, labels[row] * _dot(observer, row, dense, data, indices, indptr)) / h
-            )
+        observed += _node_loss(observer, k, rows, dense, data, indices, indptr, labels, loss)
         _batch_gradient(b, k, rows, dense, data, indices, indptr, labels, loss, regularisation,
                         gradient)  # fmt: skip
         target = out[i]
@@ -311,12 +332,9 @@ def batch_loss(
     """Σ_k f_t^k(w) over the nodes k whose examples are ``rows[k]`` (one row per node):
     f = (1/h) Σ ℓ(y⟨w, x⟩) + (φ/2)‖w‖², the losses that the regret of Li et al. (Def. 2)
     sums for one round at one node's iterate w."""
-    h = rows.shape[1]
     total = 0.0
     for k in range(rows.shape[0]):
-        for r in range(h):
-            row = rows[k, r]
-            total += _loss(loss, labels[row] * _dot(w, row, dense, data, indices, indptr)) / h
+        total += _node_loss(w, k, rows, dense, data, indices, indptr, labels, loss)
     if regularisation > 0:
         total += rows.shape[0] * 0.5 * regularisation * _squared_norm(w)
     return total

@@ -21,9 +21,16 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from netsim.distributions import Constant
 from netsim.learning.dola import DolaLearner
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
-from netsim.learning.mixing import MIXING_TABLE, MixingSchedule, check_round, union_components
+from netsim.learning.mixing import (
+    MIXING_TABLE,
+    MixingMatrix,
+    MixingSchedule,
+    check_round,
+    union_components,
+)
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.links import RANDOM_LOSS, Network
 from netsim.sim import Simulation
@@ -117,9 +124,10 @@ def accuracies(models: list[np.ndarray], x: object, y: np.ndarray) -> list[float
 
 @dataclass
 class _Pending:
-    """A value that arrives after its round ended: applied to the cache at ``arrival``."""
+    """Values that arrive after their round ended: entry k goes to the cache at
+    ``arrival[k]``, unless a newer value got there first."""
 
-    arrival: float
+    arrival: np.ndarray
     entries: np.ndarray
     values: np.ndarray
     sent_round: int
@@ -156,13 +164,12 @@ class DolaRounds:
         self.cumulative = 0.0
         self.cumulative_at: list[float] = []
         self.averaged = np.zeros(learner.n)
-        self.window_matrices: list[object] = []
+        self.window_matrices: list[sp.csr_matrix] = []
         self.window_online = np.zeros(learner.m, dtype=bool)
         self.stale_used = 0
         self.max_staleness = 0
         self.last_scale = 0.0
-        links = network.links
-        self.ideal = links.loss == 0 and network.failures is None and self._delay_fits()
+        self.ideal = network.links.loss == 0 and network.failures is None and self._delay_fits()
         self.cache: np.ndarray | None = None
         self.cache_round: np.ndarray | None = None
         self.pending: list[_Pending] = []
@@ -173,8 +180,12 @@ class DolaRounds:
 
     def _delay_fits(self) -> bool:
         """True when every value surely arrives within its round (constant delay ≤ period)."""
-        delay = self.network._constant_delay
-        return delay is not None and delay <= self.period and self.network.links.bandwidth is None
+        links = self.network.links
+        return (
+            isinstance(links.delay, Constant)
+            and links.delay.value <= self.period
+            and links.bandwidth is None
+        )
 
     # --- a round ---------------------------------------------------------------------------
 
@@ -209,12 +220,16 @@ class DolaRounds:
         assert failures is not None
         schedule = self.schedule
         usable = np.ones(schedule.indices.size, dtype=bool)
-        for i in np.flatnonzero(online):
-            for e in range(schedule.indptr[i], schedule.indptr[i + 1]):
-                j = int(schedule.indices[e])
-                if j > i and online[j]:
-                    up = failures.failure_time(int(i), j, now, now + self.period) is None
-                    usable[e] = usable[schedule.reverse[e]] = up
+        sources, targets = schedule.sources, schedule.indices
+        candidates = np.flatnonzero((sources < targets) & online[sources] & online[targets])
+        # each link's up/down process is advanced lazily by its own draws (LinkFailures): one
+        # call per link that could be used, in a fixed order
+        for e, i, j in zip(
+            candidates.tolist(), sources[candidates].tolist(), targets[candidates].tolist(),
+            strict=True,
+        ):  # fmt: skip
+            up = failures.failure_time(i, j, now, now + self.period) is None
+            usable[e] = usable[schedule.reverse[e]] = up
         return usable
 
     def _deliver(
@@ -237,7 +252,7 @@ class DolaRounds:
         off = idx != receivers
         receivers, senders = receivers[off], idx[off].astype(np.int64)
         weights = a.data[off]
-        entries = _entry_ids(schedule.indptr, schedule.indices, receivers, senders)
+        entries = schedule.entries(receivers, senders)
         count = entries.size
         network.sent += count
         lost = self.fate_rng.random(count) < network.links.loss
@@ -263,14 +278,10 @@ class DolaRounds:
         values = learner.released
         self.cache[entries[fresh]] = values[senders[fresh]]
         self.cache_round[entries[fresh]] = self.t
-        if late.any():
-            order = np.argsort(delays[late], kind="stable")
-            for k in order:  # late values: cached when they arrive, if still the newest
-                e = entries[late][k]
-                self.pending.append(
-                    _Pending(now + float(delays[late][k]), np.array([e]),
-                             values[senders[late][k]][None, :].copy(), self.t)
-                )  # fmt: skip
+        if late.any():  # cached when they arrive, if still the newest
+            self.pending.append(
+                _Pending(now + delays[late], entries[late], values[senders[late]], self.t)
+            )
         missing = ~fresh
         miss_entries = entries[missing]
         miss_rows = receivers[missing]
@@ -294,20 +305,21 @@ class DolaRounds:
     def _apply_arrivals(self, now: float) -> None:
         assert self.cache is not None and self.cache_round is not None
         keep = []
-        for item in self.pending:
-            if item.arrival <= now:
-                newer = self.cache_round[item.entries] < item.sent_round
-                self.cache[item.entries[newer]] = item.values[newer]
-                self.cache_round[item.entries[newer]] = item.sent_round
-            else:
-                keep.append(item)
+        for item in self.pending:  # one item per earlier round with late values, oldest first
+            due = item.arrival <= now
+            newer = due & (self.cache_round[item.entries] < item.sent_round)
+            self.cache[item.entries[newer]] = item.values[newer]
+            self.cache_round[item.entries[newer]] = item.sent_round
+            if not due.all():
+                keep.append(_Pending(item.arrival[~due], item.entries[~due],
+                                     item.values[~due], item.sent_round))  # fmt: skip
         self.pending = keep
 
     # --- logging ---------------------------------------------------------------------------
 
-    def _log_mixing(self, mixing: object, online: np.ndarray, now: float) -> None:
-        check = check_round(mixing, online)  # type: ignore[arg-type]
-        self.window_matrices.append(mixing.matrix)  # type: ignore[attr-defined]
+    def _log_mixing(self, mixing: MixingMatrix, online: np.ndarray, now: float) -> None:
+        check = check_round(mixing, online)
+        self.window_matrices.append(mixing.matrix)
         self.window_online |= online
         window_checked = len(self.window_matrices) == self.window
         window_components = -1
@@ -316,7 +328,7 @@ class DolaRounds:
             self.window_matrices = []
             self.window_online = np.zeros_like(self.window_online)
         self.mixing_table.append(
-            self.t, now, int(online.sum()), mixing.links, check.eta,  # type: ignore[attr-defined]
+            self.t, now, int(online.sum()), mixing.links, check.eta,
             check.row_sum_error, check.column_sum_error, check.components,
             window_checked, window_components,
         )  # fmt: skip
@@ -391,12 +403,3 @@ class DolaRounds:
             learner.sparsity_of(w_node), learner.consensus(), guarantee,
             run.epsilon, run.delta, learner.passes,
         )  # fmt: skip
-
-
-def _entry_ids(
-    indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, columns: np.ndarray
-) -> np.ndarray:
-    """The CSR entry index of each (row, column) pair (rows sorted within; pairs must exist)."""
-    n = indptr.size - 1
-    keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)) * n + indices
-    return np.searchsorted(keys, rows.astype(np.int64) * n + columns)

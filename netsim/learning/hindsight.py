@@ -216,7 +216,8 @@ def _validate(x, y, weights, loss: str, regularisation: float):
     return x, y, weights
 
 
-def _project(w: np.ndarray, radius: float) -> np.ndarray:
+def project_to_ball(w: np.ndarray, radius: float) -> np.ndarray:
+    """Euclidean projection onto the ball ‖w‖₂ ≤ radius (``w`` itself when inside)."""
     norm = float(np.linalg.norm(w))
     return w * (radius / norm) if norm > radius else w
 
@@ -384,7 +385,7 @@ def _gradient_bound(f: float, g: np.ndarray, w: np.ndarray, radius: float, stron
     """min over the ball of the minorant f + ⟨g, v − w⟩ + (strong/2)‖v − w‖² of a convex,
     ``strong``-strongly convex function with value f and gradient g at w (module docstring)."""
     if strong > 0.0:
-        step = _project(w - g / strong, radius) - w
+        step = project_to_ball(w - g / strong, radius) - w
         return f + float(g @ step) + 0.5 * strong * float(step @ step)
     return f - float(g @ w) - radius * float(np.linalg.norm(g))
 
@@ -428,7 +429,7 @@ class _Primal:
         return f, g
 
     def direction(self, step: float, g: np.ndarray) -> np.ndarray:
-        return _project(self.w - step * g, self.radius) - self.w
+        return project_to_ball(self.w - step * g, self.radius) - self.w
 
     def prepare(self, direction: np.ndarray) -> None:
         self.direction_ = direction
@@ -636,7 +637,7 @@ def hindsight_minimum(
             raise ValueError(f"start must have shape ({d},) to match x, got {w.shape}")
         if not np.all(np.isfinite(w)):
             raise ValueError("start must contain only finite values")
-        w = _project(w, radius)
+        w = project_to_ball(w, radius)
 
     total = float(weights.sum())
     if total == 0.0:  # F ≡ 0

@@ -28,9 +28,11 @@ from typing import Literal
 import numpy as np
 
 from netsim.errors import ScenarioError
+from netsim.learning.hindsight import loss_values, project_to_ball
 from netsim.learning.online_data import unit_ball_points
 from netsim.privacy import mechanisms
 from netsim.privacy.events import PrivacyEvent
+from netsim.privacy.sensitivity import per_example_gradient
 
 Setting = Literal["full", "bandit"]
 Loss = Literal["absolute", "hinge", "logistic"]
@@ -40,30 +42,22 @@ class MiOgdConfigError(ScenarioError):
     """An MI-private OGD parameter is out of range (raised before anything runs)."""
 
 
+project = project_to_ball  # S = {‖w‖ ≤ B}
+
+
 def loss_value(loss: Loss, w: np.ndarray, x: np.ndarray, y: float) -> float:
-    """f(w) for one example: |⟨w,x⟩ − y|, max(0, 1 − y⟨w,x⟩) or log(1 + e^{−y⟨w,x⟩})."""
+    """f(w) for one example: |⟨w,x⟩ − y|, max(0, 1 − y⟨w,x⟩) or log(1 + e^{−y⟨w,x⟩}) (the
+    hindsight solver's losses, so the regret compares like with like)."""
     z = float(w @ x)
-    if loss == "absolute":
-        return abs(z - y)
-    if loss == "hinge":
-        return max(0.0, 1.0 - y * z)
-    return float(np.logaddexp(0.0, -y * z))
+    margin = z - y if loss == "absolute" else y * z
+    return float(loss_values(loss, np.array([margin]))[0])
 
 
 def subgradient(loss: Loss, w: np.ndarray, x: np.ndarray, y: float) -> np.ndarray:
-    """A subgradient z ∈ ∂f(w) (0 at the kinks), of norm at most ‖x‖."""
-    z = float(w @ x)
-    if loss == "absolute":
-        return float(np.sign(z - y)) * x
-    if loss == "hinge":
-        return -y * x if y * z < 1.0 else np.zeros_like(x)
-    return -y * x / (1.0 + math.exp(y * z)) if y * z > -30 else -y * x
-
-
-def project(w: np.ndarray, radius: float) -> np.ndarray:
-    """Euclidean projection onto the ball ‖w‖ ≤ radius."""
-    norm = float(np.linalg.norm(w))
-    return w if norm <= radius else w * (radius / norm)
+    """A subgradient z ∈ ∂f(w) (0 at the kinks), of norm at most ‖x‖: the privacy core's
+    per-example gradient (whose logistic loss takes labels in {0, 1})."""
+    label = (y + 1.0) / 2.0 if loss == "logistic" else y
+    return per_example_gradient(loss, w, x, label)
 
 
 def unit_sphere(dimension: int, rng: np.random.Generator) -> np.ndarray:

@@ -17,6 +17,7 @@ checkpoints against the best fixed w in hindsight, next to the theorems' bound) 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -120,10 +121,7 @@ class MiOgdRounds:
         self.accountant = PrivacyAccountant(stream.x.shape[0], epsilon=math.inf, policy=Unlimited())
         self.checkpoints = checkpoint_rounds(config.rounds, regret_checkpoints)
         self.t = 0
-        self.rows: list[list[object]] = []
-        self.played_rows: list[int] = []  # examples whose loss counted, in order
-        self.played_losses: list[float] = []
-        self.played_round: list[int] = []
+        self.rows: list[list[object]] = []  # one per round played, as ROUNDS_TABLE
         self.table_rows = sim.log.table(ROUNDS_TABLE)
         self.skipped = 0
         sim.every(period, self._round, first=0.0)
@@ -159,9 +157,6 @@ class MiOgdRounds:
         report = user_report(self.config, w, stream.x[example], float(stream.y[example]),
                              self.noise_rng)  # fmt: skip
         self.accountant.charge(example, report.event, time=self.sim.now)
-        self.played_rows.append(example)
-        self.played_losses.append(report.loss)
-        self.played_round.append(t)
         row = [t, sent_at, int(transfer.dst), example, report.loss, math.nan, -1,
                report.event.mutual_information]  # fmt: skip
         self.rows.append(row)
@@ -184,9 +179,11 @@ class MiOgdRounds:
         for row in self.rows:
             self.table_rows.append(*row)
         regret_table = log.table(REGRET_TABLE)
-        played_round = np.asarray(self.played_round, dtype=np.int64)
-        losses = np.cumsum(self.played_losses)
-        examples = np.asarray(self.played_rows, dtype=np.int64)
+        # by round: with link delays, users may play in another order than the rounds'
+        order = sorted(range(len(self.rows)), key=lambda k: self.rows[k][0])
+        played_round = np.array([self.rows[k][0] for k in order], dtype=np.int64)
+        examples = np.array([self.rows[k][3] for k in order], dtype=np.int64)
+        losses = np.cumsum([self.rows[k][4] for k in order])
         regret = bound = math.nan
         start = None
         for t in self.checkpoints:
@@ -215,6 +212,4 @@ class MiOgdRounds:
 
 def _bound(config: MiOgdConfig, played: int) -> float:
     """The theorems' bound for ``played`` rounds at the run's η and δ."""
-    from dataclasses import replace
-
     return replace(config, rounds=played, eta=config.step, smoothing=config.delta).regret_bound()

@@ -222,8 +222,14 @@ class MixingSchedule:
         self.indptr = topology.indptr.astype(np.int64)
         self.indices = topology.indices.astype(np.int64)
         self.reverse = _reverse_entries(self.indptr, self.indices)
+        self.sources = np.repeat(np.arange(topology.n, dtype=np.int64), np.diff(self.indptr))
+        self._keys = self.sources * topology.n + self.indices  # sorted: CSR rows are sorted
         self._all = np.ones(self.indices.size, dtype=np.bool_)
         self._fixed = self._build(self._all) if time_invariant else None
+
+    def entries(self, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """The CSR entry index of each link (rows[k], columns[k]) (the links must exist)."""
+        return np.searchsorted(self._keys, rows.astype(np.int64) * self.topology.n + columns)
 
     def _build(self, used: np.ndarray) -> MixingMatrix:
         n = self.topology.n

@@ -435,36 +435,24 @@ def dola_gaussian_sigma(
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     sensitivity = 2.0 * lipschitz / batch
+    guarantee: Literal["(epsilon,delta)-DP", "none"] = "(epsilon,delta)-DP"
     if calibration == "printed":
         j2 = dola_gaussian_variance(alpha, dimension, lipschitz, rounds, epsilon, delta)
         sigma = math.sqrt(j2) / batch
         actual = gaussian_epsilon(sigma, sensitivity, delta)
-        finite = math.isfinite(actual)
-        event = PrivacyEvent(
-            "gaussian_dola_printed",
-            "(epsilon,delta)-DP" if finite else "none",
-            actual if finite else epsilon,
-            delta,
-            sensitivity,
-            "L2",
-            sigma,
-            dimension,
-        )
-        return sigma, event
-    if calibration == "analytic":
+        if math.isfinite(actual):
+            epsilon = actual
+        else:
+            guarantee = "none"
+    elif calibration == "analytic":
         sigma = analytic_gaussian_sigma(sensitivity, epsilon, delta)
-        event = PrivacyEvent(
-            "gaussian_dola_analytic",
-            "(epsilon,delta)-DP",
-            epsilon,
-            delta,
-            sensitivity,
-            "L2",
-            sigma,
-            dimension,
-        )
-        return sigma, event
-    raise ValueError(f"calibration must be 'printed' or 'analytic', got {calibration!r}")
+    else:
+        raise ValueError(f"calibration must be 'printed' or 'analytic', got {calibration!r}")
+    event = PrivacyEvent(
+        f"gaussian_dola_{calibration}", guarantee, epsilon, delta, sensitivity, "L2", sigma,
+        dimension,
+    )  # fmt: skip
+    return sigma, event
 
 
 def dola_gaussian_rows(

@@ -401,7 +401,7 @@ def mi_ogd_parts(section: s.MiOgdSection, duration: float) -> tuple[MiOgdConfig,
                 f"mi_ogd.data: {data.name} is sparse; MI-private OGD here takes dense data"
             )
         stream = Stream(loaded.x_train, loaded.y_train, loaded.source)
-    rounds = section.rounds or max(math.floor(duration / section.period + 1e-9), 1)
+    rounds = section.rounds_in(duration)
     lipschitz = 1.0  # every example has ‖x‖ ≤ 1 (checked below), so every loss is 1-Lipschitz
     if stream.lipschitz > lipschitz + 1e-9:
         raise ScenarioError(
@@ -417,11 +417,6 @@ def mi_ogd_parts(section: s.MiOgdSection, duration: float) -> tuple[MiOgdConfig,
     y_max = float(np.abs(stream.y).max())
     config = replace(base, max_loss=max_loss(section.loss, reach, lipschitz, y_max))
     return config, stream
-
-
-def dola_rounds(section: s.DolaSection, duration: float) -> int:
-    """T: the configured rounds, or as many periods as fit in the run."""
-    return section.rounds or max(math.floor(duration / section.period + 1e-9), 1)
 
 
 def dola_data(section: s.DolaSection) -> OnlineData:
@@ -444,7 +439,7 @@ def _dola_parts(
     raises the configuration's errors (batch > local data, isolated nodes, ...)."""
     section = scenario.dola
     assert section is not None
-    config = dola_config(section, rounds=dola_rounds(section, scenario.duration))
+    config = dola_config(section, rounds=section.rounds_in(scenario.duration))
     learner = DolaLearner(
         config,
         dola_data(section),

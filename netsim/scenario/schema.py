@@ -8,6 +8,7 @@ against the scenario file's directory and must exist.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -317,21 +318,47 @@ class IdealWalkConfig(StrictModel):
 WalkConfig = Annotated[WalkServiceConfig | IdealWalkConfig, Field(discriminator="kind")]
 
 
-class DolaDataConfig(StrictModel):
-    """DOLA's binary data stream: a generator of :mod:`netsim.learning.online_data` or a data
-    set of the loader, pre-processed as Li et al. (SPEC §6)."""
+class StreamDataConfig(StrictModel):
+    """What the online learners' data sections share: a file, label column, seed, options."""
 
-    name: Literal[SYNTHETIC + BUILTIN + USER_FORMATS]  # type: ignore[valid-type]
     path: Path | None = None
     label: str | int | None = None
     split_seed: int = Field(default=0, ge=0)
-    test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
     options: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("path")
     @classmethod
     def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         return None if value is None else _resolved_path(value, info)
+
+
+class DolaDataConfig(StreamDataConfig):
+    """DOLA's binary data stream: a generator of :mod:`netsim.learning.online_data` or a data
+    set of the loader, pre-processed as Li et al. (SPEC §6)."""
+
+    name: Literal[SYNTHETIC + BUILTIN + USER_FORMATS]  # type: ignore[valid-type]
+    test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
+
+
+class RoundsSection(StrictModel):
+    """A round-based learner: a round every ``period``, T = ``rounds`` of them."""
+
+    period: PositiveDuration = 1.0
+    rounds: int | None = Field(default=None, ge=1)
+
+    def rounds_in(self, duration: float) -> int:
+        """T: the configured rounds, or as many periods as fit in ``duration``."""
+        return self.rounds or max(math.floor(duration / self.period + 1e-9), 1)
+
+    def rounds_problem(self, key: str, duration: float) -> str | None:
+        """Why the configured rounds do not fit in ``duration`` (``None`` if they do)."""
+        if self.rounds is None or self.rounds * self.period <= duration * (1 + 1e-12):
+            return None
+        return (
+            f"{key}.rounds ({self.rounds}) × {key}.period ({self.period:g} s) is longer than "
+            f"duration ({duration:g} s); lengthen the run or leave rounds out (it defaults to "
+            "duration / period)"
+        )
 
 
 class DolaMixingConfig(StrictModel):
@@ -344,12 +371,10 @@ class DolaMixingConfig(StrictModel):
     window: int = Field(default=10, ge=1)
 
 
-class DolaSection(StrictModel):
+class DolaSection(RoundsSection):
     """DOLA (Li et al.): private distributed online learning in synchronous rounds."""
 
     data: DolaDataConfig
-    period: PositiveDuration = 1.0
-    rounds: int | None = Field(default=None, ge=1)
     algorithm: Literal["laplace", "gaussian", "sparse", "non_private"] = "laplace"
     loss: Literal["hinge", "logistic"] = "hinge"
     epsilon: float = 1.0
@@ -377,27 +402,16 @@ class DolaSection(StrictModel):
         return self
 
 
-class MiOgdDataConfig(StrictModel):
+class MiOgdDataConfig(StreamDataConfig):
     """The users' examples: ``synthetic_regression`` or a binary data set as DOLA reads it."""
 
     name: Literal[("synthetic_regression", *SYNTHETIC, *BUILTIN, *USER_FORMATS)]  # type: ignore[valid-type]
-    path: Path | None = None
-    label: str | int | None = None
-    split_seed: int = Field(default=0, ge=0)
-    options: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _resolved_path(value, info)
 
 
-class MiOgdSection(StrictModel):
+class MiOgdSection(RoundsSection):
     """MI-private OGD (Zhang & Venkitasubramaniam): a learner node and user nodes."""
 
     data: MiOgdDataConfig = MiOgdDataConfig(name="synthetic_regression")
-    period: PositiveDuration = 1.0
-    rounds: int | None = Field(default=None, ge=1)
     setting: Literal["full", "bandit"] = "full"
     loss: Literal["absolute", "hinge", "logistic"] = "absolute"
     sigma: float = Field(default=1.0, allow_inf_nan=False)
@@ -489,14 +503,9 @@ class Scenario(StrictModel):
                     f"dola.regret_node ({self.dola.regret_node}) must be a node id below nodes "
                     f"({self.nodes})"
                 )
-            if self.dola.rounds is not None and self.dola.rounds * self.dola.period > (
-                self.duration * (1 + 1e-12)
-            ):
-                raise ValueError(
-                    f"dola.rounds ({self.dola.rounds}) × dola.period ({self.dola.period:g} s) "
-                    f"is longer than duration ({self.duration:g} s); lengthen the run or leave "
-                    "rounds out (it defaults to duration / period)"
-                )
+            too_long = self.dola.rounds_problem("dola", self.duration)
+            if too_long:
+                raise ValueError(too_long)
         if self.mi_ogd is not None:
             if self.nodes < 2:
                 raise ValueError("mi_ogd needs at least 2 nodes: a learner and a user")
@@ -505,13 +514,9 @@ class Scenario(StrictModel):
                     f"mi_ogd.learner ({self.mi_ogd.learner}) must be a node id below nodes "
                     f"({self.nodes})"
                 )
-            if self.mi_ogd.rounds is not None and self.mi_ogd.rounds * self.mi_ogd.period > (
-                self.duration * (1 + 1e-12)
-            ):
-                raise ValueError(
-                    f"mi_ogd.rounds ({self.mi_ogd.rounds}) × mi_ogd.period "
-                    f"({self.mi_ogd.period:g} s) is longer than duration ({self.duration:g} s)"
-                )
+            too_long = self.mi_ogd.rounds_problem("mi_ogd", self.duration)
+            if too_long:
+                raise ValueError(too_long)
         problem = topology_problem(self.topology, self.nodes)
         if problem is not None:
             raise ValueError(problem)
