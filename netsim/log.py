@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,7 +51,8 @@ class EventTable:
     def __init__(self, schema: TableSchema, directory: Path | None, chunk_rows: int) -> None:
         self.schema = schema
         self._arrow_schema = schema.arrow_schema()
-        self._columns: list[list[object]] = [[] for _ in schema.columns]
+        self._columns: list[list[object]] = [[] for _ in schema.columns]  # rows not yet sealed
+        self._chunks: list[list[pa.Array]] = [[] for _ in schema.columns]  # sealed, in order
         self._directory = directory
         self._chunk_rows = chunk_rows
         self._writer: pq.ParquetWriter | None = None
@@ -68,26 +70,40 @@ class EventTable:
             self.flush()
 
     def extend(self, columns: Iterable[Iterable[object]]) -> None:
-        """Append many rows given column-wise (e.g. numpy arrays from a vectorised round)."""
-        added = None
-        for column, values in zip(self._columns, columns, strict=True):
-            before = len(column)
-            column.extend(values)
-            n = len(column) - before
-            if added is not None and n != added:
-                raise SimulationError(f"table {self.schema.name}: columns of unequal length")
-            added = n
-        self.rows += added or 0
-        self._buffered += added or 0
+        """Append many rows given column-wise (e.g. numpy arrays from a vectorised round).
+
+        Each column is converted to Arrow at once: going through Python objects cost more than
+        the simulation itself for tables that grow by thousands of rows a round (the ledger)."""
+        self._seal_rows()
+        arrays = [
+            pa.array(values if isinstance(values, np.ndarray) else list(values), type=dtype)
+            for values, (_, dtype) in zip(columns, self.schema.columns, strict=True)
+        ]
+        if len(arrays) != len(self._columns):
+            raise SimulationError(f"table {self.schema.name}: {len(arrays)} columns given")
+        added = len(arrays[0]) if arrays else 0
+        if any(len(array) != added for array in arrays):
+            raise SimulationError(f"table {self.schema.name}: columns of unequal length")
+        for chunks, array in zip(self._chunks, arrays, strict=True):
+            chunks.append(array)
+        self.rows += added
+        self._buffered += added
         if self._buffered >= self._chunk_rows:
             self.flush()
 
+    def _seal_rows(self) -> None:
+        """Move the rows appended one by one into the Arrow chunks (keeps the row order)."""
+        if self._columns and self._columns[0]:
+            for chunks, values, (_, dtype) in zip(
+                self._chunks, self._columns, self.schema.columns, strict=True
+            ):
+                chunks.append(pa.array(values, type=dtype))
+            self._columns = [[] for _ in self.schema.columns]
+
     def _take_batch(self) -> pa.RecordBatch:
-        arrays = [
-            pa.array(values, type=dtype)
-            for values, (_, dtype) in zip(self._columns, self.schema.columns, strict=True)
-        ]
-        self._columns = [[] for _ in self.schema.columns]
+        self._seal_rows()
+        arrays = [pa.concat_arrays(chunks) for chunks in self._chunks]
+        self._chunks = [[] for _ in self.schema.columns]
         self._buffered = 0
         return pa.RecordBatch.from_arrays(arrays, schema=self._arrow_schema)
 

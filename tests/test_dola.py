@@ -90,6 +90,26 @@ def test_time_invariant_mixing_is_fixed_and_ignores_churn():
     assert first.nnz == 12 + 2 * topology.edge_count
 
 
+@settings(max_examples=60)
+@given(
+    n=st.integers(1, 30),
+    density=st.floats(0.0, 0.3),
+    matrices=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_union_components_matches_scipy_on_the_online_subgraph(n, density, matrices, seed):
+    from scipy.sparse.csgraph import connected_components
+
+    rng = np.random.default_rng(seed)
+    graphs = [sp.random(n, n, density=density, format="csr", random_state=rng) for _ in
+              range(matrices)]  # fmt: skip
+    online = rng.random(n) < 0.7
+    union = sum(graphs[1:], graphs[0])
+    nodes = np.flatnonzero(online)
+    expected = connected_components(union[nodes][:, nodes], directed=False)[0] if nodes.size else 0
+    assert union_components(graphs, online) == expected
+
+
 def test_union_over_a_window_connects_what_single_rounds_do_not():
     ring = topologies.ring(20, 1)
     schedule = MixingSchedule(ring, count=1)

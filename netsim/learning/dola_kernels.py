@@ -235,10 +235,11 @@ def gradient_steps(
     (``previous`` may be ``out`` itself), which saves a pass over all iterates per round.
     """
     n = out.shape[1]
-    gradient = np.empty(n)
+    h = rows.shape[1]
     mixed = np.empty(n)
-    old = np.empty(n)
+    slopes = np.empty(h)
     noisy = gradient_noise.shape[0] > 0
+    keep = 1.0 - alpha * regularisation
     observed = 0.0
     for k in range(nodes.size):
         i = nodes[k]
@@ -248,21 +249,26 @@ def gradient_steps(
         else:
             b = points[i]
         observed += _node_loss(observer, k, rows, dense, data, indices, indptr, labels, loss)
-        _batch_gradient(b, k, rows, dense, data, indices, indptr, labels, loss, regularisation,
-                        gradient)  # fmt: skip
+        for r in range(h):  # c_r = ℓ'(y⟨b, x⟩)·y/h: the gradient is φb + Σ_r c_r x_r
+            row = rows[k, r]
+            z = labels[row] * _dot(b, row, dense, data, indices, indptr)
+            slopes[r] = _loss_slope(loss, z) * labels[row] / h
         target = out[i]
         before = previous[i]
+        # one pass: take the old iterate out of the running sum (read before ``target`` is
+        # written: ``previous`` may be ``out``), then b − α(φb + noise) ...
         for f in range(n):
-            old[f] = before[f]
+            column_sum[f] -= before[f]
+            target[f] = keep * b[f]
         if noisy:
             for f in range(n):
-                target[f] = b[f] - alpha * (gradient[f] + gradient_noise[k, f])
-        else:
-            for f in range(n):
-                target[f] = b[f] - alpha * gradient[f]
+                target[f] -= alpha * gradient_noise[k, f]
+        for r in range(h):  # ... − α Σ_r c_r x_r
+            if slopes[r] != 0.0:
+                _axpy(target, -alpha * slopes[r], rows[k, r], dense, data, indices, indptr)
         _project(target, radius)
         for f in range(n):
-            column_sum[f] += target[f] - old[f]
+            column_sum[f] += target[f]
     if regularisation > 0:
         observed += nodes.size * 0.5 * regularisation * _squared_norm(observer)
     return observed

@@ -211,6 +211,11 @@ MECHANISMS: dict[str, Release] = {
 }
 
 
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The int64 concatenation of ``parts`` (an empty array for none)."""
+    return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
+
+
 class PrivacyAccountant:
     """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ)."""
 
@@ -439,16 +444,22 @@ class PrivacyAccountant:
         """Every charge, in order."""
         return pd.DataFrame(self._ledger_columns(), columns=list(LEDGER_TABLE.column_names))
 
-    def _ledger_columns(self) -> dict[str, list[Any]]:
-        columns: dict[str, list[Any]] = {name: [] for name in LEDGER_TABLE.column_names}
-        for chunk in self._ledger:
-            k = chunk.records.size
-            event = chunk.event
-            columns["time"].extend([chunk.time] * k)
-            columns["record"].extend(chunk.records.tolist())
-            columns["use"].extend(chunk.uses.tolist())
-            for name in LEDGER_TABLE.column_names[3:]:
-                columns[name].extend([getattr(event, name)] * k)
+    def _ledger_columns(self) -> dict[str, np.ndarray]:
+        """The ledger column-wise; a chunk's scalar fields are repeated over its records."""
+        chunks = self._ledger
+        sizes = np.array([chunk.records.size for chunk in chunks], dtype=np.int64)
+
+        def repeated(values: list[Any], dtype: Any) -> np.ndarray:
+            return np.repeat(np.array(values, dtype=dtype), sizes)
+
+        columns: dict[str, np.ndarray] = {
+            "time": repeated([chunk.time for chunk in chunks], np.float64),
+            "record": _joined([chunk.records for chunk in chunks]),
+            "use": _joined([chunk.uses for chunk in chunks]),
+        }
+        for name, dtype in LEDGER_TABLE.columns[3:]:
+            kind = object if dtype == STR else np.float64
+            columns[name] = repeated([getattr(chunk.event, name) for chunk in chunks], kind)
         return columns
 
     def records_frame(self) -> pd.DataFrame:
@@ -470,11 +481,11 @@ class PrivacyAccountant:
         log.table(LEDGER_TABLE).extend([columns[name] for name in LEDGER_TABLE.column_names])
         log.table(RECORDS_TABLE).extend(
             [
-                range(self.records),
-                self.uses.tolist(),
-                self.epsilon_spent.tolist(),
-                self.delta_spent.tolist(),
-                self.refused.tolist(),
-                self.mutual_information_spent.tolist(),
+                np.arange(self.records),
+                self.uses,
+                self.epsilon_spent,
+                self.delta_spent,
+                self.refused,
+                self.mutual_information_spent,
             ]
         )
