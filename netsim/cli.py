@@ -12,10 +12,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from netsim import __version__
 from netsim.errors import NetsimError
+
+if TYPE_CHECKING:
+    from netsim.sweep.execute import SweepProgress
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -55,6 +58,7 @@ class ProgressBar:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from netsim.scenario import load_scenario
     from netsim.scenario.build import check_inputs
+    from netsim.sweep.spec import has_sweep, plan_sweep
 
     scenario = load_scenario(args.scenario, args.set or ())
     for warning in check_inputs(scenario):
@@ -63,6 +67,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         f"{args.scenario}: valid scenario {scenario.name!r} "
         f"({scenario.nodes} nodes, {scenario.duration:g} s)"
     )
+    if has_sweep(args.scenario):
+        plan = plan_sweep(args.scenario)
+        print(
+            f"{args.scenario}: valid sweep {plan.spec.name!r}: {plan.spec.points} points x "
+            f"{plan.spec.repetitions} repetitions = {len(plan.runs)} runs over "
+            f"{', '.join(plan.spec.parameters)}"
+        )
     return 0
 
 
@@ -89,6 +100,105 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(line)
         print(f"wall time: {result.manifest['wall_time_seconds']:.1f} s")
     print(result.directory)
+    return 0
+
+
+class SweepProgressBar:
+    """A one-line progress bar over the runs of a sweep, drawn only on a terminal."""
+
+    def __init__(self, stream: TextIO, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+
+    def __call__(self, state: SweepProgress) -> None:
+        fraction = state.finished / state.total if state.total else 1.0
+        filled = int(fraction * self.width)
+        bar = "#" * filled + "-" * (self.width - filled)
+        failed = f", {state.failed} failed" if state.failed else ""
+        self.stream.write(
+            f"\r[{bar}] {state.finished}/{state.total} runs{failed}  {state.elapsed:6.1f}s wall"
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\r" + " " * (self.width + 50) + "\r")
+        self.stream.flush()
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from netsim.analysis.collect import collect
+    from netsim.sweep.execute import (
+        RUNS,
+        DaskCluster,
+        ProcessPool,
+        default_workers,
+        is_done,
+        run_sweep,
+        sweep_directory,
+    )
+    from netsim.sweep.spec import plan_sweep
+
+    if args.scheduler is not None and args.workers is not None:
+        raise NetsimError(
+            "--workers sets the local process pool; with --scheduler the cluster's workers "
+            "run the runs (give one of them)"
+        )
+    plan = plan_sweep(args.scenario)  # every point is checked before any run starts
+    backend = (
+        DaskCluster(args.scheduler)
+        if args.scheduler is not None
+        else ProcessPool(args.workers if args.workers is not None else default_workers())
+    )
+    directory = sweep_directory(plan, args.out)
+    if not args.quiet:
+        print(
+            f"sweep {plan.spec.name}: {plan.spec.points} points x {plan.spec.repetitions} "
+            f"repetitions = {len(plan.runs)} runs on {backend.description}",
+            file=sys.stderr,
+        )
+    bar = SweepProgressBar(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
+    try:
+        result = run_sweep(plan, out=args.out, backend=backend, progress=bar)
+    except KeyboardInterrupt:
+        runs_dir = directory / RUNS
+        done = sum(is_done(run, runs_dir) for run in plan.runs)
+        if bar is not None:
+            bar.close()
+        print(
+            f"netsim: interrupted after {done} of {len(plan.runs)} runs; no partial run "
+            f"directory was kept. Run the same command again to resume: {directory}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        if bar is not None:
+            bar.close()
+    state = result.progress
+    collect(result.directory)
+    if not args.quiet:
+        print(
+            f"{state.total} runs: {state.complete} ran, {state.already_done} were already "
+            f"complete, {state.failed} failed ({state.elapsed:.1f} s)",
+            file=sys.stderr,
+        )
+        for failure in result.failures:
+            print(f"  run {failure.run} ({failure.run_id}): {failure.error}", file=sys.stderr)
+        print(f"tables: {result.directory / 'results.parquet'}", file=sys.stderr)
+    print(result.directory)
+    if state.failed:
+        print(
+            f"netsim: error: {state.failed} of {state.total} runs failed; their errors are in "
+            f"{result.directory / 'failures'}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from netsim.analysis.report import write_report
+
+    print(write_report(args.directory, args.out))
     return 0
 
 
@@ -209,6 +319,34 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=None, help="root seed (overrides the file)")
     run.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
     run.set_defaults(handler=_cmd_run)
+
+    sweep = commands.add_parser(
+        "sweep",
+        help="run every grid point x repetition of a sweep file; resumes where it stopped",
+        description=(
+            "Run the sweep section of a scenario file: one run directory per grid point and "
+            "repetition, on local processes or a Dask cluster. Runs already complete are "
+            "skipped, so the same command resumes an interrupted sweep."
+        ),
+    )
+    sweep.add_argument("scenario", type=Path, help="scenario YAML file with a sweep section")
+    sweep.add_argument(
+        "--workers", type=int, default=None, help="local worker processes (default: the cores)"
+    )
+    sweep.add_argument(
+        "--scheduler", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://host:8786"
+    )
+    sweep.add_argument("--out", type=Path, default=Path("runs"), help="parent of the sweep dir")
+    sweep.add_argument("-q", "--quiet", action="store_true", help="print only the sweep dir")
+    sweep.set_defaults(handler=_cmd_sweep)
+
+    report = commands.add_parser(
+        "report",
+        help="draw the standard figures of a sweep or run directory, with a Markdown summary",
+    )
+    report.add_argument("directory", type=Path, help="a sweep directory or a run directory")
+    report.add_argument("--out", type=Path, default=None, help="default: DIRECTORY/report")
+    report.set_defaults(handler=_cmd_report)
 
     trace = commands.add_parser("trace", help="inspect, convert and synthesise churn traces")
     trace_commands = trace.add_subparsers(dest="trace_command", required=True)

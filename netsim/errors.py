@@ -30,3 +30,7 @@ class RunDirectoryError(NetsimError):
 
 class SimulationError(NetsimError):
     """The simulation reached a state its configuration should have excluded."""
+
+
+class SweepError(NetsimError):
+    """A sweep specification is not valid, or its runs cannot be dispatched."""

@@ -18,7 +18,8 @@ from netsim.scenario.schema import Scenario
 
 
 def load_scenario(path: Path, overrides: Iterable[str] = ()) -> Scenario:
-    """Read, override (``dotted.key=value``) and validate the scenario file ``path``."""
+    """Read, override (``dotted.key=value``) and validate the scenario file ``path``; a
+    ``sweep`` section is left out (the file's base scenario is what ``netsim run`` runs)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -31,6 +32,7 @@ def load_scenario(path: Path, overrides: Iterable[str] = ()) -> Scenario:
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read scenario file: {exc.strerror}") from None
     data = parse_yaml(text, source=str(path))
+    data.pop("sweep", None)  # read by netsim sweep (netsim.sweep.spec); a run is the base case
     data = apply_overrides(data, overrides, source=str(path))
     return validate_scenario(data, source=str(path), base_dir=path.resolve().parent)
 

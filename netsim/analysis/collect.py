@@ -1,0 +1,494 @@
+"""One tidy long table from a sweep (or a single run) directory, and statistics over repetitions.
+
+:func:`collect` reads every complete run of a sweep directory (written by ``netsim sweep``) or
+a single run directory, and turns the metric tables named in :data:`METRIC_TABLES` into one
+long table with **one row per run × metric sample**:
+
+``run_id, run, point, repetition, seed, <one column per swept parameter>, table, metric,
+time, round, series, value``
+
+``time`` is in seconds and ``round`` a round number (both NaN when the table has none),
+``series`` names a sub-series within a run (the walk id of ``accuracy``; "" otherwise) and
+``value`` is the sample as a float (booleans as 0/1). The parameter columns are named by the
+dotted scenario keys the sweep varied and hold each grid point's resolved value. Failed runs
+and runs not (yet) complete are left out; :func:`collect_status` lists every planned run with
+its status. :func:`summarize` gives mean, standard deviation and a Student t confidence
+interval of the mean over the repetitions of each grid point.
+
+A sweep directory holds ``sweep.json``, ``plan.parquet`` (one row per planned run),
+``runs/<run id>/`` (run directories) and ``failures/<run id>.json``. A plain run directory is
+read as a sweep of one run without parameters (point 0, repetition 0).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from scipy import stats
+
+from netsim.analysis.runs import load_manifest
+from netsim.errors import RunDirectoryError
+from netsim.storage import atomic_write_bytes, is_complete_run
+
+SWEEP_FILE = "sweep.json"
+PLAN_FILE = "plan.parquet"
+RUNS_DIR = "runs"
+FAILURES_DIR = "failures"
+RESULTS_FILE = "results.parquet"
+SUMMARY_FILE = "summary.parquet"
+
+#: Columns of the plan (and of the long table) that identify a run; the parameters follow.
+RUN_COLUMNS: tuple[str, ...] = ("run_id", "run", "point", "repetition", "seed")
+#: Columns of the long table after the parameters.
+SAMPLE_COLUMNS: tuple[str, ...] = ("table", "metric", "time", "round", "series", "value")
+#: Columns of :func:`summarize` after the group keys.
+STATISTIC_COLUMNS: tuple[str, ...] = ("n", "mean", "std", "ci_low", "ci_high")
+STATUSES: tuple[str, ...] = ("complete", "failed", "missing")
+
+_PLAN_REQUIRED: tuple[str, ...] = ("run", "point", "repetition", "seed", "run_id")
+_SWEEP_EXPECTED = (
+    "a sweep directory (sweep.json and plan.parquet, as written by 'netsim sweep') or a "
+    "complete run directory (manifest.json with status 'complete')"
+)
+
+
+# --- which tables are metric samples ----------------------------------------------------------
+
+
+def privacy_summary(records: pd.DataFrame) -> pd.DataFrame:
+    """One row summarising the per-record privacy ledger (``privacy_records``): the largest
+    and mean ε spent by a record, the largest δ, the mean number of uses and all refusals."""
+    return pd.DataFrame(
+        {
+            "epsilon_spent_max": [float(records["epsilon_spent"].max())],
+            "epsilon_spent_mean": [float(records["epsilon_spent"].mean())],
+            "delta_spent_max": [float(records["delta_spent"].max())],
+            "uses_mean": [float(records["uses"].mean())],
+            "refused_total": [float(records["refused"].sum())],
+        }
+    )
+
+
+def walk_samples_without_sentinels(samples: pd.DataFrame) -> pd.DataFrame:
+    """``walk_samples`` with ``oldest_steps`` NaN when no walk propagates (the table writes -1
+    there, which is also a real step count: restarted walks count up from negative values)."""
+    none = samples["oldest_walk"].to_numpy() < 0
+    steps = samples["oldest_steps"].astype(float).mask(none)
+    return samples.assign(oldest_steps=steps)
+
+
+@dataclass(frozen=True)
+class MetricTable:
+    """How one event table becomes metric samples.
+
+    ``time``, ``round`` and ``series`` name the table's index columns (None: it has none);
+    ``metrics`` the columns that are samples, or None for every numeric or boolean column
+    that is not an index column. ``prepare`` transforms the table read from the run (its
+    table ``source``, default ``name``) before the samples are taken: a derived summary, or
+    sentinel values made NaN.
+    """
+
+    name: str
+    time: str | None = None
+    round: str | None = None
+    series: str | None = None
+    metrics: tuple[str, ...] | None = None
+    source: str | None = None
+    prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+
+    @property
+    def file_table(self) -> str:
+        """The run's table this one is read from."""
+        return self.source or self.name
+
+    @property
+    def index_columns(self) -> tuple[str, ...]:
+        return tuple(c for c in (self.time, self.round, self.series) if c is not None)
+
+    @property
+    def one_row(self) -> bool:
+        """A summary table: one row per run, no time, round or series."""
+        return not self.index_columns
+
+
+METRIC_TABLES: tuple[MetricTable, ...] = (
+    MetricTable("samples", time="time"),
+    # oldest_walk is a walk id (-1: none), not a quantity to average
+    MetricTable(
+        "walk_samples",
+        time="time",
+        metrics=("propagating", "suspended", "oldest_steps"),
+        prepare=walk_samples_without_sentinels,
+    ),
+    MetricTable("accuracy", time="time", series="walk"),
+    MetricTable("dola_rounds", time="time", round="round"),
+    MetricTable("dola_regret", round="round"),
+    MetricTable("mi_ogd_regret", round="round"),
+    MetricTable("walk_summary"),
+    MetricTable("learning_summary"),
+    MetricTable("dola_summary"),
+    MetricTable("mi_ogd_summary"),
+    MetricTable(
+        "privacy",
+        metrics=(
+            "epsilon_spent_max",
+            "epsilon_spent_mean",
+            "delta_spent_max",
+            "uses_mean",
+            "refused_total",
+        ),
+        source="privacy_records",
+        prepare=privacy_summary,
+    ),
+)
+METRIC_TABLES_BY_NAME: dict[str, MetricTable] = {t.name: t for t in METRIC_TABLES}
+
+
+# --- the sweep (or single run) being read ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepSource:
+    """A sweep directory, or a single run directory read as a sweep of one run.
+
+    ``plan`` has one row per planned run: :data:`RUN_COLUMNS` then the ``parameters``.
+    """
+
+    path: Path
+    name: str
+    scenario: str
+    parameters: tuple[str, ...]
+    plan: pd.DataFrame
+    single_run: bool
+
+    def run_directory(self, run_id: str) -> Path:
+        """Where the run directory of ``run_id`` is (or would be)."""
+        return self.path if self.single_run else self.path / RUNS_DIR / run_id
+
+    def failure_file(self, run_id: str) -> Path:
+        """Where the failure record of ``run_id`` is (or would be)."""
+        return self.path / FAILURES_DIR / f"{run_id}.json"
+
+
+def _not_a_sweep(path: Path, why: str) -> RunDirectoryError:
+    return RunDirectoryError(f"{path}: {why}; expected {_SWEEP_EXPECTED}")
+
+
+def load_sweep(path: Path) -> SweepSource:
+    """Read the description and plan of the sweep (or single run) at ``path``."""
+    path = Path(path)
+    has_sweep, has_plan = (path / SWEEP_FILE).is_file(), (path / PLAN_FILE).is_file()
+    if has_sweep or has_plan:
+        if not (has_sweep and has_plan):
+            missing = PLAN_FILE if has_sweep else SWEEP_FILE
+            raise _not_a_sweep(path, f"{missing} is missing")
+        return _load_sweep_directory(path)
+    if is_complete_run(path):
+        return _load_single_run(path)
+    if not path.exists():
+        why = "does not exist"
+    elif not path.is_dir():
+        why = "is a file, not a directory"
+    else:
+        why = "has no sweep.json, plan.parquet or manifest.json with status 'complete'"
+    raise _not_a_sweep(path, why)
+
+
+def _load_sweep_directory(path: Path) -> SweepSource:
+    try:
+        sweep = json.loads((path / SWEEP_FILE).read_text(encoding="utf-8"))
+        plan = pq.read_table(path / PLAN_FILE).to_pandas()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise _not_a_sweep(path, f"sweep.json or plan.parquet is unreadable ({exc})") from None
+    if not isinstance(sweep, dict) or not isinstance(sweep.get("parameters", []), list):
+        raise _not_a_sweep(path, "sweep.json is not an object with a 'parameters' list")
+    parameters = tuple(str(p) for p in sweep.get("parameters", []))
+    missing = [c for c in (*_PLAN_REQUIRED, *parameters) if c not in plan.columns]
+    if missing:
+        raise _not_a_sweep(path, f"plan.parquet lacks the column(s) {', '.join(missing)}")
+    clashing = [p for p in parameters if p in RUN_COLUMNS or p in SAMPLE_COLUMNS]
+    if clashing:
+        raise _not_a_sweep(path, f"parameter name(s) {', '.join(clashing)} clash with columns")
+    if plan["run"].duplicated().any() or plan["run_id"].duplicated().any():
+        raise _not_a_sweep(path, "plan.parquet lists a run number or run id twice")
+    plan = plan[list(RUN_COLUMNS) + list(parameters)].sort_values("run", kind="stable")
+    return SweepSource(
+        path=path,
+        name=str(sweep.get("name", path.name)),
+        scenario=str(sweep.get("scenario", "")),
+        parameters=parameters,
+        plan=plan.reset_index(drop=True),
+        single_run=False,
+    )
+
+
+def _load_single_run(path: Path) -> SweepSource:
+    manifest = load_manifest(path)
+    plan = pd.DataFrame(
+        {
+            "run_id": pd.Series([str(manifest["run_id"])], dtype="str"),
+            "run": np.array([0], dtype=np.int64),
+            "point": np.array([0], dtype=np.int64),
+            "repetition": np.array([0], dtype=np.int64),
+            "seed": np.array([int(manifest["seed"])], dtype=np.int64),
+        }
+    )
+    return SweepSource(
+        path=path,
+        name=str(manifest.get("scenario_name", path.name)),
+        scenario=str(path),
+        parameters=(),
+        plan=plan,
+        single_run=True,
+    )
+
+
+# --- status -----------------------------------------------------------------------------------
+
+
+def _failure_error(file: Path) -> str:
+    """The error message of a failure record (a placeholder if it cannot be read)."""
+    try:
+        record = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "(failure record unreadable)"
+    return str(record.get("error", "")) if isinstance(record, dict) else ""
+
+
+def run_status(source: SweepSource) -> pd.DataFrame:
+    """:func:`collect_status` of an already loaded sweep."""
+    rows = []
+    for run, point, repetition, run_id in source.plan[
+        ["run", "point", "repetition", "run_id"]
+    ].itertuples(index=False):
+        failure = source.failure_file(run_id)
+        # a complete run directory wins over an old failure record: the run was retried
+        if is_complete_run(source.run_directory(run_id)):
+            status, error = "complete", ""
+        elif not source.single_run and failure.is_file():
+            status, error = "failed", _failure_error(failure)
+        else:
+            status, error = "missing", ""
+        rows.append((run, point, repetition, run_id, status, error))
+    frame = pd.DataFrame(rows, columns=["run", "point", "repetition", "run_id", "status", "error"])
+    return frame.astype({"run": "int64", "point": "int64", "repetition": "int64", "run_id": "str"})
+
+
+def collect_status(path: Path) -> pd.DataFrame:
+    """One row per planned run: ``run, point, repetition, run_id, status, error``.
+
+    ``status`` is "complete" (its run directory is complete), "failed" (a failure record
+    exists and the run directory is not complete; ``error`` is the recorded message) or
+    "missing" (neither: not run yet, or interrupted). ``error`` is "" unless failed.
+    """
+    return run_status(load_sweep(path))
+
+
+# --- the long table ---------------------------------------------------------------------------
+
+
+def _value_columns(frame: pd.DataFrame, spec: MetricTable) -> list[str]:
+    """The columns of ``frame`` that are samples: the declared ones that exist, else every
+    numeric or boolean non-index column (text columns are not metrics)."""
+    candidates = spec.metrics if spec.metrics is not None else tuple(frame.columns)
+    return [
+        column
+        for column in candidates
+        if column in frame.columns
+        and column not in spec.index_columns
+        and (
+            pd.api.types.is_bool_dtype(frame[column])
+            or pd.api.types.is_numeric_dtype(frame[column])
+        )
+    ]
+
+
+def _index_values(frame: pd.DataFrame, column: str | None, file: Path) -> np.ndarray:
+    if column is None:
+        return np.full(len(frame), np.nan)
+    if column not in frame.columns:
+        raise RunDirectoryError(f"{file}: column {column!r} is missing")
+    return frame[column].to_numpy(dtype=float)
+
+
+def table_samples(frame: pd.DataFrame, spec: MetricTable, run: int, file: Path) -> pd.DataFrame:
+    """The rows of one run's table as long samples (metric-major, table order within)."""
+    if spec.prepare is not None:
+        frame = spec.prepare(frame)
+    metrics = _value_columns(frame, spec)
+    rows = len(frame)
+    if spec.series is None:
+        series = np.full(rows, "", dtype=object)
+    elif spec.series in frame.columns:
+        series = frame[spec.series].astype(str).to_numpy(dtype=object)
+    else:
+        raise RunDirectoryError(f"{file}: column {spec.series!r} is missing")
+    values = frame[metrics].astype(float).to_numpy().T.ravel() if metrics else np.empty(0)
+    count = len(metrics)
+    return pd.DataFrame(
+        {
+            "run": np.full(rows * count, run, dtype=np.int64),
+            "table": np.full(rows * count, spec.name, dtype=object),
+            "metric": np.repeat(np.array(metrics, dtype=object), rows),
+            "time": np.tile(_index_values(frame, spec.time, file), count),
+            "round": np.tile(_index_values(frame, spec.round, file), count),
+            "series": np.tile(series, count),
+            "value": values,
+        }
+    )
+
+
+def _run_samples(run_dir: Path, run: int) -> list[pd.DataFrame]:
+    """Long samples of every metric table one complete run has."""
+    manifest = load_manifest(run_dir)
+    tables = manifest.get("tables", {})
+    pieces = []
+    for spec in METRIC_TABLES:
+        if spec.file_table not in tables:
+            continue
+        file = run_dir / f"{spec.file_table}.parquet"
+        try:
+            frame = pq.read_table(file).to_pandas()
+        except (OSError, pa.ArrowException) as exc:
+            raise RunDirectoryError(f"{file}: cannot read the table ({exc})") from None
+        if frame.empty:
+            continue  # no samples (and no derived summary of nothing)
+        pieces.append(table_samples(frame, spec, run, file))
+    return pieces
+
+
+def _empty_samples() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "run": pd.Series(dtype="int64"),
+            "table": pd.Series(dtype="str"),
+            "metric": pd.Series(dtype="str"),
+            "time": pd.Series(dtype="float64"),
+            "round": pd.Series(dtype="float64"),
+            "series": pd.Series(dtype="str"),
+            "value": pd.Series(dtype="float64"),
+        }
+    )
+
+
+def long_table(source: SweepSource, status: pd.DataFrame) -> pd.DataFrame:
+    """The long table of the complete runs of ``source`` (see the module docstring)."""
+    complete = status.loc[status["status"] == "complete", ["run", "run_id"]]
+    pieces = [_empty_samples()]
+    for run, run_id in complete.itertuples(index=False):
+        pieces.extend(_run_samples(source.run_directory(run_id), int(run)))
+    samples = pd.concat(pieces, ignore_index=True)
+    for column in ("table", "metric", "series"):
+        samples[column] = samples[column].astype("str")
+    # pandas sorts on several keys with a stable lexsort: equal keys keep their table order
+    samples = samples.sort_values(
+        ["run", "table", "metric", "series", "round", "time"], na_position="last"
+    )
+    long = samples.merge(source.plan, on="run", how="left", validate="many_to_one")
+    order = [*RUN_COLUMNS, *source.parameters, *SAMPLE_COLUMNS]
+    return long[order].reset_index(drop=True)
+
+
+def _write_parquet(frame: pd.DataFrame, file: Path) -> None:
+    """Write ``frame`` to ``file`` atomically: never a partial file that looks complete."""
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer)
+    try:
+        atomic_write_bytes(file, buffer.getvalue())
+    except OSError as exc:
+        raise RunDirectoryError(f"{file}: cannot write ({exc.strerror or exc})") from None
+
+
+def collect(path: Path, *, write: bool = True) -> pd.DataFrame:
+    """The long table (one row per run × metric sample) of the sweep or run at ``path``.
+
+    With ``write``, also writes it to ``<path>/results.parquet`` and its :func:`summarize` to
+    ``<path>/summary.parquet`` (each atomically). Raises :class:`RunDirectoryError` if
+    ``path`` is neither a sweep directory nor a complete run directory.
+    """
+    source = load_sweep(path)
+    long = long_table(source, run_status(source))
+    if write:
+        _write_parquet(long, source.path / RESULTS_FILE)
+        _write_parquet(summarize(long), source.path / SUMMARY_FILE)
+    return long
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """The long table a previous :func:`collect` wrote to ``<path>/results.parquet``."""
+    file = Path(path) / RESULTS_FILE
+    if not file.is_file():
+        raise RunDirectoryError(f"{file}: no collected results (run collect first)")
+    return pq.read_table(file).to_pandas()
+
+
+# --- statistics over repetitions ---------------------------------------------------------------
+
+
+def parameter_columns(long: pd.DataFrame) -> list[str]:
+    """The parameter columns of a long table: every column that is not a run or sample
+    column (they lie between ``seed`` and ``table`` in a collected table)."""
+    known = set(RUN_COLUMNS) | set(SAMPLE_COLUMNS)
+    return [c for c in long.columns if c not in known]
+
+
+def summarize(long: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Statistics over repetitions of each sample of a long table (see :func:`collect`).
+
+    Rows are grouped by ``point``, the parameter columns, ``table``, ``metric``, ``series``,
+    ``round`` and ``time`` (NaN keys form groups of their own), so the repetitions of one
+    grid point that sampled the same metric at the same time or round are pooled. For each
+    group: ``n`` the number of non-NaN values, their ``mean``, their sample standard deviation
+    ``std`` (ddof = 1; NaN when n = 1; 0 when all values are equal, infinities included) and
+    the two-sided Student t ``confidence`` interval of the mean, ``ci_low``/``ci_high`` =
+    mean ∓ t_{(1+confidence)/2, n−1} · std / √n (equal to the mean when n = 1, NaN when n = 0).
+    Only samples taken at the same time stamps pool: resample unaligned series first.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence {confidence}: must be in (0, 1)")
+    required = ("point", "table", "metric", "series", "round", "time", "value")
+    missing = [c for c in required if c not in long.columns]
+    if missing:
+        raise ValueError(f"summarize needs the column(s) {', '.join(missing)}")
+    keys = ["point", *parameter_columns(long), "table", "metric", "series", "round", "time"]
+    grouped = long.groupby(keys, dropna=False, sort=True)["value"]
+    frame = grouped.agg(["count", "mean", "std", "min", "max"]).reset_index()
+    n = frame["count"].to_numpy(dtype=np.int64)
+    mean = frame["mean"].to_numpy(dtype=float)
+    std = frame["std"].to_numpy(dtype=float)
+    # equal values have no spread even when they are infinite (inf − inf would give NaN)
+    std = np.where((n > 1) & (frame["min"] == frame["max"]).to_numpy(), 0.0, std)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        quantile = stats.t.ppf(0.5 + confidence / 2.0, np.maximum(n - 1, 1))
+        half = np.where(n > 1, quantile * std / np.sqrt(np.maximum(n, 1)), 0.0)
+        half = np.where(std == 0.0, 0.0, half)  # 0 · inf stays 0
+    frame = frame.drop(columns=["count", "min", "max"])
+    frame.insert(len(keys), "n", n)
+    frame["std"] = std
+    frame["ci_low"] = mean - half
+    frame["ci_high"] = mean + half
+    return frame[[*keys, *STATISTIC_COLUMNS]]
+
+
+def half_width(summary: pd.DataFrame) -> pd.Series:
+    """Half the width of each row's confidence interval (0 when n = 1)."""
+    return (summary["ci_high"] - summary["ci_low"]) / 2.0
+
+
+def format_value(value: Any) -> str:
+    """A parameter value as a person reads it (floats with up to 6 significant digits)."""
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, float | np.floating):
+        return "nan" if math.isnan(value) else f"{float(value):g}"
+    return str(value)

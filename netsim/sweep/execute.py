@@ -1,0 +1,333 @@
+"""Running a sweep: every planned run into its own run directory, on local processes or Dask.
+
+The sweep directory ``<out>/<sweep name>/`` holds:
+
+``sweep.yaml``          the sweep file as given (provenance)
+``sweep.json``          name, parameters, repetitions, planned / complete / failed counts, status
+``plan.parquet``        one row per run: run, point, repetition, seed, run_id, parameter values
+``runs/<run_id>/``      complete run directories, published atomically by ``run_scenario``
+``failures/<id>.json``  the error and traceback of each run that failed
+
+A run is done when ``runs/<run_id>`` is a complete run directory whose manifest carries the
+hash of the run's resolved scenario; starting the sweep again runs only the others, so a sweep
+killed half-way resumes, and a run interrupted half-way left only a hidden staging directory,
+never a directory that looks complete. A failing run is recorded and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from netsim.errors import SweepError
+from netsim.scenario.loader import scenario_hash
+from netsim.scenario.runner import run_scenario
+from netsim.scenario.schema import Scenario
+from netsim.storage import (
+    MANIFEST,
+    atomic_write_bytes,
+    atomic_write_text,
+    is_complete_run,
+    write_json,
+)
+from netsim.sweep.spec import PlannedRun, SweepPlan
+
+SWEEP_MANIFEST = "sweep.json"
+SWEEP_SOURCE = "sweep.yaml"
+PLAN = "plan.parquet"
+RUNS = "runs"
+FAILURES = "failures"
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """What a worker needs for one run (picklable: plain values and the scenario model)."""
+
+    run: int
+    run_id: str
+    scenario: Scenario
+    runs_dir: str
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one run ended."""
+
+    run: int
+    run_id: str
+    status: Literal["complete", "failed"]
+    error: str = ""
+    traceback: str = ""
+    wall_seconds: float = 0.0
+
+
+def execute_task(task: RunTask) -> RunOutcome:
+    """Run one task into its run directory. An error becomes a failed outcome (so one bad
+    run does not stop the sweep); an interrupt propagates, after ``run_scenario`` removed its
+    staging directory."""
+    started = time.perf_counter()
+    try:
+        result = run_scenario(task.scenario, out=Path(task.runs_dir))
+    except Exception as exc:  # any failure of a run is recorded, not raised
+        return RunOutcome(
+            task.run,
+            task.run_id,
+            "failed",
+            f"{type(exc).__name__}: {exc}",
+            traceback.format_exc(),
+            time.perf_counter() - started,
+        )
+    if result.run_id != task.run_id:  # the plan and the runner must agree on the identity
+        raise SweepError(f"run {task.run}: planned id {task.run_id}, ran {result.run_id}")
+    return RunOutcome(task.run, task.run_id, "complete", wall_seconds=time.perf_counter() - started)
+
+
+class Backend(Protocol):
+    """Runs tasks somewhere and yields their outcomes as they finish."""
+
+    description: str
+
+    def run(self, tasks: list[RunTask]) -> Iterator[RunOutcome]: ...
+
+
+def _worker_started() -> None:
+    """Pool workers leave Ctrl-C to the parent (which stops them) and unwind on SIGTERM, so
+    ``run_scenario`` removes a half-written run's staging directory."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_term)
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+class ProcessPool:
+    """A local pool of ``workers`` processes (started fresh: no state inherited); with one
+    worker the runs go in this process, one after another."""
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise SweepError(f"--workers {workers}: the number of worker processes is >= 1")
+        self.workers = workers
+        self.description = f"{workers} local process{'es' if workers > 1 else ''}"
+
+    def run(self, tasks: list[RunTask]) -> Iterator[RunOutcome]:
+        if self.workers == 1 or len(tasks) <= 1:
+            for task in tasks:
+                yield execute_task(task)
+            return
+        context = multiprocessing.get_context("spawn")
+        pool = context.Pool(min(self.workers, len(tasks)), initializer=_worker_started)
+        finished = False
+        try:
+            yield from pool.imap_unordered(execute_task, tasks, chunksize=1)
+            finished = True
+        finally:
+            if finished:
+                pool.close()
+            else:  # interrupted: SIGTERM the workers; each removes its staging directory
+                pool.terminate()
+            pool.join()
+
+
+class DaskCluster:
+    """The workers of a running Dask distributed scheduler (``pip install 'netsim[dask]'``).
+    Workers must see the same file system paths (the sweep directory, data and traces)."""
+
+    def __init__(self, address: str, *, timeout: float = 5.0) -> None:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise SweepError(
+                "--scheduler needs dask.distributed; install it with pip install 'netsim[dask]'"
+            ) from None
+        try:
+            self.client = Client(address, timeout=timeout, set_as_default=False)
+        except (OSError, TimeoutError, ValueError, TypeError) as exc:
+            raise SweepError(
+                f"--scheduler {address}: cannot reach the Dask scheduler "
+                f"({type(exc).__name__}: {exc}); start one with 'dask scheduler' or give the "
+                "address it prints, e.g. tcp://127.0.0.1:8786"
+            ) from None
+        workers = len(self.client.scheduler_info().get("workers", {}))
+        self.description = f"Dask scheduler {address} ({workers} workers)"
+
+    def run(self, tasks: list[RunTask]) -> Iterator[RunOutcome]:
+        from distributed import as_completed
+
+        futures = self.client.map(
+            execute_task, tasks, key=[f"netsim-{task.run_id}" for task in tasks], pure=False
+        )
+        by_key = {future.key: task for future, task in zip(futures, tasks, strict=True)}
+        try:
+            with self.client.as_current():  # as_completed looks for the current client
+                finished = as_completed(futures)
+            for future in finished:
+                try:
+                    yield future.result()
+                except Exception as exc:  # a lost worker fails its run only
+                    task = by_key[future.key]
+                    yield RunOutcome(
+                        task.run, task.run_id, "failed", f"{type(exc).__name__}: {exc}"
+                    )
+        finally:
+            self.client.cancel([f for f in futures if not f.done()])
+            self.client.close()
+
+
+# --- the sweep directory -----------------------------------------------------------------
+
+
+@dataclass
+class SweepProgress:
+    """Counts while a sweep runs (passed to the progress callback after every run)."""
+
+    total: int
+    already_done: int
+    complete: int = 0
+    failed: int = 0
+    started: float = 0.0
+
+    @property
+    def finished(self) -> int:
+        return self.already_done + self.complete + self.failed
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A sweep that ran to its end (some runs may have failed)."""
+
+    directory: Path
+    progress: SweepProgress
+    failures: tuple[RunOutcome, ...]
+
+
+def sweep_directory(plan: SweepPlan, out: Path) -> Path:
+    return Path(out) / plan.spec.name
+
+
+def plan_table(plan: SweepPlan) -> pa.Table:
+    """``plan.parquet``: run, point, repetition, seed, run_id, then one column per parameter."""
+    columns: dict[str, list[Any]] = {
+        "run": [r.run for r in plan.runs],
+        "point": [r.point for r in plan.runs],
+        "repetition": [r.repetition for r in plan.runs],
+        "seed": [r.seed for r in plan.runs],
+        "run_id": [r.run_id for r in plan.runs],
+    }
+    for key in plan.spec.parameters:
+        columns[key] = [r.parameters[key] for r in plan.runs]
+    return pa.table(columns)
+
+
+def is_done(run: PlannedRun, runs_dir: Path) -> bool:
+    """True iff the run's directory is complete and was made from exactly its scenario."""
+    directory = runs_dir / run.run_id
+    if not is_complete_run(directory):
+        return False
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return manifest.get("scenario_hash") == scenario_hash(run.scenario)
+
+
+def _write_manifest(directory: Path, plan: SweepPlan, progress: SweepProgress, status: str):
+    write_json(
+        directory / SWEEP_MANIFEST,
+        {
+            "name": plan.spec.name,
+            "scenario": str(plan.source),
+            "parameters": list(plan.spec.parameters),
+            "grid": [key for key, _ in plan.spec.grid],
+            "repetitions": plan.spec.repetitions,
+            "points": plan.spec.points,
+            "runs": progress.total,
+            "complete": progress.already_done + progress.complete,
+            "failed": progress.failed,
+            "status": status,
+        },
+    )
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def run_sweep(
+    plan: SweepPlan,
+    *,
+    out: Path,
+    backend: Backend,
+    progress: Callable[[SweepProgress], None] | None = None,
+) -> SweepResult:
+    """Run every planned run that is not done yet; record failures; keep ``sweep.json``
+    current after every run (status ``complete`` only when every run is)."""
+    directory = sweep_directory(plan, out)
+    runs_dir, failures_dir = directory / RUNS, directory / FAILURES
+    for path in (runs_dir, failures_dir):
+        path.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(directory / SWEEP_SOURCE, plan.source.read_text(encoding="utf-8"))
+    atomic_write_bytes(directory / PLAN, _parquet_bytes(plan_table(plan)))
+    pending = [run for run in plan.runs if not is_done(run, runs_dir)]
+    state = SweepProgress(
+        len(plan.runs), len(plan.runs) - len(pending), started=time.perf_counter()
+    )
+    _write_manifest(directory, plan, state, "incomplete")
+    failures: list[RunOutcome] = []
+    tasks = tasks_of(pending, runs_dir)
+    for outcome in backend.run(tasks):
+        record = failures_dir / f"{outcome.run_id}.json"
+        if outcome.status == "complete":
+            state.complete += 1
+            record.unlink(missing_ok=True)
+        else:
+            state.failed += 1
+            failures.append(outcome)
+            planned = plan.runs[outcome.run]
+            write_json(
+                record,
+                {
+                    "run_id": outcome.run_id,
+                    "run": outcome.run,
+                    "point": planned.point,
+                    "repetition": planned.repetition,
+                    "error": outcome.error,
+                    "traceback": outcome.traceback,
+                },
+            )
+        _write_manifest(directory, plan, state, "incomplete")
+        if progress is not None:
+            progress(state)
+    _write_manifest(directory, plan, state, "complete" if state.failed == 0 else "incomplete")
+    return SweepResult(directory, state, tuple(sorted(failures, key=lambda o: o.run)))
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def tasks_of(runs: Iterable[PlannedRun], runs_dir: Path) -> list[RunTask]:
+    """One task per planned run, writing into ``runs_dir``."""
+    return [RunTask(r.run, r.run_id, r.scenario, str(runs_dir)) for r in runs]

@@ -1,0 +1,326 @@
+"""Sweeps: the spec, seeds, resume after an interrupt, failures, the process pool and Dask."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from netsim.analysis import collect, collect_status
+from netsim.cli import main
+from netsim.storage import is_complete_run
+from netsim.sweep import ProcessPool, plan_sweep, run_sweep
+from netsim.sweep.execute import PLAN, RUNS, RunOutcome, RunTask, is_done
+from tests.test_bad_input import cli_error, write
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE = REPO / "traces" / "stunner-synthetic.csv"
+
+BASE = f"""\
+name: tiny-walk
+seed: 7
+nodes: 40
+duration: 2min
+topology: {{kind: k_out, k: 5}}
+links:
+  delay: {{dist: uniform, low: 10ms, high: 50ms}}
+churn: {{kind: trace, path: {TRACE}}}
+gossip: {{period: 1s}}
+walk:
+  kind: service
+  transfer_time: 1s
+  timeout: 11s
+  kill_probability: 0.0
+  sample_every: 10s
+metrics: {{sample_every: 10s}}
+"""
+
+GRID = """\
+sweep:
+  grid:
+    walk.transfer_time: [1s, 2s]
+    walk.timeout: ["= walk.transfer_time + 10 * gossip.period", "= walk.transfer_time + 30s"]
+    walk.kill_probability: [0, 0.05]
+  repetitions: 2
+"""
+
+
+def sweep_file(tmp_path: Path, sweep: str = GRID, base: str = BASE) -> Path:
+    return write(tmp_path / "sweep.yaml", base + sweep)
+
+
+# --- the spec and the plan ---------------------------------------------------------------
+
+
+def test_the_plan_is_the_grid_product_with_derived_values_in_seconds(tmp_path):
+    plan = plan_sweep(sweep_file(tmp_path))
+    assert plan.spec.points == 8 and len(plan.runs) == 16
+    assert [(r.point, r.repetition) for r in plan.runs[:4]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    timeouts = {
+        (r.parameters["walk.transfer_time"], r.parameters["walk.timeout"]) for r in plan.runs
+    }
+    assert timeouts == {(1.0, 11.0), (1.0, 31.0), (2.0, 12.0), (2.0, 32.0)}
+    for run in plan.runs:  # the scenario that runs is the one the plan reports
+        assert run.scenario.walk.timeout == run.parameters["walk.timeout"]
+        assert run.scenario.walk.kill_probability == run.parameters["walk.kill_probability"]
+        assert run.scenario.seed == run.seed
+
+
+def test_seeds_are_distinct_across_points_and_repetitions_and_stable_across_plans(tmp_path):
+    first = plan_sweep(sweep_file(tmp_path))
+    again = plan_sweep(sweep_file(tmp_path))
+    seeds = [r.seed for r in first.runs]
+    assert len(set(seeds)) == len(seeds)
+    assert seeds == [r.seed for r in again.runs]
+    assert all(0 <= s < 2**63 for s in seeds)
+    # a point keeps its seeds when the grid grows: its finished runs stay valid
+    grown = plan_sweep(
+        sweep_file(tmp_path, GRID.replace("[0, 0.05]", "[0, 0.05, 0.1]").replace("2\n", "3\n"))
+    )
+    by_point = {(tuple(r.parameters.values()), r.repetition): r.seed for r in grown.runs}
+    for run in first.runs:
+        assert by_point[(tuple(run.parameters.values()), run.repetition)] == run.seed
+    # a different base seed gives different seeds
+    other = plan_sweep(sweep_file(tmp_path, base=BASE.replace("seed: 7", "seed: 8")))
+    assert not set(seeds) & {r.seed for r in other.runs}
+
+
+def test_ranges_and_derived_keys(tmp_path):
+    sweep = """\
+sweep:
+  grid:
+    nodes: {from: 20, to: 40, step: 10}
+    walk.kill_probability: {from: 0.01, to: 0.1, count: 2, scale: log}
+  derived:
+    metrics.sample_every: "= walk.transfer_time * 5"
+"""
+    plan = plan_sweep(sweep_file(tmp_path, sweep))
+    values = [(r.parameters["nodes"], r.parameters["walk.kill_probability"]) for r in plan.runs]
+    assert values == [(n, p) for n in (20, 30, 40) for p in (0.01, pytest.approx(0.1))]
+    assert {r.parameters["metrics.sample_every"] for r in plan.runs} == {5.0}
+    assert plan.spec.repetitions == 1 and plan.spec.name == "tiny-walk"
+
+
+@pytest.mark.parametrize(
+    ("sweep", "expected"),
+    [
+        (
+            "sweep:\n  grid: {walk.nonsense: [1, 2]}\n",
+            "sweep.grid: walk.nonsense is not a key of the scenario (keys of walk: kind,",
+        ),
+        (
+            "sweep:\n  grid: {dola.epsilon: [1, 2]}\n",
+            "dola.epsilon is not a key of the scenario (the scenario has no dola section)",
+        ),
+        ("sweep:\n  grid: {}\n", "sweep.grid: the grid is empty"),
+        ("sweep:\n  repetitions: 2\n", "sweep.grid: the grid is empty"),
+        ("sweep:\n  grid: {nodes: []}\n", "sweep.grid.nodes: no values; give at least one"),
+        (
+            "sweep:\n  grid: {nodes: [10]}\n  repetitions: 0\n",
+            "sweep.repetitions: 0; repetitions is an integer >= 1",
+        ),
+        (
+            "sweep:\n  grid: {nodes: [10]}\n  repeats: 2\n",
+            "sweep.repeats: unknown key; allowed keys here: name, grid, derived, repetitions",
+        ),
+        ("sweep:\n  grid: {walk: [1]}\n", "walk is a section; sweep one of its keys"),
+        (
+            "sweep:\n  grid: {nodes: [10]}\n  derived: {walk.timeout: 12s}\n",
+            "sweep.derived.walk.timeout: '12s'; a derived value is a string '= expression'",
+        ),
+        (
+            'sweep:\n  grid: {walk.timeout: ["= walk.transfer_time + open(1)"]}\n',
+            "unknown function 'open'",
+        ),
+        (
+            'sweep:\n  grid: {walk.timeout: ["= walk.transfer_tim + 1"]}\n',
+            "walk.transfer_tim is not a key of the scenario",
+        ),
+        (
+            "sweep:\n  grid: {walk.timeout: [500ms]}\n",
+            "sweep point (walk.timeout='500ms'): invalid scenario",
+        ),
+        ("sweep:\n  grid: {nodes: {from: 1, to: 3}}\n", "exactly one of step or count"),
+    ],
+)
+def test_bad_sweeps_end_in_one_message_before_any_run(tmp_path, capsys, sweep, expected):
+    out = tmp_path / "out"
+    err = cli_error(capsys, "sweep", sweep_file(tmp_path, sweep), "--out", out, "--workers", 1)
+    assert expected in err, err
+    assert str(tmp_path / "sweep.yaml") in err
+    assert not out.exists()  # nothing started
+
+
+def test_a_sweep_needs_a_seed_and_a_sweep_section(tmp_path, capsys):
+    no_seed = sweep_file(tmp_path, base=BASE.replace("seed: 7\n", ""))
+    assert "a sweep needs the scenario's seed" in cli_error(capsys, "sweep", no_seed)
+    plain = write(tmp_path / "plain.yaml", BASE)
+    assert "no sweep section" in cli_error(capsys, "sweep", plain)
+    assert "--workers 0" in cli_error(capsys, "sweep", sweep_file(tmp_path), "--workers", 0)
+
+
+def test_run_and_validate_take_the_base_scenario_of_a_sweep_file(tmp_path, capsys):
+    path = sweep_file(tmp_path)
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "valid sweep 'tiny-walk': 8 points x 2 repetitions = 16 runs" in out
+
+
+# --- running -----------------------------------------------------------------------------
+
+
+class InterruptAfter:
+    """A backend that runs tasks in this process and 'presses Ctrl-C' after ``count`` runs."""
+
+    description = "test"
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.ran: list[int] = []
+
+    def run(self, tasks: list[RunTask]) -> Iterator[RunOutcome]:
+        for task in tasks:
+            if len(self.ran) == self.count:
+                raise KeyboardInterrupt
+            self.ran.append(task.run)
+            yield from ProcessPool(1).run([task])
+
+
+def small_sweep(tmp_path: Path) -> Path:
+    return sweep_file(
+        tmp_path, "sweep:\n  grid:\n    walk.kill_probability: [0, 0.05, 0.1]\n  repetitions: 2\n"
+    )
+
+
+def test_an_interrupted_sweep_resumes_with_exactly_the_missing_runs(tmp_path):
+    plan = plan_sweep(small_sweep(tmp_path))
+    out = tmp_path / "out"
+    first = InterruptAfter(4)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(plan, out=out, backend=first)
+    runs_dir = out / "tiny-walk" / RUNS
+    assert sorted(p.name for p in runs_dir.iterdir()) == sorted(
+        plan.runs[i].run_id for i in first.ran
+    )  # only complete runs; no staging directories
+    manifest = json.loads((out / "tiny-walk" / "sweep.json").read_text())
+    assert manifest["status"] == "incomplete" and manifest["complete"] == 4
+    second = InterruptAfter(99)
+    result = run_sweep(plan, out=out, backend=second)
+    assert second.ran == [r.run for r in plan.runs if r.run not in first.ran]
+    assert result.progress.already_done == 4 and result.progress.complete == 2
+    assert all(is_done(run, runs_dir) for run in plan.runs)
+    assert json.loads((out / "tiny-walk" / "sweep.json").read_text())["status"] == "complete"
+    third = InterruptAfter(99)
+    run_sweep(plan, out=out, backend=third)
+    assert third.ran == []  # nothing repeated
+
+
+def test_a_changed_scenario_is_not_taken_for_a_finished_run(tmp_path):
+    plan = plan_sweep(small_sweep(tmp_path))
+    run_sweep(plan, out=tmp_path, backend=InterruptAfter(99))
+    runs_dir = tmp_path / "tiny-walk" / RUNS
+    first = runs_dir / plan.runs[0].run_id
+    manifest = json.loads((first / "manifest.json").read_text())
+    manifest["scenario_hash"] = "0" * 64
+    (first / "manifest.json").write_text(json.dumps(manifest))
+    assert not is_done(plan.runs[0], runs_dir) and is_done(plan.runs[1], runs_dir)
+
+
+def test_a_failing_run_is_recorded_and_the_others_complete(tmp_path, capsys):
+    broken = write(tmp_path / "broken.csv", "node,start,end\n0,10,oops\n")
+    path = sweep_file(tmp_path, f"sweep:\n  grid:\n    churn.path: [{TRACE}, {broken}]\n")
+    out = tmp_path / "out"
+    code = main(["sweep", str(path), "--out", str(out), "--workers", "1", "-q"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "1 of 2 runs failed" in captured.err and "Traceback" not in captured.err
+    status = collect_status(out / "tiny-walk")
+    assert status["status"].tolist() == ["complete", "failed"]
+    assert "broken.csv" in status["error"].iloc[1]
+    record = json.loads((out / "tiny-walk" / "failures" / f"{status.run_id[1]}.json").read_text())
+    assert record["point"] == 1 and "TraceError" in record["error"] and record["traceback"]
+    assert set(collect(out / "tiny-walk", write=False)["point"]) == {0}
+
+
+def _tables(sweep_dir: Path) -> dict[str, bytes]:
+    """Every table file of every run, by run id and name (manifests hold wall times)."""
+    return {
+        f"{run.name}/{table.name}": table.read_bytes()
+        for run in sorted((sweep_dir / RUNS).iterdir())
+        for table in sorted(run.glob("*.parquet"))
+    }
+
+
+def test_the_process_pool_and_a_dask_local_cluster_give_identical_tables(tmp_path, capsys):
+    distributed = pytest.importorskip("distributed")
+    path = small_sweep(tmp_path)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "pool"), "--workers", "2"]) == 0
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        code = main(
+            ["sweep", str(path), "--out", str(tmp_path / "dask"), "--scheduler",
+             cluster.scheduler_address]
+        )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Dask scheduler" in captured.err and "(2 workers)" in captured.err
+    pool, dask = tmp_path / "pool" / "tiny-walk", tmp_path / "dask" / "tiny-walk"
+    assert len(_tables(pool)) > 6 and _tables(pool) == _tables(dask)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(pool / "results.parquet"), pd.read_parquet(dask / "results.parquet")
+    )
+    plan = pq.read_table(pool / PLAN).to_pandas()
+    assert plan.equals(pq.read_table(dask / PLAN).to_pandas())
+    long = collect(pool, write=False)
+    assert set(long["run_id"]) == set(plan["run_id"])
+
+
+def test_an_unreachable_scheduler_is_one_message_before_any_run(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    out = tmp_path / "out"
+    err = cli_error(
+        capsys, "sweep", small_sweep(tmp_path), "--out", out, "--scheduler", "tcp://127.0.0.1:9"
+    )
+    assert "--scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler" in err
+    assert not out.exists()
+
+
+def test_ctrl_c_stops_the_pool_keeps_finished_runs_and_the_same_command_resumes(tmp_path):
+    path = sweep_file(
+        tmp_path,
+        "sweep:\n  grid:\n    walk.kill_probability: {from: 0, to: 0.1, count: 6}\n",
+        base=BASE.replace("duration: 2min", "duration: 20min"),
+    )
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "netsim", "sweep", str(path), "--out", str(out)]
+    process = subprocess.Popen(
+        [*command, "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    runs_dir = out / "tiny-walk" / RUNS
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if runs_dir.is_dir() and any(is_complete_run(p) for p in runs_dir.iterdir()):
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Run the same command again to resume" in err
+    kept = sorted(p.name for p in runs_dir.iterdir())
+    assert kept and all(is_complete_run(runs_dir / name) for name in kept)  # no partial dirs
+    assert len(kept) < 6
+    again = subprocess.run(
+        [*command, "--workers", "1"], capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"{6 - len(kept)} ran, {len(kept)} were already complete, 0 failed" in again.stderr
+    assert len(list(runs_dir.iterdir())) == 6
