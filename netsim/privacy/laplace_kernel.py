@@ -5,9 +5,9 @@ Laplace variate decides the round time. ``Generator.laplace`` takes ≈ 44 ns a 
 ziggurat exponential plus a separate sign pass ≈ 7 ns; this module ≈ 4–5 ns:
 
 * the 64-bit words are those of the caller's ``numpy.random.PCG64`` (XSL-RR output of a
-  128-bit LCG, O'Neill 2014), computed here in four interleaved lanes and the generator then
-  advanced past the words used, so the stream stays the one the simulation's named stream
-  owns and nothing global is used;
+  128-bit LCG, O'Neill 2014), computed here with a 128-bit multiply and the generator's state
+  written back after the last word used, so the stream stays the one the simulation's named
+  stream owns and nothing global is used;
 * each word gives a standard exponential by the ziggurat of Marsaglia & Tsang (2000, J. Stat.
   Softw. 5(8)) with 256 layers — bits 11–63 the abscissa, bits 3–10 the layer, as numpy's
   ``random_standard_exponential`` uses them — and bit 0 the sign; the rare wedge and tail
@@ -34,7 +34,6 @@ _MANTISSA = 2.0**53
 
 _PCG_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645  # numpy's PCG64 (pcg64.h)
 _LOW64 = 2**64 - 1
-_LOW128 = 2**128 - 1
 
 
 def exponential_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -105,36 +104,30 @@ def _output(high: np.uint64, low: np.uint64) -> np.uint64:
     return (folded >> rotation) | (folded << ((np.uint64(64) - rotation) & np.uint64(63)))
 
 
-@njit(cache=True)
-def _fill_words(lanes: np.ndarray, jump: np.ndarray, block: np.ndarray) -> None:
-    """The next ``block.size`` (a multiple of 4) words of the stream, in order.
+@njit(inline="always")
+def _next_word(
+    high: np.uint64, low: np.uint64, constants: np.ndarray
+) -> tuple[np.uint64, np.uint64, np.uint64]:
+    """One PCG64 step: the new state (high, low) and its output word. ``constants`` holds
+    (multiplier high, multiplier low, increment high, increment low): arguments, not globals,
+    which numba would fold into slower code."""
+    high, low = _lcg128(high, low, constants[0], constants[1], constants[2], constants[3])
+    return high, low, _output(high, low)
 
-    Lane j holds the state that yields word j of the block; all four advance by four steps
-    at once (multiplier M⁴ and increment c·(1 + M + M² + M³) in ``jump``), so the four 128-bit
-    multiplies of a step are independent and overlap instead of waiting on each other."""
-    h0, l0, h1, l1 = lanes[0, 0], lanes[0, 1], lanes[1, 0], lanes[1, 1]
-    h2, l2, h3, l3 = lanes[2, 0], lanes[2, 1], lanes[3, 0], lanes[3, 1]
-    mh, ml, ch, cl = jump[0], jump[1], jump[2], jump[3]
-    for k in range(0, block.size, 4):
-        block[k] = _output(h0, l0)
-        block[k + 1] = _output(h1, l1)
-        block[k + 2] = _output(h2, l2)
-        block[k + 3] = _output(h3, l3)
-        h0, l0 = _lcg128(h0, l0, mh, ml, ch, cl)
-        h1, l1 = _lcg128(h1, l1, mh, ml, ch, cl)
-        h2, l2 = _lcg128(h2, l2, mh, ml, ch, cl)
-        h3, l3 = _lcg128(h3, l3, mh, ml, ch, cl)
-    lanes[0, 0], lanes[0, 1], lanes[1, 0], lanes[1, 1] = h0, l0, h1, l1
-    lanes[2, 0], lanes[2, 1], lanes[3, 0], lanes[3, 1] = h2, l2, h3, l3
+
+@njit(cache=True)
+def _fill_words(state: np.ndarray, constants: np.ndarray, out: np.ndarray) -> None:
+    """The next ``out.size`` words of the PCG64 whose state is ``state`` (advanced)."""
+    high, low = state[0], state[1]
+    for k in range(out.size):
+        high, low, out[k] = _next_word(high, low, constants)
+    state[0], state[1] = high, low
 
 
 @njit(inline="always")
 def _unit_interval(word: np.uint64) -> float:
     """A uniform double in [0, 1) from the top 53 bits of a word (numpy's next_double)."""
     return np.float64(np.int64(word >> np.uint64(11))) * (1.0 / 9007199254740992.0)
-
-
-_BLOCK = 512  # words generated ahead: 4 kB, stays in L1
 
 
 @njit(inline="always")
@@ -148,122 +141,67 @@ def _attempt(word: np.uint64, width: np.ndarray) -> tuple[float, float, np.uint6
 
 
 @njit(cache=True)
-def _rare_case(
-    x: float,
-    layer: np.uint64,
-    lanes: np.ndarray,
-    jump: np.ndarray,
-    block: np.ndarray,
-    at: int,
-    keep: np.ndarray,
-    width: np.ndarray,
-    density: np.ndarray,
-    tail_start: float,
-) -> tuple[float, float, int, int]:
-    """Finish a draw whose first word fell outside the next layer up (≈ 1.1% of words):
-    the tail (layer 0, r − log(1 − U)), the wedge test, or new attempts after a rejection.
-    Returns (magnitude, sign of a new attempt or 0 for the first word's, next unused word of
-    ``block``, how many times the block was refilled)."""
-    sign = 0.0
-    refills = 0
-    while True:
-        if at >= block.size:
-            _fill_words(lanes, jump, block)
-            at = 0
-            refills += 1
-        uniform = _unit_interval(block[at])
-        at += 1
-        if layer == 0:  # the tail beyond r, by memorylessness
-            return tail_start - math.log1p(-uniform), sign, at, refills
-        if (density[layer - 1] - density[layer]) * uniform + density[layer] < math.exp(-x):
-            return x, sign, at, refills  # under the curve in the wedge
-        if at >= block.size:  # rejected: a new attempt from the next word
-            _fill_words(lanes, jump, block)
-            at = 0
-            refills += 1
-        sign, x, word, layer = _attempt(block[at], width)
-        at += 1
-        if word < keep[layer]:
-            return x, sign, at, refills
-
-
-@njit(cache=True)
 def _add_laplace(
     out: np.ndarray,
     source: np.ndarray,
     scale: float,
-    lanes: np.ndarray,
-    jump: np.ndarray,
+    state: np.ndarray,
+    constants: np.ndarray,
     keep: np.ndarray,
     width: np.ndarray,
     density: np.ndarray,
     tail_start: float,
-) -> int:
-    """out[k] = source[k] + scale·S·E for every k (flat arrays); returns the words used.
+) -> None:
+    """out[k] = source[k] + scale·S·E for every k (flat arrays), the words from ``state``.
 
-    The common case is a straight loop: one word, one table lookup, one comparison. The
-    rare cases are a call, so they do not slow the loop down (measured: a retry loop around
-    every draw cost twice as much)."""
-    block = np.empty(_BLOCK, dtype=np.uint64)
-    at = _BLOCK
-    used = 0
+    The LCG step of the next draw does not wait for this draw's table lookups, so the two
+    overlap; generating the words ahead in blocks, or in four interleaved lanes, was slower
+    (measured)."""
+    high, low = state[0], state[1]
     for k in range(out.size):
-        if at >= _BLOCK:
-            _fill_words(lanes, jump, block)
-            used += _BLOCK
-            at = 0
-        sign, x, word, layer = _attempt(block[at], width)
-        at += 1
-        if word >= keep[layer]:
-            x, rare_sign, at, refills = _rare_case(
-                x, layer, lanes, jump, block, at, keep, width, density, tail_start
-            )
-            sign = sign if rare_sign == 0.0 else rare_sign
-            used += refills * _BLOCK
+        while True:
+            high, low, word = _next_word(high, low, constants)
+            sign, x, integer, layer = _attempt(word, width)
+            if integer < keep[layer]:  # inside the next layer up: ≈ 98.9% of words
+                break
+            high, low, word = _next_word(high, low, constants)
+            uniform = _unit_interval(word)
+            if layer == 0:  # the tail beyond r, by memorylessness
+                x = tail_start - math.log1p(-uniform)
+                break
+            if (density[layer - 1] - density[layer]) * uniform + density[layer] < math.exp(-x):
+                break  # under the curve in the wedge; otherwise a new attempt
         out[k] = source[k] + scale * sign * x
-    return used - _BLOCK + at  # the words of the last block that were not used are not spent
+    state[0], state[1] = high, low
 
 
 def _pair(value: int) -> tuple[int, int]:
     return value >> 64, value & _LOW64
 
 
-def pcg64_lanes(bit_generator: np.random.PCG64) -> tuple[np.ndarray, np.ndarray]:
-    """The four lane states (the states that yield the generator's next four words) and the
-    four-step jump (M⁴, c·(1 + M + M² + M³)) of a numpy PCG64, which is left untouched."""
+def _pcg64_arrays(bit_generator: np.random.PCG64) -> tuple[np.ndarray, np.ndarray]:
+    """The LCG state (high, low) and the constants (M, increment) of a numpy PCG64."""
     inner = bit_generator.state["state"]
-    state, increment = int(inner["state"]), int(inner["inc"])
-    lanes = np.zeros((4, 2), dtype=np.uint64)
-    for j in range(4):
-        state = (state * _PCG_MULTIPLIER + increment) & _LOW128
-        lanes[j] = _pair(state)
-    multiplier, offset = 1, 0
-    for _ in range(4):  # x ↦ M·x + c composed four times
-        multiplier, offset = (
-            (multiplier * _PCG_MULTIPLIER) & _LOW128,
-            (offset * _PCG_MULTIPLIER + increment) & _LOW128,
-        )
-    jump = np.array([*_pair(multiplier), *_pair(offset)], dtype=np.uint64)
-    return lanes, jump
+    state = np.array(_pair(int(inner["state"])), dtype=np.uint64)
+    constants = np.array([*_pair(_PCG_MULTIPLIER), *_pair(int(inner["inc"]))], dtype=np.uint64)
+    return state, constants
+
+
+def _store(bit_generator: np.random.PCG64, state: np.ndarray) -> None:
+    """Write the LCG state back (a buffered 32-bit half stays as it was)."""
+    full = bit_generator.state
+    full["state"]["state"] = (int(state[0]) << 64) | int(state[1])
+    bit_generator.state = full
 
 
 def pcg64_words(bit_generator: np.random.PCG64, count: int) -> np.ndarray:
     """The generator's next ``count`` words, computed here; the generator is advanced past
     them (exactly where ``random_raw(count)`` would leave it)."""
-    lanes, jump = pcg64_lanes(bit_generator)
-    words = np.empty(-(-count // 4) * 4, dtype=np.uint64)
-    _fill_words(lanes, jump, words)
-    _advance(bit_generator, count)
-    return words[:count]
-
-
-def _advance(bit_generator: np.random.PCG64, words: int) -> None:
-    """Advance by ``words`` draws, keeping a buffered 32-bit half as it was."""
-    before = bit_generator.state
-    bit_generator.advance(words)
-    after = bit_generator.state
-    after["has_uint32"], after["uinteger"] = before["has_uint32"], before["uinteger"]
-    bit_generator.state = after
+    state, constants = _pcg64_arrays(bit_generator)
+    words = np.empty(count, dtype=np.uint64)
+    _fill_words(state, constants, words)
+    _store(bit_generator, state)
+    return words
 
 
 def add_laplace_pcg64(
@@ -271,8 +209,6 @@ def add_laplace_pcg64(
 ) -> None:
     """out = source + i.i.d. Laplace(0, scale) (flat, C-contiguous float64), the words drawn
     from ``bit_generator``, which is advanced past them."""
-    lanes, jump = pcg64_lanes(bit_generator)
-    used = _add_laplace(
-        out, source, float(scale), lanes, jump, _KEEP, _WIDTH, _DENSITY, _TAIL_START
-    )
-    _advance(bit_generator, int(used))
+    state, constants = _pcg64_arrays(bit_generator)
+    _add_laplace(out, source, float(scale), state, constants, _KEEP, _WIDTH, _DENSITY, _TAIL_START)
+    _store(bit_generator, state)
