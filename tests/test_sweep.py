@@ -132,6 +132,7 @@ sweep:
             "sweep.repeats: unknown key; allowed keys here: name, grid, derived, repetitions",
         ),
         ("sweep:\n  grid: {walk: [1]}\n", "walk is a section; sweep one of its keys"),
+        ("sweep:\n  grid: {seed: [1, 2]}\n", "seed cannot be swept; every run's seed is derived"),
         (
             "sweep:\n  grid: {nodes: [10]}\n  derived: {walk.timeout: 12s}\n",
             "sweep.derived.walk.timeout: '12s'; a derived value is a string '= expression'",

@@ -5,11 +5,17 @@ figures whose tables the runs have — walk counts, accuracy, regret, privacy sp
 nodes — and writes ``report.md`` with the grid, the failed runs, a table of the one-row summary
 metrics per grid point and the figures. Every line of a figure is one grid point: the mean over
 its repetitions, with a band for the Student t confidence interval of the mean when it has
-several (:func:`netsim.analysis.collect.summarize`).
+several (:func:`netsim.analysis.collect.summarize`). Long series (more than
+:data:`LONG_SERIES_SAMPLES` samples a run) are first averaged per run into at most
+:data:`MAX_LONG_SERIES_BINS` equal time bins, as the title says; a panel whose positive means
+span more than :data:`LOG_Y_OVER_DECADES` decades gets a logarithmic y-axis. Lines are told
+apart by colour, and in grids of more than ten points also by line style (one varying
+parameter) — see :func:`point_styles`.
 """
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,15 +35,25 @@ from netsim.analysis.collect import (
     run_status,
     summarize,
 )
-from netsim.analysis.figures import _pyplot, save_figure
-from netsim.storage import atomic_write_text
-from netsim.units import HOUR
+from netsim.analysis.figures import _pyplot
+from netsim.storage import atomic_write_bytes, atomic_write_text
+from netsim.units import DAY, HOUR, MINUTE
 
 REPORT_FILE = "report.md"
 REPORT_DIR = "report"
 CONFIDENCE = 0.95
 #: At most this many time bins when the runs' time stamps differ (e.g. accuracy evaluations).
 MAX_TIME_BINS = 100
+#: A run with more samples than this on a curve's axis is averaged into at most
+#: :data:`MAX_LONG_SERIES_BINS` equal bins first: a dozen lines of a few hundred noisy samples
+#: each cannot be told apart.
+LONG_SERIES_SAMPLES = 150
+MAX_LONG_SERIES_BINS = 120
+#: A panel's y-axis is logarithmic when the positive means span more decades than this.
+LOG_Y_OVER_DECADES = 2.0
+DPI = 110
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
 @dataclass(frozen=True)
@@ -152,28 +168,94 @@ def varying_parameters(source: SweepSource) -> list[str]:
     return [p for p in source.parameters if points[p].nunique(dropna=False) > 1]
 
 
+def short_names(keys: Sequence[str]) -> dict[str, str]:
+    """Each dotted key by its shortest ending of whole components that no other key shares
+    (``walk.timeout`` -> ``timeout``, but ``a.rate`` and ``b.rate`` stay as they are)."""
+    names = {}
+    for key in keys:
+        parts = key.split(".")
+        for length in range(1, len(parts) + 1):
+            suffix = parts[-length:]
+            if not any(other != key and other.split(".")[-length:] == suffix for other in keys):
+                break
+        names[key] = ".".join(suffix)
+    return names
+
+
 def point_labels(source: SweepSource) -> dict[int, str]:
-    """How each grid point is named in legends: the parameters that vary (``key=value``)."""
+    """How each grid point is named in legends: the parameters that vary, by their shortest
+    unambiguous name (``transfer_time=0.1, timeout=1.1, kill_probability=0``)."""
     varying = varying_parameters(source)
+    names = short_names(varying)
     labels = {}
     for _, row in source.plan.drop_duplicates("point").iterrows():
-        parts = [f"{p}={format_value(row[p])}" for p in varying]
+        parts = [f"{names[p]}={format_value(row[p])}" for p in varying]
         labels[int(row["point"])] = ", ".join(parts) if parts else source.name
     return labels
 
 
-def point_colours(points: Sequence[int]) -> dict[int, object]:
-    """A fixed colour per grid point, the same in every figure."""
+@dataclass(frozen=True)
+class LineStyle:
+    """How one grid point is drawn, the same in every figure."""
+
+    colour: object
+    linestyle: str = "-"
+    marker: str = "o"
+
+
+def _style_parameter(rows: pd.DataFrame, varying: Sequence[str]) -> str | None:
+    """The parameter to draw as line style: the one with the fewest values (2–4) for which the
+    other varying parameters need at most 10 colours, then the one needing the fewest colours,
+    then the later one (the grid's inner loop); None when there is none such."""
+    best, best_key = None, None
+    for parameter in varying:
+        values = rows[parameter].nunique(dropna=False)
+        if not 2 <= values <= len(LINE_STYLES):
+            continue
+        others = [p for p in varying if p != parameter]
+        colours = len(rows[others].drop_duplicates()) if others else 1
+        key = (values, colours)
+        if colours <= 10 and (best_key is None or key <= best_key):
+            best, best_key = parameter, key
+    return best
+
+
+def point_styles(source: SweepSource) -> dict[int, LineStyle]:
+    """A colour, line style and marker per grid point. Up to 10 points: one tab10 colour each.
+    More: one colour per value of all but one varying parameter and a line style (and marker)
+    per value of that one, when it works out to at most 10 colours; else tab20 (up to 20
+    points) or viridis, with the line styles cycling so that neighbouring colours differ."""
     plt = _pyplot()
-    ordered = sorted(points)
-    if len(ordered) <= 10:
+    rows = source.plan.drop_duplicates("point").sort_values("point").reset_index(drop=True)
+    points = [int(p) for p in rows["point"]]
+    if len(points) <= 10:
         cmap = plt.get_cmap("tab10")
-        return {p: cmap(i) for i, p in enumerate(ordered)}
-    if len(ordered) <= 20:
+        return {p: LineStyle(cmap(i), "-", MARKERS[i]) for i, p in enumerate(points)}
+    varying = varying_parameters(source)
+    by_style = _style_parameter(rows, varying)
+    if by_style is not None:
+        others = [p for p in varying if p != by_style]
+        groups = (
+            rows.groupby(others, sort=False, dropna=False).ngroup().to_numpy()
+            if others
+            else np.zeros(len(rows), dtype=int)
+        )
+        values, _ = pd.factorize(rows[by_style], use_na_sentinel=False)
+        cmap = plt.get_cmap("tab10")
+        return {
+            p: LineStyle(cmap(int(group)), LINE_STYLES[k], MARKERS[k])
+            for p, group, k in zip(points, groups, values, strict=True)
+        }
+    if len(points) <= 20:
         cmap = plt.get_cmap("tab20")
-        return {p: cmap(i) for i, p in enumerate(ordered)}
-    cmap = plt.get_cmap("viridis")
-    return {p: cmap(i / (len(ordered) - 1)) for i, p in enumerate(ordered)}
+        colours = [cmap(i) for i in range(len(points))]
+    else:
+        cmap = plt.get_cmap("viridis")
+        colours = [cmap(i / (len(points) - 1)) for i in range(len(points))]
+    return {
+        p: LineStyle(colours[i], LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)])
+        for i, p in enumerate(points)
+    }
 
 
 def repetitions_text(counts: Sequence[int]) -> str:
@@ -196,29 +278,110 @@ def _aligned(samples: pd.DataFrame, axis: str) -> bool:
     return bool((runs_at.to_numpy() == expected).all())
 
 
-def _on_common_grid(samples: pd.DataFrame, axis: str) -> pd.DataFrame:
-    """``samples`` with ``axis`` snapped to the centres of equal bins, about as many as a run
-    has distinct values (at most :data:`MAX_TIME_BINS`), so repetitions whose time stamps
-    differ can be averaged."""
+NICE_TIME_WIDTHS = (
+    *(m * 10.0**e for e in range(-3, 1) for m in (1, 2, 5)),
+    10.0, 15.0, 20.0, 30.0,
+    MINUTE, 2 * MINUTE, 5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 20 * MINUTE, 30 * MINUTE,
+    HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, DAY,
+)  # fmt: skip
+
+
+def _one_two_five(raw: float) -> float:
+    """The smallest 1, 2 or 5 × 10^k not below ``raw`` (> 0)."""
+    exponent = math.floor(math.log10(raw))
+    for mantissa in (1, 2, 5, 10):
+        width = mantissa * 10.0**exponent
+        if width >= raw * (1 - 1e-9):
+            return width
+    return 10.0 ** (exponent + 1)  # pragma: no cover - the loop always returns
+
+
+def _nice_width(raw: float, axis: str) -> float:
+    """A round bin width not below ``raw``: 30 s, 5 min, 2 h … on the time axis, 1, 2 or 5 ×
+    10^k rounds (at least one) on the round axis."""
+    if axis == "time":
+        for width in NICE_TIME_WIDTHS:
+            if width >= raw * (1 - 1e-9):
+                return width
+        return _one_two_five(raw / DAY) * DAY
+    return max(1.0, _one_two_five(raw))
+
+
+def _width_text(width: float, axis: str) -> str:
+    if axis != "time":
+        return f"{width:g} round" + ("" if width == 1 else "s")
+    for unit, name in ((DAY, "d"), (HOUR, "h"), (MINUTE, "min"), (1.0, "s")):
+        if width >= unit:
+            return f"{width / unit:g} {name}"
+    return f"{width * 1e3:g} ms"
+
+
+@dataclass(frozen=True)
+class Binning:
+    """Equal bins of a curve's axis into which each run's samples are averaged first."""
+
+    axis: str
+    origin: float
+    width: float
+    bins: int
+
+    def text(self) -> str:
+        return _width_text(self.width, self.axis)
+
+    def apply(self, samples: pd.DataFrame) -> pd.DataFrame:
+        """``samples`` with the axis snapped to the centre of its bin."""
+        x = samples[self.axis].to_numpy(dtype=float)
+        index = np.clip(np.floor((x - self.origin) / self.width), 0, self.bins - 1)
+        return samples.assign(**{self.axis: self.origin + (index + 0.5) * self.width})
+
+
+def curve_binning(samples: pd.DataFrame, axis: str) -> Binning | None:
+    """How to bin ``samples`` on ``axis`` before averaging, or None to keep every x.
+
+    Long series (a typical run has more than :data:`LONG_SERIES_SAMPLES` distinct x) go into
+    at most :data:`MAX_LONG_SERIES_BINS` bins; runs sampled at differing x into about as many
+    bins as a run has x (at most :data:`MAX_TIME_BINS`), so that repetitions can be averaged.
+    The width is rounded up to a round number (30 s, 5 min, 10 rounds …)."""
     distinct = samples.drop_duplicates(["run", axis]).groupby("run")[axis].size()
-    bins = int(min(MAX_TIME_BINS, max(2, np.median(distinct.to_numpy()))))
+    typical = float(np.median(distinct.to_numpy()))
+    if typical > LONG_SERIES_SAMPLES:
+        target = MAX_LONG_SERIES_BINS
+    elif not _aligned(samples, axis):
+        target = int(min(MAX_TIME_BINS, max(2, typical)))
+    else:
+        return None
     low, high = float(samples[axis].min()), float(samples[axis].max())
-    if high <= low:
-        return samples
-    width = (high - low) / bins
-    index = np.clip(np.floor((samples[axis].to_numpy() - low) / width), 0, bins - 1)
-    return samples.assign(**{axis: low + (index + 0.5) * width})
+    if not high > low:
+        return None
+    width = _nice_width((high - low) / target, axis)
+    origin = math.floor(low / width) * width
+    bins = max(1, math.ceil((high - origin) / width - 1e-9))
+    return Binning(axis, origin, width, bins)
 
 
-def curve_statistics(long: pd.DataFrame, curve: Curve) -> pd.DataFrame:
+@dataclass(frozen=True)
+class CurveStatistics:
+    """A panel's statistics per grid point and x, and how its runs were binned (if at all)."""
+
+    frame: pd.DataFrame
+    binning: Binning | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.frame.empty
+
+
+def curve_statistics(long: pd.DataFrame, curve: Curve) -> CurveStatistics:
     """Per grid point and ``curve.axis`` value: n, mean and CI over repetitions of the metric,
-    after averaging each run over its series (and over time bins when runs' times differ)."""
+    after averaging each run over its series and, for long series or runs whose x differ, over
+    equal bins of the axis (:func:`curve_binning`)."""
     samples = long[(long["table"] == curve.table) & (long["metric"] == curve.metric)]
     samples = samples.dropna(subset=[curve.axis])
     if samples["value"].isna().all():
-        return pd.DataFrame()
-    if not _aligned(samples, curve.axis):
-        samples = _on_common_grid(samples, curve.axis)
+        return CurveStatistics(pd.DataFrame())
+    binning = curve_binning(samples, curve.axis)
+    if binning is not None:
+        samples = binning.apply(samples)
     samples = samples.dropna(subset=["value"])  # after the check: a missing value is no shift
     parameters = parameter_columns(long)
     per_run = (
@@ -233,19 +396,41 @@ def curve_statistics(long: pd.DataFrame, curve: Curve) -> pd.DataFrame:
     # over two repetitions is 12.7 standard errors wide and would flatten every line)
     extent = per_run.groupby(["point", curve.axis])["value"].agg(run_min="min", run_max="max")
     statistics = statistics.merge(extent.reset_index(), on=["point", curve.axis], how="left")
-    return statistics.rename(columns={curve.axis: "x"}).sort_values(["point", "x"])
+    frame = statistics.rename(columns={curve.axis: "x"}).sort_values(["point", "x"])
+    return CurveStatistics(frame, binning)
 
 
-def _log_x(statistics: list[pd.DataFrame], decades: float | None) -> bool:
+def _log_x(statistics: list[CurveStatistics], decades: float | None) -> bool:
     if decades is None:
         return False
-    x = np.concatenate([s["x"].to_numpy() for s in statistics])
+    x = np.concatenate([s.frame["x"].to_numpy() for s in statistics])
     positive = x[x > 0]
     return positive.size > 0 and positive.max() / positive.min() > 10**decades
 
 
-def _limit_to_runs(ax, statistics: pd.DataFrame) -> None:
+def _log_y(frame: pd.DataFrame) -> bool:
+    """True iff the positive means of a panel span more than :data:`LOG_Y_OVER_DECADES`
+    decades and none is negative (a log axis would hide it; zeros are left out)."""
+    means = frame["mean"].to_numpy(dtype=float)
+    means = means[np.isfinite(means)]
+    if (means < 0).any():
+        return False
+    positive = means[means > 0]
+    return positive.size > 1 and positive.max() / positive.min() > 10**LOG_Y_OVER_DECADES
+
+
+def _limit_to_runs(ax, statistics: pd.DataFrame, log: bool = False) -> None:
     """Cut confidence bands that reach beyond every run's values at the axes' edge."""
+    if log:
+        values = statistics[["run_min", "run_max", "mean"]].to_numpy(dtype=float).ravel()
+        values = values[np.isfinite(values) & (values > 0)]
+        if not values.size:
+            return
+        low, high = float(values.min()), float(values.max())
+        pad = (high / low) ** 0.04 if high > low else 2.0
+        bottom, top = ax.get_ylim()
+        ax.set_ylim(max(bottom, low / pad), min(top, high * pad))
+        return
     low, high = float(statistics["run_min"].min()), float(statistics["run_max"].max())
     if not (math.isfinite(low) and math.isfinite(high)):
         return
@@ -254,14 +439,71 @@ def _limit_to_runs(ax, statistics: pd.DataFrame) -> None:
     ax.set_ylim(max(bottom, low - pad), min(top, high + pad))
 
 
+def _log_label(label: str) -> str:
+    """``label`` saying its axis is logarithmic: "steps (number)" -> "steps (number, log
+    scale)"."""
+    if label.endswith(")"):
+        return f"{label[:-1]}, log scale)"
+    return f"{label} (log scale)"
+
+
+def _binning_text(panels: Sequence[Curve], statistics: Sequence[CurveStatistics]) -> str:
+    """What the figure's runs were averaged over before the mean, or "" if nothing."""
+    binned = [(c, s.binning) for c, s in zip(panels, statistics, strict=True) if s.binning]
+    if not binned:
+        return ""
+    widths = {b.text() for _, b in binned}
+    if len(binned) == len(panels) and len(widths) == 1:
+        return f"each run's samples first averaged per {widths.pop()}"
+    return "; ".join(f"{c.metric}: each run first averaged per {b.text()}" for c, b in binned)
+
+
+def _fit_legend(fig, handles, names, max_columns: int = 4):
+    """A legend below the axes with as many columns (up to ``max_columns``) as fit the
+    figure's width; one column when even two do not (saving with a tight bounding box then
+    keeps it whole)."""
+    renderer = fig.canvas.get_renderer()
+    limit = 0.98 * fig.bbox.width
+    for columns in range(min(max_columns, len(names)), 0, -1):
+        legend = fig.legend(
+            handles,
+            names,
+            loc="outside lower center",
+            ncols=columns,
+            fontsize=8,
+            frameon=False,
+            handlelength=3.2,  # long enough to show a dashed or dotted line
+        )
+        if columns == 1 or legend.get_window_extent(renderer).width <= limit:
+            return legend
+        legend.remove()
+    return None  # pragma: no cover - the loop always returns
+
+
+def _save(fig, out: Path) -> Path:
+    """Write ``fig`` to the PNG ``out`` atomically, cropped to what is drawn (a legend wider
+    than the figure is not cut), and close it."""
+    plt = _pyplot()
+    try:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.12)
+    finally:
+        plt.close(fig)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out, buffer.getvalue())
+    return out
+
+
 def _draw_curve_figure(
     spec: FigureSpec,
-    statistics: list[pd.DataFrame],
+    statistics: list[CurveStatistics],
     labels: dict[int, str],
-    colours: dict[int, object],
+    styles: dict[int, LineStyle],
     repetitions: dict[int, int],
     out: Path,
-) -> Path:
+) -> str:
+    """Draw ``spec`` into ``out``; returns how the runs were binned ("" if not)."""
     plt = _pyplot()
     panels = len(spec.panels)
     fig, axes = plt.subplots(
@@ -272,45 +514,64 @@ def _draw_curve_figure(
         squeeze=False,
         layout="constrained",
     )
-    points = sorted({int(p) for s in statistics for p in s["point"].unique()})
-    alpha = 0.2 if len(points) <= 3 else 0.12  # many overlapping bands would hide the lines
+    points = sorted({int(p) for s in statistics for p in s.frame["point"].unique()})
+    # many overlapping bands would hide the lines
+    alpha = 0.2 if len(points) <= 3 else 0.12 if len(points) <= 6 else 0.08
     for ax, curve, stats in zip(axes[:, 0], spec.panels, statistics, strict=True):
-        for point, line in stats.groupby("point", sort=True):
+        frame = stats.frame
+        log = _log_y(frame)
+        if log:
+            ax.set_yscale("log")
+            positive = frame["mean"][frame["mean"] > 0]
+            floor = float(positive.min()) / 1e3  # a band reaching 0 or below: off the axis
+        for point, line in frame.groupby("point", sort=True):
             x = line["x"].to_numpy() / (HOUR if curve.axis == "time" else 1.0)
-            colour = colours[int(point)]
-            marker = "o" if len(x) <= 30 else None
+            mean = line["mean"].to_numpy(dtype=float)
+            low = line["ci_low"].to_numpy(dtype=float)
+            high = line["ci_high"].to_numpy(dtype=float)
+            if log:  # a log axis has no place for zero or less: leave those out
+                mean = np.where(mean > 0, mean, np.nan)
+                low = np.where(low > 0, low, floor)
+                high = np.where(high > 0, high, np.nan)
+            style = styles[int(point)]
             ax.plot(
-                x, line["mean"], color=colour, lw=1.4, marker=marker, ms=3, label=labels[int(point)]
+                x,
+                mean,
+                color=style.colour,
+                linestyle=style.linestyle,
+                lw=1.4,
+                marker=style.marker if len(x) <= 30 else None,
+                # hollow, and the later the smaller: markers of lines that coincide nest
+                ms=7.0 - 3.0 * points.index(int(point)) / max(1, len(points) - 1),
+                mfc="none",
+                mew=1.1,
+                label=labels[int(point)],
             )
             if line["n"].max() > 1:
-                ax.fill_between(x, line["ci_low"], line["ci_high"], color=colour, alpha=alpha, lw=0)
-        ax.set_ylabel(curve.ylabel)
-        ax.grid(alpha=0.3, which="both")
-        _limit_to_runs(ax, stats)
+                ax.fill_between(x, low, high, color=style.colour, alpha=alpha, lw=0)
+        ax.set_ylabel(_log_label(curve.ylabel) if log else curve.ylabel)
+        ax.grid(alpha=0.3, which="major")
+        ax.grid(alpha=0.1, which="minor")
+        _limit_to_runs(ax, frame, log)
     bottom = axes[-1, 0]
     bottom.set_xlabel("time (hours)" if spec.panels[0].axis == "time" else "round")
     if _log_x(statistics, spec.log_x_over_decades):
         bottom.set_xscale("log")
     counts = [repetitions.get(p, 0) for p in points]
-    axes[0, 0].set_title(f"{spec.title}\n{repetitions_text(counts)}", fontsize=10)
+    binned = _binning_text(spec.panels, statistics)
+    title = [spec.title, repetitions_text(counts), *([binned] if binned else [])]
+    axes[0, 0].set_title("\n".join(title), fontsize=10)
     if len(points) > 1:
-        handles, names = axes[0, 0].get_legend_handles_labels()
-        # outside the axes: a legend never hides a line
-        fig.legend(
-            handles,
-            names,
-            loc="outside lower center",
-            ncols=min(3, len(points)),
-            fontsize=8,
-            frameon=False,
-        )
-    return save_figure(fig, out)
+        # below the axes: a legend never hides a line
+        _fit_legend(fig, *axes[0, 0].get_legend_handles_labels())
+    _save(fig, out)
+    return binned
 
 
 def _draw_privacy_figure(
     statistics: pd.DataFrame,
     labels: dict[int, str],
-    colours: dict[int, object],
+    styles: dict[int, LineStyle],
     repetitions: dict[int, int],
     out: Path,
 ) -> Path:
@@ -320,13 +581,14 @@ def _draw_privacy_figure(
     positions = np.arange(len(statistics))
     for position, row in zip(positions, statistics.itertuples(index=False), strict=True):
         below, above = row.mean - row.ci_low, row.ci_high - row.mean
+        style = styles[int(row.point)]
         ax.errorbar(
             [position],
             [row.mean],
             yerr=[[below], [above]],
-            fmt="o",
+            fmt=style.marker,
             capsize=5,
-            color=colours[int(row.point)],
+            color=style.colour,
             ms=6,
         )
     names = [labels[int(p)] for p in statistics["point"]]
@@ -349,7 +611,7 @@ def _draw_privacy_figure(
     counts = [repetitions.get(int(p), 0) for p in statistics["point"]]
     text = repetitions_text(counts).replace("band", "error bars")
     ax.set_title(f"{PRIVACY_FIGURE.title}\n{text}", fontsize=10)
-    return save_figure(fig, out)
+    return _save(fig, out)
 
 
 def _spent_epsilon(privacy: pd.DataFrame) -> bool:
@@ -361,22 +623,24 @@ def _spent_epsilon(privacy: pd.DataFrame) -> bool:
 
 def draw_figures(
     long: pd.DataFrame, source: SweepSource, repetitions: dict[int, int], out: Path
-) -> list[FigureSpec]:
-    """Draw every standard figure whose tables ``long`` has into ``out``; returns those drawn."""
+) -> dict[FigureSpec, str]:
+    """Draw every standard figure whose tables ``long`` has into ``out``; returns those drawn,
+    each with a note on how its runs were binned ("" if they were not)."""
     labels = point_labels(source)
-    colours = point_colours(list(labels))
-    drawn = []
+    styles = point_styles(source)
+    drawn = {}
     for spec in CURVE_FIGURES:
         statistics = [curve_statistics(long, curve) for curve in spec.panels]
         if any(s.empty for s in statistics):
             continue
-        _draw_curve_figure(spec, statistics, labels, colours, repetitions, out / spec.file)
-        drawn.append(spec)
+        drawn[spec] = _draw_curve_figure(
+            spec, statistics, labels, styles, repetitions, out / spec.file
+        )
     privacy = long[(long["table"] == "privacy") & (long["metric"] == "epsilon_spent_max")]
     if _spent_epsilon(privacy):
         statistics = summarize(privacy, CONFIDENCE)
-        _draw_privacy_figure(statistics, labels, colours, repetitions, out / PRIVACY_FIGURE.file)
-        drawn.append(PRIVACY_FIGURE)
+        _draw_privacy_figure(statistics, labels, styles, repetitions, out / PRIVACY_FIGURE.file)
+        drawn[PRIVACY_FIGURE] = ""
     return drawn
 
 
@@ -528,8 +792,11 @@ def write_report(path: Path, out: Path | None = None) -> Path:
             "only mutual-information releases).",
             "",
         ]
-    for spec in drawn:
-        lines += [f"### {spec.title}", "", f"![{spec.caption}]({spec.file})", "", spec.sentence, ""]
+    for spec, binned in drawn.items():
+        sentence = spec.sentence
+        if binned:
+            sentence += f" Binning: {binned}, then the mean over repetitions."
+        lines += [f"### {spec.title}", "", f"![{spec.caption}]({spec.file})", "", sentence, ""]
     report = out / REPORT_FILE
     atomic_write_text(report, "\n".join(lines))
     return report

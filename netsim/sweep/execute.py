@@ -280,7 +280,7 @@ def run_sweep(
 ) -> SweepResult:
     """Run every planned run that is not done yet; record failures; keep ``sweep.json``
     current after every run (status ``complete`` only when every run is)."""
-    directory = sweep_directory(plan, out)
+    directory = sweep_directory(plan, Path(out).resolve())  # workers may not share our cwd
     runs_dir, failures_dir = directory / RUNS, directory / FAILURES
     for path in (runs_dir, failures_dir):
         path.mkdir(parents=True, exist_ok=True)

@@ -163,6 +163,11 @@ def _axis_values(key: str, raw: Any, where: str) -> tuple[Any, ...]:
 def _check_key(key: object, resolved: Mapping[str, Any], where: str) -> str:
     if not isinstance(key, str) or not key or key.startswith(SWEEP_KEY):
         raise SweepError(f"{where}: {key!r} is not a dotted scenario key")
+    if key == "seed":
+        raise SweepError(
+            f"{where}: seed cannot be swept; every run's seed is derived from the scenario's "
+            "seed, its grid point and its repetition (use repetitions)"
+        )
     found = dotted_get(resolved, key)
     if is_missing(found) or isinstance(found, Mapping):
         parent = key.rpartition(".")[0]
