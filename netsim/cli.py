@@ -127,8 +127,8 @@ class SweepProgressBar:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from netsim.analysis.collect import collect
+    from netsim.storage import SWEEP_RUNS
     from netsim.sweep.execute import (
-        RUNS,
         DaskCluster,
         ProcessPool,
         default_workers,
@@ -160,7 +160,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     try:
         result = run_sweep(plan, out=args.out, backend=backend, progress=bar)
     except KeyboardInterrupt:
-        runs_dir = directory / RUNS
+        runs_dir = directory / SWEEP_RUNS
         done = sum(is_done(run, runs_dir) for run in plan.runs)
         if bar is not None:
             bar.close()

@@ -16,8 +16,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 MANIFEST = "manifest.json"
 SCENARIO = "scenario.yaml"
+# a sweep directory (netsim.sweep writes it, netsim.analysis.collect reads it)
+SWEEP_MANIFEST = "sweep.json"
+SWEEP_SOURCE = "sweep.yaml"
+SWEEP_PLAN = "plan.parquet"
+SWEEP_RUNS = "runs"
+SWEEP_FAILURES = "failures"
+SWEEP_RESULTS = "results.parquet"
+SWEEP_SUMMARY = "summary.parquet"
 PARTIAL_MARK = ".partial-"
 
 
@@ -41,6 +52,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_parquet(path: Path, table: pa.Table) -> None:
+    """Write an Arrow table as Parquet, atomically (see :func:`atomic_write_bytes`)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
 def atomic_write_text(path: Path, text: str) -> None:

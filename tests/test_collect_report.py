@@ -20,8 +20,6 @@ from netsim.analysis import collect, collect_status, summarize
 from netsim.analysis.collect import (
     METRIC_TABLES,
     METRIC_TABLES_BY_NAME,
-    RESULTS_FILE,
-    SUMMARY_FILE,
     MetricTable,
     read_results,
     table_samples,
@@ -30,6 +28,8 @@ from netsim.analysis.report import write_report
 from netsim.errors import RunDirectoryError
 from netsim.scenario.loader import validate_scenario
 from netsim.scenario.runner import run_scenario, with_seed
+from netsim.storage import SWEEP_RESULTS as RESULTS_FILE
+from netsim.storage import SWEEP_SUMMARY as SUMMARY_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 LONG_COLUMNS_AFTER_PARAMETERS = ["table", "metric", "time", "round", "series", "value"]

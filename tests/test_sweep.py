@@ -16,9 +16,11 @@ import pytest
 
 from netsim.analysis import collect, collect_status
 from netsim.cli import main
+from netsim.storage import SWEEP_PLAN as PLAN
+from netsim.storage import SWEEP_RUNS as RUNS
 from netsim.storage import is_complete_run
 from netsim.sweep import ProcessPool, plan_sweep, run_sweep
-from netsim.sweep.execute import PLAN, RUNS, RunOutcome, RunTask, is_done
+from netsim.sweep.execute import RunOutcome, RunTask, is_done
 from tests.test_bad_input import cli_error, write
 
 REPO = Path(__file__).resolve().parents[1]

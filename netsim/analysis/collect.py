@@ -22,7 +22,6 @@ read as a sweep of one run without parameters (point 0, repetition 0).
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from collections.abc import Callable
@@ -38,14 +37,16 @@ from scipy import stats
 
 from netsim.analysis.runs import load_manifest
 from netsim.errors import RunDirectoryError
-from netsim.storage import atomic_write_bytes, is_complete_run
-
-SWEEP_FILE = "sweep.json"
-PLAN_FILE = "plan.parquet"
-RUNS_DIR = "runs"
-FAILURES_DIR = "failures"
-RESULTS_FILE = "results.parquet"
-SUMMARY_FILE = "summary.parquet"
+from netsim.storage import (
+    SWEEP_FAILURES,
+    SWEEP_MANIFEST,
+    SWEEP_PLAN,
+    SWEEP_RESULTS,
+    SWEEP_RUNS,
+    SWEEP_SUMMARY,
+    atomic_write_parquet,
+    is_complete_run,
+)
 
 #: Columns of the plan (and of the long table) that identify a run; the parameters follow.
 RUN_COLUMNS: tuple[str, ...] = ("run_id", "run", "point", "repetition", "seed")
@@ -173,11 +174,11 @@ class SweepSource:
 
     def run_directory(self, run_id: str) -> Path:
         """Where the run directory of ``run_id`` is (or would be)."""
-        return self.path if self.single_run else self.path / RUNS_DIR / run_id
+        return self.path if self.single_run else self.path / SWEEP_RUNS / run_id
 
     def failure_file(self, run_id: str) -> Path:
         """Where the failure record of ``run_id`` is (or would be)."""
-        return self.path / FAILURES_DIR / f"{run_id}.json"
+        return self.path / SWEEP_FAILURES / f"{run_id}.json"
 
 
 def _not_a_sweep(path: Path, why: str) -> RunDirectoryError:
@@ -187,10 +188,10 @@ def _not_a_sweep(path: Path, why: str) -> RunDirectoryError:
 def load_sweep(path: Path) -> SweepSource:
     """Read the description and plan of the sweep (or single run) at ``path``."""
     path = Path(path)
-    has_sweep, has_plan = (path / SWEEP_FILE).is_file(), (path / PLAN_FILE).is_file()
+    has_sweep, has_plan = (path / SWEEP_MANIFEST).is_file(), (path / SWEEP_PLAN).is_file()
     if has_sweep or has_plan:
         if not (has_sweep and has_plan):
-            missing = PLAN_FILE if has_sweep else SWEEP_FILE
+            missing = SWEEP_PLAN if has_sweep else SWEEP_MANIFEST
             raise _not_a_sweep(path, f"{missing} is missing")
         return _load_sweep_directory(path)
     if is_complete_run(path):
@@ -206,8 +207,8 @@ def load_sweep(path: Path) -> SweepSource:
 
 def _load_sweep_directory(path: Path) -> SweepSource:
     try:
-        sweep = json.loads((path / SWEEP_FILE).read_text(encoding="utf-8"))
-        plan = pq.read_table(path / PLAN_FILE).to_pandas()
+        sweep = json.loads((path / SWEEP_MANIFEST).read_text(encoding="utf-8"))
+        plan = pq.read_table(path / SWEEP_PLAN).to_pandas()
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise _not_a_sweep(path, f"sweep.json or plan.parquet is unreadable ({exc})") from None
     if not isinstance(sweep, dict) or not isinstance(sweep.get("parameters", []), list):
@@ -401,10 +402,8 @@ def long_table(source: SweepSource, status: pd.DataFrame) -> pd.DataFrame:
 
 def _write_parquet(frame: pd.DataFrame, file: Path) -> None:
     """Write ``frame`` to ``file`` atomically: never a partial file that looks complete."""
-    buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer)
     try:
-        atomic_write_bytes(file, buffer.getvalue())
+        atomic_write_parquet(file, pa.Table.from_pandas(frame, preserve_index=False))
     except OSError as exc:
         raise RunDirectoryError(f"{file}: cannot write ({exc.strerror or exc})") from None
 
@@ -419,14 +418,14 @@ def collect(path: Path, *, write: bool = True) -> pd.DataFrame:
     source = load_sweep(path)
     long = long_table(source, run_status(source))
     if write:
-        _write_parquet(long, source.path / RESULTS_FILE)
-        _write_parquet(summarize(long), source.path / SUMMARY_FILE)
+        _write_parquet(long, source.path / SWEEP_RESULTS)
+        _write_parquet(summarize(long), source.path / SWEEP_SUMMARY)
     return long
 
 
 def read_results(path: Path) -> pd.DataFrame:
     """The long table a previous :func:`collect` wrote to ``<path>/results.parquet``."""
-    file = Path(path) / RESULTS_FILE
+    file = Path(path) / SWEEP_RESULTS
     if not file.is_file():
         raise RunDirectoryError(f"{file}: no collected results (run collect first)")
     return pq.read_table(file).to_pandas()

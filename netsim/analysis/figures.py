@@ -103,12 +103,17 @@ def walk_figure(run_dirs: list[Path], out: Path, *, columns: int = 3, seed: int 
     return save_figure(fig, out)
 
 
-def save_figure(fig, out: Path) -> Path:
+def save_figure(fig, out: Path, *, tight: bool = False) -> Path:
     """Write ``fig`` to the PNG ``out`` atomically (an interrupted run leaves no half image)
-    and close it."""
+    and close it; ``tight`` crops to what is drawn, so a legend outside the axes is kept."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    _pyplot().close(fig)
+    try:
+        if tight:
+            fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", pad_inches=0.12)
+        else:
+            fig.savefig(buffer, format="png", dpi=110)
+    finally:
+        _pyplot().close(fig)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out, buffer.getvalue())

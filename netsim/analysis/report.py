@@ -15,7 +15,6 @@ parameter) — see :func:`point_styles`.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,8 +34,8 @@ from netsim.analysis.collect import (
     run_status,
     summarize,
 )
-from netsim.analysis.figures import _pyplot
-from netsim.storage import atomic_write_bytes, atomic_write_text
+from netsim.analysis.figures import _pyplot, save_figure
+from netsim.storage import atomic_write_text
 from netsim.units import DAY, HOUR, MINUTE
 
 REPORT_FILE = "report.md"
@@ -51,7 +50,6 @@ LONG_SERIES_SAMPLES = 150
 MAX_LONG_SERIES_BINS = 120
 #: A panel's y-axis is logarithmic when the positive means span more decades than this.
 LOG_Y_OVER_DECADES = 2.0
-DPI = 110
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
@@ -480,21 +478,6 @@ def _fit_legend(fig, handles, names, max_columns: int = 4):
     return None  # pragma: no cover - the loop always returns
 
 
-def _save(fig, out: Path) -> Path:
-    """Write ``fig`` to the PNG ``out`` atomically, cropped to what is drawn (a legend wider
-    than the figure is not cut), and close it."""
-    plt = _pyplot()
-    try:
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.12)
-    finally:
-        plt.close(fig)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out, buffer.getvalue())
-    return out
-
-
 def _draw_curve_figure(
     spec: FigureSpec,
     statistics: list[CurveStatistics],
@@ -564,7 +547,7 @@ def _draw_curve_figure(
     if len(points) > 1:
         # below the axes: a legend never hides a line
         _fit_legend(fig, *axes[0, 0].get_legend_handles_labels())
-    _save(fig, out)
+    save_figure(fig, out, tight=True)
     return binned
 
 
@@ -611,7 +594,7 @@ def _draw_privacy_figure(
     counts = [repetitions.get(int(p), 0) for p in statistics["point"]]
     text = repetitions_text(counts).replace("band", "error bars")
     ax.set_title(f"{PRIVACY_FIGURE.title}\n{text}", fontsize=10)
-    return _save(fig, out)
+    return save_figure(fig, out, tight=True)
 
 
 def _spent_epsilon(privacy: pd.DataFrame) -> bool:

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from netsim.errors import SweepError
 from netsim.scenario.loader import scenario_hash
@@ -36,18 +35,17 @@ from netsim.scenario.runner import run_scenario
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
     MANIFEST,
-    atomic_write_bytes,
+    SWEEP_FAILURES,
+    SWEEP_MANIFEST,
+    SWEEP_PLAN,
+    SWEEP_RUNS,
+    SWEEP_SOURCE,
+    atomic_write_parquet,
     atomic_write_text,
     is_complete_run,
     write_json,
 )
 from netsim.sweep.spec import PlannedRun, SweepPlan
-
-SWEEP_MANIFEST = "sweep.json"
-SWEEP_SOURCE = "sweep.yaml"
-PLAN = "plan.parquet"
-RUNS = "runs"
-FAILURES = "failures"
 
 
 @dataclass(frozen=True)
@@ -265,12 +263,6 @@ def _write_manifest(directory: Path, plan: SweepPlan, progress: SweepProgress, s
     )
 
 
-def _parquet_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
-
-
 def run_sweep(
     plan: SweepPlan,
     *,
@@ -281,11 +273,11 @@ def run_sweep(
     """Run every planned run that is not done yet; record failures; keep ``sweep.json``
     current after every run (status ``complete`` only when every run is)."""
     directory = sweep_directory(plan, Path(out).resolve())  # workers may not share our cwd
-    runs_dir, failures_dir = directory / RUNS, directory / FAILURES
+    runs_dir, failures_dir = directory / SWEEP_RUNS, directory / SWEEP_FAILURES
     for path in (runs_dir, failures_dir):
         path.mkdir(parents=True, exist_ok=True)
     atomic_write_text(directory / SWEEP_SOURCE, plan.source.read_text(encoding="utf-8"))
-    atomic_write_bytes(directory / PLAN, _parquet_bytes(plan_table(plan)))
+    atomic_write_parquet(directory / SWEEP_PLAN, plan_table(plan))
     pending = [run for run in plan.runs if not is_done(run, runs_dir)]
     state = SweepProgress(
         len(plan.runs), len(plan.runs) - len(pending), started=time.perf_counter()
