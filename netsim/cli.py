@@ -81,8 +81,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from netsim.analysis import load_run, summarize_run
     from netsim.scenario import load_scenario
     from netsim.scenario.runner import run_scenario, with_seed
+    from netsim.sweep.spec import has_sweep
 
     scenario = with_seed(load_scenario(args.scenario, args.set or ()), args.seed)
+    if has_sweep(args.scenario) and not args.quiet:
+        print(
+            f"netsim: note: {args.scenario} has a sweep section; netsim run runs its base "
+            "scenario (netsim sweep runs the grid)",
+            file=sys.stderr,
+        )
     progress: Callable[[float], None] | None = None
     bar = None
     if sys.stderr.isatty() and not args.quiet:

@@ -175,6 +175,10 @@ def test_run_and_validate_take_the_base_scenario_of_a_sweep_file(tmp_path, capsy
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
     assert "valid sweep 'tiny-walk': 8 points x 2 repetitions = 16 runs" in out
+    assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 0
+    captured = capsys.readouterr()
+    assert "has a sweep section; netsim run runs its base scenario" in captured.err
+    assert "tiny-walk-seed7-" in captured.out  # the base scenario's own seed
 
 
 # --- running -----------------------------------------------------------------------------
