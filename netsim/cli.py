@@ -151,6 +151,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             "run the runs (give one of them)"
         )
     plan = plan_sweep(args.scenario)  # every point is checked before any run starts
+    if args.out.exists() and not args.out.is_dir():
+        raise NetsimError(f"--out {args.out}: exists and is not a directory")
     backend = (
         DaskCluster(args.scheduler)
         if args.scheduler is not None

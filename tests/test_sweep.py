@@ -16,6 +16,7 @@ import pytest
 
 from netsim.analysis import collect, collect_status
 from netsim.cli import main
+from netsim.errors import SweepError
 from netsim.storage import SWEEP_PLAN as PLAN
 from netsim.storage import SWEEP_RUNS as RUNS
 from netsim.storage import is_complete_run
@@ -168,6 +169,13 @@ def test_a_sweep_needs_a_seed_and_a_sweep_section(tmp_path, capsys):
     plain = write(tmp_path / "plain.yaml", BASE)
     assert "no sweep section" in cli_error(capsys, "sweep", plain)
     assert "--workers 0" in cli_error(capsys, "sweep", sweep_file(tmp_path), "--workers", 0)
+    blocked = write(tmp_path / "a-file", "")
+    err = cli_error(capsys, "sweep", sweep_file(tmp_path), "--out", blocked, "--workers", 1)
+    assert f"--out {blocked}: exists and is not a directory" in err
+    # a parent that cannot hold the sweep directory fails before any run, too
+    plan = plan_sweep(sweep_file(tmp_path))
+    with pytest.raises(SweepError, match="cannot create the sweep directory"):
+        run_sweep(plan, out=blocked / "below", backend=ProcessPool(1))
 
 
 def test_run_and_validate_take_the_base_scenario_of_a_sweep_file(tmp_path, capsys):

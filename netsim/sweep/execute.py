@@ -274,10 +274,16 @@ def run_sweep(
     current after every run (status ``complete`` only when every run is)."""
     directory = sweep_directory(plan, Path(out).resolve())  # workers may not share our cwd
     runs_dir, failures_dir = directory / SWEEP_RUNS, directory / SWEEP_FAILURES
-    for path in (runs_dir, failures_dir):
-        path.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(directory / SWEEP_SOURCE, plan.source.read_text(encoding="utf-8"))
-    atomic_write_parquet(directory / SWEEP_PLAN, plan_table(plan))
+    try:
+        for path in (runs_dir, failures_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(directory / SWEEP_SOURCE, plan.source.read_text(encoding="utf-8"))
+        atomic_write_parquet(directory / SWEEP_PLAN, plan_table(plan))
+    except OSError as exc:
+        raise SweepError(
+            f"{directory}: cannot create the sweep directory ({exc.strerror or exc}); give "
+            "--out a directory you can write to"
+        ) from None
     pending = [run for run in plan.runs if not is_done(run, runs_dir)]
     state = SweepProgress(
         len(plan.runs), len(plan.runs) - len(pending), started=time.perf_counter()
