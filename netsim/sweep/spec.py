@@ -95,7 +95,7 @@ class SweepPlan:
 # --- reading the section -----------------------------------------------------------------
 
 
-def _range_values(key: str, spec: Mapping[str, Any], where: str) -> tuple[Any, ...]:
+def _range_values(spec: Mapping[str, Any], where: str) -> tuple[Any, ...]:
     """Values of a ``{from, to, step}`` or ``{from, to, count[, scale]}`` range (inclusive)."""
     unknown = sorted(set(spec) - set(RANGE_KEYS))
     if unknown:
@@ -143,9 +143,9 @@ def _range_values(key: str, spec: Mapping[str, Any], where: str) -> tuple[Any, .
     return tuple(float(v) for v in values)
 
 
-def _axis_values(key: str, raw: Any, where: str) -> tuple[Any, ...]:
+def _axis_values(raw: Any, where: str) -> tuple[Any, ...]:
     if isinstance(raw, Mapping):
-        values = _range_values(key, raw, where)
+        values = _range_values(raw, where)
     elif isinstance(raw, list):
         values = tuple(raw)
     else:
@@ -206,7 +206,7 @@ def read_spec(
             "values, e.g. grid: {{nodes: [100, 1000]}}"
         )
     grid = tuple(
-        (_check_key(key, resolved, f"{where}.grid"), _axis_values(key, raw, f"{where}.grid.{key}"))
+        (_check_key(key, resolved, f"{where}.grid"), _axis_values(raw, f"{where}.grid.{key}"))
         for key, raw in grid_raw.items()
     )
     derived_raw = section.get("derived", {}) or {}
