@@ -44,15 +44,30 @@ class ProgressBar:
 
     def __call__(self, now: float) -> None:
         fraction = min(now / self.total, 1.0) if self.total > 0 else 1.0
+        self.draw(fraction, f"{fraction:4.0%} simulated")
+
+    def draw(self, fraction: float, text: str) -> None:
         filled = int(fraction * self.width)
         elapsed = time.perf_counter() - self.started
         bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(f"\r[{bar}] {fraction:4.0%} simulated  {elapsed:6.1f}s wall")
+        self.stream.write(f"\r[{bar}] {text}  {elapsed:6.1f}s wall")
         self.stream.flush()
 
     def close(self) -> None:
-        self.stream.write("\r" + " " * (self.width + 40) + "\r")
+        self.stream.write("\r" + " " * (self.width + 50) + "\r")
         self.stream.flush()
+
+
+class SweepProgressBar(ProgressBar):
+    """The progress bar over the runs of a sweep."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(1.0, stream)
+
+    def __call__(self, state: SweepProgress) -> None:  # type: ignore[override]
+        failed = f", {state.failed} failed" if state.failed else ""
+        fraction = state.finished / state.total if state.total else 1.0
+        self.draw(fraction, f"{state.finished}/{state.total} runs{failed}")
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -110,31 +125,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-class SweepProgressBar:
-    """A one-line progress bar over the runs of a sweep, drawn only on a terminal."""
-
-    def __init__(self, stream: TextIO, width: int = 30) -> None:
-        self.stream = stream
-        self.width = width
-
-    def __call__(self, state: SweepProgress) -> None:
-        fraction = state.finished / state.total if state.total else 1.0
-        filled = int(fraction * self.width)
-        bar = "#" * filled + "-" * (self.width - filled)
-        failed = f", {state.failed} failed" if state.failed else ""
-        self.stream.write(
-            f"\r[{bar}] {state.finished}/{state.total} runs{failed}  {state.elapsed:6.1f}s wall"
-        )
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.stream.write("\r" + " " * (self.width + 50) + "\r")
-        self.stream.flush()
-
-
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from netsim.analysis.collect import collect
-    from netsim.storage import SWEEP_RUNS
+    from netsim.storage import SWEEP_FAILURES, SWEEP_RESULTS, SWEEP_RUNS
     from netsim.sweep.execute import (
         DaskCluster,
         ProcessPool,
@@ -167,21 +160,20 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         )
     bar = SweepProgressBar(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
     try:
-        result = run_sweep(plan, out=args.out, backend=backend, progress=bar)
+        try:
+            result = run_sweep(plan, out=args.out, backend=backend, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
     except KeyboardInterrupt:
         runs_dir = directory / SWEEP_RUNS
         done = sum(is_done(run, runs_dir) for run in plan.runs)
-        if bar is not None:
-            bar.close()
         print(
             f"netsim: interrupted after {done} of {len(plan.runs)} runs; no partial run "
             f"directory was kept. Run the same command again to resume: {directory}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    finally:
-        if bar is not None:
-            bar.close()
     state = result.progress
     collect(result.directory)
     if not args.quiet:
@@ -192,12 +184,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         )
         for failure in result.failures:
             print(f"  run {failure.run} ({failure.run_id}): {failure.error}", file=sys.stderr)
-        print(f"tables: {result.directory / 'results.parquet'}", file=sys.stderr)
+        print(f"tables: {result.directory / SWEEP_RESULTS}", file=sys.stderr)
     print(result.directory)
     if state.failed:
         print(
             f"netsim: error: {state.failed} of {state.total} runs failed; their errors are in "
-            f"{result.directory / 'failures'}",
+            f"{result.directory / SWEEP_FAILURES}",
             file=sys.stderr,
         )
         return 1

@@ -74,13 +74,14 @@ class EventTable:
 
         Each column is converted to Arrow at once: going through Python objects cost more than
         the simulation itself for tables that grow by thousands of rows a round (the ledger)."""
+        columns = list(columns)
+        if len(columns) != len(self.schema.columns):
+            raise SimulationError(f"table {self.schema.name}: {len(columns)} columns given")
         self._seal_rows()
         arrays = [
             pa.array(values if isinstance(values, np.ndarray) else list(values), type=dtype)
             for values, (_, dtype) in zip(columns, self.schema.columns, strict=True)
         ]
-        if len(arrays) != len(self._columns):
-            raise SimulationError(f"table {self.schema.name}: {len(arrays)} columns given")
         added = len(arrays[0]) if arrays else 0
         if any(len(array) != added for array in arrays):
             raise SimulationError(f"table {self.schema.name}: columns of unequal length")

@@ -92,14 +92,20 @@ def publish_directory(staging: Path, final: Path) -> None:
         os.replace(staging, final)
 
 
-def is_complete_run(directory: Path) -> bool:
-    """True iff ``directory`` is a published run whose manifest says it completed."""
+def complete_manifest(directory: Path) -> dict[str, Any] | None:
+    """The manifest of a published run whose manifest says it completed, else None."""
     directory = Path(directory)
     if PARTIAL_MARK in directory.name:
-        return False
-    manifest = directory / MANIFEST
+        return None
     try:
-        status = json.loads(manifest.read_text(encoding="utf-8")).get("status")
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return status == "complete"
+        return None
+    if not isinstance(manifest, dict) or manifest.get("status") != "complete":
+        return None
+    return manifest
+
+
+def is_complete_run(directory: Path) -> bool:
+    """True iff ``directory`` is a published run whose manifest says it completed."""
+    return complete_manifest(directory) is not None

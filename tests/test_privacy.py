@@ -53,7 +53,7 @@ def test_compiled_pcg64_words_are_numpys_and_leave_the_generator_where_numpy_wou
 
 @pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.Philox])
 def test_fast_laplace_is_laplace_on_the_compiled_and_the_numpy_path(bit_generator):
-    """PCG64 streams take the compiled ziggurat, others numpy's exponential: same law. The
+    """PCG64 streams take the compiled ziggurat, others numpy's Laplace: same law. The
     tail beyond the ziggurat's last layer (r ≈ 7.7) and the wedges are checked by counts."""
     rng = np.random.Generator(bit_generator(3))
     noise = np.zeros((N * 20, 1))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +12,18 @@ import pyarrow.parquet as pq
 from netsim.errors import RunDirectoryError
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.schema import Scenario
-from netsim.storage import MANIFEST, SCENARIO, is_complete_run
+from netsim.storage import SCENARIO, complete_manifest
 from netsim.units import format_duration
 
 
 def load_manifest(path: Path) -> dict[str, Any]:
     """The manifest of a complete run directory."""
-    path = Path(path)
-    if not is_complete_run(path):
+    manifest = complete_manifest(path)
+    if manifest is None:
         raise RunDirectoryError(
             f"{path}: not a complete run directory (no manifest.json with status 'complete')"
         )
-    return json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    return manifest
 
 
 def load_run(path: Path) -> dict[str, pd.DataFrame]:

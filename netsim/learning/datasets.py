@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -112,8 +112,41 @@ _DEFAULT_FRACTION = {
 }
 
 
+class TrainTestSplit:
+    """What every data set with ``x_train, y_train, x_test, y_test`` (and a ``name``) has:
+    its sizes, and the check that both parts have the same features."""
+
+    name: str
+    x_train: Any
+    y_train: np.ndarray
+    x_test: Any
+    y_test: np.ndarray
+
+    def _check_feature_counts(self) -> None:
+        if self.x_train.shape[1] != self.x_test.shape[1]:
+            raise DataError(
+                f"data set {self.name!r}: {self.x_train.shape[1]} training features but "
+                f"{self.x_test.shape[1]} test features"
+            )
+
+    @property
+    def features(self) -> int:
+        """The number of features (``d``; the dimension ``n`` of the DOLA papers)."""
+        return int(self.x_train.shape[1])
+
+    @property
+    def n_train(self) -> int:
+        """The number of training rows."""
+        return len(self.y_train)
+
+    @property
+    def n_test(self) -> int:
+        """The number of test rows."""
+        return len(self.y_test)
+
+
 @dataclass(frozen=True, eq=False)
-class Dataset:
+class Dataset(TrainTestSplit):
     """A labelled data set split into a training and a test part.
 
     ``x_*`` are float64 arrays of shape (rows, features); ``y_*`` are int64 class indices in
@@ -150,31 +183,12 @@ class Dataset:
                 )
             object.__setattr__(self, f"x_{part}", x)
             object.__setattr__(self, f"y_{part}", y)
-        if self.x_train.shape[1] != self.x_test.shape[1]:
-            raise DataError(
-                f"data set {self.name!r}: {self.x_train.shape[1]} training features but "
-                f"{self.x_test.shape[1]} test features"
-            )
+        self._check_feature_counts()
 
     @property
     def classes(self) -> int:
         """The number of classes, ``len(class_names)``."""
         return len(self.class_names)
-
-    @property
-    def features(self) -> int:
-        """The number of features ``d``."""
-        return int(self.x_train.shape[1])
-
-    @property
-    def n_train(self) -> int:
-        """The number of training rows."""
-        return len(self.y_train)
-
-    @property
-    def n_test(self) -> int:
-        """The number of test rows."""
-        return len(self.y_test)
 
 
 # ----------------------------------------------------------------------------------------------

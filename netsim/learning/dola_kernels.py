@@ -115,6 +115,28 @@ def _project(w: np.ndarray, radius: float) -> None:
 
 
 @njit(cache=True, inline="always")
+def _batch_slopes(
+    point: np.ndarray,
+    k: int,
+    rows: np.ndarray,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    labels: np.ndarray,
+    loss: int,
+    slopes: np.ndarray,
+) -> None:
+    """slopes[r] = ℓ'(y_r⟨point, x_r⟩)·y_r/h over the k-th node's h examples, so that the
+    mini-batch loss gradient at ``point`` is Σ_r slopes[r]·x_r."""
+    h = rows.shape[1]
+    for r in range(h):
+        row = rows[k, r]
+        z = labels[row] * _dot(point, row, dense, data, indices, indptr)
+        slopes[r] = _loss_slope(loss, z) * labels[row] / h
+
+
+@njit(cache=True, inline="always")
 def _batch_gradient(
     point: np.ndarray,
     k: int,
@@ -126,18 +148,16 @@ def _batch_gradient(
     labels: np.ndarray,
     loss: int,
     regularisation: float,
+    slopes: np.ndarray,
     gradient: np.ndarray,
 ) -> None:
     """gradient = φ·point + (1/h) Σ_r ∇ℓ(point; x_r, y_r) over the k-th node's h examples."""
-    h = rows.shape[1]
+    _batch_slopes(point, k, rows, dense, data, indices, indptr, labels, loss, slopes)
     for f in range(point.size):
         gradient[f] = regularisation * point[f]
-    for r in range(h):
-        row = rows[k, r]
-        z = labels[row] * _dot(point, row, dense, data, indices, indptr)
-        c = _loss_slope(loss, z) * labels[row] / h
-        if c != 0.0:
-            _axpy(gradient, c, row, dense, data, indices, indptr)
+    for r in range(rows.shape[1]):
+        if slopes[r] != 0.0:
+            _axpy(gradient, slopes[r], rows[k, r], dense, data, indices, indptr)
 
 
 @njit(cache=True, inline="always")
@@ -249,10 +269,8 @@ def gradient_steps(
         else:
             b = points[i]
         observed += _node_loss(observer, k, rows, dense, data, indices, indptr, labels, loss)
-        for r in range(h):  # c_r = ℓ'(y⟨b, x⟩)·y/h: the gradient is φb + Σ_r c_r x_r
-            row = rows[k, r]
-            z = labels[row] * _dot(b, row, dense, data, indices, indptr)
-            slopes[r] = _loss_slope(loss, z) * labels[row] / h
+        # the gradient is φb + Σ_r c_r x_r; the step is taken without materialising it
+        _batch_slopes(b, k, rows, dense, data, indices, indptr, labels, loss, slopes)
         target = out[i]
         before = previous[i]
         # one pass: take the old iterate out of the running sum (read before ``target`` is
@@ -303,6 +321,7 @@ def sparse_dual_steps(
     """
     n = points.shape[1]
     gradient = np.empty(n)
+    slopes = np.empty(rows.shape[1])
     for k in range(nodes.size):
         i = nodes[k]
         p = points[i]
@@ -317,7 +336,7 @@ def sparse_dual_steps(
                 w[f] = 0.0
         _project(w, radius)
         _batch_gradient(w, k, rows, dense, data, indices, indptr, labels, loss, regularisation,
-                        gradient)  # fmt: skip
+                        slopes, gradient)  # fmt: skip
         theta = duals[i]
         for f in range(n):
             theta[f] = w[f] - alpha * gradient[f]

@@ -41,7 +41,14 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from netsim.learning.datasets import BUILTIN, USER_FORMATS, DataError, Dataset, load_dataset
+from netsim.learning.datasets import (
+    BUILTIN,
+    USER_FORMATS,
+    DataError,
+    Dataset,
+    TrainTestSplit,
+    load_dataset,
+)
 
 SYNTHETIC: tuple[str, ...] = ("synthetic_ball", "synthetic_sparse")
 """The names of the generated data sets (see :func:`load_online_data`)."""
@@ -61,7 +68,7 @@ _GUMBEL_CHUNK = 1 << 22  # keys per chunk of rows on the Gumbel path
 
 
 @dataclass(frozen=True, eq=False)
-class OnlineData:
+class OnlineData(TrainTestSplit):
     """A binary data set for online learning: y in {-1.0, +1.0}, every row of x with L2 norm <= 1.
 
     ``x_*`` are float64 arrays of shape (rows, features), C-contiguous numpy arrays for dense
@@ -110,26 +117,7 @@ class OnlineData:
                 f"data set {self.name!r}: x_train and x_test must both be dense (numpy) or both "
                 "sparse (scipy CSR)"
             )
-        if self.x_train.shape[1] != self.x_test.shape[1]:
-            raise DataError(
-                f"data set {self.name!r}: {self.x_train.shape[1]} training features but "
-                f"{self.x_test.shape[1]} test features"
-            )
-
-    @property
-    def features(self) -> int:
-        """The number of features (the dimension ``n`` of the papers)."""
-        return int(self.x_train.shape[1])
-
-    @property
-    def n_train(self) -> int:
-        """The number of training rows."""
-        return len(self.y_train)
-
-    @property
-    def n_test(self) -> int:
-        """The number of test rows."""
-        return len(self.y_test)
+        self._check_feature_counts()
 
     @property
     def sparse(self) -> bool:

@@ -40,7 +40,6 @@ from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
-from numba import njit
 from scipy.special import log_ndtr, ndtr
 
 from netsim.privacy.events import PrivacyEvent
@@ -85,19 +84,6 @@ def laplace_noise(count: int, dimension: int, scale: float, rng: np.random.Gener
     return rng.laplace(0.0, scale, (count, dimension))
 
 
-_NOISE_CHUNK = 1 << 16  # 512 kB of magnitudes: fits in L2
-
-
-@njit(cache=True)
-def _add_signed_scaled(
-    out: np.ndarray, source: np.ndarray, magnitudes: np.ndarray, bits: np.ndarray, scale: float
-) -> None:
-    """out[k] = source[k] ± scale·magnitudes[k], the sign from bit k of ``bits`` (flat)."""
-    for k in range(out.size):
-        bit = (bits[k >> 6] >> np.uint64(k & 63)) & np.uint64(1)
-        out[k] = source[k] + scale * magnitudes[k] * (1.0 - 2.0 * np.float64(bit))  # no branch
-
-
 def add_laplace_noise(
     out: np.ndarray,
     scale: float,
@@ -106,8 +92,9 @@ def add_laplace_noise(
     source: np.ndarray | None = None,
 ) -> None:
     """Set ``out`` to ``source`` (default: ``out`` itself) plus i.i.d. Laplace(0, ``scale``)
-    noise in every entry; both C-contiguous float64 arrays of one shape. A Laplace variate is an
-    Exp(1) magnitude with a fair random sign."""
+    noise in every entry; both C-contiguous float64 arrays of one shape. With a PCG64 generator
+    each variate is an Exp(1) magnitude with a fair random sign, drawn in compiled code
+    (:mod:`netsim.privacy.laplace_kernel`); with any other, ``Generator.laplace``."""
     source = out if source is None else source
     for a in (out, source):
         if not (a.dtype == np.float64 and a.flags.c_contiguous):
@@ -117,16 +104,8 @@ def add_laplace_noise(
     flat, original = out.reshape(-1), source.reshape(-1)
     if isinstance(rng.bit_generator, np.random.PCG64):  # every simulation stream is one
         add_laplace_pcg64(flat, original, scale, rng.bit_generator)
-        return
-    # any other generator: numpy's exponential, in chunks that stay in cache (the magnitudes
-    # are written and read once each)
-    magnitudes = np.empty(min(flat.size, _NOISE_CHUNK))
-    for start in range(0, flat.size, _NOISE_CHUNK):
-        end = min(start + _NOISE_CHUNK, flat.size)
-        part = magnitudes[: end - start]
-        rng.standard_exponential(out=part)
-        bits = rng.integers(0, 2**64 - 1, (part.size + 63) // 64, dtype=np.uint64, endpoint=True)
-        _add_signed_scaled(flat[start:end], original[start:end], part, bits, float(scale))
+    else:  # the compiled draws need PCG64's words; any other generator takes numpy's path
+        np.add(original, rng.laplace(0.0, scale, flat.size), out=flat)
 
 
 def fast_laplace_noise(

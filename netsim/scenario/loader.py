@@ -64,18 +64,27 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str], *, source: s
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             raise ScenarioError(f"--set {item!r}: the value is not valid YAML") from None
-        parts = key.strip().split(".")
-        target = result
-        for depth, part in enumerate(parts[:-1]):
-            child = target.get(part)
-            if child is None:
-                child = target[part] = {}
-            if not isinstance(child, dict):
-                where = ".".join(parts[: depth + 1])
-                raise ScenarioError(f"--set {item!r}: {where} is not a section in {source}")
-            target = child
-        target[parts[-1]] = value
+        blocked = set_dotted(result, key.strip(), value)
+        if blocked is not None:
+            raise ScenarioError(f"--set {item!r}: {blocked} is not a section in {source}")
     return result
+
+
+def set_dotted(data: dict[str, Any], key: str, value: Any) -> str | None:
+    """Set ``a.b.c`` = ``value`` in nested plain data, creating missing (or null) sections.
+    Returns None, or the dotted prefix that holds a value that is not a section (nothing is
+    set then)."""
+    parts = key.split(".")
+    target = data
+    for depth, part in enumerate(parts[:-1]):
+        child = target.get(part)
+        if child is None:
+            child = target[part] = {}
+        if not isinstance(child, dict):
+            return ".".join(parts[: depth + 1])
+        target = child
+    target[parts[-1]] = value
+    return None
 
 
 def validate_scenario(data: dict[str, Any], *, source: str, base_dir: Path | None) -> Scenario:

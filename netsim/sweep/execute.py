@@ -16,13 +16,12 @@ never a directory that looks complete. A failing run is recorded and does not st
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import signal
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -34,7 +33,6 @@ from netsim.scenario.loader import scenario_hash
 from netsim.scenario.runner import run_scenario
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
-    MANIFEST,
     SWEEP_FAILURES,
     SWEEP_MANIFEST,
     SWEEP_PLAN,
@@ -42,7 +40,7 @@ from netsim.storage import (
     SWEEP_SOURCE,
     atomic_write_parquet,
     atomic_write_text,
-    is_complete_run,
+    complete_manifest,
     write_json,
 )
 from netsim.sweep.spec import PlannedRun, SweepPlan
@@ -67,28 +65,19 @@ class RunOutcome:
     status: Literal["complete", "failed"]
     error: str = ""
     traceback: str = ""
-    wall_seconds: float = 0.0
 
 
 def execute_task(task: RunTask) -> RunOutcome:
     """Run one task into its run directory. An error becomes a failed outcome (so one bad
     run does not stop the sweep); an interrupt propagates, after ``run_scenario`` removed its
     staging directory."""
-    started = time.perf_counter()
     try:
-        result = run_scenario(task.scenario, out=Path(task.runs_dir))
+        run_scenario(task.scenario, out=Path(task.runs_dir))
     except Exception as exc:  # any failure of a run is recorded, not raised
         return RunOutcome(
-            task.run,
-            task.run_id,
-            "failed",
-            f"{type(exc).__name__}: {exc}",
-            traceback.format_exc(),
-            time.perf_counter() - started,
+            task.run, task.run_id, "failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()
         )
-    if result.run_id != task.run_id:  # the plan and the runner must agree on the identity
-        raise SweepError(f"run {task.run}: planned id {task.run_id}, ran {result.run_id}")
-    return RunOutcome(task.run, task.run_id, "complete", wall_seconds=time.perf_counter() - started)
+    return RunOutcome(task.run, task.run_id, "complete")
 
 
 class Backend(Protocol):
@@ -235,14 +224,8 @@ def plan_table(plan: SweepPlan) -> pa.Table:
 
 def is_done(run: PlannedRun, runs_dir: Path) -> bool:
     """True iff the run's directory is complete and was made from exactly its scenario."""
-    directory = runs_dir / run.run_id
-    if not is_complete_run(directory):
-        return False
-    try:
-        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return manifest.get("scenario_hash") == scenario_hash(run.scenario)
+    manifest = complete_manifest(runs_dir / run.run_id)
+    return manifest is not None and manifest.get("scenario_hash") == scenario_hash(run.scenario)
 
 
 def _write_manifest(directory: Path, plan: SweepPlan, progress: SweepProgress, status: str):
@@ -290,7 +273,7 @@ def run_sweep(
     )
     _write_manifest(directory, plan, state, "incomplete")
     failures: list[RunOutcome] = []
-    tasks = tasks_of(pending, runs_dir)
+    tasks = [RunTask(r.run, r.run_id, r.scenario, str(runs_dir)) for r in pending]
     for outcome in backend.run(tasks):
         record = failures_dir / f"{outcome.run_id}.json"
         if outcome.status == "complete":
@@ -324,8 +307,3 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
-
-
-def tasks_of(runs: Iterable[PlannedRun], runs_dir: Path) -> list[RunTask]:
-    """One task per planned run, writing into ``runs_dir``."""
-    return [RunTask(r.run, r.run_id, r.scenario, str(runs_dir)) for r in runs]

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from netsim.errors import ScenarioError, SweepError
-from netsim.scenario.loader import parse_yaml, scenario_to_data, validate_scenario
+from netsim.scenario.loader import parse_yaml, scenario_to_data, set_dotted, validate_scenario
 from netsim.scenario.runner import run_id_for
 from netsim.scenario.schema import Scenario
 from netsim.sweep.expressions import dotted_get, evaluate, is_expression, is_missing, lookup_in
@@ -235,15 +235,11 @@ def read_spec(
 # --- expanding it ------------------------------------------------------------------------
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    parts = key.split(".")
-    target = data
-    for part in parts[:-1]:
-        child = target.get(part)
-        if not isinstance(child, dict):
-            child = target[part] = {}
-        target = child
-    target[parts[-1]] = value
+def _set_key(data: dict[str, Any], key: str, value: Any, where: str) -> None:
+    """Set a swept key (as ``--set`` does); its parents were checked to be sections."""
+    blocked = set_dotted(data, key, value)
+    if blocked is not None:
+        raise SweepError(f"{where}: {blocked} is not a section, so {key} cannot be set")
 
 
 def point_seed(base_seed: int, point_values: Mapping[str, Any], repetition: int) -> int:
@@ -293,10 +289,11 @@ def _resolve_point(
     raw = copy.deepcopy(data)
     for key, value in point_values.items():
         if not is_expression(value):
-            _set_dotted(raw, key, value)
+            _set_key(raw, key, value, where)
     later = [(k, v) for k, v in point_values.items() if is_expression(v)] + list(spec.derived)
     for key, expression in later:  # in order: a derived key may read an earlier one
-        _set_dotted(raw, key, evaluate(expression, _numeric_lookup(raw, base, where), where=where))
+        value = evaluate(expression, _numeric_lookup(raw, base, where), where=where)
+        _set_key(raw, key, value, where)
     try:
         scenario = validate_scenario(raw, source=where, base_dir=base_dir)
     except ScenarioError as exc:
