@@ -41,20 +41,25 @@ def test_laplace_scale_and_shape():
     assert stats.kstest(noise[:, 0], stats.laplace(scale=2.0).cdf).pvalue > 1e-3
 
 
-def test_compiled_pcg64_words_are_numpys_and_leave_the_generator_where_numpy_would():
-    ours, numpys = np.random.PCG64(11), np.random.PCG64(11)
-    for generator in (ours, numpys):  # a buffered 32-bit half is kept as it was
-        np.random.Generator(generator).integers(0, 10, dtype=np.uint32)
-    for count in (1, 7, 1000):  # not a multiple of the four lanes, too
-        assert (laplace_kernel.pcg64_words(ours, count) == numpys.random_raw(count)).all()
-    assert ours.state == numpys.state
-    assert ours.random_raw(5).tolist() == numpys.random_raw(5).tolist()
+def test_compiled_lanes_are_numpys_sfc64_seeded_from_the_callers_stream():
+    """Lane l of the noise kernel is numpy's SFC64 with state (a, b, c, 1) taken from the
+    caller's raw words, after the twelve words numpy's seeding discards."""
+    lanes = laplace_kernel.LANES
+    words = laplace_kernel.lane_words(np.random.default_rng(7), 3)
+    seeds = np.random.default_rng(7).bit_generator.random_raw(3 * (lanes + 1)).reshape(3, -1)
+    for lane in range(lanes):
+        numpys = np.random.SFC64(0)
+        state = numpys.state
+        state["state"]["state"] = np.array([*seeds[:, lane], 1], dtype=np.uint64)
+        numpys.state = state
+        numpys.random_raw(12)
+        assert (words[lane::lanes] == numpys.random_raw(words.size // lanes)).all()
 
 
 @pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.Philox])
-def test_fast_laplace_is_laplace_on_the_compiled_and_the_numpy_path(bit_generator):
-    """PCG64 streams take the compiled ziggurat, others numpy's Laplace: same law. The
-    tail beyond the ziggurat's last layer (r ≈ 7.7) and the wedges are checked by counts."""
+def test_fast_laplace_is_laplace_whatever_stream_seeds_it(bit_generator):
+    """KS, and counts for the tail beyond the ziggurat's last layer (r ≈ 7.7, drawn on the
+    rejected attempts' path) and for the wedges, with tolerances of 5 s.d. of the count."""
     rng = np.random.Generator(bit_generator(3))
     noise = np.zeros((N * 20, 1))
     m.add_laplace_noise(noise, 2.0, rng)
@@ -67,11 +72,21 @@ def test_fast_laplace_is_laplace_on_the_compiled_and_the_numpy_path(bit_generato
             p, abs=5 * math.sqrt(p * (1 - p) / size)
         )
     assert np.mean(noise > 0) == pytest.approx(0.5, abs=5 * 0.5 / math.sqrt(size))
-    again = np.ones((7, 3))
-    m.add_laplace_noise(again, 2.0, np.random.Generator(bit_generator(3)))
-    reference = np.zeros((7, 3))
-    m.add_laplace_noise(reference, 2.0, np.random.Generator(bit_generator(3)))
-    assert np.array_equal(again, reference + 1.0)  # reproducible, and added to the source
+
+
+def test_fast_laplace_in_place_equals_added_to_a_source_and_is_reproducible():
+    """10⁵ draws: about 2,000 take the rejected attempts' path, which must add the noise to
+    the source value, not to the value the fast pass wrote over it in place."""
+    source = np.random.default_rng(0).normal(size=(100, 1000))
+    in_place = source.copy()
+    m.add_laplace_noise(in_place, 2.0, np.random.default_rng(5))
+    added = np.empty_like(source)
+    m.add_laplace_noise(added, 2.0, np.random.default_rng(5), source=source)
+    noise = np.zeros_like(source)
+    m.add_laplace_noise(noise, 2.0, np.random.default_rng(5))
+    assert np.array_equal(in_place, added)
+    assert np.array_equal(added, source + noise)
+    assert np.abs(noise).max() > 2.0 * 7.7  # the tail path was taken: the check means something
 
 
 def test_k_norm_radius_is_gamma_and_direction_uniform():

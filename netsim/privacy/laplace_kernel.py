@@ -1,21 +1,27 @@
-"""Compiled exact Laplace noise: PCG64 words, a ziggurat exponential and a sign bit in one pass.
+"""Compiled exact Laplace noise: SFC64 words in lanes, a ziggurat exponential and a sign bit.
 
 A DOLA round perturbs 10⁶ coordinates (Li et al., Alg. 1 at m = n = 1,000), so the cost per
-Laplace variate decides the round time. ``Generator.laplace`` takes ≈ 44 ns a draw; numpy's
-ziggurat exponential plus a separate sign pass ≈ 7 ns; this module ≈ 4–5 ns:
+Laplace variate decides the round time. ``Generator.laplace`` takes ≈ 44 ns a draw; one
+sequential generator feeding a ziggurat ≈ 4.5 ns (the generator's dependency chain and the
+ziggurat's branches do not overlap well); this module ≈ 2.5 ns, in blocks of ``BLOCK`` draws:
 
-* the 64-bit words are those of the caller's ``numpy.random.PCG64`` (XSL-RR output of a
-  128-bit LCG, O'Neill 2014), computed here with a 128-bit multiply and the generator's state
-  written back after the last word used, so the stream stays the one the simulation's named
-  stream owns and nothing global is used;
-* each word gives a standard exponential by the ziggurat of Marsaglia & Tsang (2000, J. Stat.
-  Softw. 5(8)) with 256 layers — bits 11–63 the abscissa, bits 3–10 the layer, as numpy's
-  ``random_standard_exponential`` uses them — and bit 0 the sign; the rare wedge and tail
-  cases take further words and are exact (rejection, and r − log(1 − U) in the tail);
-* Laplace(0, b) = b·S·E with S = ±1 fair and E ~ Exp(1) independent: exactly Laplace.
+1. **Words.** ``LANES`` independent SFC64 generators (Doty-Humphrey's small fast chaotic
+   generator, numpy's ``SFC64``) step side by side, which the compiler turns into vector
+   instructions: word j·LANES + l of a block is lane l's j-th word. Each call seeds the lanes
+   afresh from the caller's generator (three of its raw words per lane, then numpy's own SFC64
+   seeding: counter 1 and twelve discarded outputs), so the noise is a function of the
+   caller's named stream and nothing global is used.
+2. **Fast pass.** Each word gives a standard exponential by the ziggurat of Marsaglia & Tsang
+   (2000, J. Stat. Softw. 5(8)) with 256 layers — bits 11–63 the abscissa, bits 3–10 the
+   layer, as numpy's ``random_standard_exponential`` uses them — and bit 0 the sign. The
+   abscissa is kept when it lies inside the next layer up (≈ 98% of words); one branch-free
+   pass writes every entry and notes the others.
+3. **The rest.** A noted entry continues the same ziggurat attempt from its word — wedge test or
+   tail, and new attempts while rejected — with words of one more SFC64 stream; its sign stays
+   the first word's bit 0, which is independent of the bits that decide the magnitude.
 
-The draws differ from numpy's ``standard_exponential`` on the same stream (the sign takes a
-bit of each word, and the tables are computed here), not the law.
+Every entry is therefore one complete ziggurat draw on words of its own, so it is exactly
+Exp(1), and Laplace(0, b) = b·S·E with S = ±1 fair and independent of E (not an approximation).
 """
 
 from __future__ import annotations
@@ -23,17 +29,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
+
+LANES = 16  # SFC64 generators stepped side by side (the vector width times four)
+BLOCK = 2048  # words per block: 16 KiB, which stays in the L1 cache with its flags
+_STREAMS = LANES + 1  # the lanes and the stream that finishes the rejected attempts
+_SEED_DISCARD = 12  # numpy's sfc64_set_seed: counter 1, then twelve outputs thrown away
 
 _LAYERS = 256
 _TAIL_START = 7.69711747013104972  # r of Marsaglia & Tsang (2000) for the exponential, 256 layers
 _LAYER_AREA = 3.949659822581572e-3  # v: the common area of every layer
 _MANTISSA = 2.0**53
-
-_PCG_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645  # numpy's PCG64 (pcg64.h)
-_LOW64 = 2**64 - 1
 
 
 def exponential_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -67,61 +73,81 @@ def exponential_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _KEEP, _WIDTH, _DENSITY = exponential_tables()
 
 
-@intrinsic
-def _lcg128(typingctx, high, low, multiplier_high, multiplier_low, increment_high, increment_low):
-    """(high, low)·(multiplier) + (increment) mod 2¹²⁸, as a (high, low) pair of uint64.
-
-    Written in LLVM IR on 128-bit integers, which compiles to three machine multiplies; numba
-    has no 128-bit type, and emulating the product with 32-bit halves costs seven."""
-    u64 = types.uint64
-    signature = types.UniTuple(u64, 2)(u64, u64, u64, u64, u64, u64)
-
-    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        wide = ir.IntType(128)
-        shift = ir.Constant(wide, 64)
-
-        def join(high_half, low_half):  # type: ignore[no-untyped-def]
-            return builder.or_(
-                builder.shl(builder.zext(high_half, wide), shift), builder.zext(low_half, wide)
-            )
-
-        product = builder.mul(join(args[0], args[1]), join(args[2], args[3]))
-        result = builder.add(product, join(args[4], args[5]))
-        halves = (
-            builder.trunc(builder.lshr(result, shift), ir.IntType(64)),
-            builder.trunc(result, ir.IntType(64)),
-        )
-        return context.make_tuple(builder, sig.return_type, halves)
-
-    return signature, codegen
+@njit(inline="always")
+def _sfc64_step(
+    a: np.uint64, b: np.uint64, c: np.uint64, counter: np.uint64
+) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64, np.uint64]:
+    """One SFC64 step (numpy's sfc64_next): the new state (a, b, c, counter) and the word."""
+    word = a + b + counter
+    rotated = (c << np.uint64(24)) | (c >> np.uint64(40))
+    return (
+        b ^ (b >> np.uint64(11)),
+        c + (c << np.uint64(3)),
+        rotated + word,
+        counter + np.uint64(1),
+        word,
+    )
 
 
 @njit(inline="always")
-def _output(high: np.uint64, low: np.uint64) -> np.uint64:
-    """PCG64's XSL-RR output of a state: (high ⊕ low) rotated right by the top 6 bits."""
-    folded = high ^ low
-    rotation = high >> np.uint64(58)
-    return (folded >> rotation) | (folded << ((np.uint64(64) - rotation) & np.uint64(63)))
+def _fill_block(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, counter: np.ndarray, block: np.ndarray
+) -> None:
+    """block[j·L + l] = the j-th next word of lane l (L = a.size; block.size a multiple of L).
 
-
-@njit(inline="always")
-def _next_word(
-    high: np.uint64, low: np.uint64, constants: np.ndarray
-) -> tuple[np.uint64, np.uint64, np.uint64]:
-    """One PCG64 step: the new state (high, low) and its output word. ``constants`` holds
-    (multiplier high, multiplier low, increment high, increment low): arguments, not globals,
-    which numba would fold into slower code."""
-    high, low = _lcg128(high, low, constants[0], constants[1], constants[2], constants[3])
-    return high, low, _output(high, low)
+    The lanes are separate 1-D arrays, not rows of one: the compiler then knows they do not
+    overlap and steps them in vector registers."""
+    lanes = a.size
+    for j in range(block.size // lanes):
+        for lane in range(lanes):
+            word = a[lane] + b[lane] + counter[lane]
+            block[j * lanes + lane] = word
+            counter[lane] += np.uint64(1)
+            a[lane] = b[lane] ^ (b[lane] >> np.uint64(11))
+            b[lane] = c[lane] + (c[lane] << np.uint64(3))
+            c[lane] = ((c[lane] << np.uint64(24)) | (c[lane] >> np.uint64(40))) + word
 
 
 @njit(cache=True)
-def _fill_words(state: np.ndarray, constants: np.ndarray, out: np.ndarray) -> None:
-    """The next ``out.size`` words of the PCG64 whose state is ``state`` (advanced)."""
-    high, low = state[0], state[1]
+def _lane_words(state: np.ndarray, blocks: int) -> np.ndarray:
+    """``blocks`` blocks of words from the lanes whose states are the columns of ``state``
+    (rows a, b, c, counter), which are advanced."""
+    a, b, c, counter = state[0].copy(), state[1].copy(), state[2].copy(), state[3].copy()
+    words = np.empty(blocks * BLOCK, np.uint64)
+    for k in range(blocks):
+        _fill_block(a, b, c, counter, words[k * BLOCK : (k + 1) * BLOCK])
+    state[0], state[1], state[2], state[3] = a, b, c, counter
+    return words
+
+
+@njit(inline="always")
+def _fast_pass(
+    out: np.ndarray,
+    source: np.ndarray,
+    words: np.ndarray,
+    signed: np.ndarray,
+    keep: np.ndarray,
+    width: np.ndarray,
+    missed: np.ndarray,
+    saved: np.ndarray,
+) -> int:
+    """out[k] = source[k] ± scale·(the abscissa of words[k]) for every k; the positions of the
+    words whose abscissa is not inside the next layer up go to ``missed[:count]`` and their
+    source values to ``saved[:count]`` (``out`` may be ``source``); returns the count.
+    Branch-free: a position is always written, the count grows by the test."""
+    count = 0
     for k in range(out.size):
-        high, low, out[k] = _next_word(high, low, constants)
-    state[0], state[1] = high, low
+        word = words[k]
+        integer = word >> np.uint64(11)
+        layer = (word >> np.uint64(3)) & np.uint64(0xFF)
+        value = source[k]
+        missed[count] = k
+        saved[count] = value
+        count += integer >= keep[layer]
+        out[k] = value + signed[word & np.uint64(1)] * (
+            np.float64(np.int64(integer)) * width[layer]
+        )
+    return count
 
 
 @njit(inline="always")
@@ -131,13 +157,34 @@ def _unit_interval(word: np.uint64) -> float:
 
 
 @njit(inline="always")
-def _attempt(word: np.uint64, width: np.ndarray) -> tuple[float, float, np.uint64, np.uint64]:
-    """Sign, abscissa, 53-bit integer abscissa and layer of one word (numpy's bit layout)."""
-    sign = 1.0 - 2.0 * np.float64(np.int64(word & np.uint64(1)))
-    word >>= np.uint64(3)
-    layer = word & np.uint64(0xFF)
-    word >>= np.uint64(8)
-    return sign, np.float64(np.int64(word)) * width[layer], word, layer  # < 2⁵³: exact
+def _finish_exponential(
+    word: np.uint64,
+    spare: np.ndarray,
+    keep: np.ndarray,
+    width: np.ndarray,
+    density: np.ndarray,
+    tail_start: float,
+) -> float:
+    """The Exp(1) of a ziggurat draw whose first attempt, ``word``, missed the fast region:
+    the wedge test (or the tail r − log(1 − U) beyond r, by memorylessness) with a fresh
+    uniform, and new attempts while rejected, the words from the SFC64 state ``spare``."""
+    a, b, c, counter = spare[0], spare[1], spare[2], spare[3]
+    while True:
+        integer = word >> np.uint64(11)
+        layer = (word >> np.uint64(3)) & np.uint64(0xFF)
+        x = np.float64(np.int64(integer)) * width[layer]  # < 2⁵³: exact
+        if integer < keep[layer]:
+            break
+        a, b, c, counter, fresh = _sfc64_step(a, b, c, counter)
+        uniform = _unit_interval(fresh)
+        if layer == 0:
+            x = tail_start - math.log1p(-uniform)
+            break
+        if (density[layer - 1] - density[layer]) * uniform + density[layer] < math.exp(-x):
+            break  # under the curve in the wedge; otherwise a new attempt
+        a, b, c, counter, word = _sfc64_step(a, b, c, counter)
+    spare[0], spare[1], spare[2], spare[3] = a, b, c, counter
+    return x
 
 
 @njit(cache=True)
@@ -146,69 +193,69 @@ def _add_laplace(
     source: np.ndarray,
     scale: float,
     state: np.ndarray,
-    constants: np.ndarray,
     keep: np.ndarray,
     width: np.ndarray,
     density: np.ndarray,
     tail_start: float,
 ) -> None:
-    """out[k] = source[k] + scale·S·E for every k (flat arrays), the words from ``state``.
-
-    The LCG step of the next draw does not wait for this draw's table lookups, so the two
-    overlap; generating the words ahead in blocks, or in four interleaved lanes, was slower
-    (measured)."""
-    high, low = state[0], state[1]
-    for k in range(out.size):
-        while True:
-            high, low, word = _next_word(high, low, constants)
-            sign, x, integer, layer = _attempt(word, width)
-            if integer < keep[layer]:  # inside the next layer up: ≈ 98.9% of words
-                break
-            high, low, word = _next_word(high, low, constants)
-            uniform = _unit_interval(word)
-            if layer == 0:  # the tail beyond r, by memorylessness
-                x = tail_start - math.log1p(-uniform)
-                break
-            if (density[layer - 1] - density[layer]) * uniform + density[layer] < math.exp(-x):
-                break  # under the curve in the wedge; otherwise a new attempt
-        out[k] = source[k] + scale * sign * x
-    state[0], state[1] = high, low
-
-
-def _pair(value: int) -> tuple[int, int]:
-    return value >> 64, value & _LOW64
-
-
-def _pcg64_arrays(bit_generator: np.random.PCG64) -> tuple[np.ndarray, np.ndarray]:
-    """The LCG state (high, low) and the constants (M, increment) of a numpy PCG64."""
-    inner = bit_generator.state["state"]
-    state = np.array(_pair(int(inner["state"])), dtype=np.uint64)
-    constants = np.array([*_pair(_PCG_MULTIPLIER), *_pair(int(inner["inc"]))], dtype=np.uint64)
-    return state, constants
+    """out[k] = source[k] + scale·S·E for every k (flat arrays). ``state`` holds the SFC64
+    states as columns (rows a, b, c, counter): the first LANES columns are the lanes, the
+    last finishes the rejected attempts. The tables are arguments, not globals, which numba
+    would fold into slower code."""
+    signed = np.array([scale, -scale])  # ±scale: the same product as scale·S·E, exactly
+    lanes = state.shape[1] - 1
+    a, b = state[0, :lanes].copy(), state[1, :lanes].copy()
+    c, counter = state[2, :lanes].copy(), state[3, :lanes].copy()
+    spare = state[:, lanes].copy()
+    block = np.empty(BLOCK, np.uint64)
+    missed = np.empty(BLOCK + 1, np.int64)  # one more: the last position is always written
+    saved = np.empty(BLOCK + 1)
+    for start in range(0, out.size, BLOCK):
+        stop = min(start + BLOCK, out.size)
+        _fill_block(a, b, c, counter, block)
+        words = block[: stop - start]
+        target, origin = out[start:stop], source[start:stop]
+        for q in range(_fast_pass(target, origin, words, signed, keep, width, missed, saved)):
+            k = missed[q]
+            word = words[k]
+            magnitude = _finish_exponential(word, spare, keep, width, density, tail_start)
+            target[k] = saved[q] + signed[word & np.uint64(1)] * magnitude
+    state[0, :lanes], state[1, :lanes], state[2, :lanes], state[3, :lanes] = a, b, c, counter
+    state[:, lanes] = spare
 
 
-def _store(bit_generator: np.random.PCG64, state: np.ndarray) -> None:
-    """Write the LCG state back (a buffered 32-bit half stays as it was)."""
-    full = bit_generator.state
-    full["state"]["state"] = (int(state[0]) << 64) | int(state[1])
-    bit_generator.state = full
+@njit(cache=True)
+def _warm_up(state: np.ndarray, steps: int) -> None:
+    """Advance every SFC64 state (a column of ``state``) by ``steps`` discarded words."""
+    for column in range(state.shape[1]):
+        a, b, c, counter = state[0, column], state[1, column], state[2, column], state[3, column]
+        for _ in range(steps):
+            a, b, c, counter, _word = _sfc64_step(a, b, c, counter)
+        state[0, column], state[1, column], state[2, column], state[3, column] = a, b, c, counter
 
 
-def pcg64_words(bit_generator: np.random.PCG64, count: int) -> np.ndarray:
-    """The generator's next ``count`` words, computed here; the generator is advanced past
-    them (exactly where ``random_raw(count)`` would leave it)."""
-    state, constants = _pcg64_arrays(bit_generator)
-    words = np.empty(count, dtype=np.uint64)
-    _fill_words(state, constants, words)
-    _store(bit_generator, state)
-    return words
+def seed_streams(rng: np.random.Generator, streams: int = _STREAMS) -> np.ndarray:
+    """SFC64 states (rows a, b, c, counter; one column per stream) seeded from ``rng``:
+    three raw words per stream, then numpy's SFC64 seeding (counter 1, twelve outputs
+    discarded). Column l is then exactly a ``numpy.random.SFC64`` whose state was set to
+    (a, b, c, 1) and which has produced twelve words."""
+    seeds = rng.bit_generator.random_raw(3 * streams).reshape(3, streams)
+    state = np.vstack([seeds, np.ones((1, streams), np.uint64)])
+    _warm_up(state, _SEED_DISCARD)
+    return state
 
 
-def add_laplace_pcg64(
-    out: np.ndarray, source: np.ndarray, scale: float, bit_generator: np.random.PCG64
+def lane_words(rng: np.random.Generator, blocks: int) -> np.ndarray:
+    """The words the lanes seeded from ``rng`` give for ``blocks`` blocks, in block order
+    (for tests: lane l's words are entries l, l + LANES, …)."""
+    state = seed_streams(rng)
+    return _lane_words(state[:, :LANES].copy(), blocks)
+
+
+def add_laplace(
+    out: np.ndarray, source: np.ndarray, scale: float, rng: np.random.Generator
 ) -> None:
-    """out = source + i.i.d. Laplace(0, scale) (flat, C-contiguous float64), the words drawn
-    from ``bit_generator``, which is advanced past them."""
-    state, constants = _pcg64_arrays(bit_generator)
-    _add_laplace(out, source, float(scale), state, constants, _KEEP, _WIDTH, _DENSITY, _TAIL_START)
-    _store(bit_generator, state)
+    """out = source + i.i.d. Laplace(0, scale) (flat, C-contiguous float64 arrays of one size;
+    ``out`` may be ``source``), the lanes seeded from ``rng``."""
+    state = seed_streams(rng)
+    _add_laplace(out, source, float(scale), state, _KEEP, _WIDTH, _DENSITY, _TAIL_START)

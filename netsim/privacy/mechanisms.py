@@ -23,9 +23,9 @@ mechanism                 guarantee            noise
 ========================  ===================  ==============================================
 
 The row mechanisms draw Laplace noise as E·S, E ~ Exp(1) by a ziggurat and S = ±1 from a random
-bit: the same law as ``Generator.laplace`` (exactly, not approximately) at a fourteenth of its
-cost with a PCG64 generator (``netsim.privacy.laplace_kernel``), which matters when a round
-perturbs 10⁶ coordinates.
+bit: the same law as ``Generator.laplace`` (exactly, not approximately) at about a sixteenth of
+its cost (``netsim.privacy.laplace_kernel``: SFC64 lanes seeded from the caller's generator),
+which matters when a round perturbs 10⁶ coordinates.
 
 Why the paper's L2 variant is not ε-DP for d > 1: its output density at distance r from the
 true value is ∝ exp(−εr/Δ) / r^(d−1) (a one-dimensional radius spread over a sphere of area
@@ -42,8 +42,8 @@ from typing import Literal
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
+from netsim.privacy import laplace_kernel
 from netsim.privacy.events import PrivacyEvent
-from netsim.privacy.laplace_kernel import add_laplace_pcg64
 
 NoiseFn = Callable[[int, int, float, np.random.Generator], np.ndarray]
 
@@ -92,20 +92,16 @@ def add_laplace_noise(
     source: np.ndarray | None = None,
 ) -> None:
     """Set ``out`` to ``source`` (default: ``out`` itself) plus i.i.d. Laplace(0, ``scale``)
-    noise in every entry; both C-contiguous float64 arrays of one shape. With a PCG64 generator
-    each variate is an Exp(1) magnitude with a fair random sign, drawn in compiled code
-    (:mod:`netsim.privacy.laplace_kernel`); with any other, ``Generator.laplace``."""
+    noise in every entry; both C-contiguous float64 arrays of one shape. Each variate is an
+    Exp(1) magnitude with a fair random sign, drawn in compiled code from SFC64 lanes seeded
+    from ``rng`` (:mod:`netsim.privacy.laplace_kernel`)."""
     source = out if source is None else source
     for a in (out, source):
         if not (a.dtype == np.float64 and a.flags.c_contiguous):
             raise ValueError("add_laplace_noise needs C-contiguous float64 arrays")
     if source.shape != out.shape:
         raise ValueError(f"source shape {source.shape} differs from out shape {out.shape}")
-    flat, original = out.reshape(-1), source.reshape(-1)
-    if isinstance(rng.bit_generator, np.random.PCG64):  # every simulation stream is one
-        add_laplace_pcg64(flat, original, scale, rng.bit_generator)
-    else:  # the compiled draws need PCG64's words; any other generator takes numpy's path
-        np.add(original, rng.laplace(0.0, scale, flat.size), out=flat)
+    laplace_kernel.add_laplace(out.reshape(-1), source.reshape(-1), scale, rng)
 
 
 def fast_laplace_noise(
