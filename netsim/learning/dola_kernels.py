@@ -190,14 +190,38 @@ def _mix_row(
     i: int,
     out: np.ndarray,
 ) -> None:
-    """out = Σ_j a_ij values[j] (row i of A_t in CSR)."""
-    for f in range(out.size):
-        out[f] = 0.0
-    for e in range(a_ptr[i], a_ptr[i + 1]):
-        a = a_val[e]
-        source = values[a_idx[e]]
+    """out = Σ_j a_ij values[j] (row i of A_t in CSR), summed in CSR order from 0.0.
+
+    Four sources per pass over ``out`` (the sum's order, and so every bit, is that of one
+    source per pass: ((o + a₀s₀) + a₁s₁) + …); the first pass starts from 0.0 rather than
+    clearing ``out`` in a pass of its own."""
+    first, end = a_ptr[i], a_ptr[i + 1]
+    if first == end:
         for f in range(out.size):
-            out[f] += a * source[f]
+            out[f] = 0.0
+        return
+    e = first
+    while e < end:
+        if end - e >= 4:
+            a0, a1, a2, a3 = a_val[e], a_val[e + 1], a_val[e + 2], a_val[e + 3]
+            s0, s1 = values[a_idx[e]], values[a_idx[e + 1]]
+            s2, s3 = values[a_idx[e + 2]], values[a_idx[e + 3]]
+            if e == first:
+                for f in range(out.size):
+                    out[f] = (((0.0 + a0 * s0[f]) + a1 * s1[f]) + a2 * s2[f]) + a3 * s3[f]
+            else:
+                for f in range(out.size):
+                    out[f] = (((out[f] + a0 * s0[f]) + a1 * s1[f]) + a2 * s2[f]) + a3 * s3[f]
+            e += 4
+        else:
+            a, source = a_val[e], values[a_idx[e]]
+            if e == first:
+                for f in range(out.size):
+                    out[f] = 0.0 + a * source[f]
+            else:
+                for f in range(out.size):
+                    out[f] += a * source[f]
+            e += 1
 
 
 @njit(cache=True)
