@@ -45,6 +45,13 @@ class TableSchema:
         return tuple(name for name, _ in self.columns)
 
 
+def _arrow_column(values: Iterable[object], dtype: pa.DataType) -> pa.Array:
+    """One column of ``dtype`` from an Arrow array, a numpy array or any iterable."""
+    if isinstance(values, pa.Array):
+        return values if values.type == dtype else values.cast(dtype)
+    return pa.array(values if isinstance(values, np.ndarray) else list(values), type=dtype)
+
+
 class EventTable:
     """Row buffer of one table; rows are appended positionally, in schema order."""
 
@@ -79,7 +86,7 @@ class EventTable:
             raise SimulationError(f"table {self.schema.name}: {len(columns)} columns given")
         self._seal_rows()
         arrays = [
-            pa.array(values if isinstance(values, np.ndarray) else list(values), type=dtype)
+            _arrow_column(values, dtype)
             for values, (_, dtype) in zip(columns, self.schema.columns, strict=True)
         ]
         added = len(arrays[0]) if arrays else 0
@@ -103,7 +110,9 @@ class EventTable:
 
     def _take_batch(self) -> pa.RecordBatch:
         self._seal_rows()
-        arrays = [pa.concat_arrays(chunks) for chunks in self._chunks]
+        arrays = [
+            chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks) for chunks in self._chunks
+        ]
         self._chunks = [[] for _ in self.schema.columns]
         self._buffered = 0
         return pa.RecordBatch.from_arrays(arrays, schema=self._arrow_schema)

@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 import dp_accounting
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from dp_accounting import pld, rdp
 
 from netsim.errors import NetsimError
@@ -442,24 +443,37 @@ class PrivacyAccountant:
 
     def ledger_frame(self) -> pd.DataFrame:
         """Every charge, in order."""
-        return pd.DataFrame(self._ledger_columns(), columns=list(LEDGER_TABLE.column_names))
+        columns = {
+            name: values.to_pandas() if isinstance(values, pa.Array) else values
+            for name, values in self._ledger_columns().items()
+        }
+        return pd.DataFrame(columns, columns=list(LEDGER_TABLE.column_names))
 
-    def _ledger_columns(self) -> dict[str, np.ndarray]:
-        """The ledger column-wise; a chunk's scalar fields are repeated over its records."""
+    def _ledger_columns(self) -> dict[str, np.ndarray | pa.Array]:
+        """The ledger column-wise; a chunk's scalar fields are repeated over its records.
+
+        Text columns are Arrow arrays taken from their few distinct values: repeating Python
+        strings over 10⁶ records and converting them cost more than a DOLA run's last rounds."""
         chunks = self._ledger
         sizes = np.array([chunk.records.size for chunk in chunks], dtype=np.int64)
 
         def repeated(values: list[Any], dtype: Any) -> np.ndarray:
             return np.repeat(np.array(values, dtype=dtype), sizes)
 
-        columns: dict[str, np.ndarray] = {
+        def repeated_text(values: list[str]) -> pa.Array:
+            distinct, codes = np.unique(np.array(values, dtype=object), return_inverse=True)
+            return pa.array(distinct.tolist(), type=pa.string()).take(
+                pa.array(np.repeat(codes.astype(np.int64), sizes))
+            )
+
+        columns: dict[str, np.ndarray | pa.Array] = {
             "time": repeated([chunk.time for chunk in chunks], np.float64),
             "record": _joined([chunk.records for chunk in chunks]),
             "use": _joined([chunk.uses for chunk in chunks]),
         }
         for name, dtype in LEDGER_TABLE.columns[3:]:
-            kind = object if dtype == STR else np.float64
-            columns[name] = repeated([getattr(chunk.event, name) for chunk in chunks], kind)
+            values = [getattr(chunk.event, name) for chunk in chunks]
+            columns[name] = repeated_text(values) if dtype == STR else repeated(values, np.float64)
         return columns
 
     def records_frame(self) -> pd.DataFrame:
