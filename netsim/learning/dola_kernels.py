@@ -70,6 +70,43 @@ def _dot(
 
 
 @njit(cache=True, inline="always")
+def _dot_pair(
+    u: np.ndarray,
+    v: np.ndarray,
+    row: int,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+) -> tuple[float, float]:
+    """(⟨u, x_row⟩, ⟨v, x_row⟩) in one pass over the example, each summed exactly as
+    :func:`_dot` sums it: eight independent running sums keep the adder busy where four wait
+    on each other."""
+    if dense.shape[0] == 0:
+        first = second = 0.0
+        for e in range(indptr[row], indptr[row + 1]):
+            first += u[indices[e]] * data[e]
+            second += v[indices[e]] * data[e]
+        return first, second
+    x = dense[row]
+    s0 = s1 = s2 = s3 = t0 = t1 = t2 = t3 = 0.0
+    n4 = u.size - u.size % 4
+    for f in range(0, n4, 4):
+        s0 += u[f] * x[f]
+        s1 += u[f + 1] * x[f + 1]
+        s2 += u[f + 2] * x[f + 2]
+        s3 += u[f + 3] * x[f + 3]
+        t0 += v[f] * x[f]
+        t1 += v[f + 1] * x[f + 1]
+        t2 += v[f + 2] * x[f + 2]
+        t3 += v[f + 3] * x[f + 3]
+    for f in range(n4, u.size):
+        s0 += u[f] * x[f]
+        t0 += v[f] * x[f]
+    return (s0 + s1) + (s2 + s3), (t0 + t1) + (t2 + t3)
+
+
+@njit(cache=True, inline="always")
 def _axpy(
     out: np.ndarray,
     c: float,
@@ -283,6 +320,7 @@ def gradient_steps(
     mixed = np.empty(n)
     slopes = np.empty(h)
     noisy = gradient_noise.shape[0] > 0
+    no_noise = np.zeros(n)
     keep = 1.0 - alpha * regularisation
     observed = 0.0
     for k in range(nodes.size):
@@ -292,25 +330,46 @@ def gradient_steps(
             b = mixed
         else:
             b = points[i]
-        observed += _node_loss(observer, k, rows, dense, data, indices, indptr, labels, loss)
-        # the gradient is φb + Σ_r c_r x_r; the step is taken without materialising it
-        _batch_slopes(b, k, rows, dense, data, indices, indptr, labels, loss, slopes)
+        # per example, the loss at the regret node's iterate and the slope at b: one pass
+        node_loss = 0.0  # as batch_loss sums it
+        for r in range(h):
+            row = rows[k, r]
+            at_observer, at_b = _dot_pair(observer, b, row, dense, data, indices, indptr)
+            node_loss += _loss(loss, labels[row] * at_observer) / h
+            slopes[r] = _loss_slope(loss, labels[row] * at_b) * labels[row] / h
+        observed += node_loss
+        # the gradient is φb + Σ_r c_r x_r; the step is taken without materialising it, in
+        # one pass with the first dense example: take the old iterate out of the running sum
+        # (read before ``target`` is written: ``previous`` may be ``out``), then
+        # b − α(φb + noise) − α c_0 x_0; the other examples follow as axpys. The sums are
+        # those of one operation per pass: (((keep·b) − α·noise) + (−α c_0)·x_0) + …
         target = out[i]
         before = previous[i]
-        # one pass: take the old iterate out of the running sum (read before ``target`` is
-        # written: ``previous`` may be ``out``), then b − α(φb + noise) ...
+        noise = gradient_noise[k] if noisy else no_noise
+        joined = dense.shape[0] > 0 and slopes[0] != 0.0
+        coefficient = -alpha * slopes[0] if joined else 0.0
+        x = dense[rows[k, 0]] if joined else no_noise
         for f in range(n):
             column_sum[f] -= before[f]
-            target[f] = keep * b[f]
-        if noisy:
-            for f in range(n):
-                target[f] -= alpha * gradient_noise[k, f]
-        for r in range(h):  # ... − α Σ_r c_r x_r
+            step = keep * b[f]
+            if noisy:
+                step -= alpha * noise[f]
+            if joined:
+                step += coefficient * x[f]
+            target[f] = step
+        for r in range(1 if joined else 0, h):
             if slopes[r] != 0.0:
                 _axpy(target, -alpha * slopes[r], rows[k, r], dense, data, indices, indptr)
-        _project(target, radius)
-        for f in range(n):
-            column_sum[f] += target[f]
+        # projection onto the ball, and the new iterate into the running sum, in one pass
+        squared = _squared_norm(target)
+        scale = radius / math.sqrt(squared) if squared > radius * radius else 1.0
+        if scale != 1.0:
+            for f in range(n):
+                target[f] *= scale
+                column_sum[f] += target[f]
+        else:
+            for f in range(n):
+                column_sum[f] += target[f]
     if regularisation > 0:
         observed += nodes.size * 0.5 * regularisation * _squared_norm(observer)
     return observed
