@@ -219,6 +219,82 @@ def test_a_release_moves_at_most_the_sensitivity_when_one_example_changes(seed, 
     assert np.abs(outs[0] - outs[1]).sum() <= bound * (1 + 1e-12)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31),
+    batch=st.integers(1, 4),
+    sparse_data=st.booleans(),
+    noisy=st.booleans(),
+    regularisation=st.sampled_from([0.0, 0.3]),
+    loss=st.sampled_from(["hinge", "logistic"]),
+)
+def test_compiled_round_equals_the_printed_step_in_numpy(
+    seed, batch, sparse_data, noisy, regularisation, loss
+):
+    """The fused kernel (four sources per mixing pass, both dots of an example in one pass,
+    the first example and the noise inside the step pass) against Li et al. Alg. 1 line 6 /
+    TKDE Alg. 2 line 7 written plainly: b = A v, w = Proj[b − α(φb + (1/h) Σ ∇ℓ + noise)].
+    Rows of A hold 0 to 9 entries, so every grouping of the mixing passes occurs."""
+    rng = np.random.default_rng(seed)
+    m, n, examples = 7, 13, 20
+    a = sp.random(m, m, density=0.6, random_state=rng, format="csr")
+    a.data = rng.uniform(0.05, 0.5, a.data.size)
+    values = rng.normal(size=(m, n))
+    x = rng.normal(size=(examples, n)) * rng.uniform(0.2, 1.0, (examples, 1))
+    x[rng.random(x.shape) < 0.3] = 0.0
+    y = rng.choice([-1.0, 1.0], examples)
+    nodes = np.array([0, 2, 3, 5, 6])
+    rows = rng.integers(0, examples, (nodes.size, batch))
+    noise = rng.normal(size=(nodes.size, n)) if noisy else np.zeros((0, n))
+    observer = rng.normal(size=n) * 0.4
+    alpha, radius = 0.3, 1.5
+    out = rng.normal(size=(m, n))
+    column_sum = out.sum(axis=0)
+    expected_out, expected_sum = out.copy(), column_sum.copy()
+    if sparse_data:
+        csr = sp.csr_matrix(x)
+        data = (
+            np.zeros((0, n)),
+            csr.data,
+            csr.indices.astype(np.int64),
+            csr.indptr.astype(np.int64),
+        )
+    else:
+        data = (x, np.zeros(0), np.zeros(0, np.int64), np.zeros(1, np.int64))
+    code = LOSS_CODES[loss]
+    observed = kernels.gradient_steps(
+        a.indptr.astype(np.int64), a.indices.astype(np.int64), a.data, values, values, nodes,
+        rows, *data, y, code, alpha, regularisation, radius, noise, out, observer, out,
+        column_sum,
+    )  # fmt: skip
+
+    def slope(z):
+        return np.where(z < 1.0, -1.0, 0.0) if loss == "hinge" else -1.0 / (1.0 + np.exp(z))
+
+    def value(z):
+        return np.maximum(0.0, 1.0 - z) if loss == "hinge" else np.log1p(np.exp(-z))
+
+    mixed = a @ values
+    expected_loss = 0.0
+    for k, i in enumerate(nodes):
+        b = mixed[i]
+        xs, ys = x[rows[k]], y[rows[k]]
+        gradient = regularisation * b + (slope(ys * (xs @ b)) * ys) @ xs / batch
+        step = b - alpha * (gradient + (noise[k] if noisy else 0.0))
+        step *= min(1.0, radius / np.linalg.norm(step))
+        expected_sum += step - expected_out[i]
+        expected_out[i] = step
+        expected_loss += value(ys * (xs @ observer)).mean()
+    expected_loss += nodes.size * 0.5 * regularisation * observer @ observer
+    np.testing.assert_allclose(out, expected_out, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(column_sum, expected_sum, rtol=1e-12, atol=1e-12)
+    assert observed == pytest.approx(expected_loss, rel=1e-12, abs=1e-13)
+    mixed_rows = np.zeros((m, n))
+    kernels.mix_rows(a.indptr.astype(np.int64), a.indices.astype(np.int64), a.data, values,
+                     np.arange(m), mixed_rows)  # fmt: skip
+    np.testing.assert_allclose(mixed_rows, mixed, rtol=1e-12, atol=1e-14)
+
+
 def test_offline_nodes_keep_their_state_and_spend_nothing():
     data = tiny_data(n_train=300)
     config = DolaConfig(algorithm="laplace", epsilon=1.0, rounds=20)

@@ -320,7 +320,7 @@ def gradient_steps(
     mixed = np.empty(n)
     slopes = np.empty(h)
     noisy = gradient_noise.shape[0] > 0
-    no_noise = np.zeros(n)
+    zeros = np.zeros(n)  # stands in for the noise row or the example when there is none
     keep = 1.0 - alpha * regularisation
     observed = 0.0
     for k in range(nodes.size):
@@ -345,10 +345,10 @@ def gradient_steps(
         # those of one operation per pass: (((keep·b) − α·noise) + (−α c_0)·x_0) + …
         target = out[i]
         before = previous[i]
-        noise = gradient_noise[k] if noisy else no_noise
+        noise = gradient_noise[k] if noisy else zeros
         joined = dense.shape[0] > 0 and slopes[0] != 0.0
         coefficient = -alpha * slopes[0] if joined else 0.0
-        x = dense[rows[k, 0]] if joined else no_noise
+        x = dense[rows[k, 0]] if joined else zeros
         for f in range(n):
             column_sum[f] -= before[f]
             step = keep * b[f]
@@ -362,8 +362,8 @@ def gradient_steps(
                 _axpy(target, -alpha * slopes[r], rows[k, r], dense, data, indices, indptr)
         # projection onto the ball, and the new iterate into the running sum, in one pass
         squared = _squared_norm(target)
-        scale = radius / math.sqrt(squared) if squared > radius * radius else 1.0
-        if scale != 1.0:
+        if squared > radius * radius:  # as _project scales
+            scale = radius / math.sqrt(squared)
             for f in range(n):
                 target[f] *= scale
                 column_sum[f] += target[f]
