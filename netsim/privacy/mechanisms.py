@@ -23,7 +23,7 @@ mechanism                 guarantee            noise
 ========================  ===================  ==============================================
 
 The row mechanisms draw Laplace noise as E·S, E ~ Exp(1) by a ziggurat and S = ±1 from a random
-bit: the same law as ``Generator.laplace`` (exactly, not approximately) at about a sixteenth of
+bit: the same law as ``Generator.laplace`` (exactly, not approximately) at about a fourteenth of
 its cost (``netsim.privacy.laplace_kernel``: SFC64 lanes seeded from the caller's generator),
 which matters when a round perturbs 10⁶ coordinates.
 
