@@ -105,7 +105,7 @@ class EventTable:
             for chunks, values, (_, dtype) in zip(
                 self._chunks, self._columns, self.schema.columns, strict=True
             ):
-                chunks.append(pa.array(values, type=dtype))
+                chunks.append(_arrow_column(values, dtype))
             self._columns = [[] for _ in self.schema.columns]
 
     def _take_batch(self) -> pa.RecordBatch:

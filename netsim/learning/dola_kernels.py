@@ -40,36 +40,6 @@ def _loss_slope(kind: int, z: float) -> float:
 
 
 @njit(cache=True, inline="always")
-def _dot(
-    w: np.ndarray,
-    row: int,
-    dense: np.ndarray,
-    data: np.ndarray,
-    indices: np.ndarray,
-    indptr: np.ndarray,
-) -> float:
-    total = 0.0
-    if dense.shape[0] > 0:
-        # four running sums in a fixed order: faster than one (the adds overlap) and, unlike
-        # fastmath reassociation, the same result on every CPU
-        x = dense[row]
-        s0 = s1 = s2 = s3 = 0.0
-        n4 = w.size - w.size % 4
-        for f in range(0, n4, 4):
-            s0 += w[f] * x[f]
-            s1 += w[f + 1] * x[f + 1]
-            s2 += w[f + 2] * x[f + 2]
-            s3 += w[f + 3] * x[f + 3]
-        for f in range(n4, w.size):
-            s0 += w[f] * x[f]
-        total = (s0 + s1) + (s2 + s3)
-    else:
-        for e in range(indptr[row], indptr[row + 1]):
-            total += w[indices[e]] * data[e]
-    return total
-
-
-@njit(cache=True, inline="always")
 def _dot_pair(
     u: np.ndarray,
     v: np.ndarray,
@@ -79,9 +49,10 @@ def _dot_pair(
     indices: np.ndarray,
     indptr: np.ndarray,
 ) -> tuple[float, float]:
-    """(⟨u, x_row⟩, ⟨v, x_row⟩) in one pass over the example, each summed exactly as
-    :func:`_dot` sums it: eight independent running sums keep the adder busy where four wait
-    on each other."""
+    """(⟨u, x_row⟩, ⟨v, x_row⟩) in one pass over the example. Each is summed in four running
+    sums in a fixed order: faster than one (the adds overlap) and, unlike fastmath
+    reassociation, the same result on every CPU; the two dots' eight sums keep the adder busier
+    still."""
     if dense.shape[0] == 0:
         first = second = 0.0
         for e in range(indptr[row], indptr[row + 1]):
@@ -104,6 +75,20 @@ def _dot_pair(
         s0 += u[f] * x[f]
         t0 += v[f] * x[f]
     return (s0 + s1) + (s2 + s3), (t0 + t1) + (t2 + t3)
+
+
+@njit(cache=True, inline="always")
+def _dot(
+    w: np.ndarray,
+    row: int,
+    dense: np.ndarray,
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+) -> float:
+    """⟨w, x_row⟩, summed as :func:`_dot_pair` sums it (the compiler merges the two identical
+    halves, so it costs one dot)."""
+    return _dot_pair(w, w, row, dense, data, indices, indptr)[0]
 
 
 @njit(cache=True, inline="always")
@@ -152,28 +137,6 @@ def _project(w: np.ndarray, radius: float) -> None:
 
 
 @njit(cache=True, inline="always")
-def _batch_slopes(
-    point: np.ndarray,
-    k: int,
-    rows: np.ndarray,
-    dense: np.ndarray,
-    data: np.ndarray,
-    indices: np.ndarray,
-    indptr: np.ndarray,
-    labels: np.ndarray,
-    loss: int,
-    slopes: np.ndarray,
-) -> None:
-    """slopes[r] = ℓ'(y_r⟨point, x_r⟩)·y_r/h over the k-th node's h examples, so that the
-    mini-batch loss gradient at ``point`` is Σ_r slopes[r]·x_r."""
-    h = rows.shape[1]
-    for r in range(h):
-        row = rows[k, r]
-        z = labels[row] * _dot(point, row, dense, data, indices, indptr)
-        slopes[r] = _loss_slope(loss, z) * labels[row] / h
-
-
-@njit(cache=True, inline="always")
 def _batch_gradient(
     point: np.ndarray,
     k: int,
@@ -188,8 +151,13 @@ def _batch_gradient(
     slopes: np.ndarray,
     gradient: np.ndarray,
 ) -> None:
-    """gradient = φ·point + (1/h) Σ_r ∇ℓ(point; x_r, y_r) over the k-th node's h examples."""
-    _batch_slopes(point, k, rows, dense, data, indices, indptr, labels, loss, slopes)
+    """gradient = φ·point + (1/h) Σ_r ∇ℓ(point; x_r, y_r) over the k-th node's h examples:
+    slopes[r] = ℓ'(y_r⟨point, x_r⟩)·y_r/h, and the gradient φ·point + Σ_r slopes[r]·x_r."""
+    h = rows.shape[1]
+    for r in range(h):
+        row = rows[k, r]
+        z = labels[row] * _dot(point, row, dense, data, indices, indptr)
+        slopes[r] = _loss_slope(loss, z) * labels[row] / h
     for f in range(point.size):
         gradient[f] = regularisation * point[f]
     for r in range(rows.shape[1]):

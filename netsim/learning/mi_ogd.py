@@ -126,26 +126,19 @@ class MiOgdConfig:
         return (self.dimension * (self.max_loss / self.delta + self.lipschitz)) ** 2
 
     def leakage(self) -> float:
-        """C in nats: Theorem 1 or Theorem 3 (∞ for σ = 0)."""
-        if self.setting == "full":
-            return mechanisms.gaussian_channel_leakage(self.dimension, self.lipschitz, self.sigma)
-        return mechanisms.bandit_leakage(
-            self.dimension, self.max_loss, self.delta, self.lipschitz, self.sigma
-        )
+        """C in nats: Theorem 1 or Theorem 3, the channel capacity at the report's power
+        bound (∞ for σ = 0)."""
+        return mechanisms.gaussian_channel_capacity(self.dimension, self.power_bound(), self.sigma)
 
     def regret_bound(self) -> float:
         """Theorem 2's B²/(2η) + (η/2) T (L² + dσ²) (full information; = B√((L²+dσ²)T) at
-        the default η), or Theorem 4's B²/(2η) + (η/2) T (d²(F/δ + L)² + dσ²) + 3 T L δ."""
+        the default η), or Theorem 4's B²/(2η) + (η/2) T (d²(F/δ + L)² + dσ²) + 3 T L δ: both
+        B²/(2η) + (η/2) T (P + dσ²), plus the smoothing bias in the bandit setting."""
         eta, t, d = self.step, self.rounds, self.dimension
-        if self.setting == "full":
-            return self.radius**2 / (2 * eta) + eta / 2 * t * (
-                self.lipschitz**2 + d * self.sigma**2
-            )
-        return (
-            self.radius**2 / (2 * eta)
-            + eta / 2 * t * (self.power_bound() + d * self.sigma**2)
-            + 3 * t * self.lipschitz * self.delta
-        )
+        bound = self.radius**2 / (2 * eta) + eta / 2 * t * (self.power_bound() + d * self.sigma**2)
+        if self.setting == "bandit":
+            bound += 3 * t * self.lipschitz * self.delta
+        return bound
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ class MiOgdRounds:
         self.stream = stream
         self.learner_node = learner
         self.learner = LazyProjectionOGD(config)
-        self.users = np.array([u for u in range(n) if u != learner], dtype=np.int64)
+        self.users = np.delete(np.arange(n, dtype=np.int64), learner)
         self.table, self.lengths = shard_rows(stream.x.shape[0], self.users.size, shard_seed)
         self.position = np.zeros(self.users.size, dtype=np.int64)
         self.pick_rng = sim.streams.get("mi_ogd.users")

@@ -469,30 +469,36 @@ def dola_gaussian_rows(
 # --- mutual information (Zhang & Venkitasubramaniam) ---------------------------------------
 
 
-def gaussian_channel_leakage(dimension: int, lipschitz: float, sigma: float) -> float:
-    """C = (d/2) ln(1 + L²/(dσ²)) nats: the capacity of a Gaussian channel with input power L²,
-    bounding I(f_t; z̃_t) for a subgradient perturbed by N(0, σ² I) (full information)."""
-    if dimension < 1 or lipschitz < 0 or sigma < 0:
-        raise ValueError("leakage needs dimension >= 1, L >= 0, sigma >= 0")
+def gaussian_channel_capacity(dimension: int, power: float, sigma: float) -> float:
+    """C = (d/2) ln(1 + P/(dσ²)) nats: the capacity of a d-dimensional Gaussian channel with
+    noise N(0, σ² I) and input power E‖z‖² ≤ P, which bounds the mutual information between a
+    report of that power and its perturbed release (Zhang & Venkitasubramaniam, Theorems 1
+    and 3); ∞ for σ = 0 unless P = 0."""
+    if dimension < 1 or power < 0 or sigma < 0:
+        raise ValueError("leakage needs dimension >= 1, power >= 0, sigma >= 0")
     if sigma == 0:
-        return math.inf if lipschitz > 0 else 0.0
-    return 0.5 * dimension * math.log1p(lipschitz**2 / (dimension * sigma**2))
+        return math.inf if power > 0 else 0.0
+    return 0.5 * dimension * math.log1p(power / (dimension * sigma**2))
+
+
+def gaussian_channel_leakage(dimension: int, lipschitz: float, sigma: float) -> float:
+    """Theorem 1 (full information): the capacity for a subgradient, P = L²."""
+    if lipschitz < 0:
+        raise ValueError("leakage needs dimension >= 1, L >= 0, sigma >= 0")
+    return gaussian_channel_capacity(dimension, lipschitz**2, sigma)
 
 
 def bandit_leakage(
     dimension: int, max_loss: float, smoothing: float, lipschitz: float, sigma: float
 ) -> float:
-    """C = (d/2) ln(1 + d (F/δ + L)² / σ²) nats for the bandit estimate z = (d/δ) f e
-    (Zhang & Venkitasubramaniam, Alg. 2), F = max f, δ the smoothing radius."""
+    """Theorem 3 (bandit, Alg. 2): the capacity for the estimate z = (d/δ) f e, whose power is
+    at most P = d²(F/δ + L)² (F = max f, δ the smoothing radius)."""
     if smoothing <= 0:
         raise ValueError(f"the bandit smoothing radius δ must be positive, got {smoothing}")
-    if dimension < 1 or max_loss < 0 or lipschitz < 0 or sigma < 0:
+    if max_loss < 0 or lipschitz < 0:
         raise ValueError("leakage needs dimension >= 1, F >= 0, L >= 0, sigma >= 0")
-    if sigma == 0:
-        return math.inf
-    return (
-        0.5 * dimension * math.log1p(dimension * (max_loss / smoothing + lipschitz) ** 2 / sigma**2)
-    )
+    power = (dimension * (max_loss / smoothing + lipschitz)) ** 2
+    return gaussian_channel_capacity(dimension, power, sigma)
 
 
 def mutual_information_report(
@@ -515,7 +521,7 @@ def mutual_information_report(
             "none", "non-private", 0.0, 0.0, math.sqrt(power_bound), "L2", 0.0, x.size,
             math.inf,
         )  # fmt: skip
-    bound = 0.5 * x.size * math.log1p(power_bound / (x.size * sigma**2))
+    bound = gaussian_channel_capacity(x.size, power_bound, sigma)
     noisy = x + rng.standard_normal(x.size) * sigma
     return noisy, PrivacyEvent(
         mechanism, "mutual-information", 0.0, 0.0, math.sqrt(power_bound), "L2", sigma,
