@@ -34,3 +34,8 @@ class SimulationError(NetsimError):
 
 class SweepError(NetsimError):
     """A sweep specification is not valid, or its runs cannot be dispatched."""
+
+
+class ComponentError(NetsimError):
+    """A component named in a scenario cannot be used: unknown name, a ``module:Class``
+    reference that does not import, or a class that does not implement its interface."""

@@ -18,11 +18,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 
+from netsim.api import BuildContext, Component
 from netsim.distributions import Constant
-from netsim.learning.dola import DolaLearner
+from netsim.learning.dola import DolaLearner, dola_config
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.mixing import (
     MIXING_TABLE,
@@ -31,8 +34,12 @@ from netsim.learning.mixing import (
     check_round,
     union_components,
 )
+from netsim.learning.online_data import OnlineData, load_online_data
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.links import RANDOM_LOSS, Network
+from netsim.network.topology import Topology
+from netsim.privacy.accountant import LEDGER_TABLE, RECORDS_TABLE
+from netsim.scenario.schema import DolaSection
 from netsim.sim import Simulation
 
 ROUNDS_TABLE = TableSchema(
@@ -133,8 +140,12 @@ class _Pending:
     sent_round: int
 
 
-class DolaRounds:
-    """The SimPy process that runs a :class:`DolaLearner` over a :class:`Network`."""
+class DolaRounds(Component):
+    """The SimPy process that runs a :class:`DolaLearner` over a :class:`Network` (the
+    ``dola`` section)."""
+
+    tables = (ROUNDS_TABLE, MIXING_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE,
+              RECORDS_TABLE)  # fmt: skip
 
     def __init__(
         self,
@@ -176,7 +187,36 @@ class DolaRounds:
         self.rounds_table = sim.log.table(ROUNDS_TABLE)
         self.mixing_table = sim.log.table(MIXING_TABLE)
         sim.every(period, self._round, first=0.0 if start is None else start)
-        sim.at_end(self.finish)
+
+    @classmethod
+    def build(cls, config: DolaSection, ctx: BuildContext) -> DolaRounds:
+        assert ctx.sim is not None and ctx.network is not None
+        topology = ctx.network.topology
+        if ctx.nodes > 1 and not topology.is_connected():
+            ctx.warnings.append(
+                "dola: the topology is not connected, so the union of the round graphs never is "
+                "(Li et al., Assumption 2(4)); the components learn separately"
+            )
+        learner, schedule = dola_parts(
+            config, ctx.scenario.duration, ctx.nodes, topology, ctx.integer_seed("shards"),
+            ctx.stream("noise"),
+        )  # fmt: skip
+        return cls(
+            ctx.sim, ctx.network, learner, schedule, period=config.period,
+            evaluate_every=config.evaluate_every, regret_checkpoints=config.regret_checkpoints,
+            window=config.mixing.window,
+        )  # fmt: skip
+
+    @classmethod
+    def check(cls, config: DolaSection, scenario: Any) -> None:
+        if config.regret_node >= scenario.nodes:
+            raise ValueError(
+                f"dola.regret_node ({config.regret_node}) must be a node id below nodes "
+                f"({scenario.nodes})"
+            )
+        too_long = config.rounds_problem("dola", scenario.duration)
+        if too_long:
+            raise ValueError(too_long)
 
     def _delay_fits(self) -> bool:
         """True when every value surely arrives within its round (constant delay ≤ period)."""
@@ -403,3 +443,65 @@ class DolaRounds:
             learner.sparsity_of(w_node), learner.consensus(), guarantee,
             run.epsilon, run.delta, learner.passes,
         )  # fmt: skip
+
+
+def dola_data(section: s.DolaSection) -> OnlineData:
+    """The data stream of a ``dola`` section (SPEC §6 pre-processing for loaded sets)."""
+    data = section.data
+    return load_online_data(
+        data.name,
+        path=data.path,
+        label=data.label,
+        split_seed=data.split_seed,
+        test_fraction=data.test_fraction,
+        options=data.options,
+    )
+
+
+def _dola_parts(
+    scenario: s.Scenario, topology: Topology, streams: RandomStreams, rng: np.random.Generator
+) -> tuple[DolaLearner, MixingSchedule]:
+    """The learner (data, shards, accountant) and the mixing schedule of ``scenario.dola``;
+    raises the configuration's errors (batch > local data, isolated nodes, ...)."""
+    section = scenario.dola
+    assert section is not None
+    config = dola_config(section, rounds=section.rounds_in(scenario.duration))
+    learner = DolaLearner(
+        config,
+        dola_data(section),
+        scenario.nodes,
+        shard_seed=streams.integer_seed("dola.shards"),
+        rng=rng,
+        regret_node=section.regret_node,
+    )
+    mixing = section.mixing
+    schedule = MixingSchedule(
+        topology,
+        fraction=mixing.fraction,
+        count=mixing.count,
+        time_invariant=mixing.time_invariant,
+    )
+    return learner, schedule
+
+
+def dola_parts(
+    section: DolaSection,
+    duration: float,
+    nodes: int,
+    topology: Topology,
+    shard_seed: int,
+    rng: np.random.Generator,
+) -> tuple[DolaLearner, MixingSchedule]:
+    """The learner (data, shards, accountant) and the mixing schedule of a ``dola`` section;
+    raises the configuration's errors (batch > local data, isolated nodes, ...)."""
+    config = dola_config(section, rounds=section.rounds_in(duration))
+    learner = DolaLearner(
+        config, dola_data(section), nodes, shard_seed=shard_seed, rng=rng,
+        regret_node=section.regret_node,
+    )  # fmt: skip
+    mixing = section.mixing
+    schedule = MixingSchedule(
+        topology, fraction=mixing.fraction, count=mixing.count,
+        time_invariant=mixing.time_invariant,
+    )  # fmt: skip
+    return learner, schedule

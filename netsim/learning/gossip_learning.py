@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from netsim.api import BuildContext, Component, ComponentConfig
+from netsim.distributions import PositiveDuration
 from netsim.learning.sgd import ModelState, SGDAgent
 from netsim.network.links import Transfer
+from netsim.protocols.gossip import PushPullGossip
 
 #: The walk id gossip-learning visits are logged with (models are not walks).
 GOSSIP_LEARNING_WALK = -1
@@ -41,3 +44,34 @@ class GossipLearningRule:
     def model_bytes(self) -> float:
         """The size of one model message: 8 bytes per weight."""
         return 8.0 * self.models[0].weights.size
+
+
+class GossipLearningConfig(ComponentConfig):
+    """Gossip learning (Hegedűs et al. Alg. 1): every period each online node sends its model
+    to a random online neighbour, which updates it with its record and keeps it."""
+
+    period: PositiveDuration
+
+
+class GossipLearning(Component):
+    """The ``gossip_learning`` section: its own push-only gossip carrying the models."""
+
+    Config = GossipLearningConfig
+    requires = {"learning": "data set, model, privacy budget"}  # noqa: RUF012
+
+    def __init__(self, config: GossipLearningConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        assert ctx.sim is not None and ctx.network is not None
+        self.models = GossipLearningRule(ctx.require("learning"), ctx.nodes)
+        self.engine = PushPullGossip(
+            ctx.sim,
+            ctx.network,
+            period=config.period,
+            message_size=self.models.model_bytes(),
+            pull=False,
+            name=ctx.key,
+        )
+        self.engine.register(self.models)
+
+    def start(self) -> None:
+        self.engine.start()

@@ -18,15 +18,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
+from netsim.api import BuildContext, Component
+from netsim.errors import ScenarioError
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
-from netsim.learning.mi_ogd import LazyProjectionOGD, MiOgdConfig, Stream, user_report
-from netsim.learning.online_data import shard_rows
+from netsim.learning.mi_ogd import (
+    LazyProjectionOGD,
+    MiOgdConfig,
+    Stream,
+    max_loss,
+    synthetic_regression,
+    user_report,
+)
+from netsim.learning.online_data import load_online_data, shard_rows
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
-from netsim.privacy.accountant import PrivacyAccountant, Unlimited
+from netsim.privacy.accountant import LEDGER_TABLE, RECORDS_TABLE, PrivacyAccountant, Unlimited
+from netsim.scenario.schema import MiOgdSection
 from netsim.sim import Simulation
 
 ROUNDS_TABLE = TableSchema(
@@ -91,8 +102,11 @@ SUMMARY_TABLE = TableSchema(
 )
 
 
-class MiOgdRounds:
-    """The learner node, the user nodes and their rounds over a :class:`Network`."""
+class MiOgdRounds(Component):
+    """The learner node, the user nodes and their rounds over a :class:`Network` (the
+    ``mi_ogd`` section)."""
+
+    tables = (ROUNDS_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
 
     def __init__(
         self,
@@ -125,7 +139,28 @@ class MiOgdRounds:
         self.table_rows = sim.log.table(ROUNDS_TABLE)
         self.skipped = 0
         sim.every(period, self._round, first=0.0)
-        sim.at_end(self.finish)
+
+    @classmethod
+    def build(cls, config: MiOgdSection, ctx: BuildContext) -> MiOgdRounds:
+        assert ctx.sim is not None and ctx.network is not None
+        ogd, stream = mi_ogd_parts(config, ctx.scenario.duration)
+        return cls(
+            ctx.sim, ctx.network, ogd, stream, learner=config.learner, period=config.period,
+            regret_checkpoints=config.regret_checkpoints, shard_seed=ctx.integer_seed("shards"),
+        )  # fmt: skip
+
+    @classmethod
+    def check(cls, config: MiOgdSection, scenario: Any) -> None:
+        if scenario.nodes < 2:
+            raise ValueError("mi_ogd needs at least 2 nodes: a learner and a user")
+        if config.learner >= scenario.nodes:
+            raise ValueError(
+                f"mi_ogd.learner ({config.learner}) must be a node id below nodes "
+                f"({scenario.nodes})"
+            )
+        too_long = config.rounds_problem("mi_ogd", scenario.duration)
+        if too_long:
+            raise ValueError(too_long)
 
     def _round(self) -> None:
         if self.t >= self.config.rounds:
@@ -213,3 +248,56 @@ class MiOgdRounds:
 def _bound(config: MiOgdConfig, played: int) -> float:
     """The theorems' bound for ``played`` rounds at the run's η and δ."""
     return replace(config, rounds=played, eta=config.step, smoothing=config.delta).regret_bound()
+
+
+REGRESSION_OPTIONS = {"examples": 10_000, "dimension": 1, "noise": 0.1, "scale": 0.5}
+
+
+def mi_ogd_parts(section: MiOgdSection, duration: float) -> tuple[MiOgdConfig, Stream]:
+    """The configuration and the users' examples of an ``mi_ogd`` section."""
+    data = section.data
+    if data.name == "synthetic_regression":
+        unknown = sorted(set(data.options) - set(REGRESSION_OPTIONS))
+        if unknown:
+            raise ScenarioError(
+                f"mi_ogd.data.options: unknown option(s) {', '.join(unknown)}; "
+                f"synthetic_regression takes {', '.join(REGRESSION_OPTIONS)}"
+            )
+        options = {**REGRESSION_OPTIONS, **data.options}
+        if options["examples"] < 1 or options["dimension"] < 1 or options["noise"] < 0:
+            raise ScenarioError(
+                "mi_ogd.data.options: examples and dimension must be >= 1 and noise >= 0"
+            )
+        stream = synthetic_regression(
+            examples=int(options["examples"]),
+            dimension=int(options["dimension"]),
+            noise=float(options["noise"]),
+            scale=float(options["scale"]),
+            seed=data.split_seed,
+        )
+    else:
+        loaded = load_online_data(
+            data.name, path=data.path, label=data.label, split_seed=data.split_seed,
+            options=data.options,
+        )  # fmt: skip
+        if loaded.sparse:
+            raise ScenarioError(
+                f"mi_ogd.data: {data.name} is sparse; MI-private OGD here takes dense data"
+            )
+        stream = Stream(loaded.x_train, loaded.y_train, loaded.source)
+    rounds = section.rounds_in(duration)
+    lipschitz = 1.0  # every example has ‖x‖ ≤ 1 (checked below), so every loss is 1-Lipschitz
+    if stream.lipschitz > lipschitz + 1e-9:
+        raise ScenarioError(
+            f"mi_ogd.data: the longest example has norm {stream.lipschitz:.4g} > 1; the "
+            "leakage and regret bounds assume L = 1"
+        )
+    base = MiOgdConfig(
+        dimension=stream.dimension, rounds=rounds, setting=section.setting, loss=section.loss,
+        sigma=section.sigma, radius=section.radius, lipschitz=lipschitz, eta=section.eta,
+        smoothing=section.smoothing,
+    )  # fmt: skip
+    reach = base.radius + (base.delta if base.setting == "bandit" else 0.0)
+    y_max = float(np.abs(stream.y).max())
+    config = replace(base, max_loss=max_loss(section.loss, reach, lipschitz, y_max))
+    return config, stream

@@ -28,12 +28,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field, ValidationInfo, field_validator
 
+from netsim.api import BuildContext, Component, ComponentConfig, WalkAgent
+from netsim.fields import resolved_path
+from netsim.learning.datasets import (
+    BUILTIN,
+    USER_FORMATS,
+    DataError,
+    Dataset,
+    load_dataset,
+    preprocess,
+    vector_norms,
+)
 from netsim.learning.models import LinearModel
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
-from netsim.privacy.accountant import BudgetExhausted, PrivacyAccountant
+from netsim.privacy.accountant import BudgetExhausted, PrivacyAccountant, policy_by_name
 from netsim.privacy.sensitivity import Norm
 from netsim.sim import Simulation
 
@@ -164,10 +178,75 @@ class PrivateSGD:
         return ModelState(updated, t, state.visits + 1), event.epsilon
 
 
-class SGDAgent:
-    """A :class:`~netsim.protocols.walk.WalkAgent` (and gossip learning's update): node i
-    holds training row ``rows[i]``; every visit applies :class:`PrivateSGD`; test accuracy is
-    sampled every ``evaluate_every`` visits of a model."""
+class DatasetConfig(ComponentConfig):
+    """A data set of :func:`netsim.learning.datasets.load_dataset`."""
+
+    name: Literal[BUILTIN + USER_FORMATS]  # type: ignore[valid-type]  # the loader's names
+    path: Path | None = None
+    label: str | int | None = None
+    split_seed: int = Field(default=0, ge=0)
+    test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else resolved_path(value, info)
+
+
+class LearningConfig(ComponentConfig):
+    """Differentially private SGD (Hegedűs et al. 2016 §3, eq. 8): one training record per
+    node, node i holding a row of the training split."""
+
+    dataset: DatasetConfig
+    normalisation: Literal["local", "global", "none"] = "local"
+    model: Literal["logreg", "svm"] = "logreg"
+    algorithm: Annotated[str, Field(pattern=r"^(sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")] = "dp-sgd-1"
+    noise: Literal["l1", "l2_paper", "k_norm_l2"] = "k_norm_l2"
+    epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    regularisation: float = Field(default=1e-4, ge=0.0, allow_inf_nan=False)
+    evaluate_every: int = Field(default=100, ge=1)
+
+
+def learning_data(config: LearningConfig, n: int) -> Dataset:
+    """The data set of ``config``, pre-processed as Hegedűs et al. (2016) §6.2, checked to hold
+    a record for each of the ``n`` nodes and, unnormalised, vectors of length at most 1."""
+    data_config = config.dataset
+    mechanism_norm = NOISES[config.noise][1]
+    data = preprocess(
+        load_dataset(
+            data_config.name,
+            path=data_config.path,
+            label=data_config.label,
+            split_seed=data_config.split_seed,
+            test_fraction=data_config.test_fraction,
+        ),
+        normalisation=config.normalisation,
+        norm=mechanism_norm,
+    )
+    if data.n_train < n:
+        raise DataError(
+            f"learning.dataset: {data.name} has {data.n_train:,} training records but the "
+            f"scenario has {n:,} nodes; every node holds one record, so nodes must be at most "
+            f"{data.n_train:,}"
+        )
+    if config.normalisation == "none":
+        radius = float(vector_norms(data.x_train, mechanism_norm).max())
+        if radius > 1.0 + 1e-9:
+            raise DataError(
+                f"learning.normalisation none: the longest training vector has {mechanism_norm} "
+                f"length {radius:.3g} > 1, so the gradient sensitivity would not hold; use "
+                "local or global"
+            )
+    return data
+
+
+class SGDAgent(Component):
+    """The ``learning`` section: node i holds training row ``rows[i]``; every visit of a model
+    (by a walk, through the ``sgd`` walk agent, or by gossip learning) applies
+    :class:`PrivateSGD`; test accuracy is sampled every ``evaluate_every`` visits of a model."""
+
+    Config = LearningConfig
+    tables = (VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE)
 
     def __init__(
         self,
@@ -191,6 +270,50 @@ class SGDAgent:
         self.accuracy_table = sim.log.table(ACCURACY_TABLE)
         self.updates = 0
         self.refused = 0
+
+    @classmethod
+    def build(cls, config: LearningConfig, ctx: BuildContext) -> SGDAgent:
+        """One record per node (a seeded choice of training rows), the accountant and the
+        private SGD of ``config`` (Hegedűs et al. 2016 §3, §6)."""
+        assert ctx.sim is not None
+        n = ctx.nodes
+        data = learning_data(config, n)
+        rows = ctx.stream("rows").permutation(data.n_train)[:n]
+        model = LinearModel(config.model, data.classes, data.features)
+        policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
+        accountant = PrivacyAccountant(n, epsilon=config.epsilon, policy=policy)
+        sgd = PrivateSGD(
+            model,
+            data.x_train[rows],
+            data.y_train[rows],
+            accountant,
+            noise=config.noise,
+            regularisation=config.regularisation,
+            rng=ctx.stream("noise"),
+        )
+        return cls(
+            ctx.sim,
+            sgd,
+            rows=rows,
+            x_test=data.x_test,
+            y_test=data.y_test,
+            evaluate_every=config.evaluate_every,
+        )
+
+    @classmethod
+    def check(cls, config: LearningConfig, scenario: Any) -> None:
+        walk = scenario.walk
+        walk_learns = walk is not None and getattr(walk.agent, "kind", None) == "sgd"
+        if not walk_learns and scenario.gossip_learning is None:
+            raise ValueError(
+                "learning is configured but nothing learns: set walk.agent.kind to sgd or add "
+                "a gossip_learning section"
+            )
+        if scenario.gossip_learning is not None and walk_learns:
+            raise ValueError(
+                "gossip_learning and a learning walk (walk.agent kind sgd) in one scenario: "
+                "compare them as two scenarios with the same learning section"
+            )
 
     def initial_state(self) -> ModelState:
         return self.sgd.initial_state()
@@ -227,3 +350,22 @@ class SGDAgent:
         self.sim.log.table(SUMMARY_TABLE).append(
             self.updates + self.refused, self.updates, self.refused, epsilon, delta, kind
         )
+
+
+class SGDWalkAgent(WalkAgent):
+    """The walk carries a model trained by (private) SGD as configured in ``learning``."""
+
+    class Config(ComponentConfig):
+        kind: Literal["sgd"] = "sgd"
+
+    requires = {"learning": "data set, model, privacy budget"}  # noqa: RUF012
+
+    def __init__(self, config: Config, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        self.learner: SGDAgent = ctx.require("learning")
+
+    def initial_state(self) -> ModelState:
+        return self.learner.initial_state()
+
+    def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
+        return self.learner.visit(node, state, steps, walk, now)

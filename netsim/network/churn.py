@@ -10,15 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import simpy
+from pydantic import Field, field_validator, model_validator
 
-from netsim.distributions import Distribution
+from netsim.api import ChurnModel, ComponentConfig
+from netsim.distributions import Distribution, Duration, PositiveDuration
+from netsim.fields import existing_file, resolved_path
 from netsim.log import BOOL, F64, I32, TableSchema
 from netsim.network.nodes import NodeStates
-from netsim.network.traces import IntervalTrace
+from netsim.network.traces import IntervalTrace, read_canonical_trace, read_stunner_segments
 from netsim.sim import Simulation
 from netsim.units import DAY
 
@@ -257,3 +261,133 @@ class ChurnReplay:
                 self.table.append(t, node, state[k])
                 k += 1
                 self.transitions_applied += 1
+
+
+# --- the churn components --------------------------------------------------------------------
+# Each draws from the ``churn`` stream only.
+
+
+class AlwaysOn(ChurnModel):
+    """No churn: every node online for the whole run."""
+
+    class Config(ComponentConfig):
+        kind: Literal["always_on"] = "always_on"
+
+    def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
+        return always_on(nodes)
+
+
+class DiurnalConfig(ComponentConfig):
+    amplitude: float = Field(ge=0.0, lt=1.0)
+    peak: Duration = 0.0
+
+    @field_validator("peak")
+    @classmethod
+    def _time_of_day(cls, value: float) -> float:
+        if value >= DAY:
+            raise ValueError("peak is a time of day: it must be less than 1d")
+        return value
+
+
+class SyntheticChurnModel(ChurnModel):
+    """Alternating on/off periods drawn from two distributions (:func:`synthetic`)."""
+
+    class Config(ComponentConfig):
+        kind: Literal["synthetic"] = "synthetic"
+        online: Distribution
+        offline: Distribution
+        diurnal: DiurnalConfig | None = None
+
+        @model_validator(mode="after")
+        def _positive_means(self) -> SyntheticChurnModel.Config:
+            for key in ("online", "offline"):
+                if getattr(self, key).mean() <= 0:
+                    raise ValueError(f"{key} periods must have a positive mean length")
+            return self
+
+    def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
+        config = self.config
+        diurnal = config.diurnal
+        return synthetic(
+            nodes,
+            horizon,
+            online=config.online,
+            offline=config.offline,
+            rng=self.ctx.stream(),
+            diurnal_amplitude=diurnal.amplitude if diurnal else 0.0,
+            diurnal_peak=diurnal.peak if diurnal else 0.0,
+        )
+
+
+class _Replay(ChurnModel):
+    """What the trace replays share: warnings about the trace's span and size."""
+
+    def replay(self, trace: IntervalTrace, nodes: int, horizon: float, assign: str) -> ChurnSchedule:
+        if trace.span is not None and horizon > trace.span:
+            self.ctx.warnings.append(
+                f"churn: the run lasts {horizon:g} s but trace segments cover {trace.span:g} s; "
+                "nodes stay offline after their segment ends"
+            )
+        if nodes > trace.node_count:
+            how = "re-sampled at random" if assign == "random" else "reused in order"
+            self.ctx.warnings.append(
+                f"churn: {nodes} nodes but {trace.node_count} trace nodes in {trace.source}; "
+                f"trace nodes are {how}"
+            )
+        schedule, picks = from_trace(trace, nodes, horizon, self.ctx.stream(), assign)  # type: ignore[arg-type]
+        self.trace_labels = np.asarray(trace.labels, dtype=object)[picks]
+        return schedule
+
+
+class TraceReplay(_Replay):
+    """Replay of a trace in netsim's canonical format (``netsim trace convert``)."""
+
+    class Config(ComponentConfig):
+        kind: Literal["trace"] = "trace"
+        path: Path
+        assign: Literal["random", "in_order"] = "random"
+
+        _path = field_validator("path")(existing_file)
+
+    def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
+        trace = read_canonical_trace(self.config.path)
+        return self.replay(trace, nodes, horizon, self.config.assign)
+
+
+class StunnerReplay(_Replay):
+    """Replay of the STUNner trace; ``fallback`` replaces it where the research-only file is
+    absent (e.g. the shipped synthetic trace fitted to it)."""
+
+    class Config(ComponentConfig):
+        kind: Literal["stunner"] = "stunner"
+        path: Path
+        segment_length: PositiveDuration = 2 * DAY
+        segment_step: PositiveDuration = DAY
+        local_time: bool = False
+        assign: Literal["random", "in_order"] = "random"
+        fallback: TraceReplay.Config | None = None
+
+        _path = field_validator("path")(resolved_path)
+
+        @model_validator(mode="after")
+        def _file_or_fallback(self) -> StunnerReplay.Config:
+            if not self.path.is_file() and self.fallback is None:
+                raise ValueError(f"path: file not found: {self.path} (and no fallback is given)")
+            return self
+
+    def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
+        config = self.config
+        if not config.path.is_file() and config.fallback is not None:
+            self.ctx.warnings.append(
+                f"churn: {config.path} is absent; replaying the fallback trace "
+                f"{config.fallback.path}"
+            )
+            fallback = TraceReplay(config.fallback, self.ctx)
+            schedule = fallback.schedule(nodes, horizon)
+            self.trace_labels = fallback.trace_labels
+            return schedule
+        trace = read_stunner_segments(
+            config.path, length=config.segment_length, step=config.segment_step,
+            local_time=config.local_time,
+        )  # fmt: skip
+        return self.replay(trace, nodes, horizon, config.assign)

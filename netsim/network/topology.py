@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import networkx as nx
 import numpy as np
+from pydantic import Field, field_validator
 
+from netsim.api import ComponentConfig, TopologyBuilder
 from netsim.errors import TopologyError
+from netsim.fields import Probability, existing_file
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,3 +229,156 @@ def edge_list(path: Path, n: int, *, directed: bool = False) -> Topology:
     if not sources:
         raise TopologyError(f"{path}: the edge list has no edges")
     return Topology.from_edges(n, np.array(sources), np.array(targets), directed=directed)
+
+
+# --- the topology components -----------------------------------------------------------------
+# Each builds its graph from the ``topology`` stream (networkx builders get a 32-bit seed drawn
+# from it), so the same scenario and seed give the same overlay.
+
+
+class _TopologyConfig(ComponentConfig):
+    pass
+
+
+class KOut(TopologyBuilder):
+    """Every node picks k distinct random neighbours (the paper's "50 fixed neighbours")."""
+
+    class Config(_TopologyConfig):
+        kind: Literal["k_out"] = "k_out"
+        k: int = Field(ge=1)
+        undirected: bool = False
+
+    def build_topology(self, nodes: int) -> Topology:
+        return k_out(nodes, self.config.k, self.ctx.stream(), undirected=self.config.undirected)
+
+    @classmethod
+    def problem(cls, config: Config, nodes: int) -> str | None:
+        if config.k >= nodes:
+            return f"topology.k ({config.k}) must be less than nodes ({nodes})"
+        return None
+
+
+class RandomRegular(TopologyBuilder):
+    """A uniformly random d-regular undirected graph."""
+
+    class Config(_TopologyConfig):
+        kind: Literal["random_regular"] = "random_regular"
+        degree: int = Field(ge=1)
+
+    def build_topology(self, nodes: int) -> Topology:
+        return random_regular(nodes, self.config.degree, self.ctx.integer_seed())
+
+    @classmethod
+    def problem(cls, config: Config, nodes: int) -> str | None:
+        d = config.degree
+        if d >= nodes or (nodes * d) % 2:
+            return (
+                f"topology.degree ({d}) must be less than nodes ({nodes}) and nodes × degree "
+                "must be even"
+            )
+        return None
+
+
+class ErdosRenyi(TopologyBuilder):
+    """G(n, p): every undirected link independently with probability p."""
+
+    class Config(_TopologyConfig):
+        kind: Literal["erdos_renyi"] = "erdos_renyi"
+        p: Probability
+
+    def build_topology(self, nodes: int) -> Topology:
+        return erdos_renyi(nodes, self.config.p, self.ctx.integer_seed())
+
+
+class WattsStrogatz(TopologyBuilder):
+    """A ring lattice of k neighbours with links rewired with probability p."""
+
+    class Config(_TopologyConfig):
+        kind: Literal["watts_strogatz"] = "watts_strogatz"
+        k: int = Field(ge=2)
+        p: Probability
+
+    def build_topology(self, nodes: int) -> Topology:
+        return watts_strogatz(nodes, self.config.k, self.config.p, self.ctx.integer_seed())
+
+    @classmethod
+    def problem(cls, config: Config, nodes: int) -> str | None:
+        if config.k >= nodes:
+            return f"topology.k ({config.k}) must be less than nodes ({nodes})"
+        return None
+
+
+class BarabasiAlbert(TopologyBuilder):
+    """Preferential attachment: each new node links to m existing ones."""
+
+    class Config(_TopologyConfig):
+        kind: Literal["barabasi_albert"] = "barabasi_albert"
+        m: int = Field(ge=1)
+
+    def build_topology(self, nodes: int) -> Topology:
+        return barabasi_albert(nodes, self.config.m, self.ctx.integer_seed())
+
+    @classmethod
+    def problem(cls, config: Config, nodes: int) -> str | None:
+        if config.m >= nodes:
+            return f"topology.m ({config.m}) must be less than nodes ({nodes})"
+        return None
+
+
+class RandomGeometric(TopologyBuilder):
+    """Nodes uniform in the unit cube, linked within ``radius``."""
+
+    class Config(_TopologyConfig):
+        kind: Literal["random_geometric"] = "random_geometric"
+        radius: float = Field(gt=0)
+        dim: int = Field(default=2, ge=1)
+
+    def build_topology(self, nodes: int) -> Topology:
+        return random_geometric(
+            nodes, self.config.radius, self.ctx.integer_seed(), dim=self.config.dim
+        )
+
+
+class Ring(TopologyBuilder):
+    """Each node linked to its k nearest nodes on either side."""
+
+    class Config(_TopologyConfig):
+        kind: Literal["ring"] = "ring"
+        k: int = Field(default=1, ge=1)
+
+    def build_topology(self, nodes: int) -> Topology:
+        return ring(nodes, self.config.k)
+
+    @classmethod
+    def problem(cls, config: Config, nodes: int) -> str | None:
+        if config.k > max((nodes - 1) // 2, 1):
+            return f"topology.k ({config.k}) must be at most (nodes - 1) // 2 = {(nodes - 1) // 2}"
+        return None
+
+
+class Complete(TopologyBuilder):
+    """Every node linked to every other."""
+
+    class Config(_TopologyConfig):
+        kind: Literal["complete"] = "complete"
+
+    single_node_ok = True
+
+    def build_topology(self, nodes: int) -> Topology:
+        return complete(nodes)
+
+
+class EdgeList(TopologyBuilder):
+    """Links read from a file of ``u v`` lines."""
+
+    class Config(_TopologyConfig):
+        kind: Literal["edge_list"] = "edge_list"
+        path: Path
+        directed: bool = False
+
+        _path = field_validator("path")(existing_file)
+
+    single_node_ok = True
+
+    def build_topology(self, nodes: int) -> Topology:
+        return edge_list(self.config.path, nodes, directed=self.config.directed)

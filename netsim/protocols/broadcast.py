@@ -14,14 +14,20 @@ order and one pointer per threshold suffices — O(1) work per adoption or churn
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+from pydantic import Field, field_validator
 
+from netsim.api import BuildContext, ComponentConfig, GossipApplication
+from netsim.distributions import Duration, PositiveDuration
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
 from netsim.sim import Simulation
+
+if TYPE_CHECKING:
+    from netsim.protocols.gossip import GossipEngine
 
 ADOPTIONS_TABLE = TableSchema(
     name="broadcast_adoptions",
@@ -66,8 +72,31 @@ def threshold_column(threshold: float) -> str:
     return f"t{threshold * 100:g}"
 
 
-class Broadcast:
-    """The broadcast application: a :class:`~netsim.protocols.gossip.GossipRule`."""
+class BroadcastConfig(ComponentConfig):
+    """A new update every ``interval`` from ``start``; coverage measured at ``thresholds``."""
+
+    interval: PositiveDuration
+    start: Duration = 0.0
+    thresholds: tuple[Annotated[float, Field(gt=0.0, le=1.0)], ...] = (0.5, 0.9, 0.99, 1.0)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _distinct(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value:
+            raise ValueError("give at least one threshold")
+        if len({threshold_column(t) for t in value}) != len(value):
+            raise ValueError(
+                "thresholds must be distinct as percentages with 6 significant digits "
+                "(each becomes a column such as t90)"
+            )
+        return tuple(sorted(value))
+
+
+class Broadcast(GossipApplication):
+    """The broadcast application of push-pull gossip (exact and round mode)."""
+
+    Config = BroadcastConfig
+    requires = {"gossip": "it spreads updates by gossip"}  # noqa: RUF012
 
     def __init__(
         self,
@@ -77,7 +106,7 @@ class Broadcast:
         interval: float,
         start: float = 0.0,
         thresholds: Sequence[float] = (0.5, 0.9, 0.99, 1.0),
-        origin_candidates: Callable[[], np.ndarray] | None = None,
+        engine: GossipEngine | None = None,
         name: str = "broadcast",
     ) -> None:
         self.sim = sim
@@ -86,10 +115,8 @@ class Broadcast:
         self.thresholds = tuple(sorted(thresholds))
         self.version = np.full(network.topology.n, -1, dtype=np.int64)
         self._rng = sim.streams.get(f"{name}.origin")
-        # where updates may start; the builder narrows this to the nodes taking part in gossip
-        self.origin_candidates: Callable[[], np.ndarray] = origin_candidates or (
-            lambda: np.flatnonzero(self.nodes.online)
-        )
+        # updates start at nodes that take part in gossip, not at a just-rejoined node
+        self.engine = engine
         self.known_online = np.zeros(64, dtype=np.int64)  # online holders per update
         self.origins: list[int] = []
         self.starts: list[float] = []
@@ -102,7 +129,28 @@ class Broadcast:
         self.nodes.on_join(self._on_join)
         self.nodes.on_leave(self._on_leave)
         sim.every(interval, self._originate, first=start)
-        sim.at_end(self._finish)
+
+    @classmethod
+    def build(cls, config: BroadcastConfig, ctx: BuildContext) -> Broadcast:
+        assert ctx.sim is not None and ctx.network is not None
+        engine = ctx.require("gossip")
+        app = cls(
+            ctx.sim, ctx.network, interval=config.interval, start=config.start,
+            thresholds=config.thresholds, engine=engine, name=ctx.key,
+        )  # fmt: skip
+        engine.register(app)
+        return app
+
+    @classmethod
+    def table_schemas(cls, config: BroadcastConfig) -> tuple[TableSchema, ...]:
+        return (ADOPTIONS_TABLE, broadcasts_table(config.thresholds))
+
+    def origin_candidates(self) -> np.ndarray:
+        """The nodes an update may start at: those taking part in gossip (online ones
+        without an engine)."""
+        if self.engine is not None:
+            return np.flatnonzero(self.engine.active)
+        return np.flatnonzero(self.nodes.online)
 
     @property
     def updates(self) -> int:
@@ -165,7 +213,7 @@ class Broadcast:
                 k += 1
             self._next[j] = k
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
         online = max(self.nodes.online_count, 1)
         for k in range(self.updates):
             self.summary.append(

@@ -22,10 +22,15 @@ nodes at once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from pydantic import Field
+
+from netsim.api import BuildContext, Component, ComponentConfig
+from netsim.fields import Size
+from netsim.distributions import PositiveDuration
 from netsim.network.links import Network, Transfer
 from netsim.rng import BlockDraws
 from netsim.sim import Simulation
@@ -45,8 +50,20 @@ class GossipRule(Protocol):
         or pull; ``transfer.sent_at`` lets a rule age what it received on the link)."""
 
 
-class GossipEngine:
+class GossipConfig(ComponentConfig):
+    """The ``gossip`` section: push-pull gossip every ``period`` with messages of
+    ``message_size``, event by event (``exact``) or in vectorised rounds (``rounds``)."""
+
+    period: PositiveDuration
+    message_size: Size = 64.0
+    mode: Literal["exact", "rounds"] = "exact"
+
+
+class GossipEngine(Component):
     """What both gossip modes share: the period, and which nodes take part.
+
+    Applications :meth:`register` while the run is built; :meth:`start` begins the
+    exchanges once all of them are registered.
 
     A node is *active* when it is online and has heard a fresh message since it last joined
     (nodes online at time 0 are active from the start); components that must react when a
@@ -72,7 +89,24 @@ class GossipEngine:
         self.active = network.nodes.online.copy()
         self._activation_listeners: list[Callable[[int], None]] = []
         self.exchanges = 0
+        self.rules: list[Any] = []
         network.nodes.on_leave(self._on_leave)
+
+    @classmethod
+    def build(cls, config: GossipConfig, ctx: BuildContext) -> GossipEngine:
+        """The engine of the ``gossip`` section, exact or in rounds."""
+        from netsim.protocols.rounds import RoundGossip
+
+        assert ctx.sim is not None and ctx.network is not None
+        engine = RoundGossip if config.mode == "rounds" else PushPullGossip
+        return engine(
+            ctx.sim, ctx.network, period=config.period, message_size=config.message_size,
+            name=ctx.key,
+        )  # fmt: skip
+
+    def register(self, rule: Any) -> None:
+        """Add an application (its values travel in every message, in registration order)."""
+        self.rules.append(rule)
 
     def on_activate(self, listener: Callable[[int], None]) -> None:
         """Call ``listener(node)`` when a rejoined node hears its first fresh message."""
@@ -99,20 +133,30 @@ class PushPullGossip(GossipEngine):
         self,
         sim: Simulation,
         network: Network,
-        rule: GossipRule,
+        rule: GossipRule | None = None,
         *,
         period: float,
         message_size: float = 64.0,
         pull: bool = True,
         name: str = "gossip",
     ) -> None:
+        """With ``rule`` the exchanges begin at once; without, applications
+        :meth:`register` and :meth:`start` begins them."""
         super().__init__(sim, network, period=period, message_size=message_size, name=name)
-        self.rule = rule
+        self.rule: GossipRule = _Silent()
         self.pull = pull  # False: push only (gossip learning sends models one way)
         n = network.topology.n
         self._peer_uniform = BlockDraws(sim.streams.get(f"{name}.peers").random)
         self.phase = sim.streams.get(f"{name}.phase").uniform(0.0, period, n)
         self._timer_generation = np.zeros(n, dtype=np.int64)
+        if rule is not None:
+            self.register(rule)
+            self.start()
+
+    def start(self) -> None:
+        """Begin the exchanges: every active node's first tick."""
+        rules = self.rules
+        self.rule = _Silent() if not rules else rules[0] if len(rules) == 1 else CompositeRule(rules)
         for node in np.flatnonzero(self.active).tolist():
             self._schedule_tick(node)
 
@@ -171,6 +215,16 @@ class PushPullGossip(GossipEngine):
         node = transfer.dst
         self.rule.incoming(node, transfer.payload, transfer.src, transfer)
         self._heard(node)
+
+
+class _Silent:
+    """Gossip without an application: exchanges carry nothing (useful to measure traffic)."""
+
+    def outgoing(self, node: int) -> None:
+        return None
+
+    def incoming(self, node: int, value: object, sender: int, transfer: object) -> None:
+        return None
 
 
 class CompositeRule:

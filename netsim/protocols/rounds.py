@@ -105,26 +105,35 @@ class RoundGossip(GossipEngine):
         self,
         sim: Simulation,
         network: Network,
-        rules: list[RoundRule | FusedRoundRule],
+        rules: list[RoundRule | FusedRoundRule] | None = None,
         *,
         period: float,
         message_size: float = 64.0,
         name: str = "gossip",
     ) -> None:
+        """With ``rules`` the rounds begin at once; without, applications :meth:`register`
+        and :meth:`start` begins them."""
         super().__init__(sim, network, period=period, message_size=message_size, name=name)
-        self.rules = rules
+        self._exchanges: list = []
+        self._peer_rng = sim.streams.get(f"{name}.peers")
+        self._loss_rng = sim.streams.get(f"{name}.loss")
+        self._scratch = np.zeros(network.nodes.n, dtype=np.int64)
+        self.rounds = 0
+        if rules is not None:
+            for rule in rules:
+                self.register(rule)
+            self.start()
+
+    def start(self) -> None:
+        """Begin the rounds (every period from one period after now)."""
         # a fused rule does its own exchanges; the others are merged here in batches
         self._exchanges = [
             rule.round_exchange
             if hasattr(rule, "round_exchange")
             else partial(self._exchange, rule)
-            for rule in rules
+            for rule in self.rules
         ]
-        self._peer_rng = sim.streams.get(f"{name}.peers")
-        self._loss_rng = sim.streams.get(f"{name}.loss")
-        self._scratch = np.zeros(network.nodes.n, dtype=np.int64)
-        self.rounds = 0
-        sim.every(period, self._round)
+        self.sim.every(self.period, self._round)
 
     def _drop_lost(
         self, initiators: np.ndarray, peers: np.ndarray

@@ -46,10 +46,15 @@ Choices where the paper leaves room (each is tested in ``tests/test_walk.py``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import model_validator
 
+from netsim.api import BuildContext, ComponentConfig, Walk
+from netsim.api import WalkAgent as WalkAgentBase
+from netsim.distributions import Duration, PositiveDuration
+from netsim.fields import Probability
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import GossipEngine
@@ -61,6 +66,7 @@ from netsim.protocols.walk_kernels import (
     should_replace,
     timeout_circle,
 )
+from netsim.registry import component_field
 from netsim.rng import BlockDraws
 from netsim.sim import Simulation
 
@@ -134,22 +140,8 @@ SUMMARY_TABLE = TableSchema(
 )
 
 
-class WalkAgent(Protocol):
-    """What a learning agent plugs into a walk: the state it carries and the visit."""
-
-    def initial_state(self) -> Any:
-        """The walk state every node's local copy starts with."""
-
-    def visit(self, node: int, state: Any, steps: int, walk: int, now: float) -> Any:
-        """Update ``state`` at ``node`` (the walk's ``steps``-th step); returns the new state.
-
-        Must return a new object and never modify ``state`` in place: nodes' local copies
-        share state objects (every node starts with the same initial state, and a node's copy
-        is the very object the walk carried), which keeps 10⁴ copies of a model affordable.
-        """
-
-    def finish(self) -> None:
-        """Called once at the end of the run (write tables, etc.)."""
+#: What a walk carries (the interface of :class:`netsim.api.WalkAgent`).
+WalkAgent = WalkAgentBase
 
 
 VISITS_TABLE = TableSchema(
@@ -159,12 +151,22 @@ VISITS_TABLE = TableSchema(
 )
 
 
-class VisitCounter:
+class VisitCounter(WalkAgentBase):
     """The trivial agent: the walk carries nothing; visits are counted per node."""
+
+    class Config(ComponentConfig):
+        kind: Literal["visit_counter"] = "visit_counter"
+
+    tables = (VISITS_TABLE,)
 
     def __init__(self, sim: Simulation, n: int) -> None:
         self.sim = sim
         self.visits = np.zeros(n, dtype=np.int64)
+
+    @classmethod
+    def build(cls, config: Config, ctx: BuildContext) -> VisitCounter:
+        assert ctx.sim is not None
+        return cls(ctx.sim, ctx.nodes)
 
     def initial_state(self) -> None:
         return None
@@ -190,12 +192,56 @@ class WalkToken:
     retry_generation: int = 0  # invalidates a pending retry when the walk moves on
 
 
-class RandomWalkService:
+#: The walk agent of a walk section (the visit counter when none is named).
+AgentField = component_field("walk_agent")
+
+
+class WalkServiceConfig(ComponentConfig):
+    """The single random walk service (Hegedűs et al. Alg. 2) over the simulated network."""
+
+    kind: Literal["service"] = "service"
+    transfer_time: PositiveDuration
+    timeout: PositiveDuration
+    kill_probability: Probability = 0.0
+    start: Duration = 0.0
+    retry_interval: PositiveDuration | None = None
+    sample_every: PositiveDuration | None = None
+    agent: AgentField = VisitCounter.Config()
+
+    @model_validator(mode="after")
+    def _timeout_covers_a_transfer(self) -> WalkServiceConfig:
+        if self.timeout < self.transfer_time:
+            raise ValueError(
+                f"timeout δ ({self.timeout:g} s) must be at least transfer_time δ_rw "
+                f"({self.transfer_time:g} s): an update is not overwritten for δ_rw on average "
+                "(Hegedűs et al. §5.2)"
+            )
+        return self
+
+
+class IdealWalkConfig(ComponentConfig):
+    """A walk that never fails: the next node uniformly, with or without replacement."""
+
+    kind: Literal["ideal"] = "ideal"
+    sampling: Literal["with_replacement", "without_replacement"] = "with_replacement"
+    step_time: PositiveDuration = 1.0
+    sample_every: PositiveDuration | None = None
+    agent: AgentField = VisitCounter.Config()
+
+
+class RandomWalkService(Walk):
     """Alg. 2: push-pull broadcast of walk progress, restarts on timeouts, hot-potato walks.
 
     Plug it into a :class:`PushPullGossip` as its rule (it implements ``outgoing`` /
-    ``incoming``), then call :meth:`attach` with that gossip.
+    ``incoming``), then call :meth:`attach` with that gossip (built from a scenario, the
+    service registers with the gossip engine and attaches when the run starts).
     """
+
+    Config = WalkServiceConfig
+    tables = (STEPS_TABLE, RESTARTS_TABLE, ENDS_TABLE, SAMPLES_TABLE, SUMMARY_TABLE)
+    requires = {  # noqa: RUF012
+        "gossip": "walk progress is broadcast by push-pull gossip with period Δ = gossip.period"
+    }
 
     def __init__(
         self,
@@ -209,9 +255,11 @@ class RandomWalkService:
         start: float = 0.0,
         retry_interval: float = 0.1,
         sample_every: float = 60.0,
+        engine: GossipEngine | None = None,
         name: str = "walk",
     ) -> None:
         n = network.topology.n
+        self._engine = engine  # attached when the run starts
         self.sim = sim
         self.network = network
         self.nodes = network.nodes
@@ -271,7 +319,31 @@ class RandomWalkService:
         self.nodes.on_leave(self._on_leave)
         sim.call_later(start, self._bootstrap)
         sim.every(sample_every, self._sample, first=0.0)
-        sim.at_end(self._finish)
+
+    @classmethod
+    def build(cls, config: WalkServiceConfig, ctx: BuildContext) -> RandomWalkService:
+        assert ctx.sim is not None and ctx.network is not None
+        gossip = ctx.require("gossip")
+        service = cls(
+            ctx.sim,
+            ctx.network,
+            ctx.require("walk.agent"),
+            transfer_time=config.transfer_time,
+            timeout=config.timeout,
+            kill_probability=config.kill_probability,
+            start=config.start,
+            retry_interval=config.retry_interval or gossip.period,
+            sample_every=config.sample_every or ctx.scenario.metrics.sample_every,
+            engine=gossip,
+            name=ctx.key,
+        )
+        gossip.register(service)
+        return service
+
+    def start(self) -> None:
+        """Use the gossip engine the service registered with (see :meth:`attach`)."""
+        if self._engine is not None:
+            self.attach(self._engine)
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -610,7 +682,7 @@ class RandomWalkService:
         self._account()
         return self._area / max(self.sim.env.now, 1e-300)
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
         mean = self.mean_propagating()
         duration = max(self.sim.env.now, 1e-300)
         self._sample()
@@ -627,16 +699,18 @@ class RandomWalkService:
             c["abandoned"],
             self.max_steps,
         )
-        self.agent.finish()
 
 
-class IdealWalk:
+class IdealWalk(Walk):
     """A walk that never fails (for learning experiments, Hegedűs et al. §6).
 
     Every ``step_time`` it moves to the next node: uniform with replacement, or following
     random permutations of the nodes, a new one each time all nodes were visited (without
     replacement, §3.1). It ignores churn and the network.
     """
+
+    Config = IdealWalkConfig
+    tables = (STEPS_TABLE, SAMPLES_TABLE)
 
     def __init__(
         self,
@@ -662,7 +736,19 @@ class IdealWalk:
         self.samples_table = sim.log.table(SAMPLES_TABLE)
         sim.every(step_time, self._step)
         sim.every(sample_every, self._sample, first=0.0)
-        sim.at_end(agent.finish)
+
+    @classmethod
+    def build(cls, config: IdealWalkConfig, ctx: BuildContext) -> IdealWalk:
+        assert ctx.sim is not None
+        return cls(
+            ctx.sim,
+            ctx.nodes,
+            ctx.require("walk.agent"),
+            step_time=config.step_time,
+            replacement=config.sampling == "with_replacement",
+            sample_every=config.sample_every or ctx.scenario.metrics.sample_every,
+            name=ctx.key,
+        )
 
     def next_node(self) -> int:
         """The next node to visit."""

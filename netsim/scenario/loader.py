@@ -218,8 +218,12 @@ def _all_tags(loc: list[Any]) -> list[str]:
 
 
 def scenario_to_data(scenario: Scenario) -> dict[str, Any]:
-    """Plain data (JSON types) of a scenario: durations in seconds, paths absolute."""
-    return scenario.model_dump(mode="json", by_alias=True)
+    """Plain data (JSON types) of a scenario: durations in seconds, paths absolute. An empty
+    ``components`` section is left out (so scenarios without one keep their hash)."""
+    data = scenario.model_dump(mode="json", by_alias=True)
+    if not data.get("components"):
+        data.pop("components", None)
+    return data
 
 
 def scenario_to_yaml(scenario: Scenario) -> str:

@@ -1,37 +1,34 @@
-"""The scenario schema: typed, frozen, validated configuration (DESIGN principle 7).
+"""The scenario schema: typed, frozen, validated configuration.
 
-Every key, unit and default is documented in ``scenarios/README.md``; a test checks that the
-two agree. Durations accept ``100ms``, ``1.5s``, ``10min``, ``2h``, ``2d`` (bare numbers are
-seconds), sizes ``64B`` / ``1MB``, bandwidths ``100kbit/s``. Relative file paths are resolved
-against the scenario file's directory and must exist.
+The core sections (``nodes``, ``duration``, ``links``, ``gossip``, ``metrics``) are defined
+here; every part a scenario names with ``kind:`` (topology, churn, walk, walk agent, the
+entries of ``components``) is validated by the config model of the component registered under
+that name (:mod:`netsim.registry`), and the fixed sections of built-in components
+(``broadcast``, ``learning``, ``gossip_learning``, ``dola``, ``mi_ogd``) by their components'
+models. Every key, unit and default is documented in ``scenarios/README.md``; a test checks
+that the two agree. Durations accept ``100ms``, ``1.5s``, ``10min``, ``2h``, ``2d`` (bare
+numbers are seconds), sizes ``64B`` / ``1MB``, bandwidths ``100kbit/s``. Relative file paths
+are resolved against the scenario file's directory and must exist.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from netsim.distributions import Constant, Distribution, Duration, PositiveDuration
+from netsim.api import RoundsConfig
+from netsim.distributions import Constant, Distribution, PositiveDuration
+from netsim.fields import Bandwidth, Name, Probability, Size, resolved_path  # noqa: F401
 from netsim.learning.datasets import BUILTIN, USER_FORMATS
+from netsim.learning.gossip_learning import GossipLearningConfig
 from netsim.learning.online_data import SYNTHETIC
-from netsim.protocols.broadcast import threshold_column
-from netsim.units import DAY, parse_bandwidth, parse_size
-
-Probability = Annotated[float, Field(ge=0.0, le=1.0)]
-Size = Annotated[float, BeforeValidator(parse_size)]
-Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
-Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)]
+from netsim.learning.sgd import DatasetConfig, LearningConfig  # noqa: F401
+from netsim.network.churn import AlwaysOn
+from netsim.protocols.broadcast import BroadcastConfig
+from netsim.protocols.gossip import GossipConfig
+from netsim.registry import component_field
 
 
 class StrictModel(BaseModel):
@@ -39,89 +36,6 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-
-def _resolved_path(value: Path, info: ValidationInfo) -> Path:
-    base = (info.context or {}).get("base_dir")
-    path = Path(value).expanduser()
-    if not path.is_absolute() and base is not None:
-        path = Path(base) / path
-    return path.resolve()
-
-
-def _existing_file(value: Path, info: ValidationInfo) -> Path:
-    path = _resolved_path(value, info)
-    if not path.is_file():
-        raise ValueError(f"file not found: {path}")
-    return path
-
-
-# --- topology ------------------------------------------------------------------------------
-
-
-class KOutTopology(StrictModel):
-    """Every node picks k distinct random neighbours (the paper's "50 fixed neighbours")."""
-
-    kind: Literal["k_out"]
-    k: int = Field(ge=1)
-    undirected: bool = False
-
-
-class RandomRegularTopology(StrictModel):
-    kind: Literal["random_regular"]
-    degree: int = Field(ge=1)
-
-
-class ErdosRenyiTopology(StrictModel):
-    kind: Literal["erdos_renyi"]
-    p: Probability
-
-
-class WattsStrogatzTopology(StrictModel):
-    kind: Literal["watts_strogatz"]
-    k: int = Field(ge=2)
-    p: Probability
-
-
-class BarabasiAlbertTopology(StrictModel):
-    kind: Literal["barabasi_albert"]
-    m: int = Field(ge=1)
-
-
-class RandomGeometricTopology(StrictModel):
-    kind: Literal["random_geometric"]
-    radius: float = Field(gt=0)
-    dim: int = Field(default=2, ge=1)
-
-
-class RingTopology(StrictModel):
-    kind: Literal["ring"]
-    k: int = Field(default=1, ge=1)
-
-
-class CompleteTopology(StrictModel):
-    kind: Literal["complete"]
-
-
-class EdgeListTopology(StrictModel):
-    kind: Literal["edge_list"]
-    path: Path
-    directed: bool = False
-
-    _path = field_validator("path")(_existing_file)
-
-
-TopologyConfig = Annotated[
-    KOutTopology
-    | RandomRegularTopology
-    | ErdosRenyiTopology
-    | WattsStrogatzTopology
-    | BarabasiAlbertTopology
-    | RandomGeometricTopology
-    | RingTopology
-    | CompleteTopology
-    | EdgeListTopology,
-    Field(discriminator="kind"),
-]
 
 # --- links ---------------------------------------------------------------------------------
 
@@ -138,184 +52,7 @@ class LinksConfig(StrictModel):
     failure: LinkFailureConfig | None = None
 
 
-# --- churn ---------------------------------------------------------------------------------
-
-
-class AlwaysOnChurn(StrictModel):
-    kind: Literal["always_on"]
-
-
-class DiurnalConfig(StrictModel):
-    amplitude: float = Field(ge=0.0, lt=1.0)
-    peak: Duration = 0.0
-
-    @field_validator("peak")
-    @classmethod
-    def _time_of_day(cls, value: float) -> float:
-        if value >= DAY:
-            raise ValueError("peak is a time of day: it must be less than 1d")
-        return value
-
-
-class SyntheticChurn(StrictModel):
-    kind: Literal["synthetic"]
-    online: Distribution
-    offline: Distribution
-    diurnal: DiurnalConfig | None = None
-
-    @model_validator(mode="after")
-    def _positive_means(self) -> SyntheticChurn:
-        for key in ("online", "offline"):
-            if getattr(self, key).mean() <= 0:
-                raise ValueError(f"{key} periods must have a positive mean length")
-        return self
-
-
-class TraceChurn(StrictModel):
-    kind: Literal["trace"]
-    path: Path
-    assign: Literal["random", "in_order"] = "random"
-
-    _path = field_validator("path")(_existing_file)
-
-
-class StunnerChurn(StrictModel):
-    """Replay of the STUNner trace; ``fallback`` replaces it where the research-only file is
-    absent (e.g. the shipped synthetic trace fitted to it)."""
-
-    kind: Literal["stunner"]
-    path: Path
-    segment_length: PositiveDuration = 2 * DAY
-    segment_step: PositiveDuration = DAY
-    local_time: bool = False
-    assign: Literal["random", "in_order"] = "random"
-    fallback: TraceChurn | None = None
-
-    _path = field_validator("path")(_resolved_path)
-
-    @model_validator(mode="after")
-    def _file_or_fallback(self) -> StunnerChurn:
-        if not self.path.is_file() and self.fallback is None:
-            raise ValueError(f"path: file not found: {self.path} (and no fallback is given)")
-        return self
-
-
-ChurnConfig = Annotated[
-    AlwaysOnChurn | SyntheticChurn | TraceChurn | StunnerChurn, Field(discriminator="kind")
-]
-
-# --- protocols and metrics -----------------------------------------------------------------
-
-
-class GossipConfig(StrictModel):
-    period: PositiveDuration
-    message_size: Size = 64.0
-    mode: Literal["exact", "rounds"] = "exact"
-
-
-class BroadcastConfig(StrictModel):
-    interval: PositiveDuration
-    start: Duration = 0.0
-    thresholds: tuple[Annotated[float, Field(gt=0.0, le=1.0)], ...] = (0.5, 0.9, 0.99, 1.0)
-
-    @field_validator("thresholds")
-    @classmethod
-    def _distinct(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if not value:
-            raise ValueError("give at least one threshold")
-        if len({threshold_column(t) for t in value}) != len(value):
-            raise ValueError(
-                "thresholds must be distinct as percentages with 6 significant digits "
-                "(each becomes a column such as t90)"
-            )
-        return tuple(sorted(value))
-
-
-class VisitCounterAgent(StrictModel):
-    """Counts visits per node (the walk carries no state)."""
-
-    kind: Literal["visit_counter"]
-
-
-class SGDWalkAgent(StrictModel):
-    """The walk carries a model trained by (private) SGD as configured in ``learning``."""
-
-    kind: Literal["sgd"]
-
-
-WalkAgentConfig = Annotated[VisitCounterAgent | SGDWalkAgent, Field(discriminator="kind")]
-
-
-class DatasetConfig(StrictModel):
-    """A data set of :func:`netsim.learning.datasets.load_dataset`."""
-
-    name: Literal[BUILTIN + USER_FORMATS]  # type: ignore[valid-type]  # the loader's names
-    path: Path | None = None
-    label: str | int | None = None
-    split_seed: int = Field(default=0, ge=0)
-    test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _resolved_path(value, info)
-
-
-class LearningConfig(StrictModel):
-    """Differentially private SGD (Hegedűs et al. 2016 §3, eq. 8): one training record per
-    node, node i holding a row of the training split."""
-
-    dataset: DatasetConfig
-    normalisation: Literal["local", "global", "none"] = "local"
-    model: Literal["logreg", "svm"] = "logreg"
-    algorithm: Annotated[str, Field(pattern=r"^(sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")] = "dp-sgd-1"
-    noise: Literal["l1", "l2_paper", "k_norm_l2"] = "k_norm_l2"
-    epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
-    regularisation: float = Field(default=1e-4, ge=0.0, allow_inf_nan=False)
-    evaluate_every: int = Field(default=100, ge=1)
-
-
-class GossipLearningConfig(StrictModel):
-    """Gossip learning (Hegedűs et al. Alg. 1): every period each online node sends its model
-    to a random online neighbour, which updates it with its record and keeps it."""
-
-    period: PositiveDuration
-
-
-class WalkServiceConfig(StrictModel):
-    """The single random walk service (Hegedűs et al. Alg. 2) over the simulated network."""
-
-    kind: Literal["service"]
-    transfer_time: PositiveDuration
-    timeout: PositiveDuration
-    kill_probability: Probability = 0.0
-    start: Duration = 0.0
-    retry_interval: PositiveDuration | None = None
-    sample_every: PositiveDuration | None = None
-    agent: WalkAgentConfig = VisitCounterAgent(kind="visit_counter")
-
-    @model_validator(mode="after")
-    def _timeout_covers_a_transfer(self) -> WalkServiceConfig:
-        if self.timeout < self.transfer_time:
-            raise ValueError(
-                f"timeout δ ({self.timeout:g} s) must be at least transfer_time δ_rw "
-                f"({self.transfer_time:g} s): an update is not overwritten for δ_rw on average "
-                "(Hegedűs et al. §5.2)"
-            )
-        return self
-
-
-class IdealWalkConfig(StrictModel):
-    """A walk that never fails: the next node uniformly, with or without replacement."""
-
-    kind: Literal["ideal"]
-    sampling: Literal["with_replacement", "without_replacement"] = "with_replacement"
-    step_time: PositiveDuration = 1.0
-    sample_every: PositiveDuration | None = None
-    agent: WalkAgentConfig = VisitCounterAgent(kind="visit_counter")
-
-
-WalkConfig = Annotated[WalkServiceConfig | IdealWalkConfig, Field(discriminator="kind")]
+# --- the online learners' sections -----------------------------------------------------------
 
 
 class StreamDataConfig(StrictModel):
@@ -329,7 +66,7 @@ class StreamDataConfig(StrictModel):
     @field_validator("path")
     @classmethod
     def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _resolved_path(value, info)
+        return None if value is None else resolved_path(value, info)
 
 
 class DolaDataConfig(StreamDataConfig):
@@ -340,25 +77,8 @@ class DolaDataConfig(StreamDataConfig):
     test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
 
 
-class RoundsSection(StrictModel):
-    """A round-based learner: a round every ``period``, T = ``rounds`` of them."""
-
-    period: PositiveDuration = 1.0
-    rounds: int | None = Field(default=None, ge=1)
-
-    def rounds_in(self, duration: float) -> int:
-        """T: the configured rounds, or as many periods as fit in ``duration``."""
-        return self.rounds or max(math.floor(duration / self.period + 1e-9), 1)
-
-    def rounds_problem(self, key: str, duration: float) -> str | None:
-        """Why the configured rounds do not fit in ``duration`` (``None`` if they do)."""
-        if self.rounds is None or self.rounds * self.period <= duration * (1 + 1e-12):
-            return None
-        return (
-            f"{key}.rounds ({self.rounds}) × {key}.period ({self.period:g} s) is longer than "
-            f"duration ({duration:g} s); lengthen the run or leave rounds out (it defaults to "
-            "duration / period)"
-        )
+#: A round-based learner's timing (``period``, ``rounds``).
+RoundsSection = RoundsConfig
 
 
 class DolaMixingConfig(StrictModel):
@@ -446,6 +166,13 @@ class MetricsConfig(StrictModel):
     sample_every: PositiveDuration = 60.0
 
 
+#: Where components named by ``kind`` sit in a scenario, and the slots they may come from.
+TopologyField = component_field("topology")
+ChurnField = component_field("churn")
+WalkField = component_field("walk")
+ComponentsField = component_field("application", "learner")
+
+
 class Scenario(StrictModel):
     """A whole run: network, churn, protocols, metrics."""
 
@@ -454,91 +181,24 @@ class Scenario(StrictModel):
     seed: int | None = Field(default=None, ge=0, lt=2**63)
     nodes: int = Field(ge=1)
     duration: PositiveDuration
-    topology: TopologyConfig
+    topology: TopologyField
     links: LinksConfig = LinksConfig()
-    churn: ChurnConfig = AlwaysOnChurn(kind="always_on")
+    churn: ChurnField = AlwaysOn.Config()
     gossip: GossipConfig | None = None
     broadcast: BroadcastConfig | None = None
-    walk: WalkConfig | None = None
+    walk: WalkField | None = None
     learning: LearningConfig | None = None
     gossip_learning: GossipLearningConfig | None = None
     dola: DolaSection | None = None
     mi_ogd: MiOgdSection | None = None
+    components: dict[Name, ComponentsField] = Field(default_factory=dict)
     metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
-        if self.broadcast is not None and self.gossip is None:
-            raise ValueError("broadcast needs a gossip section (it spreads updates by gossip)")
-        if self.gossip is not None and self.gossip.mode == "rounds" and self.links.failure:
-            raise ValueError(
-                "gossip.mode rounds does not model per-link failures (links.failure); use "
-                "gossip.mode exact, or remove links.failure"
-            )
-        if isinstance(self.walk, WalkServiceConfig) and self.gossip is None:
-            raise ValueError(
-                "walk (kind service) needs a gossip section: walk progress is broadcast by "
-                "push-pull gossip with period Δ = gossip.period"
-            )
-        walk_learns = self.walk is not None and isinstance(self.walk.agent, SGDWalkAgent)
-        learners = walk_learns or self.gossip_learning is not None
-        if learners and self.learning is None:
-            raise ValueError(
-                "walk.agent kind sgd and gossip_learning need a learning section (data set, "
-                "model, privacy budget)"
-            )
-        if self.learning is not None and not learners:
-            raise ValueError(
-                "learning is configured but nothing learns: set walk.agent.kind to sgd or add "
-                "a gossip_learning section"
-            )
-        if self.gossip_learning is not None and walk_learns:
-            raise ValueError(
-                "gossip_learning and a learning walk (walk.agent kind sgd) in one scenario: "
-                "compare them as two scenarios with the same learning section"
-            )
-        if self.dola is not None:
-            if self.dola.regret_node >= self.nodes:
-                raise ValueError(
-                    f"dola.regret_node ({self.dola.regret_node}) must be a node id below nodes "
-                    f"({self.nodes})"
-                )
-            too_long = self.dola.rounds_problem("dola", self.duration)
-            if too_long:
-                raise ValueError(too_long)
-        if self.mi_ogd is not None:
-            if self.nodes < 2:
-                raise ValueError("mi_ogd needs at least 2 nodes: a learner and a user")
-            if self.mi_ogd.learner >= self.nodes:
-                raise ValueError(
-                    f"mi_ogd.learner ({self.mi_ogd.learner}) must be a node id below nodes "
-                    f"({self.nodes})"
-                )
-            too_long = self.mi_ogd.rounds_problem("mi_ogd", self.duration)
-            if too_long:
-                raise ValueError(too_long)
-        problem = topology_problem(self.topology, self.nodes)
+        from netsim.scenario.build import scenario_problems
+
+        problem = scenario_problems(self)
         if problem is not None:
             raise ValueError(problem)
         return self
-
-
-def topology_problem(topology: TopologyConfig, n: int) -> str | None:
-    """Why ``topology`` cannot be built on ``n`` nodes, or ``None`` if it can."""
-    if n < 2 and not isinstance(topology, EdgeListTopology | CompleteTopology):
-        return f"nodes: a {topology.kind} topology needs at least 2 nodes, got {n}"
-    match topology:
-        case KOutTopology(k=k) if k >= n:
-            return f"topology.k ({k}) must be less than nodes ({n})"
-        case RandomRegularTopology(degree=d) if d >= n or (n * d) % 2:
-            return (
-                f"topology.degree ({d}) must be less than nodes ({n}) and nodes × degree must "
-                "be even"
-            )
-        case WattsStrogatzTopology(k=k) if k >= n:
-            return f"topology.k ({k}) must be less than nodes ({n})"
-        case BarabasiAlbertTopology(m=m) if m >= n:
-            return f"topology.m ({m}) must be less than nodes ({n})"
-        case RingTopology(k=k) if k > max((n - 1) // 2, 1):
-            return f"topology.k ({k}) must be at most (nodes - 1) // 2 = {(n - 1) // 2}"
-    return None

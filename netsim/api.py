@@ -1,0 +1,400 @@
+"""netsim's public API: the interfaces a component implements, its build context, and
+:func:`run`, which runs a scenario from Python and returns its tables.
+
+Every part of a run that a scenario names with ``kind:`` is a **component**: a class with
+
+- ``Config``: its own frozen pydantic model, the only description of its settings (unknown keys
+  are errors, every error keeps the user's key path);
+- ``tables``: the :class:`~netsim.log.TableSchema` of every table it writes;
+- ``requires``: the scenario sections it needs (``gossip``, ``learning``, ...), each with the
+  reason shown when it is missing;
+- ``build(config, ctx)`` (by default ``cls(config, ctx)``), ``start()`` after every component
+  is built, and ``finish()`` once at the end of the run.
+
+The slot a component fills is given by the interface it derives from — :class:`TopologyBuilder`,
+:class:`ChurnModel`, :class:`GossipApplication`, :class:`Walk`, :class:`WalkAgent`,
+:class:`RoundLearner` — and it is registered under a name (:mod:`netsim.registry`): by netsim
+for the built-ins, by the ``netsim.components`` entry-point group for installed packages, or
+named in YAML as ``kind: package.module:Class``. ``docs/components.md`` walks through writing
+one.
+
+A minimal walk agent that counts how often each node is visited::
+
+    class Visits(WalkAgent):
+        tables = (VISITS,)
+
+        def __init__(self, config, ctx):
+            super().__init__(config, ctx)
+            self.visits = np.zeros(ctx.nodes, dtype=np.int64)
+
+        def initial_state(self):
+            return None
+
+        def visit(self, node, state, steps, walk, now):
+            self.visits[node] += 1
+            return state
+
+        def finish(self):
+            self.ctx.table(VISITS).extend([range(self.visits.size), self.visits])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from netsim.distributions import PositiveDuration
+
+from netsim.log import EventTable, TableSchema
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from netsim.network.churn import ChurnSchedule
+    from netsim.network.links import Network, Transfer
+    from netsim.network.topology import Topology
+    from netsim.protocols.gossip import GossipEngine
+    from netsim.rng import RandomStreams
+    from netsim.scenario.schema import Scenario
+    from netsim.sim import Simulation
+
+__all__ = [
+    "BuildContext",
+    "ChurnModel",
+    "Component",
+    "ComponentConfig",
+    "GossipApplication",
+    "RoundLearner",
+    "RoundsConfig",
+    "RunOutcome",
+    "TableSchema",
+    "TopologyBuilder",
+    "Walk",
+    "WalkAgent",
+    "run",
+    "supports_rounds",
+]
+
+
+class ComponentConfig(BaseModel):
+    """Base of every component's ``Config``: unknown keys are errors; instances are frozen.
+
+    A registered component's config also has a ``kind`` key holding its registered name (or
+    the ``module:Class`` reference it was named by); the registry adds it when the class does
+    not declare one.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+@dataclass
+class BuildContext:
+    """What a component is given when it is built.
+
+    ``key`` is where the component sits in the scenario (``walk``, ``walk.agent``,
+    ``components.averaging``); its random streams are namespaced by it, so adding a component
+    never changes another's draws. ``sim`` and ``network`` are ``None`` while ``netsim
+    validate`` checks a scenario without running it (only topology and churn components are
+    built then).
+    """
+
+    key: str
+    scenario: Scenario
+    streams: RandomStreams
+    warnings: list[str]
+    sim: Simulation | None = None
+    network: Network | None = None
+    built: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> int:
+        """The number of nodes N (node ids are 0..N−1)."""
+        return self.scenario.nodes
+
+    def stream(self, name: str | None = None) -> np.random.Generator:
+        """The component's random stream ``<key>.<name>`` (``<key>`` itself without a name)."""
+        return self.streams.get(self.stream_name(name))
+
+    def integer_seed(self, name: str | None = None) -> int:
+        """A 32-bit seed from the stream ``<key>.<name>``, for libraries that want one."""
+        return self.streams.integer_seed(self.stream_name(name))
+
+    def stream_name(self, name: str | None = None) -> str:
+        return self.key if name is None else f"{self.key}.{name}"
+
+    def require(self, name: str) -> Any:
+        """The built component of the scenario section ``name`` (``gossip``, ``learning``, …);
+        it is built before this one when this component lists it in ``requires``."""
+        try:
+            return self.built[name]
+        except KeyError:
+            raise KeyError(
+                f"{self.key}: component {name!r} is not built (list it in requires)"
+            ) from None
+
+    def table(self, schema: TableSchema) -> EventTable:
+        """The run's event table of ``schema`` (declare it in the component's ``tables``)."""
+        assert self.sim is not None, "tables are written while running, not while validating"
+        return self.sim.log.table(schema)
+
+    def warn(self, message: str) -> None:
+        """A warning shown after the run and kept in the run's manifest."""
+        self.warnings.append(f"{self.key}: {message}")
+
+
+class Component:
+    """Base of every component (see the module docstring)."""
+
+    #: The slot this kind of component fills (set by the interface classes below).
+    slot: ClassVar[str] = ""
+    #: The component's settings; subclasses replace it with their own model.
+    Config: ClassVar[type[ComponentConfig]] = ComponentConfig
+    #: Every table the component writes.
+    tables: ClassVar[tuple[TableSchema, ...]] = ()
+    #: Scenario sections this component needs → why (shown when the section is missing).
+    requires: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, config: ComponentConfig, ctx: BuildContext) -> None:
+        self.config = config
+        self.ctx = ctx
+
+    @classmethod
+    def build(cls, config: Any, ctx: BuildContext) -> Component:
+        """Make the component of ``config`` (override to build something else)."""
+        return cls(config, ctx)
+
+    @classmethod
+    def table_schemas(cls, config: Any) -> tuple[TableSchema, ...]:
+        """The tables a component of ``config`` writes (``tables`` unless they depend on the
+        config, e.g. one column per configured threshold)."""
+        return cls.tables
+
+    @classmethod
+    def check(cls, config: Any, scenario: Scenario) -> None:
+        """Raise ``ValueError`` naming the keys when ``config`` cannot work in ``scenario``
+        (called while the scenario is validated; e.g. a node id beyond ``nodes``)."""
+
+    def start(self) -> None:
+        """Called once every component is built, in build order (schedule first events)."""
+
+    def finish(self) -> None:
+        """Called once when the run reaches its end (write end-of-run tables)."""
+
+
+class TopologyBuilder(Component):
+    """Builds the overlay: who can send to whom (:class:`~netsim.network.topology.Topology`).
+
+    Built while validating too; draw only from ``ctx.stream()``."""
+
+    slot = "topology"
+    #: Whether the topology can be built on a single node.
+    single_node_ok: ClassVar[bool] = False
+
+    def build_topology(self, nodes: int) -> Topology:
+        raise NotImplementedError
+
+    @classmethod
+    def problem(cls, config: Any, nodes: int) -> str | None:
+        """Why ``config`` cannot be built on ``nodes`` nodes (``None`` if it can)."""
+        return None
+
+
+class ChurnModel(Component):
+    """Decides when each node is online, as one :class:`~netsim.network.churn.ChurnSchedule`
+    built before the run (churn costs O(transitions) when replayed).
+
+    Built while validating too; draw only from ``ctx.stream()``. A model that replays trace
+    nodes sets ``trace_labels`` (one label per simulated node) for the ``trace_assignment``
+    table."""
+
+    slot = "churn"
+    trace_labels: np.ndarray | None = None
+
+    def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
+        raise NotImplementedError
+
+
+class GossipApplication(Component):
+    """An application of the push-pull gossip of the ``gossip`` section (Hegedűs et al. 2016,
+    Alg. 2 lines 6–11): the engine asks it for the value a node sends and gives it what a node
+    receives.
+
+    Exact (event-driven) mode needs :meth:`outgoing` and :meth:`incoming`. Round mode
+    (``gossip.mode: rounds``) is a declared capability: implement ``round_values``,
+    ``round_relevant``, ``round_merge`` and ``round_tick`` (see
+    :class:`~netsim.protocols.rounds.RoundRule`), or ``round_exchange`` and ``round_tick``
+    (:class:`~netsim.protocols.rounds.FusedRoundRule`); a scenario asking for rounds with an
+    application that has neither is a validation error.
+    """
+
+    slot = "application"
+    requires: ClassVar[Mapping[str, str]] = {"gossip": "it spreads values by push-pull gossip"}
+
+    @property
+    def gossip(self) -> GossipEngine:
+        """The gossip engine this application is registered with."""
+        return self.ctx.require("gossip")
+
+    @classmethod
+    def build(cls, config: Any, ctx: BuildContext) -> Component:
+        app = cls(config, ctx)
+        ctx.require("gossip").register(app)
+        return app
+
+    def outgoing(self, node: int) -> Any:
+        """The value ``node`` sends now (a snapshot: never modify it later in place)."""
+        raise NotImplementedError
+
+    def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
+        """Merge ``value`` that ``node`` received from ``sender``."""
+        raise NotImplementedError
+
+
+def supports_rounds(cls: type) -> bool:
+    """Whether a gossip application class implements round mode, in either form."""
+    fused = all(hasattr(cls, m) for m in ("round_exchange", "round_tick"))
+    batched = all(
+        hasattr(cls, m) for m in ("round_values", "round_relevant", "round_merge", "round_tick")
+    )
+    return fused or batched
+
+
+class Walk(Component):
+    """A random walk over the network carrying a :class:`WalkAgent` (the ``walk`` section)."""
+
+    slot = "walk"
+
+
+class WalkAgent(Component):
+    """What a walk carries and does at each visit (the ``walk.agent`` section)."""
+
+    slot = "walk_agent"
+
+    def initial_state(self) -> Any:
+        """The walk state every node's local copy starts with."""
+        return None
+
+    def visit(self, node: int, state: Any, steps: int, walk: int, now: float) -> Any:
+        """Update ``state`` at ``node`` (the walk's ``steps``-th step); return the new state.
+
+        Return a new object and never modify ``state`` in place: nodes' local copies share
+        state objects."""
+        raise NotImplementedError
+
+
+class RoundsConfig(ComponentConfig):
+    """A round-based learner's timing: a round every ``period``, T = ``rounds`` of them."""
+
+    period: PositiveDuration = 1.0
+    rounds: int | None = Field(default=None, ge=1)
+
+    def rounds_in(self, duration: float) -> int:
+        """T: the configured rounds, or as many periods as fit in ``duration``."""
+        return self.rounds or max(math.floor(duration / self.period + 1e-9), 1)
+
+    def rounds_problem(self, key: str, duration: float) -> str | None:
+        """Why the configured rounds do not fit in ``duration`` (``None`` if they do)."""
+        if self.rounds is None or self.rounds * self.period <= duration * (1 + 1e-12):
+            return None
+        return (
+            f"{key}.rounds ({self.rounds}) × {key}.period ({self.period:g} s) is longer than "
+            f"duration ({duration:g} s); lengthen the run or leave rounds out (it defaults to "
+            "duration / period)"
+        )
+
+
+class RoundLearner(Component):
+    """A learner that acts on many nodes in synchronous rounds (the shape of DOLA and
+    MI-private OGD): one SimPy process calls :meth:`round` at time 0 and every ``period``
+    after, ``rounds`` times (as many as fit in the run when not given).
+
+    A subclass's ``Config`` derives from :class:`RoundsConfig`."""
+
+    slot = "learner"
+
+    def __init__(self, config: Any, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        self.round_index = 0
+
+    @property
+    def total_rounds(self) -> int:
+        return self.config.rounds_in(self.ctx.scenario.duration)
+
+    def start(self) -> None:
+        assert self.ctx.sim is not None
+        self.ctx.sim.every(self.config.period, self._next_round, first=0.0)
+
+    def _next_round(self) -> None:
+        if self.round_index >= self.total_rounds:
+            return
+        self.round_index += 1
+        self.round(self.round_index)
+
+    def round(self, t: int) -> None:
+        """Round ``t`` (1-based) at the current simulated time."""
+        raise NotImplementedError
+
+
+# --- running from Python ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A finished run: its tables as DataFrames, where it is written (``None`` in memory), its
+    resolved scenario, manifest and warnings."""
+
+    tables: Mapping[str, pd.DataFrame]
+    directory: Path | None
+    scenario: Scenario
+    manifest: Mapping[str, Any]
+    warnings: tuple[str, ...]
+
+    def __getitem__(self, table: str) -> pd.DataFrame:
+        return self.tables[table]
+
+
+def run(
+    scenario: Scenario | str | Path | Mapping[str, Any],
+    *,
+    seed: int | None = None,
+    overrides: Iterable[str] = (),
+    out: str | Path | None = None,
+) -> RunOutcome:
+    """Run a scenario — a file path, plain data (a dict as in YAML) or a validated
+    :class:`~netsim.scenario.schema.Scenario` — and return its tables.
+
+    ``overrides`` are ``dotted.key=value`` strings as ``--set`` takes them; ``seed`` replaces
+    the scenario's. With ``out`` the run directory is published under it (as ``netsim run``
+    does) and the tables are read back from it; without, the run stays in memory.
+    """
+    from netsim.analysis.runs import load_run
+    from netsim.scenario.loader import load_scenario, override_scenario, validate_scenario
+    from netsim.scenario.runner import run_in_memory, run_scenario, with_seed
+    from netsim.scenario.schema import Scenario as ScenarioModel
+
+    overrides = tuple(overrides)
+    if isinstance(scenario, str | Path):
+        resolved = load_scenario(Path(scenario), overrides)
+    elif isinstance(scenario, ScenarioModel):
+        resolved = override_scenario(scenario, overrides) if overrides else scenario
+    else:
+        from netsim.scenario.loader import apply_overrides
+
+        data = apply_overrides(dict(scenario), overrides, source="<scenario data>")
+        resolved = validate_scenario(data, source="<scenario data>", base_dir=Path.cwd())
+    resolved = with_seed(resolved, seed)
+    if out is None:
+        built, frames = run_in_memory(resolved)
+        manifest = {"status": "complete", "seed": resolved.seed, "warnings": built.warnings}
+        return RunOutcome(frames, None, resolved, manifest, tuple(built.warnings))
+    result = run_scenario(resolved, out=Path(out))
+    return RunOutcome(
+        load_run(result.directory), result.directory, result.scenario, result.manifest,
+        result.warnings,
+    )  # fmt: skip

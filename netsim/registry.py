@@ -1,0 +1,348 @@
+"""The component registry: which names a scenario's ``kind:`` may take, and their classes.
+
+Built-in components are listed in :data:`BUILTIN` as ``name = module:Class`` entries, in the
+form of the entry points through which installed packages add theirs (group
+``netsim.components``, as networkx finds its backends), and both are loaded the same way: on
+first use, by importing the class. A scenario may also name a class that is registered nowhere
+as ``kind: package.module:Class``. A component's slot (topology, churn, walk agent, …) is the
+interface it derives from (:mod:`netsim.api`); a name is unique within its slot.
+
+Adding a built-in component is its own module plus one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Annotated, Any, Literal
+
+from pydantic import PlainValidator, ValidationError, ValidationInfo, WithJsonSchema, create_model
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from netsim.api import Component, ComponentConfig
+from netsim.errors import ComponentError
+
+ENTRY_POINT_GROUP = "netsim.components"
+
+#: The built-in components: name = module:Class, exactly as an entry point would give them.
+BUILTIN: tuple[str, ...] = (
+    "k_out = netsim.network.topology:KOut",
+    "random_regular = netsim.network.topology:RandomRegular",
+    "erdos_renyi = netsim.network.topology:ErdosRenyi",
+    "watts_strogatz = netsim.network.topology:WattsStrogatz",
+    "barabasi_albert = netsim.network.topology:BarabasiAlbert",
+    "random_geometric = netsim.network.topology:RandomGeometric",
+    "ring = netsim.network.topology:Ring",
+    "complete = netsim.network.topology:Complete",
+    "edge_list = netsim.network.topology:EdgeList",
+    "always_on = netsim.network.churn:AlwaysOn",
+    "synthetic = netsim.network.churn:SyntheticChurnModel",
+    "trace = netsim.network.churn:TraceReplay",
+    "stunner = netsim.network.churn:StunnerReplay",
+    "service = netsim.protocols.walk:RandomWalkService",
+    "ideal = netsim.protocols.walk:IdealWalk",
+    "visit_counter = netsim.protocols.walk:VisitCounter",
+    "sgd = netsim.learning.sgd:SGDWalkAgent",
+    "broadcast = netsim.protocols.broadcast:Broadcast",
+)
+
+#: What each slot is called in messages.
+SLOT_NAMES = {
+    "topology": "topology",
+    "churn": "churn model",
+    "walk": "walk",
+    "walk_agent": "walk agent",
+    "application": "gossip application",
+    "learner": "round learner",
+}
+
+_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+@dataclass
+class _Entry:
+    """A registered name: where its class is, and the class once loaded."""
+
+    name: str
+    reference: str
+    origin: str  # "netsim", the distribution of an entry point, or "scenario"
+    cls: type[Component] | None = None
+    config: type[ComponentConfig] | None = None
+    error: str | None = None
+
+
+def parse_entry(line: str) -> tuple[str, str]:
+    """``name = module:Class`` → (name, reference)."""
+    name, _, reference = line.partition("=")
+    return name.strip(), reference.strip()
+
+
+def import_reference(reference: str) -> Any:
+    """The object a ``module:attribute`` reference names; :class:`ComponentError` if it
+    cannot be imported."""
+    if not _REFERENCE.match(reference):
+        raise ComponentError(
+            f"{reference!r} is not a class reference; write package.module:Class"
+        )
+    module_name, _, attribute = reference.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ComponentError(f"{reference}: cannot import module {module_name!r}: {exc}") from None
+    except Exception as exc:  # a plugin's own error at import time
+        raise ComponentError(
+            f"{reference}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ComponentError(
+                f"{reference}: module {module_name!r} has no attribute {attribute!r}"
+            ) from None
+    return target
+
+
+def interface_problem(cls: Any) -> str | None:
+    """Why ``cls`` is not a usable component class (``None`` if it is)."""
+    if not isinstance(cls, type) or not issubclass(cls, Component):
+        return (
+            "is not a netsim component: derive it from one of netsim.api's interfaces "
+            f"({', '.join(_interface_names())})"
+        )
+    if cls.slot not in SLOT_NAMES:
+        return (
+            "derives from netsim.api.Component but from none of its interfaces "
+            f"({', '.join(_interface_names())})"
+        )
+    config = getattr(cls, "Config", None)
+    if not isinstance(config, type) or not issubclass(config, ComponentConfig):
+        return "has a Config that is not a netsim.api.ComponentConfig subclass"
+    missing = _missing_methods(cls)
+    if missing:
+        return f"does not implement {', '.join(missing)} (required of a {SLOT_NAMES[cls.slot]})"
+    return None
+
+
+def _interface_names() -> list[str]:
+    return ["TopologyBuilder", "ChurnModel", "GossipApplication", "Walk", "WalkAgent",
+            "RoundLearner"]  # fmt: skip
+
+
+_REQUIRED = {
+    "topology": ("build_topology",),
+    "churn": ("schedule",),
+    "application": ("outgoing", "incoming"),
+    "walk_agent": ("visit",),
+    "learner": ("round",),
+}
+
+
+def _missing_methods(cls: type[Component]) -> list[str]:
+    """Abstract methods of the slot's interface that ``cls`` leaves unimplemented."""
+    import netsim.api as api
+
+    interface = {
+        "topology": api.TopologyBuilder,
+        "churn": api.ChurnModel,
+        "application": api.GossipApplication,
+        "walk_agent": api.WalkAgent,
+        "learner": api.RoundLearner,
+    }.get(cls.slot)
+    if interface is None:
+        return []
+    missing = []
+    for method in _REQUIRED[cls.slot]:
+        if getattr(cls, method) is getattr(interface, method):
+            missing.append(f"{method}()")
+    return missing
+
+
+def config_with_kind(config: type[ComponentConfig], name: str) -> type[ComponentConfig]:
+    """``config`` with a ``kind`` key that takes exactly ``name`` (itself, when it declares
+    ``kind: Literal[name]`` already)."""
+    declared = config.model_fields.get("kind")
+    if declared is not None and declared.annotation == Literal[name]:  # type: ignore[valid-type]
+        return config
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        config.__name__,
+        __base__=config,
+        __module__=config.__module__,
+        kind=(Literal[name], ...),  # type: ignore[valid-type]
+    )
+
+
+class Registry:
+    """Component names by slot, loaded lazily from :data:`BUILTIN` and the entry points."""
+
+    def __init__(self, builtin: Iterable[str] = BUILTIN, *, entry_point_group: str | None =
+                 ENTRY_POINT_GROUP) -> None:  # fmt: skip
+        self._pending: list[_Entry] = [
+            _Entry(*parse_entry(line), origin="netsim") for line in builtin
+        ]
+        self._group = entry_point_group
+        self._entry_points_read = entry_point_group is None
+        self._by_slot: dict[str, dict[str, _Entry]] = {slot: {} for slot in SLOT_NAMES}
+        self._failed: dict[str, _Entry] = {}  # name -> entry that could not be loaded
+        self.version = 0
+
+    # --- registration ---------------------------------------------------------------------
+
+    def register(self, name: str, cls: type[Component], *, origin: str = "python") -> None:
+        """Register ``cls`` under ``name`` in its slot."""
+        problem = interface_problem(cls)
+        if problem is not None:
+            raise ComponentError(f"component {name!r}: {cls!r} {problem}")
+        self._add(_Entry(name, f"{cls.__module__}:{cls.__qualname__}", origin, cls))
+
+    def _add(self, entry: _Entry) -> None:
+        assert entry.cls is not None
+        names = self._by_slot[entry.cls.slot]
+        existing = names.get(entry.name)
+        if existing is not None and existing.cls is not entry.cls:
+            raise ComponentError(
+                f"two {SLOT_NAMES[entry.cls.slot]} components named {entry.name!r}: "
+                f"{existing.reference} ({existing.origin}) and {entry.reference} ({entry.origin})"
+            )
+        entry.config = config_with_kind(entry.cls.Config, entry.name)
+        names[entry.name] = entry
+        self.version += 1
+
+    def _load(self, entry: _Entry) -> None:
+        try:
+            cls = import_reference(entry.reference)
+        except ComponentError as exc:
+            entry.error = str(exc)
+            self._failed[entry.name] = entry
+            return
+        problem = interface_problem(cls)
+        if problem is not None:
+            entry.error = f"{entry.reference} {problem}"
+            self._failed[entry.name] = entry
+            return
+        entry.cls = cls
+        self._add(entry)
+
+    def _load_all(self) -> None:
+        if not self._entry_points_read:
+            self._entry_points_read = True
+            for point in entry_points(group=self._group):
+                origin = point.dist.name if point.dist is not None else "entry point"
+                self._pending.append(_Entry(point.name, point.value, origin))
+        while self._pending:
+            self._load(self._pending.pop(0))
+
+    # --- look-up --------------------------------------------------------------------------
+
+    def names(self, slot: str) -> tuple[str, ...]:
+        """The registered names of ``slot``, in registration order."""
+        self._load_all()
+        return tuple(self._by_slot[slot])
+
+    def classes(self, slot: str) -> list[type[Component]]:
+        self._load_all()
+        return [entry.cls for entry in self._by_slot[slot].values() if entry.cls is not None]
+
+    def lookup(self, slots: tuple[str, ...], kind: str) -> tuple[type[Component],
+                                                                type[ComponentConfig]]:  # fmt: skip
+        """The class and config model of ``kind`` in one of ``slots``; a ``module:Class``
+        reference is imported and registered under itself. :class:`ComponentError` says what
+        is wrong and lists the names that are allowed."""
+        self._load_all()
+        for slot in slots:
+            entry = self._by_slot[slot].get(kind)
+            if entry is not None:
+                assert entry.cls is not None and entry.config is not None
+                return entry.cls, entry.config
+        if ":" in kind:
+            cls = import_reference(kind)
+            problem = interface_problem(cls)
+            if problem is not None:
+                raise ComponentError(f"{kind} {problem}")
+            if cls.slot not in slots:
+                raise ComponentError(
+                    f"{kind} is a {SLOT_NAMES[cls.slot]}; here a "
+                    f"{' or '.join(SLOT_NAMES[s] for s in slots)} is expected"
+                )
+            self._add(_Entry(kind, kind, "scenario", cls))
+            return self.lookup(slots, kind)
+        failed = self._failed.get(kind)
+        if failed is not None:
+            raise ComponentError(f"{kind!r} is registered but cannot be loaded: {failed.error}")
+        allowed = ", ".join(repr(name) for slot in slots for name in self._by_slot[slot])
+        raise ComponentError(
+            f"unknown value {kind!r}; allowed values: {allowed}, or a class as "
+            "package.module:Class"
+        )
+
+    def entries(self) -> list[tuple[str, str, str, str]]:
+        """(slot, name, reference, origin) of every registered component, for listings."""
+        self._load_all()
+        return [
+            (slot, entry.name, entry.reference, entry.origin)
+            for slot, names in self._by_slot.items()
+            for entry in names.values()
+        ]
+
+    def failures(self) -> list[str]:
+        """Why each entry that could not be loaded failed."""
+        self._load_all()
+        return [f"{name}: {entry.error}" for name, entry in self._failed.items()]
+
+
+#: The registry scenarios are validated and built with.
+REGISTRY = Registry()
+
+
+# --- config fields that name a component ------------------------------------------------------
+
+
+def _kind_error(kind_type: str, message: str, loc: tuple[str, ...], given: Any) -> ValidationError:
+    return ValidationError.from_exception_data(
+        "component",
+        [InitErrorDetails(type=PydanticCustomError(kind_type, message), loc=loc, input=given)],
+    )
+
+
+def validate_component_config(
+    value: Any, slots: tuple[str, ...], context: Any, registry: Registry | None = None
+) -> ComponentConfig:
+    """``value`` (plain data with a ``kind`` key) validated by the config model of the
+    component it names in ``slots``; errors keep the path below the field."""
+    registry = registry or REGISTRY
+    if isinstance(value, ComponentConfig):
+        return value
+    if not isinstance(value, dict):
+        raise _kind_error("component_mapping", "expected a mapping with a 'kind' key", (), value)
+    kind = value.get("kind")
+    if kind is None:
+        allowed = ", ".join(repr(name) for slot in slots for name in registry.names(slot))
+        raise _kind_error(
+            "missing_kind", f"needs a 'kind' key; allowed values: {allowed}", (), value
+        )
+    if not isinstance(kind, str):
+        raise _kind_error("unknown_kind", "kind must be a name", ("kind",), kind)
+    try:
+        _, config = registry.lookup(slots, kind)
+    except ComponentError as exc:
+        raise _kind_error("unknown_kind", str(exc), ("kind",), kind) from None
+    return config.model_validate(value, context=context)
+
+
+def component_field(*slots: str) -> Any:
+    """The annotation of a config field that holds a component of one of ``slots``, given by
+    its ``kind`` (a registered name or ``package.module:Class``)."""
+
+    def validate(value: Any, info: ValidationInfo) -> Any:
+        return validate_component_config(value, slots, info.context)
+
+    return Annotated[Any, PlainValidator(validate), WithJsonSchema({"type": "object"})]
+
+
+def component_class(config: ComponentConfig, slots: tuple[str, ...]) -> type[Component]:
+    """The component class of a validated config (by its ``kind``)."""
+    cls, _ = REGISTRY.lookup(slots, config.kind)  # type: ignore[attr-defined]
+    return cls
