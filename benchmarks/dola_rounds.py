@@ -35,11 +35,11 @@ setup = time.perf_counter() - started
 started = time.perf_counter()
 built.sim.run(scenario.duration)
 wall = time.perf_counter() - started
-rounds = built.dola.t
+rounds = built["dola"].t
 print(json.dumps({
     "setup_s": setup, "wall_s": wall, "rounds": rounds,
     "ms_per_round": 1e3 * wall / rounds,
-    "laplace_draws": rounds * scenario.nodes * built.dola.learner.n,
+    "laplace_draws": rounds * scenario.nodes * built["dola"].learner.n,
     "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "mean_links": float(built.sim.log.to_frames()["dola_mixing"]["links"].mean()),
 }))

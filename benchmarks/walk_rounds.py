@@ -48,10 +48,10 @@ online = built.sim.log.to_frames()["samples"]["online"]
 print(json.dumps({
     "setup_s": setup, "wall_s": wall,
     "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    "exchanges": built.gossip.exchanges, "rounds": getattr(built.gossip, "rounds", None),
-    "walk_steps": built.walk.counts["steps"], "mean_online": float(online.mean()),
-    "mean_walks": built.walk.mean_propagating(),
-    "restarts": built.walk.counts["restarts"],
+    "exchanges": built["gossip"].exchanges, "rounds": getattr(built["gossip"], "rounds", None),
+    "walk_steps": built["walk"].counts["steps"], "mean_online": float(online.mean()),
+    "mean_walks": built["walk"].mean_propagating(),
+    "restarts": built["walk"].counts["restarts"],
 }))
 """
 

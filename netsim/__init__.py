@@ -8,3 +8,13 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0+unknown"
 
 __all__ = ["__version__"]
+
+
+def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """Run a scenario from Python: see :func:`netsim.api.run`."""
+    from netsim.api import run as run_scenario
+
+    return run_scenario(*args, **kwargs)
+
+
+__all__ += ["run"]

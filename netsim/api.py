@@ -50,7 +50,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.distributions import PositiveDuration
-
 from netsim.log import EventTable, TableSchema
 
 if TYPE_CHECKING:
@@ -374,19 +373,23 @@ def run(
     does) and the tables are read back from it; without, the run stays in memory.
     """
     from netsim.analysis.runs import load_run
-    from netsim.scenario.loader import load_scenario, override_scenario, validate_scenario
+    from netsim.scenario.loader import (
+        apply_overrides,
+        load_scenario,
+        scenario_to_data,
+        validate_scenario,
+    )
     from netsim.scenario.runner import run_in_memory, run_scenario, with_seed
     from netsim.scenario.schema import Scenario as ScenarioModel
 
     overrides = tuple(overrides)
     if isinstance(scenario, str | Path):
         resolved = load_scenario(Path(scenario), overrides)
-    elif isinstance(scenario, ScenarioModel):
-        resolved = override_scenario(scenario, overrides) if overrides else scenario
+    elif isinstance(scenario, ScenarioModel) and not overrides:
+        resolved = scenario
     else:
-        from netsim.scenario.loader import apply_overrides
-
-        data = apply_overrides(dict(scenario), overrides, source="<scenario data>")
+        plain = scenario_to_data(scenario) if isinstance(scenario, ScenarioModel) else scenario
+        data = apply_overrides(dict(plain), overrides, source="<scenario data>")
         resolved = validate_scenario(data, source="<scenario data>", base_dir=Path.cwd())
     resolved = with_seed(resolved, seed)
     if out is None:

@@ -28,13 +28,47 @@ BOOL = pa.bool_()
 STR = pa.string()
 
 
+#: What a table's rows are, which decides how ``collect`` and ``report`` read it:
+#: ``events`` (one row per thing that happened), ``samples`` (the state at sampling times),
+#: ``rounds`` (one row per round or checkpoint), ``summary`` (one row for the run),
+#: ``ledger`` (privacy accounting), ``static`` (a fact of the set-up, e.g. an assignment).
+TABLE_ROLES = ("events", "samples", "rounds", "summary", "ledger", "static")
+
+
 @dataclass(frozen=True)
 class TableSchema:
-    """The fixed schema of one event table: its name, columns (in order) and meaning."""
+    """The fixed schema of one event table: its name, columns (in order) and meaning, and how
+    it is read — its role, the columns that hold simulated time, the round and a series id
+    within a run, and the columns that are metrics (default: every other numeric column)."""
 
     name: str
     columns: tuple[tuple[str, pa.DataType], ...]
     description: str
+    role: str = "events"
+    time: str | None = None
+    round: str | None = None
+    series: str | None = None
+    metrics: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in TABLE_ROLES:
+            raise ValueError(f"table {self.name}: role {self.role!r} is not one of {TABLE_ROLES}")
+        names = {name for name, _ in self.columns}
+        for column in (self.time, self.round, self.series, *(self.metrics or ())):
+            if column is not None and column not in names:
+                raise ValueError(f"table {self.name}: no column {column!r}")
+
+    def describe(self) -> dict[str, object]:
+        """The schema as plain data (for the run's manifest)."""
+        return {
+            "columns": [[name, str(dtype)] for name, dtype in self.columns],
+            "description": self.description,
+            "role": self.role,
+            "time": self.time,
+            "round": self.round,
+            "series": self.series,
+            "metrics": list(self.metrics) if self.metrics is not None else None,
+        }
 
     def arrow_schema(self) -> pa.Schema:
         """The schema as pyarrow sees it."""
@@ -181,6 +215,10 @@ class EventLog:
         table = EventTable(schema, self.directory, self.chunk_rows)
         self.tables[schema.name] = table
         return table
+
+    def schemas(self) -> dict[str, dict[str, object]]:
+        """Every registered table's schema as plain data, by name."""
+        return {name: table.schema.describe() for name, table in sorted(self.tables.items())}
 
     def close(self) -> dict[str, int]:
         """Finish every table; returns the row count per table."""

@@ -226,11 +226,20 @@ class Registry:
         entry.cls = cls
         self._add(entry)
 
+    def refresh_entry_points(self) -> None:
+        """Read the entry-point group again (after a package was installed in this
+        process, or a test put one on ``sys.path``); names already registered stay."""
+        self._entry_points_read = self._group is None
+        self._failed.clear()
+
     def _load_all(self) -> None:
         if not self._entry_points_read:
             self._entry_points_read = True
             for point in entry_points(group=self._group):
                 origin = point.dist.name if point.dist is not None else "entry point"
+                known = [names.get(point.name) for names in self._by_slot.values()]
+                if any(e is not None and e.reference == point.value for e in known):
+                    continue
                 self._pending.append(_Entry(point.name, point.value, origin))
         while self._pending:
             self._load(self._pending.pop(0))

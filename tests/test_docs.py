@@ -5,6 +5,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from netsim.registry import REGISTRY
+from netsim.scenario.build import FIXED_AFTER_WALK, FIXED_BEFORE_WALK
 from netsim.scenario.schema import Scenario
 
 README = Path(__file__).resolve().parents[1] / "scenarios" / "README.md"
@@ -28,6 +30,13 @@ def test_every_key_and_kind_is_documented():
     text = README.read_text(encoding="utf-8")
     models: set = set()
     models_and_tags(Scenario, models)
+    # every built-in component, including those named by kind (their configs are not in the
+    # Scenario's annotations, which take any registered config)
+    for slot, name, _, origin in REGISTRY.entries():
+        if origin == "netsim":
+            models_and_tags(REGISTRY.lookup((slot,), name)[1], models)
+    for _, cls in (*FIXED_BEFORE_WALK, *FIXED_AFTER_WALK):
+        models_and_tags(cls.Config, models)
     assert len(models) > 20
     missing = []
     for model in models:

@@ -26,6 +26,7 @@ def static_broadcast(n, k, seed, updates=3, period=1.0, gap=14.0):
     network = Network(sim, t.k_out(n, k, sim.streams.get("topology")), nodes, LinkModel())
     ChurnReplay(sim, nodes, schedule)
     broadcast = Broadcast(sim, network, interval=gap, start=0.5, thresholds=(0.9, 1.0))
+    sim.at_end(broadcast.finish)
     PushPullGossip(sim, network, broadcast, period=period)
     sim.run(updates * gap)
     frame = sim.log.to_frames()["broadcasts"]

@@ -194,8 +194,8 @@ def test_a_run_over_the_network_logs_rounds_regret_and_leakage():
 def test_without_noise_the_network_run_follows_plain_ogd():
     built, frames = run_in_memory(scenario(mi_sigma=0.0, mi_regret_checkpoints=0))
     rounds = frames["mi_ogd_rounds"]
-    stream = built.mi_ogd.stream
-    eta = built.mi_ogd.config.step
+    stream = built["mi_ogd"].stream
+    eta = built["mi_ogd"].config.step
     w, theta = np.zeros(1), np.zeros(1)
     for example, loss in zip(rounds["example"], rounds["loss"], strict=True):
         x, y = stream.x[example], stream.y[example]
@@ -255,7 +255,7 @@ def test_bad_mi_ogd_scenario(capsys, tmp_path: Path, extra: str, expected: str) 
 def test_classification_losses_on_a_binary_data_set(loss):
     data = {"name": "spambase"}
     built, frames = run_in_memory(scenario(mi_loss=loss, mi_data=data, mi_sigma=0.5, duration=120))
-    assert built.mi_ogd.stream.dimension == 57
+    assert built["mi_ogd"].stream.dimension == 57
     regret = frames["mi_ogd_regret"]
     assert (regret["regret"] < regret["bound"]).all()
     leakage = frames["mi_ogd_summary"]["leakage_per_report"].iloc[0]

@@ -230,7 +230,7 @@ def test_a_crashed_holder_costs_only_the_last_step():
     from netsim.scenario.build import build_run
 
     built = build_run(cfg.model_copy(update={"seed": 4}), Log())
-    service = built.walk
+    service = built["walk"]
     crash_at = 60.5
     crashed = {}
 

@@ -154,6 +154,38 @@ METRIC_TABLES: tuple[MetricTable, ...] = (
 )
 METRIC_TABLES_BY_NAME: dict[str, MetricTable] = {t.name: t for t in METRIC_TABLES}
 
+#: Roles of tables whose rows are metric samples (events, ledgers and static tables are not).
+METRIC_ROLES = ("samples", "rounds", "summary")
+
+
+def metric_tables(schemas: dict[str, Any] | None) -> tuple[MetricTable, ...]:
+    """How each table of a run becomes samples, from the table schemas its manifest records
+    (role, time, round and series columns, metrics); a run written before manifests held
+    schemas is read with the built-in :data:`METRIC_TABLES`. The tables of every
+    component reach the long table this way, a user's component's included; the walk's
+    samples and the privacy ledger keep their preparation (sentinels; a derived summary)."""
+    if schemas is None:
+        return METRIC_TABLES
+    specs: list[MetricTable] = []
+    for name, schema in schemas.items():
+        known = METRIC_TABLES_BY_NAME.get(name)
+        if known is not None:
+            specs.append(known)
+        elif schema.get("role") in METRIC_ROLES:
+            metrics = schema.get("metrics")
+            specs.append(
+                MetricTable(
+                    name,
+                    time=schema.get("time"),
+                    round=schema.get("round"),
+                    series=schema.get("series"),
+                    metrics=tuple(metrics) if metrics is not None else None,
+                )
+            )
+    if "privacy_records" in schemas:
+        specs.append(METRIC_TABLES_BY_NAME["privacy"])
+    return tuple(specs)
+
 
 # --- the sweep (or single run) being read ------------------------------------------------------
 
@@ -354,7 +386,7 @@ def _run_samples(run_dir: Path, run: int) -> list[pd.DataFrame]:
     manifest = load_manifest(run_dir)
     tables = manifest.get("tables", {})
     pieces = []
-    for spec in METRIC_TABLES:
+    for spec in metric_tables(manifest.get("schemas")):
         if spec.file_table not in tables:
             continue
         file = run_dir / f"{spec.file_table}.parquet"

@@ -19,7 +19,8 @@ import pandas as pd
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import RunDirectoryError
-from netsim.scenario.schema import IdealWalkConfig, Scenario
+from netsim.protocols.walk import IdealWalkConfig
+from netsim.scenario.schema import Scenario
 
 CONFIG_COLUMNS: tuple[str, ...] = (
     "dataset",

@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from netsim.analysis.collect import (
-    METRIC_TABLES,
     SweepSource,
     format_value,
     half_width,
@@ -604,15 +603,46 @@ def _spent_epsilon(privacy: pd.DataFrame) -> bool:
     return bool((spent != 0).any())
 
 
+#: A table figure shows at most this many of the table's metrics (one panel each).
+TABLE_FIGURE_PANELS = 4
+TABLE_FIGURE_PREFIX = "table_"
+
+
+def table_figures(long: pd.DataFrame) -> tuple[FigureSpec, ...]:
+    """One figure per table of ``long`` that no standard figure draws and that has a time or
+    round axis — any component's table, a user's included: its first metrics against
+    simulated time (or the round when it has no time)."""
+    standard = {curve.table for spec in ALL_FIGURES for curve in spec.panels}
+    specs = []
+    for table in sorted(set(long["table"].unique()) - standard):
+        rows = long[long["table"] == table]
+        axis = "time" if rows["time"].notna().any() else "round"
+        if not rows[axis].notna().any():
+            continue  # one row per run: in the summary table instead
+        metrics = list(dict.fromkeys(rows["metric"].tolist()))[:TABLE_FIGURE_PANELS]
+        unit = "simulated time" if axis == "time" else "the round"
+        specs.append(
+            FigureSpec(
+                file=f"{TABLE_FIGURE_PREFIX}{table}.png",
+                caption=f"table {table}",
+                sentence=f"The metrics of table `{table}` against {unit}.",
+                title=f"Table {table}",
+                panels=tuple(Curve(table, metric, axis, metric) for metric in metrics),
+            )
+        )
+    return tuple(specs)
+
+
 def draw_figures(
     long: pd.DataFrame, source: SweepSource, repetitions: dict[int, int], out: Path
 ) -> dict[FigureSpec, str]:
-    """Draw every standard figure whose tables ``long`` has into ``out``; returns those drawn,
-    each with a note on how its runs were binned ("" if they were not)."""
+    """Draw every standard figure whose tables ``long`` has, and a figure of every other
+    table with a time or round axis, into ``out``; returns those drawn, each with a note on
+    how its runs were binned ("" if they were not)."""
     labels = point_labels(source)
     styles = point_styles(source)
     drawn = {}
-    for spec in CURVE_FIGURES:
+    for spec in (*CURVE_FIGURES, *table_figures(long)):
         statistics = [curve_statistics(long, curve) for curve in spec.panels]
         if any(s.empty for s in statistics):
             continue
@@ -692,7 +722,9 @@ def failure_lines(status: pd.DataFrame) -> list[str]:
 def summary_lines(long: pd.DataFrame, points: Sequence[int]) -> list[str]:
     """The one-row summary metrics as a Markdown table: one row per ``table.metric``, one
     column per grid point, ``mean ± half-width of the CI`` (just the mean for n = 1)."""
-    one_row = [t.name for t in METRIC_TABLES if t.one_row]
+    indexed = long["time"].notna() | long["round"].notna()
+    per_table = indexed.groupby(long["table"]).any()
+    one_row = sorted(per_table.index[~per_table.to_numpy()].tolist())
     statistics = summarize(long[long["table"].isin(one_row)], CONFIDENCE)
     if statistics.empty:
         return ["No summary tables in these runs."]
@@ -737,6 +769,10 @@ def write_report(path: Path, out: Path | None = None) -> Path:
     for spec in ALL_FIGURES:
         if spec not in drawn:
             (out / spec.file).unlink(missing_ok=True)
+    drawn_files = {spec.file for spec in drawn}
+    for stale in out.glob(f"{TABLE_FIGURE_PREFIX}*.png"):
+        if stale.name not in drawn_files:
+            stale.unlink()
     points = sorted(int(p) for p in source.plan["point"].unique())
     counts = status["status"].value_counts()
     kind = "run" if source.single_run else "sweep"

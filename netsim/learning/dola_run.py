@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-
 from typing import Any
 
 import numpy as np
@@ -69,6 +68,7 @@ ROUNDS_TABLE = TableSchema(
         "releases (Laplace b, Gaussian σ; 0 when non-private); stale values used since the "
         "last row and the largest staleness in rounds."
     ),
+    role="rounds", time="time", round="round",
 )
 REGRET_TABLE = TableSchema(
     name="dola_regret",
@@ -88,6 +88,7 @@ REGRET_TABLE = TableSchema(
         "hindsight_gap its certified distance to the minimum; average_regret = R_D/t, and "
         "per node R_D/(t·m)."
     ),
+    role="rounds", round="round",
 )
 SUMMARY_TABLE = TableSchema(
     name="dola_summary",
@@ -116,6 +117,7 @@ SUMMARY_TABLE = TableSchema(
         "guarantee per example (basic composition over its uses; 'none' if any release had "
         "no DP guarantee, 'non-private' for the baseline)."
     ),
+    role="summary",
 )
 
 
@@ -445,7 +447,7 @@ class DolaRounds(Component):
         )  # fmt: skip
 
 
-def dola_data(section: s.DolaSection) -> OnlineData:
+def dola_data(section: DolaSection) -> OnlineData:
     """The data stream of a ``dola`` section (SPEC §6 pre-processing for loaded sets)."""
     data = section.data
     return load_online_data(
@@ -456,32 +458,6 @@ def dola_data(section: s.DolaSection) -> OnlineData:
         test_fraction=data.test_fraction,
         options=data.options,
     )
-
-
-def _dola_parts(
-    scenario: s.Scenario, topology: Topology, streams: RandomStreams, rng: np.random.Generator
-) -> tuple[DolaLearner, MixingSchedule]:
-    """The learner (data, shards, accountant) and the mixing schedule of ``scenario.dola``;
-    raises the configuration's errors (batch > local data, isolated nodes, ...)."""
-    section = scenario.dola
-    assert section is not None
-    config = dola_config(section, rounds=section.rounds_in(scenario.duration))
-    learner = DolaLearner(
-        config,
-        dola_data(section),
-        scenario.nodes,
-        shard_seed=streams.integer_seed("dola.shards"),
-        rng=rng,
-        regret_node=section.regret_node,
-    )
-    mixing = section.mixing
-    schedule = MixingSchedule(
-        topology,
-        fraction=mixing.fraction,
-        count=mixing.count,
-        time_invariant=mixing.time_invariant,
-    )
-    return learner, schedule
 
 
 def dola_parts(

@@ -59,6 +59,7 @@ ROUNDS_TABLE = TableSchema(
         "the learner's updates between sending w_t and applying it, and the report's "
         "mutual-information bound C in nats."
     ),
+    role="events", time="sent_at", round="round",
 )
 REGRET_TABLE = TableSchema(
     name="mi_ogd_regret",
@@ -77,6 +78,7 @@ REGRET_TABLE = TableSchema(
         "lower bound; hindsight_gap is its certified distance), and the theorems' bound for "
         "that many played rounds at the run's η (and δ)."
     ),
+    role="rounds", round="round",
 )
 SUMMARY_TABLE = TableSchema(
     name="mi_ogd_summary",
@@ -99,6 +101,7 @@ SUMMARY_TABLE = TableSchema(
         "One row: the configuration, rounds scheduled, played and applied, the final regret "
         "and bound, C per report and the largest total leakage of one example (nats)."
     ),
+    role="summary",
 )
 
 

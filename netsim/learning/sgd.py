@@ -75,6 +75,7 @@ VISITS_TABLE = TableSchema(
         "training row, the model's visits and updates after it, whether it was updated (False: "
         "the record's budget was spent) and the ε the update spent."
     ),
+    time="time",
 )
 
 ACCURACY_TABLE = TableSchema(
@@ -90,6 +91,7 @@ ACCURACY_TABLE = TableSchema(
         "Test accuracy (Hegedűs et al. eq. 11) of a model every evaluate_every visits: the "
         "walk (−1 in gossip learning), the model's visits and updates."
     ),
+    role="samples", time="time", series="walk",
 )
 
 
@@ -109,6 +111,7 @@ SUMMARY_TABLE = TableSchema(
         "record's ε and δ; guarantee epsilon-DP, (epsilon,delta)-DP, none — some release had "
         "no DP guarantee, e.g. the paper's L2 noise — or non-private)."
     ),
+    role="summary",
 )
 
 

@@ -33,6 +33,7 @@ CHURN_TABLE = TableSchema(
         "Node state changes. Every node starts offline; nodes online at time 0 have a row "
         "(time 0, online=true), so the table alone reconstructs every online interval."
     ),
+    time="time",
 )
 
 
@@ -322,7 +323,9 @@ class SyntheticChurnModel(ChurnModel):
 class _Replay(ChurnModel):
     """What the trace replays share: warnings about the trace's span and size."""
 
-    def replay(self, trace: IntervalTrace, nodes: int, horizon: float, assign: str) -> ChurnSchedule:
+    def replay(
+        self, trace: IntervalTrace, nodes: int, horizon: float, assign: str
+    ) -> ChurnSchedule:
         if trace.span is not None and horizon > trace.span:
             self.ctx.warnings.append(
                 f"churn: the run lasts {horizon:g} s but trace segments cover {trace.span:g} s; "

@@ -41,6 +41,7 @@ LOSS_TABLE = TableSchema(
         "sent, the sending protocol's message kind, endpoints, and why (source_offline, "
         "target_offline, link_down, random_loss)."
     ),
+    time="time",
 )
 
 _REJECTION_TRIES = 8

@@ -50,6 +50,7 @@ LEDGER_TABLE = TableSchema(
         "Every privacy charge: when, which record, its use number, and the event (its "
         "mutual-information bound in nats for mutual-information releases, else 0)."
     ),
+    role="ledger", time="time",
 )
 RECORDS_TABLE = TableSchema(
     name="privacy_records",
@@ -67,6 +68,7 @@ RECORDS_TABLE = TableSchema(
         "mutual-information bounds in nats (releases with independent noise: the leakage "
         "of all of them together is at most the sum)."
     ),
+    role="ledger",
 )
 
 

@@ -44,6 +44,7 @@ ADOPTIONS_TABLE = TableSchema(
         "before (-1: none), who sent it (-1 at the origin) and how (origin, gossip_push, "
         "gossip_pull)."
     ),
+    time="time",
 )
 
 
@@ -64,6 +65,10 @@ def broadcasts_table(thresholds: Sequence[float]) -> TableSchema:
             "to reach each coverage threshold of the online nodes (t90: 90%; NaN: never "
             "within the run) and the covered fraction of online nodes at the end of the run."
         ),
+        role="rounds",
+        time="start",
+        round="update",
+        metrics=(*(threshold_column(t) for t in thresholds), "final_coverage"),
     )
 
 

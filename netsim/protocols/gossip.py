@@ -26,11 +26,9 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from pydantic import Field
-
 from netsim.api import BuildContext, Component, ComponentConfig
-from netsim.fields import Size
 from netsim.distributions import PositiveDuration
+from netsim.fields import Size
 from netsim.network.links import Network, Transfer
 from netsim.rng import BlockDraws
 from netsim.sim import Simulation
@@ -69,6 +67,8 @@ class GossipEngine(Component):
     (nodes online at time 0 are active from the start); components that must react when a
     rejoined node becomes active again subscribe with :meth:`on_activate`.
     """
+
+    Config = GossipConfig
 
     def __init__(
         self,
@@ -156,7 +156,8 @@ class PushPullGossip(GossipEngine):
     def start(self) -> None:
         """Begin the exchanges: every active node's first tick."""
         rules = self.rules
-        self.rule = _Silent() if not rules else rules[0] if len(rules) == 1 else CompositeRule(rules)
+        single = rules[0] if len(rules) == 1 else CompositeRule(rules)
+        self.rule = single if rules else _Silent()
         for node in np.flatnonzero(self.active).tolist():
             self._schedule_tick(node)
 

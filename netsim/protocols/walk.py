@@ -76,6 +76,7 @@ STEPS_TABLE = TableSchema(
     name="walk_steps",
     columns=(("time", F64), ("walk", I64), ("steps", I64), ("node", I32)),
     description="Every step a walk made: arrival time, walk id, its step count there, node.",
+    time="time",
 )
 RESTARTS_TABLE = TableSchema(
     name="walk_restarts",
@@ -94,6 +95,7 @@ RESTARTS_TABLE = TableSchema(
         "with rwprop.steps - rw.steps <= i); the timed-out update's id and step count, and "
         "the new walk's step count (negative copies restart at 0)."
     ),
+    time="time",
 )
 ENDS_TABLE = TableSchema(
     name="walk_ends",
@@ -103,6 +105,7 @@ ENDS_TABLE = TableSchema(
         "(forwarding no longer necessary after a failed transfer), 'killed' (kill "
         "probability), 'abandoned' (its holder rejoined and it was no longer the leader)."
     ),
+    time="time",
 )
 SAMPLES_TABLE = TableSchema(
     name="walk_samples",
@@ -118,6 +121,7 @@ SAMPLES_TABLE = TableSchema(
         "suspended (holder offline), and the propagating walk with the largest step count "
         "(-1 when none)."
     ),
+    role="samples", time="time",
 )
 SUMMARY_TABLE = TableSchema(
     name="walk_summary",
@@ -137,6 +141,7 @@ SUMMARY_TABLE = TableSchema(
         "One row at the end: the exact time average of the number of propagating walks, the "
         "fractions of time with none and with more than one, and event counts."
     ),
+    role="summary",
 )
 
 
@@ -148,6 +153,7 @@ VISITS_TABLE = TableSchema(
     name="walk_visits",
     columns=(("node", I32), ("visits", I64)),
     description="Visits per node counted by the visit_counter agent (written at the end).",
+    role="static",
 )
 
 

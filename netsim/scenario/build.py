@@ -52,6 +52,7 @@ SAMPLES_TABLE = TableSchema(
         "System state every metrics.sample_every (and at the end): online nodes, nodes taking "
         "part in gossip, and cumulative counters of messages and churn transitions."
     ),
+    role="samples", time="time",
 )
 
 
@@ -62,6 +63,7 @@ TRACE_ASSIGNMENT_TABLE = TableSchema(
         "For churn replayed from a trace: the trace node (a STUNner segment is "
         "'<user>@<start, Unix s>') each simulated node replays."
     ),
+    role="static",
 )
 
 

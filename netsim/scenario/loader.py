@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from netsim.errors import ScenarioError
+from netsim.errors import NetsimError, ScenarioError
+from netsim.registry import REGISTRY, SLOT_NAMES
 from netsim.scenario.schema import Scenario
 
 
@@ -123,21 +124,41 @@ def _tags(mapping: dict[str, Any]) -> set[str]:
     return {str(mapping.get(key)) for key in ("kind", "dist") if key in mapping}
 
 
-def _model_at(loc: list[Any]) -> type[BaseModel] | None:
-    """The model class that holds the last element of ``loc`` (tags resolve unions)."""
+def _model_at(loc: list[Any], data: Any = None) -> type[BaseModel] | None:
+    """The model class that holds the last element of ``loc`` (tags resolve unions; a field
+    that names a component by ``kind`` resolves through the registry with the user's data)."""
     model: Any = Scenario
+    current = data
     for element in loc[:-1]:
+        current = current.get(element) if isinstance(current, dict) else None
         if isinstance(model, type) and issubclass(model, BaseModel):
             field = model.model_fields.get(str(element))
             if field is None:
                 return None
-            model = field.annotation
+            model = _strip_optional(field.annotation)
+        elif typing.get_origin(model) is dict:
+            model = _strip_optional(typing.get_args(model)[1])
+        else:
+            model = _union_member(model, element)
+            if model is None:
+                return None
             continue
-        model = _union_member(model, element)
-        if model is None:
-            return None
+        if model is Any and isinstance(current, dict):
+            model = _component_config(current.get("kind"))
     model = _strip_optional(model)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _component_config(kind: Any) -> type[BaseModel] | None:
+    """The config model of the component registered (in any slot) as ``kind``."""
+    if not isinstance(kind, str):
+        return None
+    for slot in SLOT_NAMES:
+        try:
+            return REGISTRY.lookup((slot,), kind)[1]
+        except NetsimError:
+            continue
+    return None
 
 
 def _strip_optional(annotation: Any) -> Any:
@@ -168,7 +189,7 @@ def _describe(error: dict[str, Any], data: dict[str, Any]) -> str:
     where = ".".join(shown).replace(".[", "[") or "(top level)"
     kind = error["type"]
     if kind == "extra_forbidden":
-        model = _model_at(full)
+        model = _model_at(full, data)
         allowed = (
             ", ".join(field.alias or name for name, field in model.model_fields.items())
             if model is not None
@@ -177,6 +198,8 @@ def _describe(error: dict[str, Any], data: dict[str, Any]) -> str:
         return f"{where}: unknown key; allowed keys here: {allowed}"
     if kind == "missing":
         return f"{where}: required key is missing"
+    if kind in ("unknown_kind", "missing_kind", "component_mapping"):
+        return f"{where}: {error['msg']}"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         ctx = error.get("ctx", {})
         expected = ctx.get("expected_tags")

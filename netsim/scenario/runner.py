@@ -114,6 +114,7 @@ def run_scenario(
             "simulated_seconds": scenario.duration,
             "wall_time_seconds": round(wall, 3),
             "tables": counts,
+            "schemas": log.schemas(),
             "warnings": built.warnings,
             "netsim_version": __version__,
             "python": sys.version.split()[0],

@@ -1,0 +1,251 @@
+"""Components from a package of their own: the example package's entry points, ``module:Class``
+references, the errors a bad plugin gets, and one run → sweep → collect → report path.
+
+The example package (``examples/netsim-examples``) is made importable the way ``pip install``
+would: its ``src`` on ``sys.path`` and a ``.dist-info`` with the entry points its
+``pyproject.toml`` declares, which :mod:`importlib.metadata` finds like an installed one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import netsim
+from netsim.analysis.collect import collect
+from netsim.api import ComponentConfig, GossipApplication
+from netsim.errors import ScenarioError
+from netsim.registry import REGISTRY
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "netsim-examples"
+
+
+def install_example(target: Path) -> None:
+    """Write the example package's distribution metadata (with its entry points) to
+    ``target``, as an installer would."""
+    project = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["project"]
+    info = target / f"netsim_examples-{project['version']}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
+    )
+    points = project["entry-points"]["netsim.components"]
+    lines = ["[netsim.components]", *(f"{k} = {v}" for k, v in points.items())]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def example_paths(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    site = tmp_path_factory.mktemp("site")
+    install_example(site)
+    paths = [str(site), str(EXAMPLE / "src")]
+    sys.path[:0] = paths
+    REGISTRY.refresh_entry_points()
+    yield paths
+    for path in paths:
+        sys.path.remove(path)
+
+
+def averaging(mode: str = "exact", kind: str = "push_sum", **extra: object) -> dict:
+    scenario = {
+        "name": "averaging",
+        "seed": 3,
+        "nodes": 60,
+        "duration": 40.0,
+        "topology": {"kind": "k_out", "k": 6},
+        "gossip": {"period": 1.0, "mode": mode},
+        "components": {"avg": {"kind": kind, "sample_every": 5.0}},
+    }
+    scenario.update(extra)
+    return scenario
+
+
+def test_the_example_components_are_registered_through_their_entry_points(example_paths):
+    assert "push_sum" in REGISTRY.names("application")
+    assert "max_value" in REGISTRY.names("walk_agent")
+    assert "daily_sleep" in REGISTRY.names("churn")
+    origins = {name: origin for _, name, _, origin in REGISTRY.entries()}
+    assert origins["push_sum"] == "netsim-examples" and origins["k_out"] == "netsim"
+
+
+@pytest.mark.parametrize("mode", ["exact", "rounds"])
+def test_push_sum_converges_to_the_average_in_both_gossip_modes(example_paths, mode):
+    result = netsim.run(averaging(mode))
+    error = result["push_sum_error"]
+    assert error["time"].tolist() == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0]
+    assert error["max_error"].iloc[0] > 0.3
+    # mass is conserved (no losses), so the estimates converge geometrically: after 40
+    # periods of push-pull on 60 nodes the worst node is within 1e-6 of the average
+    assert error["max_error"].iloc[-1] < 1e-6
+    assert (error["online"] == 60).all()
+
+
+def test_a_class_can_be_named_by_module_and_class(example_paths):
+    by_name = netsim.run(averaging())["push_sum_error"]
+    by_class = netsim.run(averaging(kind="netsim_examples.push_sum:PushSum"))["push_sum_error"]
+    pd.testing.assert_frame_equal(by_name, by_class)
+
+
+def test_same_seed_same_tables_and_its_own_streams(example_paths):
+    first = netsim.run(averaging())
+    again = netsim.run(averaging())
+    for name, frame in first.tables.items():
+        pd.testing.assert_frame_equal(frame, again.tables[name])
+    # the application draws from its own stream: the network's tables do not change with it
+    plain = netsim.run({**averaging(), "components": {}})
+    pd.testing.assert_frame_equal(first["samples"], plain["samples"])
+
+
+def test_a_walk_agent_and_a_churn_model_from_the_package(example_paths):
+    scenario = {
+        "name": "max-walk",
+        "seed": 5,
+        "nodes": 30,
+        "duration": 2 * 3600.0,
+        "topology": {"kind": "k_out", "k": 5},
+        "churn": {"kind": "daily_sleep", "bedtime": 1800.0, "spread": 0.0, "sleep": 3600.0},
+        "gossip": {"period": 1.0},
+        "walk": {
+            "kind": "service",
+            "transfer_time": 1.0,
+            "timeout": 30.0,
+            "agent": {"kind": "max_value", "record_every": 1},
+        },
+        "metrics": {"sample_every": 600.0},
+    }
+    result = netsim.run(scenario)
+    online = result["samples"].set_index("time")["online"]
+    # everybody sleeps from 30 min to 90 min (spread 0), and is up otherwise
+    assert online[0.0] == 30 and online[3600.0] == 0 and online[6600.0] == 30
+    walk = result["max_value_walk"]
+    assert len(walk) > 100 and (walk["gap"] >= 0).all()
+    assert walk["gap"].is_monotonic_decreasing and walk["gap"].iloc[-1] == 0.0
+
+
+def test_an_unknown_kind_lists_the_registered_names(example_paths, tmp_path):
+    with pytest.raises(ScenarioError) as error:
+        netsim.run(averaging(kind="push_some"))
+    message = str(error.value)
+    assert "components.avg.kind: unknown value 'push_some'; allowed values: " in message
+    assert "'broadcast'" in message and "'push_sum'" in message
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("nowhere.mod:Thing", "cannot import module 'nowhere.mod'"),
+        ("netsim_examples.push_sum:Nothing", "has no attribute 'Nothing'"),
+        ("collections:OrderedDict", "is not a netsim component"),
+        ("netsim_examples.daily_sleep:DailySleep", "is a churn model; here a gossip"),
+        ("tests.test_components:Incomplete", "does not implement incoming()"),
+    ],
+)
+def test_validate_names_a_class_that_cannot_be_used(example_paths, tmp_path, kind, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            nodes: 10
+            duration: 10s
+            topology: {{kind: k_out, k: 3}}
+            gossip: {{period: 1s}}
+            components:
+              avg: {{kind: "{kind}"}}
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*example_paths, str(REPO)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "netsim", "validate", str(path)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "components.avg.kind" in done.stderr and expected in done.stderr
+
+
+class ExactOnly(GossipApplication):
+    """An application without round methods (for the round-mode check)."""
+
+    class Config(ComponentConfig):
+        pass
+
+    def outgoing(self, node: int) -> None:
+        return None
+
+    def incoming(self, node: int, value: object, sender: int, transfer: object) -> None:
+        return None
+
+
+class Incomplete(GossipApplication):
+    """Implements half the interface."""
+
+    def outgoing(self, node: int) -> None:
+        return None
+
+
+def test_rounds_mode_with_an_exact_only_application_is_a_validation_error():
+    scenario = averaging("rounds", kind="tests.test_components:ExactOnly")
+    scenario["components"]["avg"] = {"kind": "tests.test_components:ExactOnly"}
+    with pytest.raises(ScenarioError, match="does not support gossip.mode rounds"):
+        netsim.run(scenario)
+    scenario["gossip"]["mode"] = "exact"
+    assert "push_sum_error" not in netsim.run(scenario).tables
+
+
+def test_an_application_without_gossip_says_what_it_needs(example_paths):
+    scenario = averaging()
+    del scenario["gossip"]
+    with pytest.raises(ScenarioError, match=r"components.avg \(kind push_sum\) needs a gossip"):
+        netsim.run(scenario)
+
+
+def test_run_sweep_collect_and_report_a_third_party_component(example_paths, tmp_path):
+    path = tmp_path / "avg-sweep.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            name: avg
+            seed: 1
+            nodes: 40
+            duration: 20s
+            topology: {kind: k_out, k: 4}
+            gossip: {period: 1s}
+            components:
+              avg: {kind: push_sum, sample_every: 2s}
+            sweep:
+              name: avg-sweep
+              grid:
+                gossip.mode: [exact, rounds]
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(example_paths)}
+
+    def netsim_cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "netsim", *args],
+            capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    netsim_cli("sweep", str(path), "--workers", "1", "--out", str(tmp_path / "runs"), "-q")
+    sweep = tmp_path / "runs" / "avg-sweep"
+    long = collect(sweep)
+    errors = long[(long["table"] == "push_sum_error") & (long["metric"] == "max_error")]
+    assert sorted(errors["gossip.mode"].unique()) == ["exact", "rounds"]
+    assert len(errors) == 2 * 11 and np.isfinite(errors["time"]).all()
+    netsim_cli("report", str(sweep))
+    report = (sweep / "report" / "report.md").read_text()
+    assert "table_push_sum_error.png" in report
+    assert (sweep / "report" / "table_push_sum_error.png").stat().st_size > 10_000
