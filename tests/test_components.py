@@ -196,7 +196,7 @@ class Incomplete(GossipApplication):
 def test_rounds_mode_with_an_exact_only_application_is_a_validation_error():
     scenario = averaging("rounds", kind="tests.test_components:ExactOnly")
     scenario["components"]["avg"] = {"kind": "tests.test_components:ExactOnly"}
-    with pytest.raises(ScenarioError, match="does not support gossip.mode rounds"):
+    with pytest.raises(ScenarioError, match=r"does not support gossip\.mode rounds"):
         netsim.run(scenario)
     scenario["gossip"]["mode"] = "exact"
     assert "push_sum_error" not in netsim.run(scenario).tables

@@ -1,0 +1,1 @@
+"""Example netsim components in a package of their own (see ``docs/components.md``)."""
