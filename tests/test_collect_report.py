@@ -580,7 +580,7 @@ def test_report_draws_only_the_figures_of_the_tables_present(dola_sweep, quickst
     check_report(
         write_report(dola_sweep, out),
         {"dola_accuracy_vs_round.png", "dola_regret_vs_round.png", "online_nodes.png",
-         "privacy_spent.png"},
+         "privacy_spent.png", "table_dola_mixing.png"},
     )  # fmt: skip
     # the same directory for another source: the old figures go
     markdown = check_report(write_report(quickstart_run, out), {"online_nodes.png"})
