@@ -10,11 +10,14 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 __all__ = ["__version__"]
 
 
-def run(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """Run a scenario from Python: see :func:`netsim.api.run`."""
-    from netsim.api import run as run_scenario
+def __getattr__(name: str) -> object:
+    """``netsim.run`` is :func:`netsim.api.run`, imported on first use (``import netsim``
+    stays light)."""
+    if name == "run":
+        from netsim.api import run
 
-    return run_scenario(*args, **kwargs)
+        return run
+    raise AttributeError(f"module 'netsim' has no attribute {name!r}")
 
 
 __all__ += ["run"]

@@ -41,6 +41,7 @@ A minimal walk agent that counts how often each node is visited::
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,12 +59,12 @@ if TYPE_CHECKING:
     from netsim.network.churn import ChurnSchedule
     from netsim.network.links import Network, Transfer
     from netsim.network.topology import Topology
-    from netsim.protocols.gossip import GossipEngine
     from netsim.rng import RandomStreams
     from netsim.scenario.schema import Scenario
     from netsim.sim import Simulation
 
 __all__ = [
+    "INTERFACES",
     "BuildContext",
     "ChurnModel",
     "Component",
@@ -147,11 +148,15 @@ class BuildContext:
         self.warnings.append(f"{self.key}: {message}")
 
 
-class Component:
-    """Base of every component (see the module docstring)."""
+class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract methods)
+    """Base of every component (see the module docstring). The interfaces below mark what
+    their components must implement as abstract methods, so a class that leaves one out is
+    named by the registry (and cannot be instantiated)."""
 
     #: The slot this kind of component fills (set by the interface classes below).
     slot: ClassVar[str] = ""
+    #: What the slot is called in messages.
+    slot_title: ClassVar[str] = ""
     #: The component's settings; subclasses replace it with their own model.
     Config: ClassVar[type[ComponentConfig]] = ComponentConfig
     #: Every table the component writes.
@@ -178,12 +183,15 @@ class Component:
     def check(cls, config: Any, scenario: Scenario) -> None:
         """Raise ``ValueError`` naming the keys when ``config`` cannot work in ``scenario``
         (called while the scenario is validated; e.g. a node id beyond ``nodes``)."""
+        return None
 
     def start(self) -> None:
         """Called once every component is built, in build order (schedule first events)."""
+        return None
 
     def finish(self) -> None:
         """Called once when the run reaches its end (write end-of-run tables)."""
+        return None
 
 
 class TopologyBuilder(Component):
@@ -192,11 +200,13 @@ class TopologyBuilder(Component):
     Built while validating too; draw only from ``ctx.stream()``."""
 
     slot = "topology"
+    slot_title = "topology"
     #: Whether the topology can be built on a single node.
     single_node_ok: ClassVar[bool] = False
 
+    @abstractmethod
     def build_topology(self, nodes: int) -> Topology:
-        raise NotImplementedError
+        """The overlay on ``nodes`` nodes."""
 
     @classmethod
     def problem(cls, config: Any, nodes: int) -> str | None:
@@ -213,10 +223,12 @@ class ChurnModel(Component):
     table."""
 
     slot = "churn"
+    slot_title = "churn model"
     trace_labels: np.ndarray | None = None
 
+    @abstractmethod
     def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
-        raise NotImplementedError
+        """When each of ``nodes`` nodes is online until ``horizon``."""
 
 
 class GossipApplication(Component):
@@ -233,12 +245,8 @@ class GossipApplication(Component):
     """
 
     slot = "application"
+    slot_title = "gossip application"
     requires: ClassVar[Mapping[str, str]] = {"gossip": "it spreads values by push-pull gossip"}
-
-    @property
-    def gossip(self) -> GossipEngine:
-        """The gossip engine this application is registered with."""
-        return self.ctx.require("gossip")
 
     @classmethod
     def build(cls, config: Any, ctx: BuildContext) -> Component:
@@ -246,13 +254,13 @@ class GossipApplication(Component):
         ctx.require("gossip").register(app)
         return app
 
+    @abstractmethod
     def outgoing(self, node: int) -> Any:
         """The value ``node`` sends now (a snapshot: never modify it later in place)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
         """Merge ``value`` that ``node`` received from ``sender``."""
-        raise NotImplementedError
 
 
 def supports_rounds(cls: type) -> bool:
@@ -268,23 +276,26 @@ class Walk(Component):
     """A random walk over the network carrying a :class:`WalkAgent` (the ``walk`` section)."""
 
     slot = "walk"
+    slot_title = "walk"
 
 
 class WalkAgent(Component):
     """What a walk carries and does at each visit (the ``walk.agent`` section)."""
 
     slot = "walk_agent"
+    slot_title = "walk agent"
 
     def initial_state(self) -> Any:
         """The walk state every node's local copy starts with."""
         return None
 
+    @abstractmethod
     def visit(self, node: int, state: Any, steps: int, walk: int, now: float) -> Any:
         """Update ``state`` at ``node`` (the walk's ``steps``-th step); return the new state.
 
         Return a new object and never modify ``state`` in place: nodes' local copies share
-        state objects."""
-        raise NotImplementedError
+        state objects (every node starts with the same initial state, and a node's copy is
+        the very object the walk carried), which keeps 10⁴ copies of a model affordable."""
 
 
 class RoundsConfig(ComponentConfig):
@@ -296,6 +307,16 @@ class RoundsConfig(ComponentConfig):
     def rounds_in(self, duration: float) -> int:
         """T: the configured rounds, or as many periods as fit in ``duration``."""
         return self.rounds or max(math.floor(duration / self.period + 1e-9), 1)
+
+    def section_problem(self, key: str, node_field: str, scenario: Scenario) -> str | None:
+        """Why the section ``key`` does not fit ``scenario``: its node ``node_field`` is no
+        node id, or its rounds do not fit in the run (``None`` if it fits)."""
+        node = getattr(self, node_field)
+        if node >= scenario.nodes:
+            return (
+                f"{key}.{node_field} ({node}) must be a node id below nodes ({scenario.nodes})"
+            )
+        return self.rounds_problem(key, scenario.duration)
 
     def rounds_problem(self, key: str, duration: float) -> str | None:
         """Why the configured rounds do not fit in ``duration`` (``None`` if they do)."""
@@ -316,6 +337,7 @@ class RoundLearner(Component):
     A subclass's ``Config`` derives from :class:`RoundsConfig`."""
 
     slot = "learner"
+    slot_title = "round learner"
 
     def __init__(self, config: Any, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
@@ -335,9 +357,15 @@ class RoundLearner(Component):
         self.round_index += 1
         self.round(self.round_index)
 
+    @abstractmethod
     def round(self, t: int) -> None:
         """Round ``t`` (1-based) at the current simulated time."""
-        raise NotImplementedError
+
+
+#: The interfaces a component derives from, one per slot.
+INTERFACES: tuple[type[Component], ...] = (
+    TopologyBuilder, ChurnModel, GossipApplication, Walk, WalkAgent, RoundLearner,
+)  # fmt: skip
 
 
 # --- running from Python ----------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import PlainValidator, ValidationError, ValidationInfo, WithJsonSchema, create_model
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from netsim.api import Component, ComponentConfig
+from netsim.api import INTERFACES, Component, ComponentConfig
 from netsim.errors import ComponentError
 
 ENTRY_POINT_GROUP = "netsim.components"
@@ -50,14 +50,7 @@ BUILTIN: tuple[str, ...] = (
 )
 
 #: What each slot is called in messages.
-SLOT_NAMES = {
-    "topology": "topology",
-    "churn": "churn model",
-    "walk": "walk",
-    "walk_agent": "walk agent",
-    "application": "gossip application",
-    "learner": "round learner",
-}
+SLOT_NAMES = {interface.slot: interface.slot_title for interface in INTERFACES}
 
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -84,9 +77,7 @@ def import_reference(reference: str) -> Any:
     """The object a ``module:attribute`` reference names; :class:`ComponentError` if it
     cannot be imported."""
     if not _REFERENCE.match(reference):
-        raise ComponentError(
-            f"{reference!r} is not a class reference; write package.module:Class"
-        )
+        raise ComponentError(f"{reference!r} is not a class reference; write package.module:Class")
     module_name, _, attribute = reference.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
@@ -108,57 +99,22 @@ def import_reference(reference: str) -> Any:
 
 def interface_problem(cls: Any) -> str | None:
     """Why ``cls`` is not a usable component class (``None`` if it is)."""
+    interfaces = ", ".join(interface.__name__ for interface in INTERFACES)
     if not isinstance(cls, type) or not issubclass(cls, Component):
         return (
             "is not a netsim component: derive it from one of netsim.api's interfaces "
-            f"({', '.join(_interface_names())})"
+            f"({interfaces})"
         )
     if cls.slot not in SLOT_NAMES:
-        return (
-            "derives from netsim.api.Component but from none of its interfaces "
-            f"({', '.join(_interface_names())})"
-        )
+        return f"derives from netsim.api.Component but from none of its interfaces ({interfaces})"
     config = getattr(cls, "Config", None)
     if not isinstance(config, type) or not issubclass(config, ComponentConfig):
         return "has a Config that is not a netsim.api.ComponentConfig subclass"
-    missing = _missing_methods(cls)
+    missing = sorted(cls.__abstractmethods__)
     if missing:
-        return f"does not implement {', '.join(missing)} (required of a {SLOT_NAMES[cls.slot]})"
+        methods = ", ".join(f"{method}()" for method in missing)
+        return f"does not implement {methods} (required of a {SLOT_NAMES[cls.slot]})"
     return None
-
-
-def _interface_names() -> list[str]:
-    return ["TopologyBuilder", "ChurnModel", "GossipApplication", "Walk", "WalkAgent",
-            "RoundLearner"]  # fmt: skip
-
-
-_REQUIRED = {
-    "topology": ("build_topology",),
-    "churn": ("schedule",),
-    "application": ("outgoing", "incoming"),
-    "walk_agent": ("visit",),
-    "learner": ("round",),
-}
-
-
-def _missing_methods(cls: type[Component]) -> list[str]:
-    """Abstract methods of the slot's interface that ``cls`` leaves unimplemented."""
-    import netsim.api as api
-
-    interface = {
-        "topology": api.TopologyBuilder,
-        "churn": api.ChurnModel,
-        "application": api.GossipApplication,
-        "walk_agent": api.WalkAgent,
-        "learner": api.RoundLearner,
-    }.get(cls.slot)
-    if interface is None:
-        return []
-    missing = []
-    for method in _REQUIRED[cls.slot]:
-        if getattr(cls, method) is getattr(interface, method):
-            missing.append(f"{method}()")
-    return missing
 
 
 def config_with_kind(config: type[ComponentConfig], name: str) -> type[ComponentConfig]:
@@ -187,16 +143,8 @@ class Registry:
         self._entry_points_read = entry_point_group is None
         self._by_slot: dict[str, dict[str, _Entry]] = {slot: {} for slot in SLOT_NAMES}
         self._failed: dict[str, _Entry] = {}  # name -> entry that could not be loaded
-        self.version = 0
 
     # --- registration ---------------------------------------------------------------------
-
-    def register(self, name: str, cls: type[Component], *, origin: str = "python") -> None:
-        """Register ``cls`` under ``name`` in its slot."""
-        problem = interface_problem(cls)
-        if problem is not None:
-            raise ComponentError(f"component {name!r}: {cls!r} {problem}")
-        self._add(_Entry(name, f"{cls.__module__}:{cls.__qualname__}", origin, cls))
 
     def _add(self, entry: _Entry) -> None:
         assert entry.cls is not None
@@ -209,7 +157,6 @@ class Registry:
             )
         entry.config = config_with_kind(entry.cls.Config, entry.name)
         names[entry.name] = entry
-        self.version += 1
 
     def _load(self, entry: _Entry) -> None:
         try:
@@ -251,10 +198,6 @@ class Registry:
         self._load_all()
         return tuple(self._by_slot[slot])
 
-    def classes(self, slot: str) -> list[type[Component]]:
-        self._load_all()
-        return [entry.cls for entry in self._by_slot[slot].values() if entry.cls is not None]
-
     def lookup(self, slots: tuple[str, ...], kind: str) -> tuple[type[Component],
                                                                 type[ComponentConfig]]:  # fmt: skip
         """The class and config model of ``kind`` in one of ``slots``; a ``module:Class``
@@ -283,8 +226,7 @@ class Registry:
             raise ComponentError(f"{kind!r} is registered but cannot be loaded: {failed.error}")
         allowed = ", ".join(repr(name) for slot in slots for name in self._by_slot[slot])
         raise ComponentError(
-            f"unknown value {kind!r}; allowed values: {allowed}, or a class as "
-            "package.module:Class"
+            f"unknown value {kind!r}; allowed values: {allowed}, or a class as package.module:Class"
         )
 
     def entries(self) -> list[tuple[str, str, str, str]]:
@@ -295,11 +237,6 @@ class Registry:
             for slot, names in self._by_slot.items()
             for entry in names.values()
         ]
-
-    def failures(self) -> list[str]:
-        """Why each entry that could not be loaded failed."""
-        self._load_all()
-        return [f"{name}: {entry.error}" for name, entry in self._failed.items()]
 
 
 #: The registry scenarios are validated and built with.

@@ -21,8 +21,9 @@ import pytest
 
 import netsim
 from netsim.analysis.collect import collect
-from netsim.api import ComponentConfig, GossipApplication
+from netsim.api import ComponentConfig, GossipApplication, RoundLearner, RoundsConfig
 from netsim.errors import ScenarioError
+from netsim.log import F64, I64, TableSchema
 from netsim.registry import REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -249,3 +250,47 @@ def test_run_sweep_collect_and_report_a_third_party_component(example_paths, tmp
     report = (sweep / "report" / "report.md").read_text()
     assert "table_push_sum_error.png" in report
     assert (sweep / "report" / "table_push_sum_error.png").stat().st_size > 10_000
+
+
+ONLINE_TABLE = TableSchema(
+    name="online_by_round",
+    columns=(("round", I64), ("time", F64), ("online", I64)),
+    description="Online nodes at each round of the test learner.",
+    role="rounds",
+    time="time",
+    round="round",
+)
+
+
+class OnlineCounter(RoundLearner):
+    """A round learner that only records how many nodes are online at each round."""
+
+    class Config(RoundsConfig):
+        pass
+
+    tables = (ONLINE_TABLE,)
+
+    def round(self, t: int) -> None:
+        sim, network = self.ctx.sim, self.ctx.network
+        assert sim is not None and network is not None
+        self.ctx.table(ONLINE_TABLE).append(t, sim.now, network.nodes.online_count)
+
+
+def test_a_round_learner_runs_its_rounds_from_time_zero():
+    scenario = {
+        "nodes": 20,
+        "duration": 10.0,
+        "topology": {"kind": "ring"},
+        "churn": {"kind": "synthetic", "online": {"dist": "exponential", "mean": 5.0},
+                  "offline": {"dist": "exponential", "mean": 5.0}},
+        "components": {"count": {"kind": "tests.test_components:OnlineCounter", "period": 2.0}},
+        "seed": 1,
+    }  # fmt: skip
+    result = netsim.run(scenario)
+    rows = result["online_by_round"]
+    assert rows["round"].tolist() == [1, 2, 3, 4, 5]
+    assert rows["time"].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+    samples = result["samples"].set_index("time")["online"]
+    assert rows.set_index("time")["online"][0.0] == samples[0.0]
+    scenario["components"]["count"]["rounds"] = 3
+    assert netsim.run(scenario)["online_by_round"]["round"].tolist() == [1, 2, 3]

@@ -122,6 +122,7 @@ class MetricTable:
         return not self.index_columns
 
 
+#: How the tables of a run written before manifests recorded table schemas are read.
 METRIC_TABLES: tuple[MetricTable, ...] = (
     MetricTable("samples", time="time"),
     # oldest_walk is a walk id (-1: none), not a quantity to average
@@ -154,6 +155,10 @@ METRIC_TABLES: tuple[MetricTable, ...] = (
 )
 METRIC_TABLES_BY_NAME: dict[str, MetricTable] = {t.name: t for t in METRIC_TABLES}
 
+#: What a table needs before its samples are taken, by name (its sentinels made NaN).
+PREPARATIONS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
+    "walk_samples": walk_samples_without_sentinels,
+}
 #: Roles of tables whose rows are metric samples (events, ledgers and static tables are not).
 METRIC_ROLES = ("samples", "rounds", "summary")
 
@@ -166,22 +171,18 @@ def metric_tables(schemas: dict[str, Any] | None) -> tuple[MetricTable, ...]:
     samples and the privacy ledger keep their preparation (sentinels; a derived summary)."""
     if schemas is None:
         return METRIC_TABLES
-    specs: list[MetricTable] = []
-    for name, schema in schemas.items():
-        known = METRIC_TABLES_BY_NAME.get(name)
-        if known is not None:
-            specs.append(known)
-        elif schema.get("role") in METRIC_ROLES:
-            metrics = schema.get("metrics")
-            specs.append(
-                MetricTable(
-                    name,
-                    time=schema.get("time"),
-                    round=schema.get("round"),
-                    series=schema.get("series"),
-                    metrics=tuple(metrics) if metrics is not None else None,
-                )
-            )
+    specs = [
+        MetricTable(
+            name,
+            time=schema.get("time"),
+            round=schema.get("round"),
+            series=schema.get("series"),
+            metrics=tuple(schema["metrics"]) if schema.get("metrics") is not None else None,
+            prepare=PREPARATIONS.get(name),
+        )
+        for name, schema in schemas.items()
+        if schema.get("role") in METRIC_ROLES
+    ]
     if "privacy_records" in schemas:
         specs.append(METRIC_TABLES_BY_NAME["privacy"])
     return tuple(specs)

@@ -195,8 +195,8 @@ class DolaRounds(Component):
         assert ctx.sim is not None and ctx.network is not None
         topology = ctx.network.topology
         if ctx.nodes > 1 and not topology.is_connected():
-            ctx.warnings.append(
-                "dola: the topology is not connected, so the union of the round graphs never is "
+            ctx.warn(
+                "the topology is not connected, so the union of the round graphs never is "
                 "(Li et al., Assumption 2(4)); the components learn separately"
             )
         learner, schedule = dola_parts(
@@ -211,14 +211,9 @@ class DolaRounds(Component):
 
     @classmethod
     def check(cls, config: DolaSection, scenario: Any) -> None:
-        if config.regret_node >= scenario.nodes:
-            raise ValueError(
-                f"dola.regret_node ({config.regret_node}) must be a node id below nodes "
-                f"({scenario.nodes})"
-            )
-        too_long = config.rounds_problem("dola", scenario.duration)
-        if too_long:
-            raise ValueError(too_long)
+        problem = config.section_problem("dola", "regret_node", scenario)
+        if problem is not None:
+            raise ValueError(problem)
 
     def _delay_fits(self) -> bool:
         """True when every value surely arrives within its round (constant delay ≤ period)."""

@@ -156,14 +156,9 @@ class MiOgdRounds(Component):
     def check(cls, config: MiOgdSection, scenario: Any) -> None:
         if scenario.nodes < 2:
             raise ValueError("mi_ogd needs at least 2 nodes: a learner and a user")
-        if config.learner >= scenario.nodes:
-            raise ValueError(
-                f"mi_ogd.learner ({config.learner}) must be a node id below nodes "
-                f"({scenario.nodes})"
-            )
-        too_long = config.rounds_problem("mi_ogd", scenario.duration)
-        if too_long:
-            raise ValueError(too_long)
+        problem = config.section_problem("mi_ogd", "learner", scenario)
+        if problem is not None:
+            raise ValueError(problem)
 
     def _round(self) -> None:
         if self.t >= self.config.rounds:

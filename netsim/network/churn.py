@@ -327,14 +327,14 @@ class _Replay(ChurnModel):
         self, trace: IntervalTrace, nodes: int, horizon: float, assign: str
     ) -> ChurnSchedule:
         if trace.span is not None and horizon > trace.span:
-            self.ctx.warnings.append(
-                f"churn: the run lasts {horizon:g} s but trace segments cover {trace.span:g} s; "
+            self.ctx.warn(
+                f"the run lasts {horizon:g} s but trace segments cover {trace.span:g} s; "
                 "nodes stay offline after their segment ends"
             )
         if nodes > trace.node_count:
             how = "re-sampled at random" if assign == "random" else "reused in order"
-            self.ctx.warnings.append(
-                f"churn: {nodes} nodes but {trace.node_count} trace nodes in {trace.source}; "
+            self.ctx.warn(
+                f"{nodes} nodes but {trace.node_count} trace nodes in {trace.source}; "
                 f"trace nodes are {how}"
             )
         schedule, picks = from_trace(trace, nodes, horizon, self.ctx.stream(), assign)  # type: ignore[arg-type]
@@ -381,9 +381,8 @@ class StunnerReplay(_Replay):
     def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
         config = self.config
         if not config.path.is_file() and config.fallback is not None:
-            self.ctx.warnings.append(
-                f"churn: {config.path} is absent; replaying the fallback trace "
-                f"{config.fallback.path}"
+            self.ctx.warn(
+                f"{config.path} is absent; replaying the fallback trace {config.fallback.path}"
             )
             fallback = TraceReplay(config.fallback, self.ctx)
             schedule = fallback.schedule(nodes, horizon)

@@ -236,14 +236,17 @@ def edge_list(path: Path, n: int, *, directed: bool = False) -> Topology:
 # from it), so the same scenario and seed give the same overlay.
 
 
-class _TopologyConfig(ComponentConfig):
-    pass
+def _below_nodes(key: str, value: int, nodes: int) -> str | None:
+    """Why ``topology.<key>`` = ``value`` is too large for ``nodes`` nodes (``None``: it is not)."""
+    if value >= nodes:
+        return f"topology.{key} ({value}) must be less than nodes ({nodes})"
+    return None
 
 
 class KOut(TopologyBuilder):
     """Every node picks k distinct random neighbours (the paper's "50 fixed neighbours")."""
 
-    class Config(_TopologyConfig):
+    class Config(ComponentConfig):
         kind: Literal["k_out"] = "k_out"
         k: int = Field(ge=1)
         undirected: bool = False
@@ -253,15 +256,13 @@ class KOut(TopologyBuilder):
 
     @classmethod
     def problem(cls, config: Config, nodes: int) -> str | None:
-        if config.k >= nodes:
-            return f"topology.k ({config.k}) must be less than nodes ({nodes})"
-        return None
+        return _below_nodes("k", config.k, nodes)
 
 
 class RandomRegular(TopologyBuilder):
     """A uniformly random d-regular undirected graph."""
 
-    class Config(_TopologyConfig):
+    class Config(ComponentConfig):
         kind: Literal["random_regular"] = "random_regular"
         degree: int = Field(ge=1)
 
@@ -282,7 +283,7 @@ class RandomRegular(TopologyBuilder):
 class ErdosRenyi(TopologyBuilder):
     """G(n, p): every undirected link independently with probability p."""
 
-    class Config(_TopologyConfig):
+    class Config(ComponentConfig):
         kind: Literal["erdos_renyi"] = "erdos_renyi"
         p: Probability
 
@@ -293,7 +294,7 @@ class ErdosRenyi(TopologyBuilder):
 class WattsStrogatz(TopologyBuilder):
     """A ring lattice of k neighbours with links rewired with probability p."""
 
-    class Config(_TopologyConfig):
+    class Config(ComponentConfig):
         kind: Literal["watts_strogatz"] = "watts_strogatz"
         k: int = Field(ge=2)
         p: Probability
@@ -303,15 +304,13 @@ class WattsStrogatz(TopologyBuilder):
 
     @classmethod
     def problem(cls, config: Config, nodes: int) -> str | None:
-        if config.k >= nodes:
-            return f"topology.k ({config.k}) must be less than nodes ({nodes})"
-        return None
+        return _below_nodes("k", config.k, nodes)
 
 
 class BarabasiAlbert(TopologyBuilder):
     """Preferential attachment: each new node links to m existing ones."""
 
-    class Config(_TopologyConfig):
+    class Config(ComponentConfig):
         kind: Literal["barabasi_albert"] = "barabasi_albert"
         m: int = Field(ge=1)
 
@@ -320,15 +319,13 @@ class BarabasiAlbert(TopologyBuilder):
 
     @classmethod
     def problem(cls, config: Config, nodes: int) -> str | None:
-        if config.m >= nodes:
-            return f"topology.m ({config.m}) must be less than nodes ({nodes})"
-        return None
+        return _below_nodes("m", config.m, nodes)
 
 
 class RandomGeometric(TopologyBuilder):
     """Nodes uniform in the unit cube, linked within ``radius``."""
 
-    class Config(_TopologyConfig):
+    class Config(ComponentConfig):
         kind: Literal["random_geometric"] = "random_geometric"
         radius: float = Field(gt=0)
         dim: int = Field(default=2, ge=1)
@@ -342,7 +339,7 @@ class RandomGeometric(TopologyBuilder):
 class Ring(TopologyBuilder):
     """Each node linked to its k nearest nodes on either side."""
 
-    class Config(_TopologyConfig):
+    class Config(ComponentConfig):
         kind: Literal["ring"] = "ring"
         k: int = Field(default=1, ge=1)
 
@@ -359,7 +356,7 @@ class Ring(TopologyBuilder):
 class Complete(TopologyBuilder):
     """Every node linked to every other."""
 
-    class Config(_TopologyConfig):
+    class Config(ComponentConfig):
         kind: Literal["complete"] = "complete"
 
     single_node_ok = True
@@ -371,7 +368,7 @@ class Complete(TopologyBuilder):
 class EdgeList(TopologyBuilder):
     """Links read from a file of ``u v`` lines."""
 
-    class Config(_TopologyConfig):
+    class Config(ComponentConfig):
         kind: Literal["edge_list"] = "edge_list"
         path: Path
         directed: bool = False

@@ -51,8 +51,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import model_validator
 
-from netsim.api import BuildContext, ComponentConfig, Walk
-from netsim.api import WalkAgent as WalkAgentBase
+from netsim.api import BuildContext, ComponentConfig, Walk, WalkAgent
 from netsim.distributions import Duration, PositiveDuration
 from netsim.fields import Probability
 from netsim.log import F64, I32, I64, STR, TableSchema
@@ -121,7 +120,10 @@ SAMPLES_TABLE = TableSchema(
         "suspended (holder offline), and the propagating walk with the largest step count "
         "(-1 when none)."
     ),
-    role="samples", time="time",
+    role="samples",
+    time="time",
+    # oldest_walk is a walk id (-1: none), not a quantity to average
+    metrics=("propagating", "suspended", "oldest_steps"),
 )
 SUMMARY_TABLE = TableSchema(
     name="walk_summary",
@@ -145,10 +147,6 @@ SUMMARY_TABLE = TableSchema(
 )
 
 
-#: What a walk carries (the interface of :class:`netsim.api.WalkAgent`).
-WalkAgent = WalkAgentBase
-
-
 VISITS_TABLE = TableSchema(
     name="walk_visits",
     columns=(("node", I32), ("visits", I64)),
@@ -157,7 +155,7 @@ VISITS_TABLE = TableSchema(
 )
 
 
-class VisitCounter(WalkAgentBase):
+class VisitCounter(WalkAgent):
     """The trivial agent: the walk carries nothing; visits are counted per node."""
 
     class Config(ComponentConfig):

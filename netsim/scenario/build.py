@@ -307,9 +307,9 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
 
 def _sample_system(built: BuiltRun, every: float) -> None:
     table = built.sim.log.table(SAMPLES_TABLE)
+    gossip = built.get("gossip")
 
     def sample() -> None:
-        gossip = built.get("gossip")
         network = built.network
         table.append(
             built.sim.now,

@@ -153,12 +153,10 @@ def _component_config(kind: Any) -> type[BaseModel] | None:
     """The config model of the component registered (in any slot) as ``kind``."""
     if not isinstance(kind, str):
         return None
-    for slot in SLOT_NAMES:
-        try:
-            return REGISTRY.lookup((slot,), kind)[1]
-        except NetsimError:
-            continue
-    return None
+    try:
+        return REGISTRY.lookup(tuple(SLOT_NAMES), kind)[1]
+    except NetsimError:
+        return None
 
 
 def _strip_optional(annotation: Any) -> Any:

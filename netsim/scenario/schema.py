@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from netsim.api import RoundsConfig
 from netsim.distributions import Constant, Distribution, PositiveDuration
-from netsim.fields import Bandwidth, Name, Probability, Size, resolved_path  # noqa: F401
+from netsim.fields import Bandwidth, Name, Probability, resolved_path
 from netsim.learning.datasets import BUILTIN, USER_FORMATS
 from netsim.learning.gossip_learning import GossipLearningConfig
 from netsim.learning.online_data import SYNTHETIC
-from netsim.learning.sgd import DatasetConfig, LearningConfig  # noqa: F401
+from netsim.learning.sgd import LearningConfig
 from netsim.network.churn import AlwaysOn
 from netsim.protocols.broadcast import BroadcastConfig
 from netsim.protocols.gossip import GossipConfig
@@ -77,10 +77,6 @@ class DolaDataConfig(StreamDataConfig):
     test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
 
 
-#: A round-based learner's timing (``period``, ``rounds``).
-RoundsSection = RoundsConfig
-
-
 class DolaMixingConfig(StrictModel):
     """How A_t is drawn: each online node talks to ``count`` (if > 0) or a ``fraction`` of its
     online neighbours per round; ``time_invariant`` uses one A on every link instead."""
@@ -91,7 +87,7 @@ class DolaMixingConfig(StrictModel):
     window: int = Field(default=10, ge=1)
 
 
-class DolaSection(RoundsSection):
+class DolaSection(RoundsConfig):
     """DOLA (Li et al.): private distributed online learning in synchronous rounds."""
 
     data: DolaDataConfig
@@ -128,7 +124,7 @@ class MiOgdDataConfig(StreamDataConfig):
     name: Literal[("synthetic_regression", *SYNTHETIC, *BUILTIN, *USER_FORMATS)]  # type: ignore[valid-type]
 
 
-class MiOgdSection(RoundsSection):
+class MiOgdSection(RoundsConfig):
     """MI-private OGD (Zhang & Venkitasubramaniam): a learner node and user nodes."""
 
     data: MiOgdDataConfig = MiOgdDataConfig(name="synthetic_regression")

@@ -1,1 +1,0 @@
-"""Example netsim components in a package of their own (see ``docs/components.md``)."""
