@@ -44,7 +44,7 @@ from typing import Any
 import pandas as pd
 from experiments import experiment_main, run_experiments
 
-from netsim.analysis.dola import curve_figure, dola_curves, final_values, sparsity_figure
+from netsim.algorithms.dola.figures import curve_figure, dola_curves, final_values, sparsity_figure
 from netsim.errors import NetsimError
 from netsim.network.topology import random_geometric
 from netsim.rng import RandomStreams

@@ -204,7 +204,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _read_for_cli(path: Path, fmt: str | None, whole: bool):
-    from netsim.network.formats import detect_format, read_trace
+    from netsim.traces.formats import detect_format, read_trace
 
     kind = fmt or detect_format(path)
     # a STUNner file is shown as the 2-day segments the simulator replays, unless --whole
@@ -214,7 +214,7 @@ def _read_for_cli(path: Path, fmt: str | None, whole: bool):
 def _cmd_trace_info(args: argparse.Namespace) -> int:
     import json
 
-    from netsim.analysis.trace_stats import (
+    from netsim.traces.stats import (
         format_statistics,
         statistics_dict,
         trace_figure,
@@ -235,7 +235,7 @@ def _cmd_trace_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_trace_convert(args: argparse.Namespace) -> int:
-    from netsim.network.formats import convert_trace
+    from netsim.traces.formats import convert_trace
 
     trace = convert_trace(
         args.source,
@@ -251,15 +251,15 @@ def _cmd_trace_convert(args: argparse.Namespace) -> int:
 def _cmd_trace_synth(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from netsim.network.formats import detect_format, read_trace
-    from netsim.network.synth import (
+    from netsim.traces.formats import detect_format, read_trace
+    from netsim.traces.intervals import write_canonical_trace
+    from netsim.traces.synth import (
         fit_churn_model,
         fit_stunner,
         generate_trace,
         load_params,
         save_params,
     )
-    from netsim.network.traces import write_canonical_trace
     from netsim.units import parse_duration
 
     if args.like is None and args.params is None:

@@ -45,7 +45,7 @@ BUILTIN: tuple[str, ...] = (
     "service = netsim.protocols.walk:RandomWalkService",
     "ideal = netsim.protocols.walk:IdealWalk",
     "visit_counter = netsim.protocols.walk:VisitCounter",
-    "sgd = netsim.learning.sgd:SGDWalkAgent",
+    "sgd = netsim.algorithms.dpsgd.sgd:SGDWalkAgent",
     "broadcast = netsim.protocols.broadcast:Broadcast",
 )
 

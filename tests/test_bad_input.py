@@ -12,8 +12,8 @@ import pytest
 
 from netsim.cli import EXIT_USER_ERROR, main
 from netsim.errors import TraceError
-from netsim.network.traces import read_canonical_trace, read_stunner_users
 from netsim.scenario.schema import Scenario
+from netsim.traces.intervals import read_canonical_trace, read_stunner_users
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"

@@ -12,14 +12,14 @@ from netsim.distributions import Exponential, LogNormal
 from netsim.log import EventLog
 from netsim.network import churn
 from netsim.network.nodes import NodeStates
-from netsim.network.traces import (
+from netsim.sim import Simulation
+from netsim.traces.intervals import (
     cut_segments,
     read_canonical_trace,
     read_stunner_segments,
     read_stunner_users,
     write_canonical_trace,
 )
-from netsim.sim import Simulation
 from netsim.units import DAY
 
 

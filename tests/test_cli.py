@@ -227,7 +227,7 @@ TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 def test_trace_info_convert_and_synth(tmp_path, capsys):
     from netsim.cli import main
-    from netsim.network.traces import read_canonical_trace
+    from netsim.traces.intervals import read_canonical_trace
 
     shipped = TRACES / "stunner-synthetic.csv"
     assert main(["trace", "info", str(shipped), "--plot", str(tmp_path / "fig1.png")]) == 0

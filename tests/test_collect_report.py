@@ -192,7 +192,9 @@ def image_links(markdown: str) -> list[str]:
 
 
 def test_the_registry_names_columns_the_tables_have():
-    from netsim.learning import dola_run, mi_ogd_run, sgd
+    from netsim.algorithms.dola import rounds as dola_run
+    from netsim.algorithms.dpsgd import sgd
+    from netsim.algorithms.mi_ogd import rounds as mi_ogd_run
     from netsim.privacy.accountant import RECORDS_TABLE
     from netsim.protocols import walk
     from netsim.scenario.build import SAMPLES_TABLE

@@ -11,10 +11,10 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from netsim.algorithms.dola import kernels
+from netsim.algorithms.dola.learner import LOSS_CODES, DolaConfig, DolaConfigError, DolaLearner
+from netsim.algorithms.dola.mixing import MixingSchedule, check_round, union_components
 from netsim.cli import main
-from netsim.learning import dola_kernels as kernels
-from netsim.learning.dola import LOSS_CODES, DolaConfig, DolaConfigError, DolaLearner
-from netsim.learning.mixing import MixingSchedule, check_round, union_components
 from netsim.learning.online_data import OnlineData, synthetic_ball
 from netsim.network import topology as topologies
 from netsim.privacy import mechanisms

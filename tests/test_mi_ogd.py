@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from netsim.learning.hindsight import hindsight_minimum
-from netsim.learning.mi_ogd import (
+from netsim.algorithms.mi_ogd.learner import (
     LazyProjectionOGD,
     MiOgdConfig,
     MiOgdConfigError,
@@ -20,6 +19,7 @@ from netsim.learning.mi_ogd import (
     synthetic_regression,
     user_report,
 )
+from netsim.learning.hindsight import hindsight_minimum
 from netsim.scenario.loader import validate_scenario
 from netsim.scenario.runner import run_in_memory
 from tests.test_bad_input import cli_error, write

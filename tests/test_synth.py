@@ -9,7 +9,10 @@ import pytest
 from scipy import stats
 
 from netsim.errors import TraceError
-from netsim.network.synth import (
+from netsim.scenario.loader import validate_scenario
+from netsim.scenario.runner import run_in_memory
+from netsim.traces.intervals import IntervalTrace, read_canonical_trace, read_stunner_segments
+from netsim.traces.synth import (
     _hourly_profile,
     fit_stunner,
     generate_trace,
@@ -18,9 +21,6 @@ from netsim.network.synth import (
     periods,
     save_params,
 )
-from netsim.network.traces import IntervalTrace, read_canonical_trace, read_stunner_segments
-from netsim.scenario.loader import validate_scenario
-from netsim.scenario.runner import run_in_memory
 from netsim.units import DAY
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import pytest
 from conftest import SHARED_DATA, require_shared
 
 from netsim.errors import TraceError
-from netsim.network.formats import (
+from netsim.traces.formats import (
     FTA_COLUMNS,
     FtaTrace,
     convert_trace,
@@ -18,7 +18,7 @@ from netsim.network.formats import (
     write_fta_trace,
     write_stunner_trace,
 )
-from netsim.network.traces import (
+from netsim.traces.intervals import (
     read_canonical_trace,
     read_stunner_segments,
     write_canonical_trace,
@@ -106,7 +106,7 @@ def test_fta_origin_restores_unix_times(tmp_path):
 
 
 def test_fta_writer_keeps_nodes_without_intervals_and_the_span(tmp_path):
-    from netsim.network.traces import IntervalTrace
+    from netsim.traces.intervals import IntervalTrace
 
     trace = IntervalTrace(
         labels=("x", "y"),
@@ -143,7 +143,7 @@ def test_canonical_stunner_canonical_round_trip(tmp_path):
 
 
 def test_stunner_writer_rounds_to_ms_and_covers_the_span(tmp_path):
-    from netsim.network.traces import IntervalTrace
+    from netsim.traces.intervals import IntervalTrace
 
     trace = IntervalTrace(
         labels=("u", "v"),
@@ -160,7 +160,7 @@ def test_stunner_writer_rounds_to_ms_and_covers_the_span(tmp_path):
 
 
 def test_labels_with_whitespace_are_rejected(tmp_path):
-    from netsim.network.traces import IntervalTrace
+    from netsim.traces.intervals import IntervalTrace
 
     trace = IntervalTrace(
         labels=("a b",), offsets=np.array([0, 1]), start=np.array([0.0]), end=np.array([1.0])
@@ -256,7 +256,7 @@ def test_segmentation_of_canonical_trace(tmp_path):
 
 
 def test_segmentation_uses_a_known_span():
-    from netsim.network.traces import IntervalTrace
+    from netsim.traces.intervals import IntervalTrace
 
     trace = IntervalTrace(
         labels=("x",), offsets=np.array([0, 1]), start=np.array([1.0]), end=np.array([2.0]), span=6

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netsim.analysis.trace_stats import (
+from netsim.traces.intervals import IntervalTrace, StunnerUser, cut_segments, read_stunner_users
+from netsim.traces.stats import (
     format_statistics,
     online_curves,
     statistics_dict,
     trace_figure,
     trace_statistics,
 )
-from netsim.network.traces import IntervalTrace, StunnerUser, cut_segments, read_stunner_users
 from netsim.units import DAY, HOUR, MINUTE
 
 H = HOUR

@@ -1,1 +1,2 @@
-"""Machine learning on netsim: data sets and pre-processing for decentralised private SGD."""
+"""Shared machine-learning building blocks: losses, linear models, data sets and example
+streams, and the hindsight solver the regret is measured against."""

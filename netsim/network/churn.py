@@ -22,8 +22,8 @@ from netsim.distributions import Distribution, Duration, PositiveDuration
 from netsim.fields import existing_file, resolved_path
 from netsim.log import BOOL, F64, I32, TableSchema
 from netsim.network.nodes import NodeStates
-from netsim.network.traces import IntervalTrace, read_canonical_trace, read_stunner_segments
 from netsim.sim import Simulation
+from netsim.traces.intervals import IntervalTrace, read_canonical_trace, read_stunner_segments
 from netsim.units import DAY
 
 CHURN_TABLE = TableSchema(

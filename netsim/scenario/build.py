@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from netsim.algorithms.dola.rounds import DolaRounds, dola_parts
+from netsim.algorithms.dpsgd.sgd import SGDAgent, learning_data
+from netsim.algorithms.gossip_learning.application import GossipLearning
+from netsim.algorithms.mi_ogd.rounds import MiOgdRounds, mi_ogd_parts
 from netsim.api import BuildContext, ChurnModel, Component, TopologyBuilder, supports_rounds
 from netsim.errors import ScenarioError
-from netsim.learning.dola_run import DolaRounds, dola_parts
-from netsim.learning.gossip_learning import GossipLearning
-from netsim.learning.mi_ogd_run import MiOgdRounds, mi_ogd_parts
-from netsim.learning.sgd import SGDAgent, learning_data
 from netsim.log import F64, I32, I64, STR, EventLog, TableSchema
 from netsim.network.churn import ChurnReplay, ChurnSchedule
 from netsim.network.links import LinkModel, Network

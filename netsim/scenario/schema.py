@@ -18,13 +18,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from netsim.algorithms.dpsgd.sgd import LearningConfig
+from netsim.algorithms.gossip_learning.application import GossipLearningConfig
 from netsim.api import RoundsConfig
 from netsim.distributions import Constant, Distribution, PositiveDuration
 from netsim.fields import Bandwidth, Name, Probability, resolved_path
 from netsim.learning.datasets import BUILTIN, USER_FORMATS
-from netsim.learning.gossip_learning import GossipLearningConfig
 from netsim.learning.online_data import SYNTHETIC
-from netsim.learning.sgd import LearningConfig
 from netsim.network.churn import AlwaysOn
 from netsim.protocols.broadcast import BroadcastConfig
 from netsim.protocols.gossip import GossipConfig
@@ -109,7 +109,7 @@ class DolaSection(RoundsConfig):
 
     @model_validator(mode="after")
     def _runnable(self) -> DolaSection:
-        from netsim.learning.dola import DolaConfigError, dola_config
+        from netsim.algorithms.dola.learner import DolaConfigError, dola_config
 
         try:
             dola_config(self, rounds=self.rounds or 1)
@@ -139,7 +139,7 @@ class MiOgdSection(RoundsConfig):
 
     @model_validator(mode="after")
     def _runnable(self) -> MiOgdSection:
-        from netsim.learning.mi_ogd import MiOgdConfig, MiOgdConfigError
+        from netsim.algorithms.mi_ogd.learner import MiOgdConfig, MiOgdConfigError
 
         try:
             MiOgdConfig(

@@ -1,11 +1,11 @@
 """Statistics and a figure of availability traces (Hegedűs et al. 2016 §5.1, Fig. 1).
 
-:func:`trace_statistics` summarises an :class:`~netsim.network.traces.IntervalTrace`: the share
+:func:`trace_statistics` summarises an :class:`~netsim.traces.intervals.IntervalTrace`: the share
 of node-time online, its daily rhythm, the lengths of online sessions and offline gaps, and the
 rates of log-ins and log-outs. :func:`trace_figure` draws the paper's Fig. 1: the proportion of
 nodes online and ever online over the observation window, and the proportion logging in and out
 per hour. For the STUNner trace cut into 2-day segments each trace node is one segment and time
-0 is 00:00 GMT (:func:`~netsim.network.traces.cut_segments`).
+0 is 00:00 GMT (:func:`~netsim.traces.intervals.cut_segments`).
 
 All computations are vectorised over intervals (sorting, ``np.searchsorted``, prefix sums,
 ``np.bincount``); nothing loops over intervals or nodes in Python.
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from netsim.network.traces import IntervalTrace
 from netsim.storage import atomic_write_bytes
+from netsim.traces.intervals import IntervalTrace
 from netsim.units import DAY, HOUR, MINUTE
 
 QUANTILES: dict[str, float] = {

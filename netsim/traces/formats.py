@@ -5,7 +5,7 @@ Formats
 -------
 ``canonical``
     ``node,start,end`` online intervals in seconds from 0 (CSV or Parquet), see
-    :mod:`netsim.network.traces`.
+    :mod:`netsim.traces.intervals`.
 ``stunner``
     One line per user segment, ``<user> <firstOnline 0|1> <start, Unix ms> <UTC offset h> d1 d2
     ...`` with durations in ms alternating online / offline (``../shared/data/SOURCES.md``).
@@ -57,7 +57,8 @@ from typing import Literal, get_args
 import numpy as np
 
 from netsim.errors import TraceError
-from netsim.network.traces import (
+from netsim.storage import atomic_write_text
+from netsim.traces.intervals import (
     CANONICAL_COLUMNS,
     IntervalTrace,
     LabelCodes,
@@ -67,7 +68,6 @@ from netsim.network.traces import (
     read_stunner_users,
     write_canonical_trace,
 )
-from netsim.storage import atomic_write_text
 from netsim.units import DAY
 
 TraceFormat = Literal["canonical", "stunner", "fta"]
@@ -470,7 +470,7 @@ def read_trace(
 
     STUNner without ``segment``: one trace node per user covering the user's whole record,
     times relative to the user's first observed time, span ``None``; with ``segment``:
-    :func:`~netsim.network.traces.read_stunner_segments` (``local_time`` applies there only).
+    :func:`~netsim.traces.intervals.read_stunner_segments` (``local_time`` applies there only).
     Canonical and FTA with ``segment``: :func:`segment_trace`.
     """
     path = Path(path)

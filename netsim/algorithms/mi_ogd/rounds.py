@@ -3,8 +3,8 @@
 Every ``period`` the learner (if online) picks an online user uniformly at random and sends it
 the current w_t (a message of 8·d bytes through the network). The user takes its next example
 as its loss f_t, computes its perturbed report on its own side
-(:func:`~netsim.learning.mi_ogd.user_report`) and sends it back; the learner applies it when
-it arrives. With the default links (no delay, no loss) this is the paper's synchronous
+(:func:`~netsim.algorithms.mi_ogd.learner.user_report`) and sends it back; the learner applies
+it when it arrives. With the default links (no delay, no loss) this is the paper's synchronous
 protocol. With delays a report can arrive after the learner has applied others: it is applied
 anyway, and its staleness (the learner's updates since w_t was sent) is logged. A lost model
 costs the round; a lost report costs the update (the user's loss still counts: it played).
@@ -22,10 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from netsim.api import BuildContext, Component
-from netsim.errors import ScenarioError
-from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
-from netsim.learning.mi_ogd import (
+from netsim.algorithms.mi_ogd.learner import (
     LazyProjectionOGD,
     MiOgdConfig,
     Stream,
@@ -33,6 +30,9 @@ from netsim.learning.mi_ogd import (
     synthetic_regression,
     user_report,
 )
+from netsim.api import BuildContext, Component
+from netsim.errors import ScenarioError
+from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import load_online_data, shard_rows
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer

@@ -1,10 +1,12 @@
 """DOLA rounds over the simulated network: churn, links, mixing, metrics and regret.
 
 One SimPy process runs a round every ``period``: it takes the nodes online at that moment,
-draws A_t over the links usable in the round (:class:`~netsim.learning.mixing.MixingSchedule`),
-delivers the released values — all of them on time by default, as the papers assume; with link
-loss, delays longer than the round or link failures some arrive late or never, and the stale
-rule of :mod:`netsim.learning.dola` applies — and lets :class:`DolaLearner` update every node.
+draws A_t over the links usable in the round
+(:class:`~netsim.algorithms.dola.mixing.MixingSchedule`), delivers the released values — all of
+them on time by default, as the papers assume; with link loss, delays longer than the round or
+link failures some arrive late or never, and the stale rule of
+:mod:`netsim.algorithms.dola.learner` applies — and lets :class:`DolaLearner` update every
+node.
 
 Tables: ``dola_rounds`` (every ``evaluate_every`` rounds and the last: loss, consensus,
 sparsity, accuracies, noise), ``dola_mixing`` (Assumption 2 per round), ``dola_regret``
@@ -22,17 +24,17 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from netsim.api import BuildContext, Component
-from netsim.distributions import Constant
-from netsim.learning.dola import DolaLearner, dola_config
-from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
-from netsim.learning.mixing import (
+from netsim.algorithms.dola.learner import DolaLearner, dola_config
+from netsim.algorithms.dola.mixing import (
     MIXING_TABLE,
     MixingMatrix,
     MixingSchedule,
     check_round,
     union_components,
 )
+from netsim.api import BuildContext, Component
+from netsim.distributions import Constant
+from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import OnlineData, load_online_data
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.links import RANDOM_LOSS, Network

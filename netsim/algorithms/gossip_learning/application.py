@@ -1,7 +1,7 @@
 """Gossip learning (Hegedűs, Berta, Jelasity 2016, Alg. 1; Ormándi, Hegedűs, Jelasity 2013).
 
 Every Δ each online node sends its current model to a random online neighbour; the receiver
-updates the model with its own record (eq. 8, through the same :class:`~netsim.learning.sgd.
+updates the model with its own record (eq. 8, through the same :class:`~netsim.algorithms.dpsgd.sgd.
 SGDAgent` as the walks) and keeps it as its current model. It is push-only gossip
 (:class:`~netsim.protocols.gossip.PushPullGossip` with ``pull=False``), so timing, churn and
 transfer times are those of the network: a model of K·d weights is sent as 8·K·d bytes.
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from netsim.algorithms.dpsgd.sgd import ModelState, SGDAgent
 from netsim.api import BuildContext, Component, ComponentConfig
 from netsim.distributions import PositiveDuration
-from netsim.learning.sgd import ModelState, SGDAgent
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import PushPullGossip
 

@@ -2,7 +2,7 @@
 
 m nodes each hold a shard of a binary data stream. Every round (one SimPy process acting on
 all nodes at once) the online nodes mix their neighbours' released values with a doubly
-stochastic A_t (:mod:`netsim.learning.mixing`), take a (mini-batch) subgradient step of the
+stochastic A_t (:mod:`netsim.algorithms.dola.mixing`), take a (mini-batch) subgradient step of the
 hinge or logistic loss on their next examples, project onto the L2 ball of radius R and
 release a perturbed value:
 
@@ -47,8 +47,8 @@ from typing import Literal
 
 import numpy as np
 
+from netsim.algorithms.dola import kernels
 from netsim.errors import ScenarioError
-from netsim.learning import dola_kernels as kernels
 from netsim.learning.online_data import OnlineData, passes, shard_rows, stream_rows
 from netsim.privacy import mechanisms
 from netsim.privacy.accountant import KUses, PrivacyAccountant, Unlimited
