@@ -18,7 +18,8 @@ talking to half its neighbours per round, 1,000 rounds):
 ``topology``   regret vs three random geometric topologies (radius 0.2, 0.35, 0.8: mean
                degree about 6, 17 and 45) at ε = 1, Alg. 1 and Alg. 2, 3 seeds whose
                topology has no isolated node (TKDE Fig. 3c-d)
-``datasets``   regret on Adult and Spambase (SPEC §6 pre-processing) vs synthetic, ε = 0.1
+``datasets``   regret on Adult and Spambase (pre-processed as ``docs/papers.md`` says) vs
+               synthetic, ε = 0.1
                and 1, 3 seeds (TKDE Fig. 4; Adult needs ../shared/data)
 ``table3``     test accuracy for ε = 1, 0.1, 0.01 and non-private × nodes 1, 4, 64 on sparse
                synthetic data standing in for RCV1 (n = 47,236, 75 non-zeros per row, 20,242

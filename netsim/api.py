@@ -12,11 +12,11 @@ Every part of a run that a scenario names with ``kind:`` is a **component**: a c
   is built, and ``finish()`` once at the end of the run.
 
 The slot a component fills is given by the interface it derives from — :class:`TopologyBuilder`,
-:class:`ChurnModel`, :class:`GossipApplication`, :class:`Walk`, :class:`WalkAgent`,
-:class:`RoundLearner` — and it is registered under a name (:mod:`netsim.registry`): by netsim
-for the built-ins, by the ``netsim.components`` entry-point group for installed packages, or
-named in YAML as ``kind: package.module:Class``. ``docs/components.md`` walks through writing
-one.
+:class:`ChurnModel`, :class:`GossipApplication`, :class:`NetworkProtocol`, :class:`Walk`,
+:class:`WalkAgent`, :class:`RoundLearner` — and it is registered under a name
+(:mod:`netsim.registry`): by netsim for the built-ins, by the ``netsim.components`` entry-point
+group for installed packages, or named in YAML as ``kind: package.module:Class``.
+``docs/components.md`` walks through writing one.
 
 A minimal walk agent that counts how often each node is visited::
 
@@ -70,6 +70,7 @@ __all__ = [
     "Component",
     "ComponentConfig",
     "GossipApplication",
+    "NetworkProtocol",
     "RoundLearner",
     "RoundsConfig",
     "RunOutcome",
@@ -111,6 +112,7 @@ class BuildContext:
     sim: Simulation | None = None
     network: Network | None = None
     built: Mapping[str, Any] = field(default_factory=dict)
+    topology: Topology | None = None
 
     @property
     def nodes(self) -> int:
@@ -183,6 +185,14 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
     def check(cls, config: Any, scenario: Scenario) -> None:
         """Raise ``ValueError`` naming the keys when ``config`` cannot work in ``scenario``
         (called while the scenario is validated; e.g. a node id beyond ``nodes``)."""
+        return None
+
+    @classmethod
+    def check_inputs(cls, config: Any, ctx: BuildContext) -> None:
+        """Read and check what a component of ``config`` reads from files or derives from its
+        parameters, without running (``netsim validate`` calls it, so it finds every error a
+        run would); raise a :class:`~netsim.errors.NetsimError` naming the key. ``ctx`` has the
+        topology but no simulation."""
         return None
 
     def start(self) -> None:
@@ -298,6 +308,19 @@ class WalkAgent(Component):
         the very object the walk carried), which keeps 10⁴ copies of a model affordable."""
 
 
+class NetworkProtocol(Component):
+    """A protocol that runs its own processes on the network (e.g. gossip learning, whose
+    push-only gossip carries models): :meth:`start` schedules them on ``ctx.sim`` and they
+    send through ``ctx.network``, the transport that decides every message's fate."""
+
+    slot = "protocol"
+    slot_title = "protocol"
+
+    @abstractmethod
+    def start(self) -> None:
+        """Schedule the protocol's first events (called once every component is built)."""
+
+
 class RoundsConfig(ComponentConfig):
     """A round-based learner's timing: a round every ``period``, T = ``rounds`` of them."""
 
@@ -364,7 +387,8 @@ class RoundLearner(Component):
 
 #: The interfaces a component derives from, one per slot.
 INTERFACES: tuple[type[Component], ...] = (
-    TopologyBuilder, ChurnModel, GossipApplication, Walk, WalkAgent, RoundLearner,
+    TopologyBuilder, ChurnModel, GossipApplication, NetworkProtocol, Walk, WalkAgent,
+    RoundLearner,
 )  # fmt: skip
 
 

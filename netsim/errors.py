@@ -39,3 +39,32 @@ class SweepError(NetsimError):
 class ComponentError(NetsimError):
     """A component named in a scenario cannot be used: unknown name, a ``module:Class``
     reference that does not import, or a class that does not implement its interface."""
+
+
+class DataError(NetsimError):
+    """A data set is unknown, missing or malformed, or cannot be split or pre-processed as asked."""
+
+
+class PrivacyError(NetsimError):
+    """A privacy budget or guarantee problem."""
+
+
+class BudgetExhausted(PrivacyError):
+    """A release was refused: it would take a record past its budget."""
+
+    def __init__(self, record: int, message: str) -> None:
+        super().__init__(f"record {record}: {message}")
+        self.record = record
+
+
+class UnaccountableEventError(PrivacyError, ValueError):
+    """The event has no DP guarantee that an RDP / PLD accountant could compose."""
+
+
+class DolaConfigError(ScenarioError):
+    """A DOLA run cannot be set up (raised before anything runs): e.g. a batch larger than a
+    node's local data."""
+
+
+class MiOgdConfigError(ScenarioError):
+    """An MI-private OGD run cannot be set up (raised before anything runs)."""

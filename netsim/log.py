@@ -1,10 +1,10 @@
 """Event-log tables with fixed schemas, written to Parquet in chunks and atomically.
 
-DESIGN principle 6: logs are tables. Each event kind has a :class:`TableSchema`; a component
-registers the tables it writes with :meth:`EventLog.table` and appends rows positionally in
-schema order. Rows are buffered and flushed as Parquet row groups to ``<name>.parquet.tmp``;
-:meth:`EventLog.close` renames each finished file into place, so a run that is interrupted
-never leaves a ``.parquet`` file that looks complete.
+Logs are tables (``docs/architecture.md``, principle 6). Each event kind has a
+:class:`TableSchema`; a component registers the tables it writes with :meth:`EventLog.table` and
+appends rows positionally in schema order. Rows are buffered and flushed as Parquet row groups
+to ``<name>.parquet.tmp``; :meth:`EventLog.close` renames each finished file into place, so a
+run that is interrupted never leaves a ``.parquet`` file that looks complete.
 """
 
 from __future__ import annotations

@@ -47,6 +47,9 @@ BUILTIN: tuple[str, ...] = (
     "visit_counter = netsim.protocols.walk:VisitCounter",
     "sgd = netsim.algorithms.dpsgd.sgd:SGDWalkAgent",
     "broadcast = netsim.protocols.broadcast:Broadcast",
+    "gossip_learning = netsim.algorithms.gossip_learning.application:GossipLearning",
+    "dola = netsim.algorithms.dola.rounds:DolaRounds",
+    "mi_ogd = netsim.algorithms.mi_ogd.rounds:MiOgdRounds",
 )
 
 #: What each slot is called in messages.

@@ -1,8 +1,8 @@
 """Named, independent random streams derived from one root seed.
 
-DESIGN principle 2: no global random state. Every component asks for its own stream by name;
-the stream's seed is derived from the root seed and a stable hash of the name, so adding a
-component (a new name) never changes the draws of the others.
+No global random state (``docs/architecture.md``, principle 2). Every component asks for its own
+stream by name; the stream's seed is derived from the root seed and a stable hash of the name,
+so adding a component (a new name) never changes the draws of the others.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The simulation core: one SimPy environment, named random streams, the event log.
 
-DESIGN principle 1: one clock. Everything that happens in simulated time is an event of the
-single :class:`simpy.Environment` owned by :class:`Simulation`; ties resolve deterministically by
-SimPy's (time, priority, insertion id) order. Time is in seconds.
+One clock (``docs/architecture.md``, principle 1). Everything that happens in simulated time is
+an event of the single :class:`simpy.Environment` owned by :class:`Simulation`; ties resolve
+deterministically by SimPy's (time, priority, insertion id) order. Time is in seconds.
 """
 
 from __future__ import annotations

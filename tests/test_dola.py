@@ -10,11 +10,14 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from netsim.algorithms.dola import kernels
-from netsim.algorithms.dola.learner import LOSS_CODES, DolaConfig, DolaConfigError, DolaLearner
+from netsim.algorithms.dola import calibration, kernels
+from netsim.algorithms.dola.config import DolaConfig
+from netsim.algorithms.dola.learner import LOSS_CODES, DolaLearner
 from netsim.algorithms.dola.mixing import MixingSchedule, check_round, union_components
 from netsim.cli import main
+from netsim.errors import DolaConfigError
 from netsim.learning.online_data import OnlineData, synthetic_ball
 from netsim.network import topology as topologies
 from netsim.privacy import mechanisms
@@ -23,6 +26,11 @@ from netsim.scenario.runner import run_in_memory
 from tests.test_bad_input import cli_error, write
 
 # --- mixing matrices (Assumption 2) --------------------------------------------------------
+
+
+def dola(**keys: object) -> DolaConfig:
+    """A ``dola`` section's config with ``keys`` (the data key is not read by the learner)."""
+    return DolaConfig(data={"name": "synthetic_ball"}, **keys)
 
 
 @settings(max_examples=40)
@@ -154,7 +162,7 @@ def run_rounds(learner: DolaLearner, rounds: int, matrix, nodes=None) -> list[fl
 def test_one_node_without_noise_is_projected_online_gradient_descent(algorithm, step, loss):
     """ε = ∞ (or the non-private baseline) and m = 1: plain projected OGD, step by step."""
     data = tiny_data()
-    config = DolaConfig(
+    config = dola(
         algorithm=algorithm, epsilon=math.inf, loss=loss, step=step, strong_convexity=2.0,
         radius=0.8, regularisation=0.01, rounds=60,
     )  # fmt: skip
@@ -215,7 +223,7 @@ def test_a_release_moves_at_most_the_sensitivity_when_one_example_changes(seed, 
             np.zeros(n),
         )  # fmt: skip
         outs.append(out[0])
-    bound = mechanisms.dola_sensitivity(alpha, n, 1.0, batch)
+    bound = calibration.dola_sensitivity(alpha, n, 1.0, batch)
     assert np.abs(outs[0] - outs[1]).sum() <= bound * (1 + 1e-12)
 
 
@@ -297,7 +305,7 @@ def test_compiled_round_equals_the_printed_step_in_numpy(
 
 def test_offline_nodes_keep_their_state_and_spend_nothing():
     data = tiny_data(n_train=300)
-    config = DolaConfig(algorithm="laplace", epsilon=1.0, rounds=20)
+    config = dola(algorithm="laplace", epsilon=1.0, rounds=20)
     learner = DolaLearner(config, data, 6, shard_seed=1, rng=np.random.default_rng(2))
     ring = MixingSchedule(topologies.ring(6, 1), fraction=1.0)
     rng = np.random.default_rng(3)
@@ -326,7 +334,7 @@ def test_laplace_noise_scale_follows_the_formula_and_shrinks_with_the_batch():
     ledgers = {}
     noise = {}
     for h in (1, 5):
-        config = DolaConfig(algorithm="laplace", epsilon=0.5, batch=h, strong_convexity=0.5,
+        config = dola(algorithm="laplace", epsilon=0.5, batch=h, strong_convexity=0.5,
                             rounds=10)  # fmt: skip
         learner = DolaLearner(config, data, 4, shard_seed=0, rng=np.random.default_rng(7))
         a = identity(4)
@@ -354,7 +362,7 @@ def test_laplace_noise_scale_follows_the_formula_and_shrinks_with_the_batch():
 @pytest.mark.parametrize("calibration", ["printed", "analytic"])
 def test_gaussian_noise_scale_follows_the_formula(calibration):
     data = tiny_data(n_train=400, features=6)
-    config = DolaConfig(
+    config = dola(
         algorithm="gaussian", epsilon=0.5, delta=1e-4, calibration=calibration, batch=2,
         rounds=8,
     )  # fmt: skip
@@ -389,7 +397,7 @@ def test_gaussian_noise_scale_follows_the_formula(calibration):
 )
 def test_no_example_exceeds_its_budget(algorithm, epsilon, nodes, batch, rounds, churn, seed):
     data = tiny_data(n_train=40, features=3, seed=seed)
-    config = DolaConfig(
+    config = dola(
         algorithm=algorithm, epsilon=epsilon, batch=batch, rounds=rounds, sparsity=0.1,
         calibration="analytic",
     )  # fmt: skip
@@ -412,14 +420,14 @@ def test_no_example_exceeds_its_budget(algorithm, epsilon, nodes, batch, rounds,
 def test_bad_learner_configuration():
     data = tiny_data(n_train=30)
     with pytest.raises(DolaConfigError, match="larger than the smallest node's local data"):
-        DolaLearner(DolaConfig(batch=11), data, 3, shard_seed=0, rng=np.random.default_rng())
-    with pytest.raises(DolaConfigError, match="strong_convexity λ > 0"):
-        DolaConfig(strong_convexity=0.0)
-    with pytest.raises(DolaConfigError, match="epsilon must be positive"):
-        DolaConfig(epsilon=0.0)
-    assert not DolaConfig(epsilon=math.inf).private and DolaConfig(epsilon=1e9).private
-    with pytest.raises(DolaConfigError, match=r"delta must be in \(0, 1\)"):
-        DolaConfig(algorithm="gaussian", delta=1.0)
+        DolaLearner(dola(batch=11, rounds=5), data, 3, shard_seed=0, rng=np.random.default_rng())
+    with pytest.raises(ValidationError, match="strong_convexity λ > 0"):
+        dola(strong_convexity=0.0)
+    with pytest.raises(ValidationError, match="epsilon must be positive"):
+        dola(epsilon=0.0)
+    assert not dola(epsilon=math.inf).private and dola(epsilon=1e9).private
+    with pytest.raises(ValidationError, match=r"delta must be in \(0, 1\)"):
+        dola(algorithm="gaussian", delta=1.0)
 
 
 # --- runs over the simulated network -------------------------------------------------------
@@ -502,6 +510,19 @@ def test_lost_values_are_replaced_by_the_last_ones_received():
     links = frames["dola_mixing"]["links"].sum() * 2
     share = len(lost) / links
     assert abs(share - 0.3) < 5 * math.sqrt(0.3 * 0.7 / links)
+
+
+def test_the_transport_counts_late_and_lost_values_once():
+    """Delays longer than the round make values late (they arrive, after their round); the
+    transport counts every value sent as delivered or lost, and logs each loss once."""
+    links = {"loss": 0.2, "delay": {"dist": "uniform", "low": "0.5s", "high": "2s"}}
+    _, frames = run_in_memory(scenario(links=links))
+    last = frames["samples"].iloc[-1]
+    sent = frames["dola_mixing"]["links"].sum() * 2
+    assert last["messages_sent"] == sent
+    assert last["messages_sent"] == last["messages_delivered"] + last["messages_lost"]
+    assert len(frames["messages_lost"]) == last["messages_lost"]
+    assert frames["dola_rounds"]["max_staleness"].max() >= 1  # late values were used
 
 
 def test_churn_from_a_model_skips_offline_nodes():

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 from scipy import integrate, stats
 
+from netsim.algorithms.mi_ogd.config import MiOgdConfig
 from netsim.algorithms.mi_ogd.learner import (
     LazyProjectionOGD,
-    MiOgdConfig,
-    MiOgdConfigError,
+    MiOgdProblem,
     max_loss,
     project,
     subgradient,
@@ -25,7 +26,14 @@ from netsim.scenario.runner import run_in_memory
 from tests.test_bad_input import cli_error, write
 
 
-def play(config: MiOgdConfig, seed: int, examples: int = 2000) -> tuple[float, float]:
+def problem(
+    dimension: int, rounds: int, *, lipschitz: float = 1.0, max_loss: float = 2.0, **keys: object
+) -> MiOgdProblem:
+    """An MI-OGD problem of dimension d and horizon T with the ``mi_ogd`` section ``keys``."""
+    return MiOgdProblem(MiOgdConfig(**keys), dimension, rounds, lipschitz, max_loss)
+
+
+def play(config: MiOgdProblem, seed: int, examples: int = 2000) -> tuple[float, float]:
     """One run without the network: (regret against the hindsight optimum, its bound)."""
     stream = synthetic_regression(
         examples=examples, dimension=config.dimension, noise=0.1, scale=0.5, seed=seed
@@ -39,12 +47,13 @@ def play(config: MiOgdConfig, seed: int, examples: int = 2000) -> tuple[float, f
         total += report.loss
         learner.apply(report.vector)
     weights = np.bincount(order, minlength=examples).astype(float)
-    best = hindsight_minimum(stream.x, stream.y, weights, loss="absolute", radius=config.radius)
+    radius = config.config.radius
+    best = hindsight_minimum(stream.x, stream.y, weights, loss="absolute", radius=radius)
     return total - best.value, config.regret_bound()
 
 
 def test_without_noise_the_learner_is_lazy_projection_ogd():
-    config = MiOgdConfig(dimension=3, rounds=50, sigma=0.0, radius=0.7, eta=0.3)
+    config = problem(dimension=3, rounds=50, sigma=0.0, radius=0.7, eta=0.3)
     stream = synthetic_regression(examples=200, dimension=3, noise=0.2, scale=0.6, seed=4)
     learner = LazyProjectionOGD(config)
     rng = np.random.default_rng(0)
@@ -67,7 +76,7 @@ def test_without_noise_the_learner_is_lazy_projection_ogd():
     ("dimension", "sigma", "rounds"), [(1, 1.0, 100), (3, 0.5, 200), (5, 2.0, 60), (2, 0.0, 150)]
 )
 def test_average_regret_stays_under_the_bound(dimension, sigma, rounds):
-    config = MiOgdConfig(dimension=dimension, rounds=rounds, sigma=sigma)
+    config = problem(dimension=dimension, rounds=rounds, sigma=sigma)
     regrets = [play(config, seed)[0] for seed in range(30)]
     bound = config.regret_bound()
     assert bound == pytest.approx(math.sqrt((1 + dimension * sigma**2) * rounds))
@@ -78,7 +87,7 @@ def test_average_regret_stays_under_the_bound(dimension, sigma, rounds):
 
 
 def test_bandit_regret_stays_under_its_bound():
-    config = MiOgdConfig(dimension=2, rounds=400, setting="bandit", sigma=0.5, max_loss=2.0)
+    config = problem(dimension=2, rounds=400, setting="bandit", sigma=0.5, max_loss=2.0)
     regrets = [play(config, seed)[0] for seed in range(20)]
     assert np.mean(regrets) < config.regret_bound()
 
@@ -87,12 +96,12 @@ def test_leakage_matches_the_gaussian_channel():
     """C is the capacity of the Gaussian channel: a Gaussian input of power L² attains it
     (differential entropies), and a binary input ±L stays below it (numerical integral)."""
     for d, lip, sigma in ((1, 1.0, 1.0), (4, 2.0, 0.5), (10, 1.0, 0.3)):
-        config = MiOgdConfig(dimension=d, rounds=1, sigma=sigma, lipschitz=lip)
+        config = problem(dimension=d, rounds=1, sigma=sigma, lipschitz=lip)
         gaussian_input = d / 2 * math.log(2 * math.pi * math.e * (lip**2 / d + sigma**2)) - (
             d / 2 * math.log(2 * math.pi * math.e * sigma**2)
         )
         assert config.leakage() == pytest.approx(gaussian_input)
-    assert MiOgdConfig(dimension=1, rounds=1, sigma=1.0).leakage() == pytest.approx(
+    assert problem(dimension=1, rounds=1, sigma=1.0).leakage() == pytest.approx(
         0.5 * math.log(2)
     )
 
@@ -105,7 +114,7 @@ def test_leakage_matches_the_gaussian_channel():
 
 
 def test_bandit_leakage_and_reports_carry_the_bound():
-    config = MiOgdConfig(dimension=3, rounds=100, setting="bandit", sigma=2.0, max_loss=1.5)
+    config = problem(dimension=3, rounds=100, setting="bandit", sigma=2.0, max_loss=1.5)
     delta = config.delta
     assert delta == pytest.approx(100**-0.25)
     expected = 1.5 * math.log1p(3 * (1.5 / delta + 1.0) ** 2 / 4.0)
@@ -140,12 +149,12 @@ def test_losses_and_bounds_helpers():
 
 
 def test_bad_configurations():
-    with pytest.raises(MiOgdConfigError, match="sigma must be >= 0"):
-        MiOgdConfig(dimension=1, rounds=1, sigma=-0.1)
-    with pytest.raises(MiOgdConfigError, match="radius B must be positive"):
-        MiOgdConfig(dimension=1, rounds=1, radius=0.0)
-    with pytest.raises(MiOgdConfigError, match="smoothing δ must be positive"):
-        MiOgdConfig(dimension=1, rounds=1, setting="bandit", smoothing=0.0)
+    with pytest.raises(ValidationError, match="sigma must be >= 0"):
+        problem(dimension=1, rounds=1, sigma=-0.1)
+    with pytest.raises(ValidationError, match="radius B must be positive"):
+        problem(dimension=1, rounds=1, radius=0.0)
+    with pytest.raises(ValidationError, match="smoothing δ must be positive"):
+        problem(dimension=1, rounds=1, setting="bandit", smoothing=0.0)
 
 
 # --- on the network -------------------------------------------------------------------------
@@ -195,7 +204,7 @@ def test_without_noise_the_network_run_follows_plain_ogd():
     built, frames = run_in_memory(scenario(mi_sigma=0.0, mi_regret_checkpoints=0))
     rounds = frames["mi_ogd_rounds"]
     stream = built["mi_ogd"].stream
-    eta = built["mi_ogd"].config.step
+    eta = built["mi_ogd"].problem.step
     w, theta = np.zeros(1), np.zeros(1)
     for example, loss in zip(rounds["example"], rounds["loss"], strict=True):
         x, y = stream.x[example], stream.y[example]

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from netsim.errors import NetsimError
+from netsim.errors import DataError, NetsimError
 from netsim.learning import online_data as od
-from netsim.learning.datasets import DataError, Dataset, load_dataset
+from netsim.learning.datasets import Dataset, load_dataset
 from netsim.learning.online_data import (
     SYNTHETIC,
     OnlineData,
@@ -221,7 +221,7 @@ def test_sparse_real_sim_size_is_fast() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# from_dataset (SPEC §6 pre-processing)
+# from_dataset (Li et al.'s pre-processing, docs/papers.md)
 
 
 def test_from_dataset_spambase() -> None:

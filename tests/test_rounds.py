@@ -97,3 +97,37 @@ def test_rounds_mode_with_random_loss_counts_and_logs_every_lost_message():
     expected = loss
     assert abs(share - expected) < 5 * np.sqrt(expected * (1 - expected) / last["messages_sent"])
     assert tables["broadcasts"]["t90"].notna().all()  # news still spreads
+
+
+@pytest.mark.parametrize("mode", ["exact", "rounds"])
+def test_link_failures_lose_the_exchanges_over_links_that_are_down(mode):
+    """The transport decides message fate in both modes: an exchange over a link that is down
+    when it is sent is lost, so the share of lost pushes is the stationary down fraction
+    p = mean_down / (mean_up + mean_down)."""
+    from netsim.scenario.loader import validate_scenario
+    from netsim.scenario.runner import run_in_memory
+
+    data = {
+        "name": "failing-links",
+        "seed": 3,
+        "nodes": 100,
+        "duration": "2min",
+        "topology": {"kind": "k_out", "k": 10},
+        "links": {"failure": {"mean_up": "30s", "mean_down": "10s"}},
+        "gossip": {"period": "1s", "mode": mode},
+        "broadcast": {"interval": "30s"},
+    }
+    built, tables = run_in_memory(validate_scenario(data, source="test", base_dir=None))
+    last = tables["samples"].iloc[-1]
+    lost = tables["messages_lost"]
+    assert last["messages_sent"] == last["messages_delivered"] + last["messages_lost"]
+    assert len(lost) == last["messages_lost"]
+    assert set(lost["reason"]) == {"link_down"} and set(lost["kind"]) == {"gossip_push"}
+    pushes = last["gossip_exchanges"]
+    share = (lost["kind"] == "gossip_push").sum() / pushes
+    # a link's state is strongly correlated from one round to the next, so count each link
+    # as one sample only: 5 standard deviations of that proportion
+    links = int(built.topology.degrees().sum()) // 2
+    p = 10 / 40
+    assert abs(share - p) < 5 * np.sqrt(p * (1 - p) / links), (share, links)
+    assert tables["broadcasts"]["t90"].notna().all()

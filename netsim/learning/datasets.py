@@ -40,12 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from netsim.errors import NetsimError
-
-
-class DataError(NetsimError):
-    """A data set is unknown, missing or malformed, or cannot be split or pre-processed as asked."""
-
+from netsim.errors import DataError
 
 BUILTIN: tuple[str, ...] = (
     "spambase",

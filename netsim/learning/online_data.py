@@ -13,9 +13,10 @@ Sources
 - ``synthetic_sparse``: a stand-in for the sparse high-dimensional LIBSVM sets real-sim
   (72,309 × 20,958) and RCV1 of TKDE §7.2, which are not available offline
   (:func:`synthetic_sparse`).
-- every data set of :mod:`netsim.learning.datasets` with two classes, pre-processed as TKDE §7.2
-  and SPEC §6 say: drop missing values, encode categoricals, scale every column to largest
-  absolute value 1, then every example to norm at most 1 (:func:`from_dataset`).
+- every data set of :mod:`netsim.learning.datasets` with two classes, pre-processed as TKDE
+  §7.2 describes (details in ``docs/papers.md``): drop missing values, encode categoricals,
+  scale every column to largest absolute value 1, then every example to norm at most 1
+  (:func:`from_dataset`).
 
 Choices of ours (the papers give no parameters): the synthetic labels are ``sign(⟨w*, x⟩)`` for a
 random unit normal ``w*`` with a share ``label_noise`` of them flipped (default 5 %); the whole
@@ -40,7 +41,10 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from pydantic import Field, ValidationInfo, field_validator
 
+from netsim.api import ComponentConfig
+from netsim.fields import resolved_path
 from netsim.learning.datasets import (
     BUILTIN,
     USER_FORMATS,
@@ -236,7 +240,7 @@ def synthetic_sparse(
 
 
 def from_dataset(data: Dataset) -> OnlineData:
-    """SPEC §6 / Li et al. (TKDE 2018, §7.2) pre-processing of a loaded binary Dataset.
+    """Li et al. (TKDE 2018, §7.2) pre-processing (``docs/papers.md``) of a loaded binary Dataset.
 
     1. Class index 0 → −1, class index 1 → +1.
     2. Every column is divided by its largest absolute value in the training split and the
@@ -706,3 +710,18 @@ def _test_rows(where: str, fraction: object, n: int) -> int:
 
 def _listing(names: tuple[str, ...] | list[str]) -> str:
     return ", ".join(repr(n) for n in names)
+
+
+class StreamDataConfig(ComponentConfig):
+    """What the online learners' ``data`` sections share: a file, its label column, the
+    train/test split seed and the generator's or reader's options (:func:`load_online_data`)."""
+
+    path: Path | None = None
+    label: str | int | None = None
+    split_seed: int = Field(default=0, ge=0)
+    options: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else resolved_path(value, info)

@@ -1,4 +1,5 @@
-"""Links and the network transport every protocol sends through (DESIGN principle 3).
+"""Links and the network transport every protocol sends through (``docs/architecture.md``,
+principle 3: the transport owns message fate).
 
 Transfer semantics (Hegedűs et al. §4, "a reliable transfer protocol is applied"): a message
 is lost only if its source or target goes offline before the transfer completes, plus two
@@ -50,6 +51,16 @@ SOURCE_OFFLINE = "source_offline"
 TARGET_OFFLINE = "target_offline"
 LINK_DOWN = "link_down"
 RANDOM_LOSS = "random_loss"
+
+
+@dataclass(frozen=True)
+class BatchFate:
+    """What the transport decided for a batch of messages (:meth:`Network.send_batch`):
+    ``lost[k]`` whether message k is lost, ``delays[k]`` its transfer time (``None`` when the
+    caller asked for none)."""
+
+    lost: np.ndarray
+    delays: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -410,6 +421,94 @@ class Network:
                     transfer.doom_reason, transfer.doom_time = RANDOM_LOSS, now + duration
         self.sim.call_later(duration, self._complete, transfer)
         return transfer
+
+    # --- batches: a round's messages, sent at one instant -------------------------------
+
+    @property
+    def lossy(self) -> bool:
+        """Whether a message can be lost between two online nodes (per-message loss or link
+        failures); without, a batch needs no fate drawn (:meth:`deliver_reliably`)."""
+        return self.links.loss > 0 or self.failures is not None
+
+    def deliver_reliably(self, count: int) -> None:
+        """Count a batch of ``count`` messages between online nodes on links that cannot lose
+        them (:attr:`lossy` is false): all sent and delivered."""
+        self.sent += count
+        self.delivered += count
+
+    def send_batch(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        *,
+        kind: str,
+        rng: np.random.Generator,
+        window: float = 0.0,
+        size: float | None = None,
+    ) -> BatchFate:
+        """Send message k from ``src[k]`` to ``dst[k]`` for every k, all now, between nodes the
+        caller found online, and decide each message's fate.
+
+        A message is lost when its link is down at some time in ``[now, now + window)``
+        (link failures; ``window`` 0 for a round's exchanges, which take no time) or, with
+        probability ``links.loss``, at random; link failure is the reported cause when both
+        apply. With ``size``, each message also gets a transfer time (delay + size /
+        bandwidth), and a randomly lost one is lost at its planned arrival. The random draws
+        come from ``rng``, the sending protocol's own stream — one U[0, 1) per message for the
+        loss (when ``links.loss`` > 0), then one delay per message — so a protocol's batches
+        never shift another's draws. Counts every message (the ones not lost as delivered:
+        they arrive, if later than the round, then) and logs every loss in ``messages_lost``.
+        """
+        count = int(src.size)
+        now = self.sim.env.now
+        random_lost = (
+            rng.random(count) < self.links.loss if self.links.loss > 0 else np.zeros(count, bool)
+        )
+        delays = None
+        if size is not None:
+            delays = np.asarray(self.links.delay.sample(rng, count), dtype=float)
+            if self.links.bandwidth is not None:
+                delays = delays + size / self.links.bandwidth
+        link_down = np.zeros(count, dtype=bool)
+        down_at = np.zeros(count)
+        if self.failures is not None:
+            down_at[:] = self.links_down_at(src, dst, now, now + window)
+            link_down = ~np.isnan(down_at)
+        lost = random_lost | link_down
+        self.sent += count
+        lost_count = int(lost.sum())
+        self.delivered += count - lost_count
+        if lost_count:
+            self.lost += lost_count
+            when = np.where(link_down, down_at, now if delays is None else now + delays)
+            self.lost_table.extend(
+                [
+                    when[lost].tolist(),
+                    [now] * lost_count,
+                    [kind] * lost_count,
+                    src[lost].tolist(),
+                    dst[lost].tolist(),
+                    np.where(link_down[lost], LINK_DOWN, RANDOM_LOSS).tolist(),
+                ]
+            )
+        return BatchFate(lost, delays)
+
+    def links_down_at(
+        self, src: np.ndarray, dst: np.ndarray, start: float, end: float
+    ) -> np.ndarray:
+        """For each pair: when its link is or goes down during ``[start, end)`` (``start`` if it
+        is down at ``start``; with ``end == start``, whether it is down at that instant), NaN
+        if it stays up or there are no link failures. Each link's
+        process is advanced in the pairs' order (its draws are deterministic)."""
+        out = np.full(int(src.size), np.nan)
+        failures = self.failures
+        if failures is None:
+            return out
+        for k, (a, b) in enumerate(zip(src.tolist(), dst.tolist(), strict=True)):
+            down = failures.failure_time(a, b, start, end)
+            if down is not None:
+                out[k] = down
+        return out
 
     def _complete(self, transfer: Transfer) -> None:
         nodes = self.nodes

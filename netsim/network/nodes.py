@@ -1,4 +1,5 @@
-"""Node online state, kept in arrays indexed by node id (DESIGN principle 4)."""
+"""Node online state, kept in arrays indexed by node id (``docs/architecture.md``: state as
+arrays)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Seeded topology builders returning compact adjacency arrays (CSR).
 
 Every random builder takes an explicit ``numpy.random.Generator`` or integer seed; networkx
-generators always get ``seed=`` (DESIGN principle 2). A :class:`Topology` stores, for each node,
+generators always get ``seed=`` (no global random state). A :class:`Topology` stores, for each node,
 the sorted array of the nodes it may send to: for undirected graphs both directions are
 present, for the paper's "k fixed random neighbours" (PeerSim's ``WireKOut``) only the k
 chosen out-neighbours are, and a message's receiver can still answer its sender over the

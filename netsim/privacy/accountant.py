@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 from dp_accounting import pld, rdp
 
-from netsim.errors import NetsimError
+from netsim.errors import BudgetExhausted, PrivacyError
 from netsim.log import F64, I64, STR, EventLog, TableSchema
 from netsim.privacy import mechanisms
 from netsim.privacy.events import PrivacyEvent
@@ -70,18 +70,6 @@ RECORDS_TABLE = TableSchema(
     ),
     role="ledger",
 )
-
-
-class PrivacyError(NetsimError):
-    """A privacy budget or guarantee problem."""
-
-
-class BudgetExhausted(PrivacyError):
-    """A release was refused: it would take a record past its budget."""
-
-    def __init__(self, record: int, message: str) -> None:
-        super().__init__(f"record {record}: {message}")
-        self.record = record
 
 
 # --- budget policies (Hegedűs et al. 2016 §3.1) --------------------------------------------

@@ -1,4 +1,5 @@
-"""Frozen records of what one noisy release spent (DESIGN principle 5).
+"""Frozen records of what one noisy release spent (``docs/architecture.md``: privacy is
+accounted, never assumed).
 
 Every mechanism returns its noisy value together with a :class:`PrivacyEvent`. The event
 states the guarantee honestly: ``"epsilon-DP"``, ``"(epsilon,delta)-DP"``, ``"none"`` (noise
@@ -18,12 +19,10 @@ from typing import Literal
 
 import dp_accounting
 
+from netsim.errors import UnaccountableEventError
+
 Guarantee = Literal["epsilon-DP", "(epsilon,delta)-DP", "mutual-information", "none", "non-private"]
 Norm = Literal["L1", "L2"]
-
-
-class UnaccountableEventError(ValueError):
-    """The event has no DP guarantee that an RDP / PLD accountant could compose."""
 
 
 @dataclass(frozen=True)

@@ -12,20 +12,15 @@ mechanism                 guarantee            noise
                                                density ∝ exp(−ε‖z‖₂/Δ) (Hardt & Talwar 2010)
 ``gaussian`` (classic)    (ε, δ)-DP, ε < 1     σ = Δ √(2 ln(1.25/δ)) / ε (Dwork & Roth, Thm A.1)
 ``gaussian`` (analytic)   (ε, δ)-DP, any ε     smallest σ with δ(σ) ≤ δ (Balle & Wang 2018)
-``laplace_dola``          ε-DP (L1 Δ = S(t))   Laplace(0, S(t)/ε), S(t) = 2 α_t √n L / h
-                                               (Li et al., Alg. 1 and mini-batch variant)
-``gaussian_dola_printed`` per-release (ε', δ)  N(0, J² I), J² as printed in Li et al. TKDE
-                          with ε' computed     Alg. 2; the event records the ε' the noise
-                          from σ (see below)   really gives per release, not the claim
-``dola_laplace_rows``     as ``laplace_dola``  the same, for all nodes of a round at once
-``dola_gaussian_rows``    as above, or         J² as printed (ε' recorded), or σ from the
-                          (ε, δ)-DP analytic   analytic Gaussian for (ε, δ) per release
 ========================  ===================  ==============================================
 
-The row mechanisms draw Laplace noise as E·S, E ~ Exp(1) by a ziggurat and S = ±1 from a random
-bit: the same law as ``Generator.laplace`` (exactly, not approximately) at about a fourteenth of
-its cost (``netsim.privacy.laplace_kernel``: SFC64 lanes seeded from the caller's generator),
-which matters when a round perturbs 10⁶ coordinates.
+The paper-specific calibrations live with their algorithms
+(:mod:`netsim.algorithms.dola.calibration`, :mod:`netsim.algorithms.mi_ogd.calibration`) and call
+these mechanisms. :func:`add_laplace_noise` draws Laplace noise as E·S, E ~ Exp(1) by a ziggurat
+and S = ±1 from a random bit: the same law as ``Generator.laplace`` (exactly, not
+approximately) at about a fourteenth of its cost (``netsim.privacy.laplace_kernel``: SFC64
+lanes seeded from the caller's generator), which matters when a round perturbs 10⁶
+coordinates.
 
 Why the paper's L2 variant is not ε-DP for d > 1: its output density at distance r from the
 true value is ∝ exp(−εr/Δ) / r^(d−1) (a one-dimensional radius spread over a sphere of area
@@ -48,19 +43,19 @@ from netsim.privacy.events import PrivacyEvent
 NoiseFn = Callable[[int, int, float, np.random.Generator], np.ndarray]
 
 
-def _check(epsilon: float, sensitivity: float) -> None:
+def check_budget(epsilon: float, sensitivity: float) -> None:
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be positive and finite, got {epsilon}")
     if not (sensitivity >= 0 and math.isfinite(sensitivity)):
         raise ValueError(f"sensitivity must be >= 0 and finite, got {sensitivity}")
 
 
-def _check_delta(delta: float) -> None:
+def check_delta(delta: float) -> None:
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
 
 
-def _as_vector(value: np.ndarray | float) -> np.ndarray:
+def as_vector(value: np.ndarray | float) -> np.ndarray:
     return np.atleast_1d(np.asarray(value, dtype=np.float64))
 
 
@@ -137,7 +132,7 @@ def gaussian_noise(
     return rng.normal(0.0, scale, (count, dimension))
 
 
-def _add_noise(x: np.ndarray, noise: NoiseFn, scale: float, rng: np.random.Generator) -> np.ndarray:
+def add_noise(x: np.ndarray, noise: NoiseFn, scale: float, rng: np.random.Generator) -> np.ndarray:
     """``x`` plus one draw of ``noise`` at ``scale`` (a copy of ``x`` when the scale is 0)."""
     return x + noise(1, x.size, scale, rng)[0] if scale > 0 else x.copy()
 
@@ -146,10 +141,10 @@ def laplace(
     value: np.ndarray | float, *, sensitivity: float, epsilon: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, PrivacyEvent]:
     """ε-DP for L1 sensitivity Δ: adds Laplace(0, Δ/ε) to every coordinate (Dwork et al. 2006)."""
-    _check(epsilon, sensitivity)
-    x = _as_vector(value)
+    check_budget(epsilon, sensitivity)
+    x = as_vector(value)
     scale = sensitivity / epsilon
-    noisy = _add_noise(x, laplace_noise, scale, rng)
+    noisy = add_noise(x, laplace_noise, scale, rng)
     return noisy, PrivacyEvent(
         "laplace", "epsilon-DP", epsilon, 0.0, sensitivity, "L1", scale, x.size
     )
@@ -162,10 +157,10 @@ def l2_laplace_radius(
     Laplace(0, Δ/ε)-distributed length. **Not ε-DP when d > 1** (see the module docstring); the
     event says so (guarantee ``none``). For d = 1 it is the Laplace mechanism.
     """
-    _check(epsilon, sensitivity)
-    x = _as_vector(value)
+    check_budget(epsilon, sensitivity)
+    x = as_vector(value)
     scale = sensitivity / epsilon
-    noisy = _add_noise(x, l2_laplace_radius_noise, scale, rng)
+    noisy = add_noise(x, l2_laplace_radius_noise, scale, rng)
     guarantee = "epsilon-DP" if x.size == 1 else "none"
     return noisy, PrivacyEvent(
         "l2_laplace_radius", guarantee, epsilon, 0.0, sensitivity, "L2", scale, x.size
@@ -178,10 +173,10 @@ def k_norm_l2(
     """ε-DP for L2 sensitivity Δ: noise with density ∝ exp(−ε‖z‖₂/Δ), i.e. a uniform direction
     and a Gamma(d, Δ/ε) radius (the K-norm mechanism of Hardt & Talwar 2010 for the L2 ball).
     """
-    _check(epsilon, sensitivity)
-    x = _as_vector(value)
+    check_budget(epsilon, sensitivity)
+    x = as_vector(value)
     scale = sensitivity / epsilon
-    noisy = _add_noise(x, k_norm_l2_noise, scale, rng)
+    noisy = add_noise(x, k_norm_l2_noise, scale, rng)
     return noisy, PrivacyEvent(
         "k_norm_l2", "epsilon-DP", epsilon, 0.0, sensitivity, "L2", scale, x.size
     )
@@ -192,8 +187,8 @@ def k_norm_l2(
 
 def classic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     """σ = Δ √(2 ln(1.25/δ)) / ε, (ε, δ)-DP for ε < 1 (Dwork & Roth 2014, Thm A.1)."""
-    _check(epsilon, sensitivity)
-    _check_delta(delta)
+    check_budget(epsilon, sensitivity)
+    check_delta(delta)
     if epsilon >= 1:
         raise ValueError(
             f"the classic Gaussian calibration needs epsilon < 1 (got {epsilon}); use the "
@@ -219,8 +214,8 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
 
     δ(σ) decreases in σ, so a bisection on log σ finds it to 1e-12 relative precision.
     """
-    _check(epsilon, sensitivity)
-    _check_delta(delta)
+    check_budget(epsilon, sensitivity)
+    check_delta(delta)
     if sensitivity == 0:
         return 0.0
     low, high = sensitivity * 1e-6, sensitivity
@@ -241,7 +236,7 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
 
 def gaussian_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
     """The smallest ε with δ(ε) ≤ δ for noise σ (inverse of the privacy profile)."""
-    _check_delta(delta)
+    check_delta(delta)
     if sensitivity == 0:
         return 0.0
     if gaussian_delta(sigma, sensitivity, 0.0) <= delta:
@@ -278,8 +273,8 @@ def gaussian(
         sigma = analytic_gaussian_sigma(sensitivity, epsilon, delta)
     else:
         raise ValueError(f"calibration must be 'classic' or 'analytic', got {calibration!r}")
-    x = _as_vector(value)
-    noisy = _add_noise(x, gaussian_noise, sigma, rng)
+    x = as_vector(value)
+    noisy = add_noise(x, gaussian_noise, sigma, rng)
     return noisy, PrivacyEvent(
         f"gaussian_{calibration}",
         "(epsilon,delta)-DP",
@@ -292,244 +287,7 @@ def gaussian(
     )
 
 
-# --- DOLA (Li et al.) ----------------------------------------------------------------------
-
-
-def dola_sensitivity(alpha: float, dimension: int, lipschitz: float, batch: int = 1) -> float:
-    """S(t) = 2 α_t √n L / h: the L1 sensitivity of a DOLA update (Li et al., Lemma 1; the
-    mini-batch variant averages h gradients). ‖·‖₁ ≤ √n ‖·‖₂ turns the L2 bound 2α_t L on the
-    difference of two gradient steps into this L1 bound."""
-    if alpha <= 0 or dimension < 1 or lipschitz < 0 or batch < 1:
-        raise ValueError("DOLA sensitivity needs alpha > 0, dimension >= 1, L >= 0, batch >= 1")
-    return 2.0 * alpha * math.sqrt(dimension) * lipschitz / batch
-
-
-def dola_laplace(
-    value: np.ndarray,
-    *,
-    alpha: float,
-    lipschitz: float,
-    epsilon: float,
-    rng: np.random.Generator,
-    batch: int = 1,
-) -> tuple[np.ndarray, PrivacyEvent]:
-    """Li et al. Alg. 1 output perturbation: Laplace(0, μ) per coordinate, μ = S(t)/ε (ε-DP)."""
-    x = _as_vector(value)
-    sensitivity = dola_sensitivity(alpha, x.size, lipschitz, batch)
-    noisy, event = laplace(x, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
-    return noisy, PrivacyEvent(
-        "laplace_dola", event.guarantee, epsilon, 0.0, sensitivity, "L1", event.noise_scale, x.size
-    )
-
-
-def dola_gaussian_variance(
-    alpha: float, dimension: int, lipschitz: float, rounds: int, epsilon: float, delta: float
-) -> float:
-    """J² = 4 α_t² n L² T log(T/δ) log(1/δ) / ε², as printed in Li et al. (TKDE 2018, Alg. 2)."""
-    _check(epsilon, lipschitz)
-    _check_delta(delta)
-    if rounds < 1 or alpha <= 0:
-        raise ValueError("J² needs rounds >= 1 and alpha > 0")
-    return (
-        4.0
-        * alpha**2
-        * dimension
-        * lipschitz**2
-        * rounds
-        * math.log(rounds / delta)
-        * math.log(1.0 / delta)
-        / epsilon**2
-    )
-
-
-def dola_gaussian(
-    gradient: np.ndarray,
-    *,
-    alpha: float,
-    lipschitz: float,
-    rounds: int,
-    epsilon: float,
-    delta: float,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, PrivacyEvent]:
-    """Li et al. Alg. 2 gradient perturbation with J² as printed: g + N(0, J² I).
-
-    The noise is added to a gradient whose L2 sensitivity is 2L; the event records the ε this
-    σ = J really gives per release at δ (exact Gaussian privacy profile), which can be far above
-    the ε the formula was asked for, because J² carries the factor α_t² although the noise is
-    added before the step size multiplies the gradient.
-    """
-    g = _as_vector(gradient)
-    sigma, event = dola_gaussian_sigma(
-        alpha=alpha, dimension=g.size, lipschitz=lipschitz, rounds=rounds, epsilon=epsilon,
-        delta=delta,
-    )  # fmt: skip
-    return _add_noise(g, gaussian_noise, sigma, rng), event
-
-
-def dola_laplace_rows(
-    values: np.ndarray,
-    *,
-    alpha: float,
-    lipschitz: float,
-    epsilon: float,
-    rng: np.random.Generator,
-    batch: int = 1,
-    out: np.ndarray | None = None,
-) -> PrivacyEvent:
-    """Li et al. Alg. 1 / Alg. 3 / mini-batch output perturbation for all nodes of a round:
-    writes ``values`` plus Laplace(0, μ) in every entry to ``out`` (default: ``values``, in
-    place), rows = releases (one per node), μ = S(t)/ε, S(t) = 2 α_t √n L / h (arXiv Lemma 1
-    and Lemma 7). Returns each row's event (ε-DP for one example of the batch behind it)."""
-    if values.ndim != 2:
-        raise ValueError("dola_laplace_rows perturbs a (releases, dimension) array")
-    dimension = values.shape[1]
-    sensitivity = dola_sensitivity(alpha, dimension, lipschitz, batch)
-    _check(epsilon, sensitivity)
-    scale = sensitivity / epsilon
-    add_laplace_noise(values if out is None else out, scale, rng, source=values)
-    return PrivacyEvent(
-        "laplace_dola", "epsilon-DP", epsilon, 0.0, sensitivity, "L1", scale, dimension
-    )
-
-
-def dola_gaussian_sigma(
-    *,
-    alpha: float,
-    dimension: int,
-    lipschitz: float,
-    rounds: int,
-    epsilon: float,
-    delta: float,
-    batch: int = 1,
-    calibration: Literal["printed", "analytic"] = "printed",
-) -> tuple[float, PrivacyEvent]:
-    """σ of Li et al. (TKDE) Alg. 2's gradient noise and the event of one release.
-
-    The perturbed quantity is the (mini-batch mean) gradient, whose L2 sensitivity to one
-    example is 2L/h. ``printed``: σ = J/h with J² = 4 α_t² n L² T log(T/δ) log(1/δ)/ε² as
-    printed; the event records the ε' that σ really gives per release at δ (exact Gaussian
-    privacy profile; guarantee ``none`` if no finite ε' exists). ``analytic``: the smallest σ
-    that makes each release (ε, δ)-DP (Balle & Wang 2018); each example is used in one release,
-    so by parallel composition the run is (ε, δ)-DP per example.
-    """
-    if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
-    sensitivity = 2.0 * lipschitz / batch
-    guarantee: Literal["(epsilon,delta)-DP", "none"] = "(epsilon,delta)-DP"
-    if calibration == "printed":
-        j2 = dola_gaussian_variance(alpha, dimension, lipschitz, rounds, epsilon, delta)
-        sigma = math.sqrt(j2) / batch
-        actual = gaussian_epsilon(sigma, sensitivity, delta)
-        if math.isfinite(actual):
-            epsilon = actual
-        else:
-            guarantee = "none"
-    elif calibration == "analytic":
-        sigma = analytic_gaussian_sigma(sensitivity, epsilon, delta)
-    else:
-        raise ValueError(f"calibration must be 'printed' or 'analytic', got {calibration!r}")
-    event = PrivacyEvent(
-        f"gaussian_dola_{calibration}", guarantee, epsilon, delta, sensitivity, "L2", sigma,
-        dimension,
-    )  # fmt: skip
-    return sigma, event
-
-
-def dola_gaussian_rows(
-    gradients: np.ndarray,
-    *,
-    alpha: float,
-    lipschitz: float,
-    rounds: int,
-    epsilon: float,
-    delta: float,
-    rng: np.random.Generator,
-    batch: int = 1,
-    calibration: Literal["printed", "analytic"] = "printed",
-) -> PrivacyEvent:
-    """Li et al. (TKDE) Alg. 2 for all nodes of a round: adds N(0, σ² I) to every row of
-    ``gradients`` **in place**, σ from :func:`dola_gaussian_sigma`; returns each row's event."""
-    if gradients.ndim != 2:
-        raise ValueError("dola_gaussian_rows perturbs a (releases, dimension) array")
-    sigma, event = dola_gaussian_sigma(
-        alpha=alpha,
-        dimension=gradients.shape[1],
-        lipschitz=lipschitz,
-        rounds=rounds,
-        epsilon=epsilon,
-        delta=delta,
-        batch=batch,
-        calibration=calibration,
-    )
-    gradients += rng.standard_normal(gradients.shape) * sigma
-    return event
-
-
-# --- mutual information (Zhang & Venkitasubramaniam) ---------------------------------------
-
-
-def gaussian_channel_capacity(dimension: int, power: float, sigma: float) -> float:
-    """C = (d/2) ln(1 + P/(dσ²)) nats: the capacity of a d-dimensional Gaussian channel with
-    noise N(0, σ² I) and input power E‖z‖² ≤ P, which bounds the mutual information between a
-    report of that power and its perturbed release (Zhang & Venkitasubramaniam, Theorems 1
-    and 3); ∞ for σ = 0 unless P = 0."""
-    if dimension < 1 or power < 0 or sigma < 0:
-        raise ValueError("leakage needs dimension >= 1, power >= 0, sigma >= 0")
-    if sigma == 0:
-        return math.inf if power > 0 else 0.0
-    return 0.5 * dimension * math.log1p(power / (dimension * sigma**2))
-
-
-def gaussian_channel_leakage(dimension: int, lipschitz: float, sigma: float) -> float:
-    """Theorem 1 (full information): the capacity for a subgradient, P = L²."""
-    if lipschitz < 0:
-        raise ValueError("leakage needs dimension >= 1, L >= 0, sigma >= 0")
-    return gaussian_channel_capacity(dimension, lipschitz**2, sigma)
-
-
-def bandit_leakage(
-    dimension: int, max_loss: float, smoothing: float, lipschitz: float, sigma: float
-) -> float:
-    """Theorem 3 (bandit, Alg. 2): the capacity for the estimate z = (d/δ) f e, whose power is
-    at most P = d²(F/δ + L)² (F = max f, δ the smoothing radius)."""
-    if smoothing <= 0:
-        raise ValueError(f"the bandit smoothing radius δ must be positive, got {smoothing}")
-    if max_loss < 0 or lipschitz < 0:
-        raise ValueError("leakage needs dimension >= 1, F >= 0, L >= 0, sigma >= 0")
-    power = (dimension * (max_loss / smoothing + lipschitz)) ** 2
-    return gaussian_channel_capacity(dimension, power, sigma)
-
-
-def mutual_information_report(
-    report: np.ndarray,
-    *,
-    power_bound: float,
-    sigma: float,
-    rng: np.random.Generator,
-    mechanism: str = "gaussian_mi",
-) -> tuple[np.ndarray, PrivacyEvent]:
-    """Zhang & Venkitasubramaniam's encryption layer: ``report`` + N(0, σ² I), with the bound
-    C = (d/2) ln(1 + P/(d σ²)) nats on I(input; release) for a report whose squared norm is at
-    most ``power_bound`` = P (Theorem 1: P = L² for a subgradient; Theorem 3: P = d²(F/δ + L)²
-    for the bandit estimate). σ = 0 releases the report itself (no bound: ``non-private``)."""
-    if sigma < 0:
-        raise ValueError(f"sigma must be >= 0, got {sigma}")
-    x = _as_vector(report)
-    if sigma == 0:
-        return x.copy(), PrivacyEvent(
-            "none", "non-private", 0.0, 0.0, math.sqrt(power_bound), "L2", 0.0, x.size,
-            math.inf,
-        )  # fmt: skip
-    bound = gaussian_channel_capacity(x.size, power_bound, sigma)
-    noisy = x + rng.standard_normal(x.size) * sigma
-    return noisy, PrivacyEvent(
-        mechanism, "mutual-information", 0.0, 0.0, math.sqrt(power_bound), "L2", sigma,
-        x.size, bound,
-    )  # fmt: skip
-
-
 def no_noise(value: np.ndarray | float) -> tuple[np.ndarray, PrivacyEvent]:
     """The non-private baseline: the value unchanged, recorded as such."""
-    x = _as_vector(value)
+    x = as_vector(value)
     return x.copy(), PrivacyEvent("none", "non-private", 0.0, 0.0, 0.0, "L2", 0.0, x.size)

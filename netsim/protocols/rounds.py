@@ -18,8 +18,11 @@ What the mode approximates, and why it is faithful for what the papers measure:
   exchange uses values from the start of the round or, for pulls, after its pushes, so news
   moves at most two hops per round (push and pull), and in exact mode a little faster.
 - *Timeouts and restarts* are evaluated once per round for all nodes (so at most Δ late).
-- *Losses*: the peer is online by construction; the optional per-message loss probability
-  applies to pushes and pulls; per-link failures are not modelled in this mode.
+- *Losses*: the peer is online by construction; the transport decides the fate of every push
+  and pull (:meth:`~netsim.network.links.Network.send_batch`): the optional per-message loss
+  probability applies to each, and with link failures an exchange over a link that is down at
+  the round's instant is lost (its push, so its pull too), as an exact-mode message sent over
+  a down link is.
 
 How it runs: the peer choice is one compiled pass (:func:`~netsim.network.links.pair_online`
 over the :class:`~netsim.network.links.OnlineNeighbourIndex`). A rule either supplies
@@ -39,7 +42,7 @@ from typing import Protocol
 
 import numpy as np
 
-from netsim.network.links import RANDOM_LOSS, Network
+from netsim.network.links import Network
 from netsim.protocols.gossip import PULL, PUSH, GossipEngine
 from netsim.sim import Simulation
 
@@ -138,29 +141,14 @@ class RoundGossip(GossipEngine):
     def _drop_lost(
         self, initiators: np.ndarray, peers: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Apply the optional per-message loss: drop the exchanges whose push is lost (the
-        initiator then pulls nothing either) and mark the pull answers that are lost. Logs
-        the losses and counts the messages."""
+        """Let the transport decide the fate of the round's pushes, then of the pull answers
+        (per-message loss, links down at the round's instant): drop the exchanges whose push
+        is lost (the initiator then pulls nothing either) and mark the lost pull answers."""
         network = self.network
-        count = int(initiators.size)
-        push_lost = self._loss_rng.random(count) < network.links.loss
-        self._log_losses(PUSH, initiators[push_lost], peers[push_lost])
+        push_lost = network.send_batch(initiators, peers, kind=PUSH, rng=self._loss_rng).lost
         initiators, peers = initiators[~push_lost], peers[~push_lost]
-        pull_lost = self._loss_rng.random(int(initiators.size)) < network.links.loss
-        self._log_losses(PULL, peers[pull_lost], initiators[pull_lost])
-        network.sent += count + int(initiators.size)
-        network.delivered += int(initiators.size) * 2 - int(pull_lost.sum())
+        pull_lost = network.send_batch(peers, initiators, kind=PULL, rng=self._loss_rng).lost
         return initiators, peers, pull_lost
-
-    def _log_losses(self, kind: str, src: np.ndarray, dst: np.ndarray) -> None:
-        if src.size == 0:
-            return
-        now = self.sim.env.now
-        times = [now] * src.size
-        self.network.lost_table.extend(
-            [times, times, [kind] * src.size, src.tolist(), dst.tolist(), [RANDOM_LOSS] * src.size]
-        )
-        self.network.lost += int(src.size)
 
     def _round(self) -> None:
         self.rounds += 1
@@ -170,13 +158,12 @@ class RoundGossip(GossipEngine):
             return
         self.exchanges += count
         network = self.network
-        if network.links.loss > 0:
+        if network.lossy:
             initiators, peers, pull_lost = self._drop_lost(initiators, peers)
             asleep = peers[~self.active[peers]]  # only peers whose push arrived wake up
         else:
             pull_lost = np.zeros(count, dtype=bool)
-            network.sent += 2 * count
-            network.delivered += 2 * count
+            network.deliver_reliably(2 * count)
         for exchange in self._exchanges:
             exchange(initiators, peers, pull_lost)
         if asleep.size:

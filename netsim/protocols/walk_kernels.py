@@ -1,11 +1,11 @@
 """Compiled per-round kernels of the random walk service in ``rounds`` mode.
 
-At the paper's scale (Hegedűs et al. 2016 §5.2: N = 10,000, Δ = 100 ms, 2 days) a run has
-1.7 million gossip rounds over about 2,300 online nodes each. Done with numpy, the sequential
-merge of a round's pushes needs several batches of a dozen array calls each, and their fixed
-cost, not the arithmetic, dominates (profiled in issue 4). These kernels do one round's
-exchanges and its timeout scan in one compiled loop each (numba), with exactly the semantics
-described in :mod:`netsim.protocols.rounds`.
+At the paper's scale (Hegedűs et al. 2016 §5.2: N = 10,000, Δ = 100 ms, 2 days) a run has 1.7
+million gossip rounds over about 2,300 online nodes each. Done with numpy, the sequential merge
+of a round's pushes needs several batches of a dozen array calls each, and their fixed cost, not
+the arithmetic, dominates (profiled with ``python -m benchmarks.walk_rounds``). These kernels do
+one round's exchanges and its timeout scan in one compiled loop each (numba), with exactly the
+semantics described in :mod:`netsim.protocols.rounds`.
 
 :func:`should_replace` is the one definition of Alg. 2 line 14: numpy calls it on arrays, the
 kernels on scalars through :data:`should_replace_scalar` (numba compiles the same source).

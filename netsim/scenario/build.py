@@ -17,10 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from netsim.algorithms.dola.rounds import DolaRounds, dola_parts
-from netsim.algorithms.dpsgd.sgd import SGDAgent, learning_data
-from netsim.algorithms.gossip_learning.application import GossipLearning
-from netsim.algorithms.mi_ogd.rounds import MiOgdRounds, mi_ogd_parts
+from netsim.algorithms.dpsgd.sgd import SGDAgent
 from netsim.api import BuildContext, ChurnModel, Component, TopologyBuilder, supports_rounds
 from netsim.errors import ScenarioError
 from netsim.log import F64, I32, I64, STR, EventLog, TableSchema
@@ -28,10 +25,9 @@ from netsim.network.churn import ChurnReplay, ChurnSchedule
 from netsim.network.links import LinkModel, Network
 from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
-from netsim.protocols.broadcast import Broadcast
 from netsim.protocols.gossip import GossipEngine
 from netsim.protocols.walk import WalkServiceConfig
-from netsim.registry import component_class
+from netsim.registry import REGISTRY, component_class
 from netsim.rng import RandomStreams
 from netsim.scenario import schema as s
 from netsim.sim import Simulation
@@ -82,17 +78,23 @@ class Part:
         return self.key if kind is None else f"{self.key} (kind {kind})"
 
 
-#: The fixed sections of built-in components, in build order (each after what it requires).
-FIXED_BEFORE_WALK: tuple[tuple[str, type[Component]], ...] = (
-    ("learning", SGDAgent),
-    ("gossip", GossipEngine),
-    ("broadcast", Broadcast),
-)
-FIXED_AFTER_WALK: tuple[tuple[str, type[Component]], ...] = (
-    ("gossip_learning", GossipLearning),
-    ("dola", DolaRounds),
-    ("mi_ogd", MiOgdRounds),
-)
+#: The fixed sections of a scenario, in build order (each after what it requires): the shared
+#: infrastructure (the DP-SGD learner state, the gossip engine), then registered components
+#: that a scenario names by section rather than by ``kind`` (looked up in the registry under
+#: the section's name, like any plugin).
+#: The slots whose components may stand in the ``components`` section.
+COMPONENT_SLOTS = ("application", "protocol", "learner")
+INFRASTRUCTURE: dict[str, type[Component]] = {"learning": SGDAgent, "gossip": GossipEngine}
+FIXED_BEFORE_WALK: tuple[str, ...] = ("learning", "gossip", "broadcast")
+FIXED_AFTER_WALK: tuple[str, ...] = ("gossip_learning", "dola", "mi_ogd")
+
+
+def section_class(key: str) -> type[Component]:
+    """The component class of the fixed section ``key``."""
+    cls = INFRASTRUCTURE.get(key)
+    if cls is None:
+        cls, _ = REGISTRY.lookup(COMPONENT_SLOTS, key)
+    return cls
 
 
 def scenario_parts(scenario: s.Scenario) -> list[Part]:
@@ -100,8 +102,8 @@ def scenario_parts(scenario: s.Scenario) -> list[Part]:
     sections, the walk's agent before the walk, then the ``components`` entries in the order
     written."""
     parts = [
-        Part(key, getattr(scenario, key), cls)
-        for key, cls in FIXED_BEFORE_WALK
+        Part(key, getattr(scenario, key), section_class(key))
+        for key in FIXED_BEFORE_WALK
         if getattr(scenario, key) is not None
     ]
     walk = scenario.walk
@@ -110,12 +112,12 @@ def scenario_parts(scenario: s.Scenario) -> list[Part]:
         parts.append(Part("walk.agent", agent, component_class(agent, ("walk_agent",))))
         parts.append(Part("walk", walk, component_class(walk, ("walk",))))
     parts.extend(
-        Part(key, getattr(scenario, key), cls)
-        for key, cls in FIXED_AFTER_WALK
+        Part(key, getattr(scenario, key), section_class(key))
+        for key in FIXED_AFTER_WALK
         if getattr(scenario, key) is not None
     )
     for name, config in scenario.components.items():
-        cls = component_class(config, ("application", "learner"))
+        cls = component_class(config, COMPONENT_SLOTS)
         parts.append(Part(f"components.{name}", config, cls))
     return parts
 
@@ -126,11 +128,6 @@ def scenario_problems(scenario: s.Scenario) -> str | None:
     check, two components writing one table, a topology impossible on ``nodes``."""
     gossip = scenario.gossip
     rounds = gossip is not None and gossip.mode == "rounds"
-    if rounds and scenario.links.failure:
-        return (
-            "gossip.mode rounds does not model per-link failures (links.failure); use "
-            "gossip.mode exact, or remove links.failure"
-        )
     parts = scenario_parts(scenario)
     present = {part.key for part in parts}
     writers: dict[str, str] = {}
@@ -217,15 +214,12 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
     warnings: list[str] = []
     topology, _, _ = network_parts(scenario, streams, warnings)
     warnings.extend(_walk_checks(scenario, topology))
-    if scenario.learning is not None:
-        learning_data(scenario.learning, scenario.nodes)
-    if scenario.dola is not None:
-        dola_parts(
-            scenario.dola, scenario.duration, scenario.nodes, topology,
-            streams.integer_seed("dola.shards"), np.random.default_rng(0),
+    for part in scenario_parts(scenario):
+        ctx = BuildContext(
+            key=part.key, scenario=scenario, streams=streams, warnings=warnings,
+            topology=topology,
         )  # fmt: skip
-    if scenario.mi_ogd is not None:
-        mi_ogd_parts(scenario.mi_ogd, scenario.duration)
+        part.cls.check_inputs(part.config, ctx)
     return warnings
 
 
@@ -294,7 +288,7 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
     for part in scenario_parts(scenario):
         ctx = BuildContext(
             key=part.key, scenario=scenario, streams=sim.streams, warnings=warnings, sim=sim,
-            network=network, built=built.components,
+            network=network, built=built.components, topology=topology,
         )  # fmt: skip
         component = part.cls.build(part.config, ctx)
         built.components[part.key] = component

@@ -13,18 +13,14 @@ are resolved against the scenario file's directory and must exist.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
-
+from netsim.algorithms.dola.config import DolaConfig
 from netsim.algorithms.dpsgd.sgd import LearningConfig
 from netsim.algorithms.gossip_learning.application import GossipLearningConfig
-from netsim.api import RoundsConfig
+from netsim.algorithms.mi_ogd.config import MiOgdConfig
 from netsim.distributions import Constant, Distribution, PositiveDuration
-from netsim.fields import Bandwidth, Name, Probability, resolved_path
-from netsim.learning.datasets import BUILTIN, USER_FORMATS
-from netsim.learning.online_data import SYNTHETIC
+from netsim.fields import Bandwidth, Name, Probability
 from netsim.network.churn import AlwaysOn
 from netsim.protocols.broadcast import BroadcastConfig
 from netsim.protocols.gossip import GossipConfig
@@ -52,112 +48,6 @@ class LinksConfig(StrictModel):
     failure: LinkFailureConfig | None = None
 
 
-# --- the online learners' sections -----------------------------------------------------------
-
-
-class StreamDataConfig(StrictModel):
-    """What the online learners' data sections share: a file, label column, seed, options."""
-
-    path: Path | None = None
-    label: str | int | None = None
-    split_seed: int = Field(default=0, ge=0)
-    options: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else resolved_path(value, info)
-
-
-class DolaDataConfig(StreamDataConfig):
-    """DOLA's binary data stream: a generator of :mod:`netsim.learning.online_data` or a data
-    set of the loader, pre-processed as Li et al. (SPEC §6)."""
-
-    name: Literal[SYNTHETIC + BUILTIN + USER_FORMATS]  # type: ignore[valid-type]
-    test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
-
-
-class DolaMixingConfig(StrictModel):
-    """How A_t is drawn: each online node talks to ``count`` (if > 0) or a ``fraction`` of its
-    online neighbours per round; ``time_invariant`` uses one A on every link instead."""
-
-    fraction: float = Field(default=0.5, gt=0.0, le=1.0)
-    count: int = Field(default=0, ge=0)
-    time_invariant: bool = False
-    window: int = Field(default=10, ge=1)
-
-
-class DolaSection(RoundsConfig):
-    """DOLA (Li et al.): private distributed online learning in synchronous rounds."""
-
-    data: DolaDataConfig
-    algorithm: Literal["laplace", "gaussian", "sparse", "non_private"] = "laplace"
-    loss: Literal["hinge", "logistic"] = "hinge"
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    calibration: Literal["printed", "analytic"] = "printed"
-    batch: int = 1
-    step: Literal["strongly_convex", "convex"] = "strongly_convex"
-    strong_convexity: float = Field(default=1.0, allow_inf_nan=False)
-    regularisation: float = Field(default=0.0, allow_inf_nan=False)
-    radius: float = Field(default=1.0, allow_inf_nan=False)
-    sparsity: float = Field(default=0.0, allow_inf_nan=False)
-    mixing: DolaMixingConfig = DolaMixingConfig()
-    regret_node: int = Field(default=0, ge=0)
-    regret_checkpoints: int = Field(default=20, ge=0)
-    evaluate_every: int = Field(default=10, ge=1)
-
-    @model_validator(mode="after")
-    def _runnable(self) -> DolaSection:
-        from netsim.algorithms.dola.learner import DolaConfigError, dola_config
-
-        try:
-            dola_config(self, rounds=self.rounds or 1)
-        except DolaConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return self
-
-
-class MiOgdDataConfig(StreamDataConfig):
-    """The users' examples: ``synthetic_regression`` or a binary data set as DOLA reads it."""
-
-    name: Literal[("synthetic_regression", *SYNTHETIC, *BUILTIN, *USER_FORMATS)]  # type: ignore[valid-type]
-
-
-class MiOgdSection(RoundsConfig):
-    """MI-private OGD (Zhang & Venkitasubramaniam): a learner node and user nodes."""
-
-    data: MiOgdDataConfig = MiOgdDataConfig(name="synthetic_regression")
-    setting: Literal["full", "bandit"] = "full"
-    loss: Literal["absolute", "hinge", "logistic"] = "absolute"
-    sigma: float = Field(default=1.0, allow_inf_nan=False)
-    radius: float = Field(default=1.0, allow_inf_nan=False)
-    eta: float | None = None
-    smoothing: float | None = None
-    learner: int = Field(default=0, ge=0)
-    regret_checkpoints: int = Field(default=20, ge=0)
-
-    @model_validator(mode="after")
-    def _runnable(self) -> MiOgdSection:
-        from netsim.algorithms.mi_ogd.learner import MiOgdConfig, MiOgdConfigError
-
-        try:
-            MiOgdConfig(
-                dimension=1, rounds=1, setting=self.setting, loss=self.loss, sigma=self.sigma,
-                radius=self.radius, eta=self.eta, smoothing=self.smoothing,
-            )  # fmt: skip
-        except MiOgdConfigError as exc:
-            raise ValueError(str(exc)) from None
-        if self.setting == "full" and self.smoothing is not None:
-            raise ValueError("smoothing δ is for the bandit setting (setting: bandit)")
-        if self.loss != "absolute" and self.data.name == "synthetic_regression":
-            raise ValueError(
-                f"loss {self.loss} needs labels ±1; synthetic_regression has real targets "
-                "(use loss absolute, or a binary data set)"
-            )
-        return self
-
-
 class MetricsConfig(StrictModel):
     sample_every: PositiveDuration = 60.0
 
@@ -166,7 +56,7 @@ class MetricsConfig(StrictModel):
 TopologyField = component_field("topology")
 ChurnField = component_field("churn")
 WalkField = component_field("walk")
-ComponentsField = component_field("application", "learner")
+ComponentsField = component_field("application", "protocol", "learner")
 
 
 class Scenario(StrictModel):
@@ -185,8 +75,8 @@ class Scenario(StrictModel):
     walk: WalkField | None = None
     learning: LearningConfig | None = None
     gossip_learning: GossipLearningConfig | None = None
-    dola: DolaSection | None = None
-    mi_ogd: MiOgdSection | None = None
+    dola: DolaConfig | None = None
+    mi_ogd: MiOgdConfig | None = None
     components: dict[Name, ComponentsField] = Field(default_factory=dict)
     metrics: MetricsConfig = MetricsConfig()
 

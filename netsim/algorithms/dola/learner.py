@@ -43,98 +43,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-from netsim.algorithms.dola import kernels
-from netsim.errors import ScenarioError
+from netsim.algorithms.dola import calibration, kernels
+from netsim.algorithms.dola.config import DolaConfig
+from netsim.errors import DolaConfigError
 from netsim.learning.online_data import OnlineData, passes, shard_rows, stream_rows
 from netsim.privacy import mechanisms
 from netsim.privacy.accountant import KUses, PrivacyAccountant, Unlimited
 from netsim.privacy.events import PrivacyEvent
 
-Algorithm = Literal["laplace", "gaussian", "sparse", "non_private"]
 LOSS_CODES = {"hinge": kernels.HINGE, "logistic": kernels.LOGISTIC}
 _EMPTY_INT = np.zeros(0, dtype=np.int32)
 _EMPTY_FLOAT = np.zeros(0)
 
 
-class DolaConfigError(ScenarioError):
-    """A DOLA parameter is out of range (raised before anything runs)."""
-
-
-@dataclass(frozen=True)
-class DolaConfig:
-    """What one DOLA run does (Li et al.; names follow the papers)."""
-
-    algorithm: Algorithm = "laplace"
-    loss: Literal["hinge", "logistic"] = "hinge"
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    calibration: Literal["printed", "analytic"] = "printed"
-    batch: int = 1
-    step: Literal["strongly_convex", "convex"] = "strongly_convex"
-    strong_convexity: float = 1.0
-    regularisation: float = 0.0
-    radius: float = 1.0
-    sparsity: float = 0.0
-    rounds: int = 1000
-    lipschitz: float = 1.0
-
-    def __post_init__(self) -> None:
-        problems = self.problems()
-        if problems:
-            raise DolaConfigError("; ".join(problems))
-
-    def problems(self) -> list[str]:
-        """Why this configuration cannot run (empty when it can)."""
-        out = []
-        if not self.epsilon > 0:  # also refuses NaN; ε = ∞ means no noise
-            out.append(
-                f"epsilon must be positive, got {self.epsilon}: it is the privacy budget of "
-                "one release, and the noise scale is proportional to 1/ε (ε = .inf, or "
-                "algorithm non_private, for no noise)"
-            )
-        if self.algorithm == "gaussian" and not 0 < self.delta < 1:
-            out.append(
-                f"delta must be in (0, 1) for the Gaussian mechanism, got {self.delta}: it is "
-                "the probability with which the ε bound may fail"
-            )
-        if self.batch < 1:
-            out.append(f"batch must be at least 1, got {self.batch}")
-        if self.step == "strongly_convex" and not self.strong_convexity > 0:
-            out.append(
-                "the strongly convex step 1/(λt) needs strong_convexity λ > 0, got "
-                f"{self.strong_convexity}; use step: convex (1/(2√t)) for λ = 0"
-            )
-        if not self.radius > 0:
-            out.append(f"radius R must be positive, got {self.radius}")
-        if self.regularisation < 0 or self.sparsity < 0:
-            out.append("regularisation φ and sparsity ρ must be >= 0")
-        if self.rounds < 1:
-            out.append(f"rounds must be at least 1, got {self.rounds}")
-        return out
-
-    @property
-    def private(self) -> bool:
-        """Whether releases are perturbed (a finite ε and not the non-private baseline)."""
-        return self.algorithm != "non_private" and math.isfinite(self.epsilon)
-
-    def alpha(self, t: int) -> float:
-        """α_t for t ≥ 1: 1/(λt) or 1/(2√t) (Li et al., Theorem 2)."""
-        if self.step == "strongly_convex":
-            return 1.0 / (self.strong_convexity * t)
-        return 1.0 / (2.0 * math.sqrt(t))
-
-
-def dola_config(section: object, *, rounds: int) -> DolaConfig:
-    """The :class:`DolaConfig` of a scenario's ``dola`` section (any object with its fields)."""
-    names = (
-        "algorithm", "loss", "epsilon", "delta", "calibration", "batch", "step",
-        "strong_convexity", "regularisation", "radius", "sparsity",
-    )  # fmt: skip
-    return DolaConfig(**{name: getattr(section, name) for name in names}, rounds=rounds)
+#: L, the Lipschitz constant of the hinge and logistic losses on examples in the unit ball
+#: (every DOLA data stream is normalised to ‖x‖ ≤ 1).
+LIPSCHITZ = 1.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +88,7 @@ class DolaLearner:
         data: OnlineData,
         nodes: int,
         *,
+        rounds: int | None = None,
         shard_seed: int,
         rng: np.random.Generator,
         regret_node: int = 0,
@@ -168,6 +96,11 @@ class DolaLearner:
         if not 0 <= regret_node < nodes:
             raise DolaConfigError(f"regret_node must be in [0, {nodes - 1}], got {regret_node}")
         self.config = config
+        if rounds is None:
+            if config.rounds is None:
+                raise DolaConfigError("the number of rounds T is needed (config.rounds or rounds=)")
+            rounds = config.rounds
+        self.rounds = rounds  # T
         self.data = data
         self.m = nodes
         self.n = data.features
@@ -181,7 +114,7 @@ class DolaLearner:
                 f"batch {config.batch} is larger than the smallest node's local data "
                 f"({shortest} examples of {data.n_train:,} over {nodes} nodes)"
             )
-        self.passes = passes(self.lengths, config.rounds, config.batch)
+        self.passes = passes(self.lengths, self.rounds, config.batch)
         self.accountant = self._accountant()
         self.weights = np.zeros((nodes, self.n))
         self.weight_sum = np.zeros(self.n)  # Σ_i w_i, kept by the step kernel
@@ -213,7 +146,7 @@ class DolaLearner:
         per_release = config.epsilon
         delta = config.delta if config.algorithm == "gaussian" else 0.0
         if config.algorithm == "gaussian" and config.calibration == "printed":
-            per_release = max(self.gaussian_event(t).epsilon for t in range(1, config.rounds + 1))
+            per_release = max(self.gaussian_event(t).epsilon for t in range(1, self.rounds + 1))
         return PrivacyAccountant(
             records,
             epsilon=per_release * self.passes,
@@ -224,11 +157,11 @@ class DolaLearner:
     def gaussian_event(self, t: int) -> PrivacyEvent:
         """Alg. 2's event (and σ) for the release made with step α_t."""
         config = self.config
-        return mechanisms.dola_gaussian_sigma(
+        return calibration.dola_gaussian_sigma(
             alpha=config.alpha(t),
             dimension=self.n,
-            lipschitz=config.lipschitz,
-            rounds=config.rounds,
+            lipschitz=LIPSCHITZ,
+            rounds=self.rounds,
             epsilon=config.epsilon,
             delta=config.delta,
             batch=config.batch,
@@ -279,8 +212,8 @@ class DolaLearner:
             block = self.weights if everyone else self.weights[nodes]
             if config.private and nodes.size:
                 target = self.released if everyone else block
-                event = mechanisms.dola_laplace_rows(
-                    block, alpha=alpha, lipschitz=config.lipschitz, epsilon=config.epsilon,
+                event = calibration.dola_laplace_rows(
+                    block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=config.epsilon,
                     rng=self.rng, batch=config.batch, out=target,
                 )  # fmt: skip
                 if not everyone:
@@ -290,8 +223,8 @@ class DolaLearner:
         elif config.algorithm == "gaussian":
             noise = np.zeros((nodes.size if config.private else 0, self.n))
             if nodes.size and config.private:
-                event = mechanisms.dola_gaussian_rows(
-                    noise, alpha=alpha, lipschitz=config.lipschitz, rounds=config.rounds,
+                event = calibration.dola_gaussian_rows(
+                    noise, alpha=alpha, lipschitz=LIPSCHITZ, rounds=self.rounds,
                     epsilon=config.epsilon, delta=config.delta, rng=self.rng,
                     batch=config.batch, calibration=config.calibration,
                 )  # fmt: skip
@@ -311,8 +244,8 @@ class DolaLearner:
             self.weight_sum = self.weights.sum(axis=0)
             block = self._next if everyone else self._next[nodes]
             if nodes.size and config.private:
-                event = mechanisms.dola_laplace_rows(
-                    block, alpha=alpha, lipschitz=config.lipschitz, epsilon=config.epsilon,
+                event = calibration.dola_laplace_rows(
+                    block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=config.epsilon,
                     rng=self.rng, batch=config.batch,
                 )  # fmt: skip
             self.released[nodes] = block

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from netsim.algorithms.dola.learner import DolaLearner, dola_config
+from netsim.algorithms.dola.config import DolaConfig
+from netsim.algorithms.dola.learner import DolaLearner
 from netsim.algorithms.dola.mixing import (
     MIXING_TABLE,
     MixingMatrix,
@@ -32,16 +33,13 @@ from netsim.algorithms.dola.mixing import (
     check_round,
     union_components,
 )
-from netsim.api import BuildContext, Component
+from netsim.api import BuildContext, RoundLearner
 from netsim.distributions import Constant
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import OnlineData, load_online_data
 from netsim.log import F64, I64, STR, TableSchema
-from netsim.network.links import RANDOM_LOSS, Network
 from netsim.network.topology import Topology
 from netsim.privacy.accountant import LEDGER_TABLE, RECORDS_TABLE
-from netsim.scenario.schema import DolaSection
-from netsim.sim import Simulation
 
 ROUNDS_TABLE = TableSchema(
     name="dola_rounds",
@@ -144,37 +142,34 @@ class _Pending:
     sent_round: int
 
 
-class DolaRounds(Component):
-    """The SimPy process that runs a :class:`DolaLearner` over a :class:`Network` (the
-    ``dola`` section)."""
+class DolaRounds(RoundLearner):
+    """DOLA over the simulated network (the ``dola`` section): each round draws A_t, delivers
+    the released values and lets its :class:`DolaLearner` update every online node."""
 
+    Config = DolaConfig
     tables = (ROUNDS_TABLE, MIXING_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE,
               RECORDS_TABLE)  # fmt: skip
 
     def __init__(
         self,
-        sim: Simulation,
-        network: Network,
+        config: DolaConfig,
+        ctx: BuildContext,
         learner: DolaLearner,
         schedule: MixingSchedule,
-        *,
-        period: float,
-        evaluate_every: int,
-        regret_checkpoints: int,
-        window: int,
-        start: float | None = None,
     ) -> None:
-        """Rounds run at ``start`` (default 0) and every ``period`` after, T of them."""
+        super().__init__(config, ctx)
+        assert ctx.sim is not None and ctx.network is not None
+        sim = ctx.sim
         self.sim = sim
-        self.network = network
+        self.network = ctx.network
         self.learner = learner
         self.schedule = schedule
-        self.period = period
-        self.evaluate_every = evaluate_every
-        self.checkpoints = checkpoint_rounds(learner.config.rounds, regret_checkpoints)
-        self.window = window
-        self.rng = sim.streams.get("dola.mixing")
-        self.fate_rng = sim.streams.get("dola.links")
+        self.period = config.period
+        self.evaluate_every = config.evaluate_every
+        self.checkpoints = checkpoint_rounds(learner.rounds, config.regret_checkpoints)
+        self.window = config.mixing.window
+        self.rng = ctx.stream("mixing")
+        self.fate_rng = ctx.stream("links")
         self.t = 0
         self.cumulative = 0.0
         self.cumulative_at: list[float] = []
@@ -184,17 +179,17 @@ class DolaRounds(Component):
         self.stale_used = 0
         self.max_staleness = 0
         self.last_scale = 0.0
+        network = self.network
         self.ideal = network.links.loss == 0 and network.failures is None and self._delay_fits()
         self.cache: np.ndarray | None = None
         self.cache_round: np.ndarray | None = None
         self.pending: list[_Pending] = []
         self.rounds_table = sim.log.table(ROUNDS_TABLE)
         self.mixing_table = sim.log.table(MIXING_TABLE)
-        sim.every(period, self._round, first=0.0 if start is None else start)
 
     @classmethod
-    def build(cls, config: DolaSection, ctx: BuildContext) -> DolaRounds:
-        assert ctx.sim is not None and ctx.network is not None
+    def build(cls, config: DolaConfig, ctx: BuildContext) -> DolaRounds:
+        assert ctx.network is not None
         topology = ctx.network.topology
         if ctx.nodes > 1 and not topology.is_connected():
             ctx.warn(
@@ -205,14 +200,18 @@ class DolaRounds(Component):
             config, ctx.scenario.duration, ctx.nodes, topology, ctx.integer_seed("shards"),
             ctx.stream("noise"),
         )  # fmt: skip
-        return cls(
-            ctx.sim, ctx.network, learner, schedule, period=config.period,
-            evaluate_every=config.evaluate_every, regret_checkpoints=config.regret_checkpoints,
-            window=config.mixing.window,
+        return cls(config, ctx, learner, schedule)
+
+    @classmethod
+    def check_inputs(cls, config: DolaConfig, ctx: BuildContext) -> None:
+        assert ctx.topology is not None
+        dola_parts(
+            config, ctx.scenario.duration, ctx.nodes, ctx.topology, ctx.integer_seed("shards"),
+            np.random.default_rng(0),
         )  # fmt: skip
 
     @classmethod
-    def check(cls, config: DolaSection, scenario: Any) -> None:
+    def check(cls, config: DolaConfig, scenario: Any) -> None:
         problem = config.section_problem("dola", "regret_node", scenario)
         if problem is not None:
             raise ValueError(problem)
@@ -228,10 +227,8 @@ class DolaRounds(Component):
 
     # --- a round ---------------------------------------------------------------------------
 
-    def _round(self) -> None:
+    def round(self, t: int) -> None:
         learner = self.learner
-        if self.t >= learner.config.rounds:
-            return
         now = self.sim.now
         online = self.network.nodes.online.copy()
         usable = self._usable_links(online, now) if self.network.failures is not None else None
@@ -250,25 +247,23 @@ class DolaRounds(Component):
         if report.event is not None:
             self.last_scale = report.event.noise_scale
         self._log_mixing(mixing, online, now)
-        if self.t % self.evaluate_every == 0 or self.t == learner.config.rounds:
+        if self.t % self.evaluate_every == 0 or self.t == learner.rounds:
             self._log_round(now, int(nodes.size))
 
     def _usable_links(self, online: np.ndarray, now: float) -> np.ndarray:
         """Links that stay up through the round (checked per link: only with link failures)."""
-        failures = self.network.failures
-        assert failures is not None
         schedule = self.schedule
         usable = np.ones(schedule.indices.size, dtype=bool)
         sources, targets = schedule.sources, schedule.indices
         candidates = np.flatnonzero((sources < targets) & online[sources] & online[targets])
-        # each link's up/down process is advanced lazily by its own draws (LinkFailures): one
-        # call per link that could be used, in a fixed order
-        for e, i, j in zip(
-            candidates.tolist(), sources[candidates].tolist(), targets[candidates].tolist(),
-            strict=True,
-        ):  # fmt: skip
-            up = failures.failure_time(i, j, now, now + self.period) is None
-            usable[e] = usable[schedule.reverse[e]] = up
+        # each link's up/down process is advanced lazily by its own draws: one check per link
+        # that could be used, in a fixed order
+        down = self.network.links_down_at(
+            sources[candidates], targets[candidates], now, now + self.period
+        )
+        up = np.isnan(down)
+        usable[candidates] = up
+        usable[schedule.reverse[candidates]] = up
         return usable
 
     def _deliver(
@@ -292,28 +287,13 @@ class DolaRounds(Component):
         receivers, senders = receivers[off], idx[off].astype(np.int64)
         weights = a.data[off]
         entries = schedule.entries(receivers, senders)
-        count = entries.size
-        network.sent += count
-        lost = self.fate_rng.random(count) < network.links.loss
-        delays = np.asarray(network.links.delay.sample(self.fate_rng, count), dtype=float)
-        if network.links.bandwidth is not None:
-            delays = delays + 8.0 * n / network.links.bandwidth
+        fate = network.send_batch(
+            senders, receivers, kind="dola", rng=self.fate_rng, size=8.0 * n
+        )  # the transport counts and logs; a late value arrives after its round
+        lost, delays = fate.lost, fate.delays
+        assert delays is not None
         late = ~lost & (delays > self.period)
         fresh = ~lost & ~late
-        network.delivered += int(fresh.sum())
-        network.lost += int(lost.sum())
-        if lost.any():
-            table = network.lost_table
-            table.extend(
-                [
-                    [now + float(d) for d in delays[lost]],
-                    [now] * int(lost.sum()),
-                    ["dola"] * int(lost.sum()),
-                    senders[lost].tolist(),
-                    receivers[lost].tolist(),
-                    [RANDOM_LOSS] * int(lost.sum()),
-                ]
-            )
         values = learner.released
         self.cache[entries[fresh]] = values[senders[fresh]]
         self.cache_round[entries[fresh]] = self.t
@@ -444,8 +424,8 @@ class DolaRounds(Component):
         )  # fmt: skip
 
 
-def dola_data(section: DolaSection) -> OnlineData:
-    """The data stream of a ``dola`` section (SPEC §6 pre-processing for loaded sets)."""
+def dola_data(section: DolaConfig) -> OnlineData:
+    """The data stream of a ``dola`` section (loaded sets pre-processed as Li et al. describe)."""
     data = section.data
     return load_online_data(
         data.name,
@@ -458,7 +438,7 @@ def dola_data(section: DolaSection) -> OnlineData:
 
 
 def dola_parts(
-    section: DolaSection,
+    section: DolaConfig,
     duration: float,
     nodes: int,
     topology: Topology,
@@ -467,10 +447,9 @@ def dola_parts(
 ) -> tuple[DolaLearner, MixingSchedule]:
     """The learner (data, shards, accountant) and the mixing schedule of a ``dola`` section;
     raises the configuration's errors (batch > local data, isolated nodes, ...)."""
-    config = dola_config(section, rounds=section.rounds_in(duration))
     learner = DolaLearner(
-        config, dola_data(section), nodes, shard_seed=shard_seed, rng=rng,
-        regret_node=section.regret_node,
+        section, dola_data(section), nodes, rounds=section.rounds_in(duration),
+        shard_seed=shard_seed, rng=rng, regret_node=section.regret_node,
     )  # fmt: skip
     mixing = section.mixing
     schedule = MixingSchedule(

@@ -35,6 +35,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from netsim.api import BuildContext, Component, ComponentConfig, WalkAgent
+from netsim.errors import BudgetExhausted
 from netsim.fields import resolved_path
 from netsim.learning.datasets import (
     BUILTIN,
@@ -47,7 +48,7 @@ from netsim.learning.datasets import (
 )
 from netsim.learning.models import LinearModel
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
-from netsim.privacy.accountant import BudgetExhausted, PrivacyAccountant, policy_by_name
+from netsim.privacy.accountant import PrivacyAccountant, policy_by_name
 from netsim.privacy.sensitivity import Norm
 from netsim.sim import Simulation
 
@@ -302,6 +303,10 @@ class SGDAgent(Component):
             y_test=data.y_test,
             evaluate_every=config.evaluate_every,
         )
+
+    @classmethod
+    def check_inputs(cls, config: LearningConfig, ctx: BuildContext) -> None:
+        learning_data(config, ctx.nodes)
 
     @classmethod
     def check(cls, config: LearningConfig, scenario: Any) -> None:

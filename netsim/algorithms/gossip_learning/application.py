@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from netsim.algorithms.dpsgd.sgd import ModelState, SGDAgent
-from netsim.api import BuildContext, Component, ComponentConfig
+from netsim.api import BuildContext, ComponentConfig, NetworkProtocol
 from netsim.distributions import PositiveDuration
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import PushPullGossip
@@ -53,7 +53,7 @@ class GossipLearningConfig(ComponentConfig):
     period: PositiveDuration
 
 
-class GossipLearning(Component):
+class GossipLearning(NetworkProtocol):
     """The ``gossip_learning`` section: its own push-only gossip carrying the models."""
 
     Config = GossipLearningConfig

@@ -23,24 +23,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-from netsim.errors import ScenarioError
+from netsim.algorithms.mi_ogd import calibration
+from netsim.algorithms.mi_ogd.config import Loss, MiOgdConfig
+from netsim.errors import MiOgdConfigError
 from netsim.learning.hindsight import loss_values, project_to_ball
 from netsim.learning.online_data import unit_ball_points
 from netsim.privacy import mechanisms
 from netsim.privacy.events import PrivacyEvent
 from netsim.privacy.sensitivity import per_example_gradient
-
-Setting = Literal["full", "bandit"]
-Loss = Literal["absolute", "hinge", "logistic"]
-
-
-class MiOgdConfigError(ScenarioError):
-    """An MI-private OGD parameter is out of range (raised before anything runs)."""
-
 
 project = project_to_ball  # S = {‖w‖ ≤ B}
 
@@ -66,77 +59,59 @@ def unit_sphere(dimension: int, rng: np.random.Generator) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class MiOgdConfig:
-    """One MI-private OGD run (Zhang & Venkitasubramaniam; names follow the paper)."""
+class MiOgdProblem:
+    """One MI-private OGD run: the section's config and what the data and the run length fix —
+    the dimension d, the horizon T, the Lipschitz constant L and the largest loss F."""
 
+    config: MiOgdConfig
     dimension: int
     rounds: int
-    setting: Setting = "full"
-    loss: Loss = "absolute"
-    sigma: float = 1.0
-    radius: float = 1.0
     lipschitz: float = 1.0
     max_loss: float = 2.0
-    eta: float | None = None
-    smoothing: float | None = None
 
     def __post_init__(self) -> None:
-        problems = []
-        if not self.sigma >= 0:
-            problems.append(
-                f"sigma must be >= 0, got {self.sigma}: it is the standard deviation of the "
-                "noise each user adds (0 = no privacy)"
-            )
-        if not self.radius > 0:
-            problems.append(f"radius B must be positive, got {self.radius}: S = {{‖w‖ ≤ B}}")
-        if self.smoothing is not None and not self.smoothing > 0:
-            problems.append(
-                f"smoothing δ must be positive in the bandit setting, got {self.smoothing}: "
-                "the user evaluates its loss at w + δe and the estimate divides by δ"
-            )
-        if self.eta is not None and not self.eta > 0:
-            problems.append(f"eta must be positive, got {self.eta}")
         if self.dimension < 1 or self.rounds < 1:
-            problems.append("dimension and rounds must be at least 1")
-        if problems:
-            raise MiOgdConfigError("; ".join(problems))
+            raise MiOgdConfigError("dimension and rounds must be at least 1")
 
     @property
     def step(self) -> float:
         """η: as configured, or the theorems' choice for the horizon T."""
-        if self.eta is not None:
-            return self.eta
+        if self.config.eta is not None:
+            return self.config.eta
         d, lip, t = self.dimension, self.lipschitz, self.rounds
-        if self.setting == "full":  # Theorem 2
-            return self.radius / math.sqrt((lip**2 + d * self.sigma**2) * t)
+        if self.config.setting == "full":  # Theorem 2
+            return self.config.radius / math.sqrt((lip**2 + d * self.config.sigma**2) * t)
         # Theorem 4: η ∝ T^(−3/4), scaled so that B²/(2η) and (η/2)·T·d²(F/δ)² balance
-        return self.radius / (d * (self.max_loss + lip)) * t ** (-0.75)
+        return self.config.radius / (d * (self.max_loss + lip)) * t ** (-0.75)
 
     @property
     def delta(self) -> float:
         """δ of the bandit estimate: as configured, or T^(−1/4) · B (Theorem 4)."""
-        if self.smoothing is not None:
-            return self.smoothing
-        return self.radius * self.rounds ** (-0.25)
+        if self.config.smoothing is not None:
+            return self.config.smoothing
+        return self.config.radius * self.rounds ** (-0.25)
 
     def power_bound(self) -> float:
         """P ≥ E‖z_t‖²: L² (full information) or d²(F/δ + L)² (bandit, eq. 7)."""
-        if self.setting == "full":
+        if self.config.setting == "full":
             return self.lipschitz**2
         return (self.dimension * (self.max_loss / self.delta + self.lipschitz)) ** 2
 
     def leakage(self) -> float:
         """C in nats: Theorem 1 or Theorem 3, the channel capacity at the report's power
         bound (∞ for σ = 0)."""
-        return mechanisms.gaussian_channel_capacity(self.dimension, self.power_bound(), self.sigma)
+        return calibration.gaussian_channel_capacity(
+            self.dimension, self.power_bound(), self.config.sigma
+        )
 
     def regret_bound(self) -> float:
         """Theorem 2's B²/(2η) + (η/2) T (L² + dσ²) (full information; = B√((L²+dσ²)T) at
         the default η), or Theorem 4's B²/(2η) + (η/2) T (d²(F/δ + L)² + dσ²) + 3 T L δ: both
         B²/(2η) + (η/2) T (P + dσ²), plus the smoothing bias in the bandit setting."""
         eta, t, d = self.step, self.rounds, self.dimension
-        bound = self.radius**2 / (2 * eta) + eta / 2 * t * (self.power_bound() + d * self.sigma**2)
-        if self.setting == "bandit":
+        radius, sigma = self.config.radius, self.config.sigma
+        bound = radius**2 / (2 * eta) + eta / 2 * t * (self.power_bound() + d * sigma**2)
+        if self.config.setting == "bandit":
             bound += 3 * t * self.lipschitz * self.delta
         return bound
 
@@ -153,21 +128,22 @@ class Report:
 
 
 def user_report(
-    config: MiOgdConfig, w: np.ndarray, x: np.ndarray, y: float, rng: np.random.Generator
+    problem: MiOgdProblem, w: np.ndarray, x: np.ndarray, y: float, rng: np.random.Generator
 ) -> Report:
     """The encryption layer at the user (Alg. 1 lines 1–4, Alg. 2 lines 1–7)."""
-    if config.setting == "full":
+    if problem.config.setting == "full":
         played = w
-        loss = loss_value(config.loss, w, x, y)
-        z = subgradient(config.loss, w, x, y)
+        loss = loss_value(problem.config.loss, w, x, y)
+        z = subgradient(problem.config.loss, w, x, y)
     else:
-        e = unit_sphere(config.dimension, rng)
-        played = w + config.delta * e
-        loss = loss_value(config.loss, played, x, y)
-        z = (config.dimension / config.delta) * loss * e
-    mechanism = "gaussian_mi" if config.setting == "full" else "gaussian_mi_bandit"
-    noisy, event = mechanisms.mutual_information_report(
-        z, power_bound=config.power_bound(), sigma=config.sigma, rng=rng, mechanism=mechanism
+        e = unit_sphere(problem.dimension, rng)
+        played = w + problem.delta * e
+        loss = loss_value(problem.config.loss, played, x, y)
+        z = (problem.dimension / problem.delta) * loss * e
+    mechanism = "gaussian_mi" if problem.config.setting == "full" else "gaussian_mi_bandit"
+    noisy, event = calibration.mutual_information_report(
+        z, power_bound=problem.power_bound(), sigma=problem.config.sigma, rng=rng,
+        mechanism=mechanism,
     )
     return Report(noisy, played, loss, event)
 
@@ -175,16 +151,16 @@ def user_report(
 class LazyProjectionOGD:
     """The learner: θ ← θ − z̃, w = Proj_S(η θ) (Alg. 1 lines 5–8)."""
 
-    def __init__(self, config: MiOgdConfig) -> None:
-        self.config = config
-        self.theta = np.zeros(config.dimension)
-        self.w = np.zeros(config.dimension)
+    def __init__(self, problem: MiOgdProblem) -> None:
+        self.problem = problem
+        self.theta = np.zeros(problem.dimension)
+        self.w = np.zeros(problem.dimension)
         self.updates = 0
 
     def apply(self, report: np.ndarray) -> None:
         """One update with a user's report."""
         self.theta -= report
-        self.w = project(self.config.step * self.theta, self.config.radius)
+        self.w = project(self.problem.step * self.theta, self.problem.config.radius)
         self.updates += 1
 
 

@@ -22,23 +22,22 @@ from typing import Any
 
 import numpy as np
 
+from netsim.algorithms.mi_ogd.config import MiOgdConfig
 from netsim.algorithms.mi_ogd.learner import (
     LazyProjectionOGD,
-    MiOgdConfig,
+    MiOgdProblem,
     Stream,
     max_loss,
     synthetic_regression,
     user_report,
 )
-from netsim.api import BuildContext, Component
+from netsim.api import BuildContext, RoundLearner
 from netsim.errors import ScenarioError
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import load_online_data, shard_rows
 from netsim.log import F64, I64, STR, TableSchema
-from netsim.network.links import Network, Transfer
+from netsim.network.links import Transfer
 from netsim.privacy.accountant import LEDGER_TABLE, RECORDS_TABLE, PrivacyAccountant, Unlimited
-from netsim.scenario.schema import MiOgdSection
-from netsim.sim import Simulation
 
 ROUNDS_TABLE = TableSchema(
     name="mi_ogd_rounds",
@@ -105,65 +104,59 @@ SUMMARY_TABLE = TableSchema(
 )
 
 
-class MiOgdRounds(Component):
-    """The learner node, the user nodes and their rounds over a :class:`Network` (the
-    ``mi_ogd`` section)."""
+class MiOgdRounds(RoundLearner):
+    """The learner node, the user nodes and their rounds over the network (the ``mi_ogd``
+    section)."""
 
+    Config = MiOgdConfig
     tables = (ROUNDS_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
 
     def __init__(
-        self,
-        sim: Simulation,
-        network: Network,
-        config: MiOgdConfig,
-        stream: Stream,
-        *,
-        learner: int,
-        period: float,
-        regret_checkpoints: int,
-        shard_seed: int,
+        self, config: MiOgdConfig, ctx: BuildContext, problem: MiOgdProblem, stream: Stream
     ) -> None:
+        super().__init__(config, ctx)
+        assert ctx.sim is not None and ctx.network is not None
+        sim, network = ctx.sim, ctx.network
         n = network.nodes.n
         self.sim = sim
         self.network = network
-        self.config = config
+        self.problem = problem
         self.stream = stream
-        self.learner_node = learner
-        self.learner = LazyProjectionOGD(config)
-        self.users = np.delete(np.arange(n, dtype=np.int64), learner)
-        self.table, self.lengths = shard_rows(stream.x.shape[0], self.users.size, shard_seed)
+        self.learner_node = config.learner
+        self.learner = LazyProjectionOGD(problem)
+        self.users = np.delete(np.arange(n, dtype=np.int64), config.learner)
+        self.table, self.lengths = shard_rows(
+            stream.x.shape[0], self.users.size, ctx.integer_seed("shards")
+        )
         self.position = np.zeros(self.users.size, dtype=np.int64)
-        self.pick_rng = sim.streams.get("mi_ogd.users")
-        self.noise_rng = sim.streams.get("mi_ogd.noise")
+        self.pick_rng = ctx.stream("users")
+        self.noise_rng = ctx.stream("noise")
         self.accountant = PrivacyAccountant(stream.x.shape[0], epsilon=math.inf, policy=Unlimited())
-        self.checkpoints = checkpoint_rounds(config.rounds, regret_checkpoints)
+        self.checkpoints = checkpoint_rounds(problem.rounds, config.regret_checkpoints)
         self.t = 0
         self.rows: list[list[object]] = []  # one per round played, as ROUNDS_TABLE
         self.table_rows = sim.log.table(ROUNDS_TABLE)
         self.skipped = 0
-        sim.every(period, self._round, first=0.0)
 
     @classmethod
-    def build(cls, config: MiOgdSection, ctx: BuildContext) -> MiOgdRounds:
-        assert ctx.sim is not None and ctx.network is not None
-        ogd, stream = mi_ogd_parts(config, ctx.scenario.duration)
-        return cls(
-            ctx.sim, ctx.network, ogd, stream, learner=config.learner, period=config.period,
-            regret_checkpoints=config.regret_checkpoints, shard_seed=ctx.integer_seed("shards"),
-        )  # fmt: skip
+    def build(cls, config: MiOgdConfig, ctx: BuildContext) -> MiOgdRounds:
+        problem, stream = mi_ogd_parts(config, ctx.scenario.duration)
+        return cls(config, ctx, problem, stream)
 
     @classmethod
-    def check(cls, config: MiOgdSection, scenario: Any) -> None:
+    def check_inputs(cls, config: MiOgdConfig, ctx: BuildContext) -> None:
+        mi_ogd_parts(config, ctx.scenario.duration)
+
+    @classmethod
+    def check(cls, config: MiOgdConfig, scenario: Any) -> None:
         if scenario.nodes < 2:
             raise ValueError("mi_ogd needs at least 2 nodes: a learner and a user")
         problem = config.section_problem("mi_ogd", "learner", scenario)
         if problem is not None:
             raise ValueError(problem)
 
-    def _round(self) -> None:
-        if self.t >= self.config.rounds:
-            return
-        self.t += 1
+    def round(self, t: int) -> None:
+        self.t = t
         online = self.network.nodes.online
         if not online[self.learner_node]:
             self.skipped += 1
@@ -187,7 +180,7 @@ class MiOgdRounds(Component):
         example = int(self.table[k, self.position[k] % self.lengths[k]])
         self.position[k] += 1
         stream = self.stream
-        report = user_report(self.config, w, stream.x[example], float(stream.y[example]),
+        report = user_report(self.problem, w, stream.x[example], float(stream.y[example]),
                              self.noise_rng)  # fmt: skip
         self.accountant.charge(example, report.event, time=self.sim.now)
         row = [t, sent_at, int(transfer.dst), example, report.loss, math.nan, -1,
@@ -207,7 +200,8 @@ class MiOgdRounds(Component):
 
     def finish(self) -> None:
         """Regret at the checkpoints, the tables and the privacy ledger."""
-        config = self.config
+        problem = self.problem
+        config = problem.config
         log = self.sim.log
         for row in self.rows:
             self.table_rows.append(*row)
@@ -230,28 +224,29 @@ class MiOgdRounds(Component):
             )  # fmt: skip
             start = solution.w
             regret = float(losses[played - 1]) - solution.value
-            bound = _bound(config, played)
+            bound = _bound(problem, played)
             regret_table.append(int(t), played, float(losses[played - 1]), solution.value,
                                 solution.value - solution.lower_bound, regret, bound)  # fmt: skip
         self.accountant.write_tables(log)
         applied = sum(1 for row in self.rows if not math.isnan(row[5]))
         log.table(SUMMARY_TABLE).append(
-            config.setting, config.loss, config.dimension, config.sigma, config.step,
-            config.delta if config.setting == "bandit" else math.nan, config.rounds,
-            len(self.rows), applied, regret, bound, config.leakage(),
+            config.setting, config.loss, problem.dimension, config.sigma, problem.step,
+            problem.delta if config.setting == "bandit" else math.nan, problem.rounds,
+            len(self.rows), applied, regret, bound, problem.leakage(),
             float(self.accountant.mutual_information_spent.max()),
         )  # fmt: skip
 
 
-def _bound(config: MiOgdConfig, played: int) -> float:
+def _bound(problem: MiOgdProblem, played: int) -> float:
     """The theorems' bound for ``played`` rounds at the run's η and δ."""
-    return replace(config, rounds=played, eta=config.step, smoothing=config.delta).regret_bound()
+    fixed = problem.config.model_copy(update={"eta": problem.step, "smoothing": problem.delta})
+    return replace(problem, config=fixed, rounds=played).regret_bound()
 
 
 REGRESSION_OPTIONS = {"examples": 10_000, "dimension": 1, "noise": 0.1, "scale": 0.5}
 
 
-def mi_ogd_parts(section: MiOgdSection, duration: float) -> tuple[MiOgdConfig, Stream]:
+def mi_ogd_parts(section: MiOgdConfig, duration: float) -> tuple[MiOgdProblem, Stream]:
     """The configuration and the users' examples of an ``mi_ogd`` section."""
     data = section.data
     if data.name == "synthetic_regression":
@@ -290,12 +285,8 @@ def mi_ogd_parts(section: MiOgdSection, duration: float) -> tuple[MiOgdConfig, S
             f"mi_ogd.data: the longest example has norm {stream.lipschitz:.4g} > 1; the "
             "leakage and regret bounds assume L = 1"
         )
-    base = MiOgdConfig(
-        dimension=stream.dimension, rounds=rounds, setting=section.setting, loss=section.loss,
-        sigma=section.sigma, radius=section.radius, lipschitz=lipschitz, eta=section.eta,
-        smoothing=section.smoothing,
-    )  # fmt: skip
-    reach = base.radius + (base.delta if base.setting == "bandit" else 0.0)
+    base = MiOgdProblem(section, stream.dimension, rounds, lipschitz)
+    reach = section.radius + (base.delta if section.setting == "bandit" else 0.0)
     y_max = float(np.abs(stream.y).max())
     config = replace(base, max_loss=max_loss(section.loss, reach, lipschitz, y_max))
     return config, stream

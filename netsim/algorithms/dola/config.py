@@ -1,0 +1,103 @@
+"""The ``dola`` section: DOLA's one config (Li et al.; names follow the papers).
+
+Every key is validated here, before anything runs; the learner
+(:class:`~netsim.algorithms.dola.learner.DolaLearner`) and the round component
+(:class:`~netsim.algorithms.dola.rounds.DolaRounds`) read this same frozen object.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from netsim.api import ComponentConfig, RoundsConfig
+from netsim.learning.datasets import BUILTIN, USER_FORMATS
+from netsim.learning.online_data import SYNTHETIC, StreamDataConfig
+
+Algorithm = Literal["laplace", "gaussian", "sparse", "non_private"]
+
+
+class DolaDataConfig(StreamDataConfig):
+    """DOLA's binary data stream: a generator of :mod:`netsim.learning.online_data` or a data
+    set of the loader, pre-processed as Li et al. describe (``docs/papers.md``)."""
+
+    name: Literal[SYNTHETIC + BUILTIN + USER_FORMATS]  # type: ignore[valid-type]
+    test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
+
+
+class DolaMixingConfig(ComponentConfig):
+    """How A_t is drawn: each online node talks to ``count`` (if > 0) or a ``fraction`` of its
+    online neighbours per round; ``time_invariant`` uses one A on every link instead."""
+
+    fraction: float = Field(default=0.5, gt=0.0, le=1.0)
+    count: int = Field(default=0, ge=0)
+    time_invariant: bool = False
+    window: int = Field(default=10, ge=1)
+
+
+class DolaConfig(RoundsConfig):
+    """DOLA (Li et al.): private distributed online learning in synchronous rounds."""
+
+    data: DolaDataConfig
+    algorithm: Algorithm = "laplace"
+    loss: Literal["hinge", "logistic"] = "hinge"
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    calibration: Literal["printed", "analytic"] = "printed"
+    batch: int = 1
+    step: Literal["strongly_convex", "convex"] = "strongly_convex"
+    strong_convexity: float = Field(default=1.0, allow_inf_nan=False)
+    regularisation: float = Field(default=0.0, allow_inf_nan=False)
+    radius: float = Field(default=1.0, allow_inf_nan=False)
+    sparsity: float = Field(default=0.0, allow_inf_nan=False)
+    mixing: DolaMixingConfig = DolaMixingConfig()
+    regret_node: int = Field(default=0, ge=0)
+    regret_checkpoints: int = Field(default=20, ge=0)
+    evaluate_every: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _runnable(self) -> DolaConfig:
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def problems(self) -> list[str]:
+        """Why this configuration cannot run (empty when it can)."""
+        out = []
+        if not self.epsilon > 0:  # also refuses NaN; ε = ∞ means no noise
+            out.append(
+                f"epsilon must be positive, got {self.epsilon}: it is the privacy budget of "
+                "one release, and the noise scale is proportional to 1/ε (ε = .inf, or "
+                "algorithm non_private, for no noise)"
+            )
+        if self.algorithm == "gaussian" and not 0 < self.delta < 1:
+            out.append(
+                f"delta must be in (0, 1) for the Gaussian mechanism, got {self.delta}: it is "
+                "the probability with which the ε bound may fail"
+            )
+        if self.batch < 1:
+            out.append(f"batch must be at least 1, got {self.batch}")
+        if self.step == "strongly_convex" and not self.strong_convexity > 0:
+            out.append(
+                "the strongly convex step 1/(λt) needs strong_convexity λ > 0, got "
+                f"{self.strong_convexity}; use step: convex (1/(2√t)) for λ = 0"
+            )
+        if not self.radius > 0:
+            out.append(f"radius R must be positive, got {self.radius}")
+        if self.regularisation < 0 or self.sparsity < 0:
+            out.append("regularisation φ and sparsity ρ must be >= 0")
+        return out
+
+    @property
+    def private(self) -> bool:
+        """Whether releases are perturbed (a finite ε and not the non-private baseline)."""
+        return self.algorithm != "non_private" and math.isfinite(self.epsilon)
+
+    def alpha(self, t: int) -> float:
+        """α_t for t ≥ 1: 1/(λt) or 1/(2√t) (Li et al., Theorem 2)."""
+        if self.step == "strongly_convex":
+            return 1.0 / (self.strong_convexity * t)
+        return 1.0 / (2.0 * math.sqrt(t))
