@@ -13,10 +13,10 @@ Every part of a run that a scenario names with ``kind:`` is a **component**: a c
 
 The slot a component fills is given by the interface it derives from — :class:`TopologyBuilder`,
 :class:`ChurnModel`, :class:`GossipApplication`, :class:`NetworkProtocol`, :class:`Walk`,
-:class:`WalkAgent`, :class:`RoundLearner` — and it is registered under a name
-(:mod:`netsim.registry`): by netsim for the built-ins, by the ``netsim.components`` entry-point
-group for installed packages, or named in YAML as ``kind: package.module:Class``.
-``docs/components.md`` walks through writing one.
+:class:`WalkAgent`, :class:`RoundLearner`, :class:`Mechanism`, :class:`DatasetLoader` — and
+it is registered under a name (:mod:`netsim.registry`): by netsim for the built-ins, by the
+``netsim.components`` entry-point group for installed packages, or named in YAML as
+``kind: package.module:Class``. ``docs/components.md`` walks through writing one.
 
 A minimal walk agent that counts how often each node is visited::
 
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from netsim.network.churn import ChurnSchedule
     from netsim.network.links import Network, Transfer
     from netsim.network.topology import Topology
+    from netsim.privacy.events import PrivacyEvent
     from netsim.rng import RandomStreams
     from netsim.scenario.schema import Scenario
     from netsim.sim import Simulation
@@ -69,7 +70,10 @@ __all__ = [
     "ChurnModel",
     "Component",
     "ComponentConfig",
+    "DatasetLoader",
     "GossipApplication",
+    "LoadedData",
+    "Mechanism",
     "NetworkProtocol",
     "RoundLearner",
     "RoundsConfig",
@@ -321,6 +325,67 @@ class NetworkProtocol(Component):
         """Schedule the protocol's first events (called once every component is built)."""
 
 
+class Mechanism(Component):
+    """A noise mechanism: perturbs a value of bounded sensitivity and says what guarantee the
+    release really has (named where a scenario chooses noise, e.g. ``learning.noise``).
+
+    :meth:`release` returns the noisy value and a :class:`~netsim.privacy.events.PrivacyEvent`
+    whose ``guarantee`` is ``epsilon-DP``, ``(epsilon,delta)-DP`` or ``none`` — the guarantee
+    the noise gives, not the one asked for. ``norm`` is the norm the sensitivity is measured
+    in (the data are normalised in it). A mechanism that implements :meth:`noise` (the noise
+    alone) can be audited empirically (:mod:`netsim.privacy.audit`); the contract test audits
+    every registered mechanism that claims ε-DP.
+    """
+
+    slot = "mechanism"
+    slot_title = "noise mechanism"
+    #: The norm of the sensitivity: ``L1`` or ``L2``.
+    norm: ClassVar[str] = "L2"
+
+    @abstractmethod
+    def release(
+        self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """``value`` plus noise calibrated to ``sensitivity`` / ``epsilon``, and its event."""
+
+    def noise(
+        self, count: int, dimension: int, scale: float, rng: np.random.Generator
+    ) -> np.ndarray | None:
+        """``count`` noise vectors of ``dimension`` at ``scale`` = Δ/ε (``None``: not
+        available, so the mechanism cannot be audited)."""
+        return None
+
+
+@dataclass(frozen=True)
+class LoadedData:
+    """What a :class:`DatasetLoader` reads: one example per row of ``x`` (numeric, finite),
+    its label in ``labels`` (numbers or text: netsim numbers the classes), and a sentence
+    naming the source for the run's summary."""
+
+    x: np.ndarray
+    labels: np.ndarray
+    source: str
+
+
+class DatasetLoader(Component):
+    """Reads a labelled data set; netsim splits it (``split_seed``, ``test_fraction``), numbers
+    its classes and pre-processes it for the algorithm that uses it. Named where a scenario
+    names a data set (``learning.dataset.name``, ``dola.data.name``, ``mi_ogd.data.name``);
+    the section's ``path`` and ``label`` keys are passed on."""
+
+    slot = "dataset"
+    slot_title = "data-set loader"
+    #: The share of test rows when the scenario gives no ``test_fraction``.
+    test_fraction: ClassVar[float] = 0.2
+    #: Whether the loader needs a ``path`` (and refuses one when False).
+    needs_path: ClassVar[bool] = True
+
+    @abstractmethod
+    def load(self, path: Path | None, label: str | int | None) -> LoadedData:
+        """Read the data set (raise :class:`~netsim.errors.DataError` naming the file, line
+        and what is allowed when it is malformed)."""
+
+
 class RoundsConfig(ComponentConfig):
     """A round-based learner's timing: a round every ``period``, T = ``rounds`` of them."""
 
@@ -388,7 +453,7 @@ class RoundLearner(Component):
 #: The interfaces a component derives from, one per slot.
 INTERFACES: tuple[type[Component], ...] = (
     TopologyBuilder, ChurnModel, GossipApplication, NetworkProtocol, Walk, WalkAgent,
-    RoundLearner,
+    RoundLearner, Mechanism, DatasetLoader,
 )  # fmt: skip
 
 

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Annotated, Any, Literal
 
-from pydantic import PlainValidator, ValidationError, ValidationInfo, WithJsonSchema, create_model
+from pydantic import (
+    AfterValidator,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    create_model,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from netsim.api import INTERFACES, Component, ComponentConfig
@@ -50,6 +57,16 @@ BUILTIN: tuple[str, ...] = (
     "gossip_learning = netsim.algorithms.gossip_learning.application:GossipLearning",
     "dola = netsim.algorithms.dola.rounds:DolaRounds",
     "mi_ogd = netsim.algorithms.mi_ogd.rounds:MiOgdRounds",
+    "l1 = netsim.privacy.mechanisms:LaplaceMechanism",
+    "l2_paper = netsim.privacy.mechanisms:PaperL2Mechanism",
+    "k_norm_l2 = netsim.privacy.mechanisms:KNormL2Mechanism",
+    *(
+        f"{name} = netsim.learning.datasets:BuiltinDataset"
+        for name in (
+            "spambase", "segmentation", "adult", "mnist", "mnist5k", "digits", "breast_cancer",
+            "wine", "csv", "libsvm",
+        )
+    ),
 )
 
 #: What each slot is called in messages.
@@ -289,6 +306,30 @@ def component_field(*slots: str) -> Any:
         return validate_component_config(value, slots, info.context)
 
     return Annotated[Any, PlainValidator(validate), WithJsonSchema({"type": "object"})]
+
+
+def component_name(*slots: str, also: tuple[str, ...] = ()) -> Any:
+    """The annotation of a config field that names a component of one of ``slots`` by a plain
+    string (a registered name or ``package.module:Class``), for components without settings
+    such as noise mechanisms and data-set loaders; the names in ``also`` are accepted too (a
+    section's own generators). An unknown name lists the allowed ones."""
+
+    def validate(value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"expected a name, got {value!r}")
+        if value in also:
+            return value
+        try:
+            REGISTRY.lookup(slots, value)
+        except ComponentError as exc:
+            message = str(exc)
+            if also and message.startswith("unknown value"):
+                names = ", ".join(repr(name) for name in also)
+                message = message.replace("allowed values: ", f"allowed values: {names}, ", 1)
+            raise ValueError(message) from None
+        return value
+
+    return Annotated[str, AfterValidator(validate)]
 
 
 def component_class(config: ComponentConfig, slots: tuple[str, ...]) -> type[Component]:

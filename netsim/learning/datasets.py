@@ -40,7 +40,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from netsim.errors import DataError
+from netsim.api import DatasetLoader, LoadedData
+from netsim.errors import ComponentError, DataError
 
 BUILTIN: tuple[str, ...] = (
     "spambase",
@@ -223,41 +224,16 @@ def load_dataset(
         DataError: unknown name, missing or misplaced argument, unreadable or malformed file
             (naming the file, line and column), fewer than two classes, or an impossible split.
     """
-    if not isinstance(name, str) or name not in BUILTIN + USER_FORMATS:
-        raise DataError(
-            f"unknown data set {name!r}; the built-in data sets are {_listing(BUILTIN)}, and "
-            f"users' own files load with {_listing(USER_FORMATS)} (give path=, and label= for "
-            "csv)"
-        )
     if isinstance(split_seed, bool) or not isinstance(split_seed, Integral) or split_seed < 0:
         raise DataError(f"split_seed must be a non-negative integer, got {split_seed!r}")
     if test_fraction is not None:
         _check_fraction(test_fraction)
-    if label is not None and name != "csv":
-        raise DataError(
-            f"label= is only for the 'csv' format (got label={label!r} for {name!r}); the "
-            "other data sets know their label"
-        )
-    if name in _BUNDLED or name in _SKLEARN:
-        if path is not None:
-            where = "is bundled with netsim" if name in _BUNDLED else "comes with scikit-learn"
-            raise DataError(f"data set {name!r} {where}; do not give path= (got {path})")
-    elif path is None:
-        raise DataError(f"data set {name!r} needs path=: {_PATH_HINT[name]}")
-    file = Path(path) if path is not None else Path()
-    loaders: dict[str, Callable[[], _Loaded]] = {
-        "spambase": _load_spambase,
-        "segmentation": _load_segmentation,
-        "adult": lambda: _load_adult(file),
-        "mnist": lambda: _load_mnist(file),
-        "mnist5k": lambda: _load_mnist5k(file),
-        "digits": lambda: _load_sklearn("digits"),
-        "breast_cancer": lambda: _load_sklearn("breast_cancer"),
-        "wine": lambda: _load_sklearn("wine"),
-        "csv": lambda: _load_user_csv(file, label),
-        "libsvm": lambda: _load_libsvm(file),
-    }
-    x, y, classes, origin, source = loaders[name]()
+    loader = dataset_loader(name)
+    loaded = loader.load(Path(path) if path is not None else None, label)
+    x, y, classes, origin, source = _numbered(name, loaded)
+    default_fraction = (
+        _DEFAULT_FRACTION[name] if isinstance(loader, BuiltinDataset) else loader.test_fraction
+    )
 
     n = len(y)
     if test_fraction is None and name == "spambase":
@@ -270,7 +246,7 @@ def load_dataset(
             "because all its rows also occur in segmentation.test"
         )
     else:
-        fraction = test_fraction if test_fraction is not None else _DEFAULT_FRACTION[name]
+        fraction = test_fraction if test_fraction is not None else default_fraction
         assert fraction is not None
         n_test = math.floor(fraction * n + 0.5)
         how = f"test_fraction {fraction:g}"
@@ -304,6 +280,104 @@ def load_dataset(
         source=source,
         split=sentence,
     )
+
+
+def dataset_names() -> tuple[str, ...]:
+    """The names of the registered data-set loaders (built-in and installed)."""
+    from netsim.registry import REGISTRY
+
+    return REGISTRY.names("dataset")
+
+
+def dataset_loader(name: str) -> DatasetLoader:
+    """The registered data-set loader of ``name`` (a built-in name, an installed package's, or
+    ``package.module:Class``); :class:`DataError` lists the names that are allowed."""
+    from netsim.registry import REGISTRY  # the registry lists this module's loader
+
+    if not isinstance(name, str):
+        raise DataError(f"a data set is named by a string, got {name!r}")
+    try:
+        cls, config = REGISTRY.lookup(("dataset",), name)
+    except ComponentError as exc:
+        if ":" in name:
+            raise DataError(f"data set {exc}") from None
+        raise DataError(
+            f"unknown data set {name!r}; the registered data sets are "
+            f"{_listing(dataset_names())} (users' own files load with {_listing(USER_FORMATS)}: "
+            "give path=, and label= for csv), or a loader class as package.module:Class"
+        ) from None
+    loader = cls(config(kind=name), None)
+    assert isinstance(loader, DatasetLoader)
+    return loader
+
+
+def _numbered(name: str, loaded: LoadedData) -> _Loaded:
+    """A loader's data with class indices: as a built-in loader numbered them, or numbered
+    here from the labels of a plug-in loader (checked: a finite numeric 2-d ``x``, one label
+    per row)."""
+    if isinstance(loaded, _BuiltinData):
+        return loaded.loaded
+    try:
+        x = np.asarray(loaded.x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(f"data set {name!r}: the loader's x is not numeric") from None
+    labels = np.asarray(loaded.labels)
+    if x.ndim != 2 or labels.ndim != 1 or labels.shape[0] != x.shape[0]:
+        raise DataError(
+            f"data set {name!r}: the loader returned x of shape {x.shape} and labels of shape "
+            f"{labels.shape}; it must return one row of x and one label per example"
+        )
+    bad = np.argwhere(~np.isfinite(x))
+    if bad.size:
+        row, column = (int(v) for v in bad[0])
+        raise DataError(f"data set {name!r}: row {row + 1}, column {column + 1} is not finite")
+    y, classes = _classes(
+        [_label_text(float(v)) if isinstance(v, Real) else str(v) for v in labels.tolist()],
+        lambda i: f"data set {name!r}, row {i + 1}",
+        f"data set {name!r}",
+    )
+    return x, y, classes, f"data set {name!r}", loaded.source
+
+
+@dataclass(frozen=True)
+class _BuiltinData(LoadedData):
+    """A built-in loader's data, its classes already numbered as the files define them."""
+
+    loaded: _Loaded = ((), (), (), "", "")  # type: ignore[assignment]
+
+
+class BuiltinDataset(DatasetLoader):
+    """The data sets netsim ships or reads from known files, and the ``csv`` / ``libsvm``
+    formats (one registered name each: see :func:`load_dataset`)."""
+
+    def load(self, path: Path | None, label: str | int | None) -> LoadedData:
+        name = self.config.kind  # type: ignore[attr-defined]
+        if label is not None and name != "csv":
+            raise DataError(
+                f"label= is only for the 'csv' format (got label={label!r} for {name!r}); the "
+                "other data sets know their label"
+            )
+        if name in _BUNDLED or name in _SKLEARN:
+            if path is not None:
+                where = "is bundled with netsim" if name in _BUNDLED else "comes with scikit-learn"
+                raise DataError(f"data set {name!r} {where}; do not give path= (got {path})")
+        elif path is None:
+            raise DataError(f"data set {name!r} needs path=: {_PATH_HINT[name]}")
+        file = path if path is not None else Path()
+        loaders: dict[str, Callable[[], _Loaded]] = {
+            "spambase": _load_spambase,
+            "segmentation": _load_segmentation,
+            "adult": lambda: _load_adult(file),
+            "mnist": lambda: _load_mnist(file),
+            "mnist5k": lambda: _load_mnist5k(file),
+            "digits": lambda: _load_sklearn("digits"),
+            "breast_cancer": lambda: _load_sklearn("breast_cancer"),
+            "wine": lambda: _load_sklearn("wine"),
+            "csv": lambda: _load_user_csv(file, label),
+            "libsvm": lambda: _load_libsvm(file),
+        }
+        loaded = loaders[name]()
+        return _BuiltinData(loaded[0], loaded[1], loaded[4], loaded)
 
 
 def preprocess(

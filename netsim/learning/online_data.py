@@ -46,11 +46,10 @@ from pydantic import Field, ValidationInfo, field_validator
 from netsim.api import ComponentConfig
 from netsim.fields import resolved_path
 from netsim.learning.datasets import (
-    BUILTIN,
-    USER_FORMATS,
     DataError,
     Dataset,
     TrainTestSplit,
+    dataset_names,
     load_dataset,
 )
 
@@ -325,8 +324,8 @@ def load_online_data(
             the loader or of :func:`from_dataset`.
     """
     options = dict(options or {})
-    known = SYNTHETIC + BUILTIN + USER_FORMATS
-    if not isinstance(name, str) or name not in known:
+    known = SYNTHETIC + dataset_names()
+    if not isinstance(name, str) or (name not in known and ":" not in name):
         raise DataError(
             f"unknown data set {name!r}; the online data sets are {_listing(known)} (the "
             f"generated {_listing(SYNTHETIC)}, the built-in data sets with two classes, and "

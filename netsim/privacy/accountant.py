@@ -339,7 +339,7 @@ class PrivacyAccountant:
         record: int,
         value: np.ndarray | float,
         *,
-        mechanism: str,
+        mechanism: str | Release,
         sensitivity: float,
         rng: np.random.Generator,
         time: float = math.nan,
@@ -352,10 +352,13 @@ class PrivacyAccountant:
         :class:`BudgetExhausted` (counted in ``refused``) when record 17 has no budget left.
         Under the unlimited policy the value is returned unchanged (non-private baseline).
         ``options`` go to the mechanism (``calibration`` for the Gaussian); a Gaussian spends
-        the per-use share of the δ budget in the same proportion as ε.
+        the per-use share of the δ budget in the same proportion as ε. ``mechanism`` is a name
+        of :data:`MECHANISMS` or a release function with their signature (e.g. the
+        ``release`` method of a :class:`~netsim.api.Mechanism` component).
         """
-        if mechanism not in MECHANISMS:
+        if isinstance(mechanism, str) and mechanism not in MECHANISMS:
             raise ValueError(f"unknown mechanism {mechanism!r}; known: {', '.join(MECHANISMS)}")
+        release = MECHANISMS[mechanism] if isinstance(mechanism, str) else mechanism
         eps = self.next_epsilon(record)
         if eps is None:
             self.refused[record] += 1
@@ -367,9 +370,7 @@ class PrivacyAccountant:
         else:
             if mechanism == "gaussian":
                 options.setdefault("delta", self.delta * eps / self.epsilon)
-            noisy, event = MECHANISMS[mechanism](
-                value, sensitivity=sensitivity, epsilon=eps, rng=rng, **options
-            )
+            noisy, event = release(value, sensitivity=sensitivity, epsilon=eps, rng=rng, **options)
         self.charge(record, event, time=time)
         return noisy, event
 

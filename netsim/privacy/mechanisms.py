@@ -37,6 +37,7 @@ from typing import Literal
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
+from netsim.api import Mechanism
 from netsim.privacy import laplace_kernel
 from netsim.privacy.events import PrivacyEvent
 
@@ -291,3 +292,56 @@ def no_noise(value: np.ndarray | float) -> tuple[np.ndarray, PrivacyEvent]:
     """The non-private baseline: the value unchanged, recorded as such."""
     x = as_vector(value)
     return x.copy(), PrivacyEvent("none", "non-private", 0.0, 0.0, 0.0, "L2", 0.0, x.size)
+
+
+# --- the registered noise mechanisms (``learning.noise``) --------------------------------------
+
+
+class LaplaceMechanism(Mechanism):
+    """``l1``: i.i.d. Laplace(0, Δ/ε) coordinates; ε-DP for L1 sensitivity Δ."""
+
+    norm = "L1"
+
+    def release(
+        self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        return laplace(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+
+    def noise(
+        self, count: int, dimension: int, scale: float, rng: np.random.Generator
+    ) -> np.ndarray:
+        return laplace_noise(count, dimension, scale, rng)
+
+
+class PaperL2Mechanism(Mechanism):
+    """``l2_paper``: Hegedűs et al. (2016) §2.3 as printed, a uniform direction with a
+    Laplace(0, Δ/ε) length; **not ε-DP for d > 1** (its events say ``none``)."""
+
+    norm = "L2"
+
+    def release(
+        self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        return l2_laplace_radius(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+
+    def noise(
+        self, count: int, dimension: int, scale: float, rng: np.random.Generator
+    ) -> np.ndarray:
+        return l2_laplace_radius_noise(count, dimension, scale, rng)
+
+
+class KNormL2Mechanism(Mechanism):
+    """``k_norm_l2``: density ∝ exp(−ε‖z‖₂/Δ) (uniform direction, Gamma(d, Δ/ε) radius; Hardt
+    & Talwar 2010); ε-DP for L2 sensitivity Δ."""
+
+    norm = "L2"
+
+    def release(
+        self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        return k_norm_l2(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+
+    def noise(
+        self, count: int, dimension: int, scale: float, rng: np.random.Generator
+    ) -> np.ndarray:
+        return k_norm_l2_noise(count, dimension, scale, rng)

@@ -13,17 +13,21 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from netsim.api import ComponentConfig, RoundsConfig
-from netsim.learning.datasets import BUILTIN, USER_FORMATS
 from netsim.learning.online_data import SYNTHETIC, StreamDataConfig
+from netsim.registry import component_name
 
 Algorithm = Literal["laplace", "gaussian", "sparse", "non_private"]
+
+
+#: The section's own generators, a registered data-set loader or ``module:Class``.
+DataName = component_name("dataset", also=SYNTHETIC)
 
 
 class DolaDataConfig(StreamDataConfig):
     """DOLA's binary data stream: a generator of :mod:`netsim.learning.online_data` or a data
     set of the loader, pre-processed as Li et al. describe (``docs/papers.md``)."""
 
-    name: Literal[SYNTHETIC + BUILTIN + USER_FORMATS]  # type: ignore[valid-type]
+    name: DataName
     test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
 
 

@@ -34,12 +34,10 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
-from netsim.api import BuildContext, Component, ComponentConfig, WalkAgent
+from netsim.api import BuildContext, Component, ComponentConfig, Mechanism, WalkAgent
 from netsim.errors import BudgetExhausted
 from netsim.fields import resolved_path
 from netsim.learning.datasets import (
-    BUILTIN,
-    USER_FORMATS,
     DataError,
     Dataset,
     load_dataset,
@@ -50,14 +48,8 @@ from netsim.learning.models import LinearModel
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
 from netsim.privacy.accountant import PrivacyAccountant, policy_by_name
 from netsim.privacy.sensitivity import Norm
+from netsim.registry import REGISTRY, component_name
 from netsim.sim import Simulation
-
-#: Noise name in scenarios → (mechanism of the accountant, the norm of its sensitivity).
-NOISES: dict[str, tuple[str, Norm]] = {
-    "l1": ("laplace", "L1"),  # i.i.d. Laplace coordinates: ε-DP for L1 sensitivity
-    "l2_paper": ("l2_laplace_radius", "L2"),  # §2.3 as printed: not ε-DP for d > 1
-    "k_norm_l2": ("k_norm_l2", "L2"),  # Gamma(d) radius: ε-DP for L2 sensitivity
-}
 
 VISITS_TABLE = TableSchema(
     name="sgd_visits",
@@ -138,12 +130,10 @@ class PrivateSGD:
         y: np.ndarray,
         accountant: PrivacyAccountant,
         *,
-        noise: str,
+        noise: Mechanism,
         regularisation: float,
         rng: np.random.Generator,
     ) -> None:
-        if noise not in NOISES:
-            raise ValueError(f"unknown noise {noise!r}; use one of {', '.join(NOISES)}")
         if x.shape[0] != accountant.records or y.shape[0] != accountant.records:
             raise ValueError(
                 f"need one record per accountant record: {x.shape[0]} rows, "
@@ -153,7 +143,8 @@ class PrivateSGD:
         self.x = x
         self.y = y
         self.accountant = accountant
-        self.mechanism, self.norm = NOISES[noise]
+        self.mechanism = noise
+        self.norm: Norm = noise.norm  # type: ignore[assignment]
         self.sensitivity = model.sensitivity(self.norm)
         self.regularisation = regularisation
         self.rng = rng
@@ -169,7 +160,7 @@ class PrivateSGD:
             noisy, event = self.accountant.release(
                 record,
                 gradient.ravel(),
-                mechanism=self.mechanism,
+                mechanism=self.mechanism.release,
                 sensitivity=self.sensitivity,
                 rng=self.rng,
                 time=now,
@@ -182,10 +173,31 @@ class PrivateSGD:
         return ModelState(updated, t, state.visits + 1), event.epsilon
 
 
+#: A registered data-set loader (:class:`~netsim.api.DatasetLoader`) or ``module:Class``.
+DatasetName = component_name("dataset")
+#: A registered noise mechanism (:class:`~netsim.api.Mechanism`) or ``module:Class``.
+MechanismName = component_name("mechanism")
+
+
+def mechanism_class(name: str) -> type[Mechanism]:
+    """The noise mechanism registered as ``name`` (or ``module:Class``)."""
+    cls, _ = REGISTRY.lookup(("mechanism",), name)
+    assert issubclass(cls, Mechanism)
+    return cls
+
+
+def mechanism(name: str, ctx: BuildContext | None) -> Mechanism:
+    """The noise mechanism ``name``, built (mechanisms have no settings of their own)."""
+    cls, config = REGISTRY.lookup(("mechanism",), name)
+    built = cls.build(config(kind=name), ctx)  # type: ignore[arg-type]
+    assert isinstance(built, Mechanism)
+    return built
+
+
 class DatasetConfig(ComponentConfig):
     """A data set of :func:`netsim.learning.datasets.load_dataset`."""
 
-    name: Literal[BUILTIN + USER_FORMATS]  # type: ignore[valid-type]  # the loader's names
+    name: DatasetName
     path: Path | None = None
     label: str | int | None = None
     split_seed: int = Field(default=0, ge=0)
@@ -205,7 +217,7 @@ class LearningConfig(ComponentConfig):
     normalisation: Literal["local", "global", "none"] = "local"
     model: Literal["logreg", "svm"] = "logreg"
     algorithm: Annotated[str, Field(pattern=r"^(sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")] = "dp-sgd-1"
-    noise: Literal["l1", "l2_paper", "k_norm_l2"] = "k_norm_l2"
+    noise: MechanismName = "k_norm_l2"
     epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
     regularisation: float = Field(default=1e-4, ge=0.0, allow_inf_nan=False)
     evaluate_every: int = Field(default=100, ge=1)
@@ -215,7 +227,7 @@ def learning_data(config: LearningConfig, n: int) -> Dataset:
     """The data set of ``config``, pre-processed as Hegedűs et al. (2016) §6.2, checked to hold
     a record for each of the ``n`` nodes and, unnormalised, vectors of length at most 1."""
     data_config = config.dataset
-    mechanism_norm = NOISES[config.noise][1]
+    mechanism_norm = mechanism_class(config.noise).norm
     data = preprocess(
         load_dataset(
             data_config.name,
@@ -291,7 +303,7 @@ class SGDAgent(Component):
             data.x_train[rows],
             data.y_train[rows],
             accountant,
-            noise=config.noise,
+            noise=mechanism(config.noise, ctx),
             regularisation=config.regularisation,
             rng=ctx.stream("noise"),
         )

@@ -9,17 +9,21 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from netsim.api import RoundsConfig
-from netsim.learning.datasets import BUILTIN, USER_FORMATS
 from netsim.learning.online_data import SYNTHETIC, StreamDataConfig
+from netsim.registry import component_name
 
 Setting = Literal["full", "bandit"]
 Loss = Literal["absolute", "hinge", "logistic"]
 
 
+#: The section's own generators, a registered data-set loader or ``module:Class``.
+DataName = component_name("dataset", also=("synthetic_regression", *SYNTHETIC))
+
+
 class MiOgdDataConfig(StreamDataConfig):
     """The users' examples: ``synthetic_regression`` or a binary data set as DOLA reads it."""
 
-    name: Literal[("synthetic_regression", *SYNTHETIC, *BUILTIN, *USER_FORMATS)]  # type: ignore[valid-type]
+    name: DataName
 
 
 class MiOgdConfig(RoundsConfig):
