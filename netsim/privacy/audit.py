@@ -39,7 +39,7 @@ class RegionLoss:
 
 
 def audit(
-    mechanism: str,
+    mechanism: str | NoiseFn,
     *,
     dimension: int,
     epsilon: float,
@@ -48,8 +48,10 @@ def audit(
     radius: float = 0.05,
     centres: tuple[float, ...] = (-0.5, 0.0, 0.5, 1.0, 1.5),
 ) -> list[RegionLoss]:
-    """Privacy loss of ``mechanism`` (sensitivity 1) over balls of ``radius`` around c·v."""
-    noise_fn, _ = NOISE[mechanism]
+    """Privacy loss of ``mechanism`` (sensitivity 1) over balls of ``radius`` around c·v:
+    a name of :data:`NOISE`, or a noise function such as a
+    :meth:`~netsim.api.Mechanism.noise` method."""
+    noise_fn = NOISE[mechanism][0] if isinstance(mechanism, str) else mechanism
     scale = 1.0 / epsilon
     v = np.zeros(dimension)
     v[0] = 1.0  # unit in both L1 and L2

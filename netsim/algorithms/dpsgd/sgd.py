@@ -46,7 +46,12 @@ from netsim.learning.datasets import (
 )
 from netsim.learning.models import LinearModel
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
-from netsim.privacy.accountant import PrivacyAccountant, policy_by_name
+from netsim.privacy.accountant import (
+    LEDGER_TABLE,
+    RECORDS_TABLE,
+    PrivacyAccountant,
+    policy_by_name,
+)
 from netsim.privacy.sensitivity import Norm
 from netsim.registry import REGISTRY, component_name
 from netsim.sim import Simulation
@@ -262,7 +267,7 @@ class SGDAgent(Component):
     :class:`PrivateSGD`; test accuracy is sampled every ``evaluate_every`` visits of a model."""
 
     Config = LearningConfig
-    tables = (VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE)
+    tables = (VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
 
     def __init__(
         self,
@@ -322,17 +327,23 @@ class SGDAgent(Component):
 
     @classmethod
     def check(cls, config: LearningConfig, scenario: Any) -> None:
-        walk = scenario.walk
-        walk_learns = walk is not None and getattr(walk.agent, "kind", None) == "sgd"
-        if not walk_learns and scenario.gossip_learning is None:
+        from netsim.scenario.build import scenario_parts
+
+        learners = [
+            part.label
+            for part in scenario_parts(scenario)
+            if "learning" in part.cls.requires and part.key != "learning"
+        ]
+        if not learners:
             raise ValueError(
                 "learning is configured but nothing learns: set walk.agent.kind to sgd or add "
                 "a gossip_learning section"
             )
-        if scenario.gossip_learning is not None and walk_learns:
+        if len(learners) > 1:
             raise ValueError(
-                "gossip_learning and a learning walk (walk.agent kind sgd) in one scenario: "
-                "compare them as two scenarios with the same learning section"
+                f"{' and '.join(learners)} all train the models of the learning section in "
+                "one scenario (their visits would spend the same privacy budgets): compare "
+                "them as separate scenarios with the same learning section"
             )
 
     def initial_state(self) -> ModelState:
