@@ -18,6 +18,7 @@ from netsim.algorithms.dola.learner import LOSS_CODES, DolaLearner
 from netsim.algorithms.dola.mixing import MixingSchedule, check_round, union_components
 from netsim.cli import main
 from netsim.errors import DolaConfigError
+from netsim.learning.losses import loss_derivative, loss_values
 from netsim.learning.online_data import OnlineData, synthetic_ball
 from netsim.network import topology as topologies
 from netsim.privacy import mechanisms
@@ -276,11 +277,12 @@ def test_compiled_round_equals_the_printed_step_in_numpy(
         column_sum,
     )  # fmt: skip
 
+    # the compiled kernel against the one definition of each loss (netsim.learning.losses)
     def slope(z):
-        return np.where(z < 1.0, -1.0, 0.0) if loss == "hinge" else -1.0 / (1.0 + np.exp(z))
+        return loss_derivative(loss, z)
 
     def value(z):
-        return np.maximum(0.0, 1.0 - z) if loss == "hinge" else np.log1p(np.exp(-z))
+        return loss_values(loss, z)
 
     mixed = a @ values
     expected_loss = 0.0

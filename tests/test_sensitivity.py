@@ -7,12 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from netsim.privacy.sensitivity import (
-    clip_rows,
-    gradient_bound,
-    per_example_gradient,
-    sensitivity,
-)
+from netsim.learning.losses import per_example_gradient
+from netsim.privacy.sensitivity import clip_rows, gradient_bound, sensitivity
 
 BINARY = ("logistic", "hinge", "absolute")
 MULTICLASS = ("softmax", "multiclass_hinge")
@@ -42,9 +38,7 @@ def random_x(rng: np.random.Generator, d: int, radius: float, norm: str) -> np.n
 
 
 def random_label(rng: np.random.Generator, loss: str, classes: int, scale: float) -> float | int:
-    if loss == "logistic":
-        return int(rng.integers(2))
-    if loss == "hinge":
+    if loss in ("logistic", "hinge"):
         return int(rng.choice([-1, 1]))
     if loss == "absolute":
         return float(rng.normal(0.0, scale))
@@ -98,9 +92,7 @@ def _random_batch(
     lengths = np.where(rng.random((n, 2)) < 0.5, radius, radius * rng.random((n, 2)))
     norms = np.abs(x).sum(axis=2) if norm == "L1" else np.linalg.norm(x, axis=2)
     x *= (lengths / norms)[:, :, None]
-    if loss == "logistic":
-        y = rng.integers(2, size=(n, 2))
-    elif loss == "hinge":
+    if loss in ("logistic", "hinge"):
         y = rng.choice([-1, 1], size=(n, 2))
     elif loss == "absolute":  # comparable to w·x, so both signs of w·x − y occur
         y = rng.normal(0.0, 1.0, (n, 2)) * (scales * radius)[:, None]
@@ -162,7 +154,7 @@ def test_logistic_antipodal_pair_is_not_the_worst_case() -> None:
     for _ in range(500):
         w = rng.normal(0.0, 10.0, 3)
         x = random_x(rng, 3, radius, "L2")
-        y1, y2 = (int(v) for v in rng.integers(2, size=2))
+        y1, y2 = (int(v) for v in rng.choice([-1, 1], size=2))
         g1 = per_example_gradient("logistic", w, x, y1)
         g2 = per_example_gradient("logistic", w, -x, y2)
         assert norm_of(g1 - g2, "L2") <= radius + TOL
@@ -201,7 +193,7 @@ def test_tight_logistic(norm: str) -> None:
     radius = 1.7
     x1, x2, v = _pair_with_equal_scores(radius, norm, c=0.9999, d=3)
     w = 40.0 * v  # w·x₁ = w·x₂ = 40: σ − 0 = 1 − 4e−18 on both
-    diff = per_example_gradient("logistic", w, x1, 0) - per_example_gradient("logistic", w, x2, 0)
+    diff = per_example_gradient("logistic", w, x1, -1) - per_example_gradient("logistic", w, x2, -1)
     delta = sensitivity("logistic", radius=radius, norm=norm)
     assert delta * 0.999 <= norm_of(diff, norm) <= delta
     # With y = 1 and w·x → −∞ the mirror pair is just as tight.
@@ -293,7 +285,7 @@ def test_multiclass_hinge_attains_supremum(norm: str, classes: int) -> None:
 def _loss(loss: str, w: np.ndarray, x: np.ndarray, y: float | int) -> float:
     if loss == "logistic":
         z = float(w @ x)
-        return float(np.logaddexp(0.0, z) - y * z)
+        return float(np.logaddexp(0.0, -y * z))
     if loss == "hinge":
         return max(0.0, 1.0 - y * float(w @ x))
     if loss == "absolute":
@@ -369,9 +361,9 @@ def test_gradient_conventions_at_kinks() -> None:
 def test_logistic_gradient_is_accurate_when_saturated() -> None:
     x = np.array([1.0, -1.0])
     w = np.array([30.0, -30.0])  # w·x = 60
-    g = per_example_gradient("logistic", w, x, 1)  # (σ(60) − 1) x = −σ(−60) x, not 0
+    g = per_example_gradient("logistic", w, x, 1)  # −σ(−60) x, not 0
     assert np.allclose(g, -math.exp(-60.0) / (1.0 + math.exp(-60.0)) * x, rtol=1e-12, atol=0)
-    assert np.all(np.isfinite(per_example_gradient("logistic", 1e5 * w, x, 0)))
+    assert np.all(np.isfinite(per_example_gradient("logistic", 1e5 * w, x, -1)))
 
 
 # --- 4. clip_rows -----------------------------------------------------------------------------
@@ -457,7 +449,7 @@ def test_bad_bound_arguments(fn, kwargs: dict, message: str) -> None:
 @pytest.mark.parametrize(
     ("loss", "w", "x", "y", "message"),
     [
-        ("logistic", np.zeros(2), np.ones(2), -1, "needs y in"),
+        ("logistic", np.zeros(2), np.ones(2), 0, "needs y in"),
         ("hinge", np.zeros(2), np.ones(2), 0, "needs y in"),
         ("absolute", np.zeros(2), np.ones(2), math.nan, "finite real y"),
         ("hinge", np.zeros(3), np.ones(2), 1, "vectors of one length"),

@@ -91,10 +91,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
 from threadpoolctl import threadpool_limits
 
-LOSSES: tuple[str, ...] = ("hinge", "logistic", "absolute")
+from netsim.learning.losses import BINARY_LOSSES, check_loss, loss_values
 
 # SPG2 constants (Birgin et al. 2000 §3): history length of the non-monotone line search,
 # Armijo constant, safeguards of the quadratic interpolation, and bounds on the spectral step.
@@ -148,39 +147,9 @@ def checkpoint_rounds(rounds: int, count: int) -> np.ndarray:
     return np.union1d(points, [rounds])
 
 
-def _check_loss(loss: str) -> None:
-    if loss not in LOSSES:
-        raise ValueError(f"unknown loss {loss!r}; use one of {', '.join(LOSSES)}")
-
-
-def loss_values(loss: str, margins: np.ndarray) -> np.ndarray:
-    """ℓ(z) elementwise for margins z = y⟨w, x⟩: the hinge max(0, 1 − z) or the logistic loss
-    log(1 + e^{−z}), the latter computed without overflow as logaddexp(0, −z); for
-    ``absolute`` the margins are residuals r = ⟨w, x⟩ − y and ℓ(r) = |r|."""
-    _check_loss(loss)
-    z = np.asarray(margins, dtype=np.float64)
-    if loss == "hinge":
-        return np.maximum(0.0, 1.0 - z)
-    if loss == "absolute":
-        return np.abs(z)
-    return np.logaddexp(0.0, -z)
-
-
-def loss_derivative(loss: str, margins: np.ndarray) -> np.ndarray:
-    """A (sub)derivative dℓ/dz elementwise: for the hinge −1 where z < 1 and 0 elsewhere, for
-    the logistic loss −1/(1 + e^{z})."""
-    _check_loss(loss)
-    z = np.asarray(margins, dtype=np.float64)
-    if loss == "hinge":
-        return np.where(z < 1.0, -1.0, 0.0)
-    if loss == "absolute":
-        return np.sign(z)
-    return -expit(-z)
-
-
 def _validate(x, y, weights, loss: str, regularisation: float):
     """Check the problem data and return (x as float64 ndarray or CSR, y, weights)."""
-    _check_loss(loss)
+    check_loss(loss, BINARY_LOSSES)
     if sp.issparse(x):
         if x.ndim != 2:
             raise ValueError(f"x must be a 2-D (N, d) matrix, got shape {x.shape}")

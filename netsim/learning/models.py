@@ -13,13 +13,13 @@ indices are 0..K−1 everywhere; :meth:`LinearModel.label` maps them to each los
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from netsim.privacy.sensitivity import Norm, per_example_gradient, sensitivity
+from netsim.learning.losses import binary_label, loss_value, per_example_gradient
+from netsim.privacy.sensitivity import Norm, sensitivity
 
 ModelName = Literal["logreg", "svm"]
 MODEL_NAMES: tuple[str, ...] = ("logreg", "svm")
@@ -61,32 +61,17 @@ class LinearModel:
         return np.zeros(self.shape)
 
     def label(self, y: int) -> int:
-        """Class index → the loss's label: {0, 1} logistic, {−1, 1} hinge, the index otherwise."""
-        if self.loss == "hinge":
-            return 2 * int(y) - 1
-        return int(y)
+        """Class index → the loss's label: −1 / +1 for a binary model, the index otherwise
+        (:mod:`netsim.learning.losses`)."""
+        return binary_label(y) if self.binary else int(y)
 
     def gradient(self, w: np.ndarray, x: np.ndarray, y: int) -> np.ndarray:
         """∇ℓ(w; x, y) for class index ``y`` (the shape of w)."""
         return per_example_gradient(self.loss, w, x, self.label(y))
 
     def loss_value(self, w: np.ndarray, x: np.ndarray, y: int) -> float:
-        """ℓ(w; x, y): log(1 + e^{w·x}) − y w·x; max(0, 1 − y w·x); logsumexp(Wx) − w_y·x;
-        max(0, 1 + max_{k≠y} w_k·x − w_y·x)."""
-        label = self.label(y)
-        scores = w @ x
-        match self.loss:
-            case "logistic":
-                z = float(scores)
-                return max(z, 0.0) + math.log1p(math.exp(-abs(z))) - label * z
-            case "hinge":
-                return max(0.0, 1.0 - label * float(scores))
-            case "softmax":
-                top = float(scores.max())
-                return top + math.log(float(np.exp(scores - top).sum())) - float(scores[label])
-            case _:
-                others = np.delete(scores, label)
-                return max(0.0, 1.0 + float(others.max()) - float(scores[label]))
+        """ℓ(w; x, y) for class index ``y`` (:func:`netsim.learning.losses.loss_value`)."""
+        return loss_value(self.loss, w, x, self.label(y))
 
     def predict(self, w: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Class indices for the rows of ``x`` (a binary model predicts 1 where w·x > 0)."""

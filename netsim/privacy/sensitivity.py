@@ -45,11 +45,11 @@ from typing import Literal
 
 import numpy as np
 
+from netsim.learning.losses import BINARY_LOSSES, check_loss, per_example_gradient
+
 Norm = Literal["L1", "L2"]
 
-LOSSES: tuple[str, ...] = ("logistic", "hinge", "absolute", "softmax", "multiclass_hinge")
-BINARY_LOSSES: tuple[str, ...] = ("logistic", "hinge", "absolute")
-MULTICLASS_LOSSES: tuple[str, ...] = ("softmax", "multiclass_hinge")
+__all__ = ["Norm", "clip_rows", "gradient_bound", "per_example_gradient", "sensitivity"]
 
 
 # --- argument checks -----------------------------------------------------------------------
@@ -63,11 +63,6 @@ def _check_norm(norm: str) -> None:
 def _check_radius(radius: float) -> None:
     if not (radius > 0 and math.isfinite(radius)):
         raise ValueError(f"radius must be positive and finite, got {radius}")
-
-
-def _check_loss(loss: str) -> None:
-    if loss not in LOSSES:
-        raise ValueError(f"unknown loss {loss!r}; known losses: {', '.join(LOSSES)}")
 
 
 def _check_classes(loss: str, classes: int) -> int:
@@ -132,7 +127,7 @@ def gradient_bound(loss: str, *, radius: float, norm: Norm, classes: int = 2) ->
     Raises ``ValueError`` for an unknown loss, a norm other than "L1"/"L2", R ≤ 0 (or not
     finite), K < 2, or K ≠ 2 for a binary loss.
     """
-    _check_loss(loss)
+    check_loss(loss)
     _check_norm(norm)
     _check_radius(radius)
     _check_classes(loss, classes)
@@ -171,127 +166,6 @@ def sensitivity(loss: str, *, radius: float, norm: Norm, classes: int = 2) -> fl
       of norm 2√2·R in L2 and 4R in L1, in any d.
     """
     return 2.0 * gradient_bound(loss, radius=radius, norm=norm, classes=classes)
-
-
-# --- gradients ------------------------------------------------------------------------------
-
-
-def _sigmoid(z: float) -> float:
-    """σ(z) = 1 / (1 + e^{−z}), without overflow for large |z|."""
-    if z >= 0:
-        return 1.0 / (1.0 + math.exp(-z))
-    e = math.exp(z)
-    return e / (1.0 + e)
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max())
-    return e / e.sum()
-
-
-def _vector_args(w: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    wv = np.asarray(w, dtype=np.float64)
-    xv = np.asarray(x, dtype=np.float64)
-    if wv.ndim != 1 or xv.shape != wv.shape:
-        raise ValueError(
-            f"binary losses need w and x as vectors of one length, got shapes {wv.shape} "
-            f"and {xv.shape}"
-        )
-    return wv, xv
-
-
-def _matrix_args(
-    w: np.ndarray, x: np.ndarray, y: float | int
-) -> tuple[np.ndarray, np.ndarray, int]:
-    wm = np.asarray(w, dtype=np.float64)
-    xv = np.asarray(x, dtype=np.float64)
-    if wm.ndim != 2 or xv.ndim != 1 or wm.shape[1] != xv.shape[0]:
-        raise ValueError(
-            f"multi-class losses need w of shape (K, d) and x of shape (d,), got {wm.shape} "
-            f"and {xv.shape}"
-        )
-    k = wm.shape[0]
-    if k < 2:
-        raise ValueError(f"classes must be at least 2, got a weight matrix with {k} row(s)")
-    label = int(y)
-    if label != y or not 0 <= label < k:
-        raise ValueError(f"y must be an integer class in [0, {k}), got {y!r}")
-    return wm, xv, label
-
-
-def _logistic(w: np.ndarray, x: np.ndarray, y: float | int) -> np.ndarray:
-    """∇ (log(1 + e^{w·x}) − y w·x) = (σ(w·x) − y) x, y ∈ {0, 1}."""
-    if y not in (0, 1):
-        raise ValueError(f"logistic loss needs y in {{0, 1}}, got {y!r}")
-    z = float(w @ x)
-    # σ(z) − 1 = −σ(−z), computed without cancellation.
-    coefficient = _sigmoid(z) if y == 0 else -_sigmoid(-z)
-    return coefficient * x
-
-
-def _hinge(w: np.ndarray, x: np.ndarray, y: float | int) -> np.ndarray:
-    """∇ max(0, 1 − y w·x) = −y x if y w·x < 1 (strict), else 0; y ∈ {−1, 1}."""
-    if y not in (-1, 1):
-        raise ValueError(f"hinge loss needs y in {{-1, 1}}, got {y!r}")
-    if y * float(w @ x) < 1.0:
-        return -float(y) * x
-    return np.zeros_like(x)
-
-
-def _absolute(w: np.ndarray, x: np.ndarray, y: float | int) -> np.ndarray:
-    """∂ |w·x − y| ∋ sign(w·x − y) x (the subgradient 0 at the kink w·x = y)."""
-    yf = float(y)
-    if not math.isfinite(yf):
-        raise ValueError(f"absolute loss needs a finite real y, got {y!r}")
-    return float(np.sign(float(w @ x) - yf)) * x
-
-
-def _softmax_grad(w: np.ndarray, x: np.ndarray, y: int) -> np.ndarray:
-    """∇_W (logsumexp(W x) − w_y·x) = (p − e_y) xᵀ with p = softmax(W x)."""
-    c = _softmax(w @ x)
-    c[y] -= 1.0
-    return np.outer(c, x)
-
-
-def _multiclass_hinge_grad(w: np.ndarray, x: np.ndarray, y: int) -> np.ndarray:
-    """Crammer–Singer: ℓ = max(0, 1 + max_{k≠y} w_k·x − w_y·x). Violated iff that is > 0;
-    then +x on row k* (the smallest index attaining the max over k ≠ y), −x on row y."""
-    scores = w @ x
-    others = scores.copy()
-    others[y] = -np.inf
-    k_star = int(np.argmax(others))  # argmax returns the first index attaining the max
-    grad = np.zeros_like(w)
-    if 1.0 + others[k_star] - scores[y] > 0.0:
-        grad[k_star] = x
-        grad[y] = -x
-    return grad
-
-
-def per_example_gradient(loss: str, w: np.ndarray, x: np.ndarray, y: float | int) -> np.ndarray:
-    """The (sub)gradient of ``loss`` with respect to the weights at one record (x, y).
-
-    * ``logistic``: w, x vectors, y ∈ {0, 1}; returns (σ(w·x) − y) x.
-    * ``hinge``: w, x vectors, y ∈ {−1, 1}; returns −y x if y w·x < 1 (strict), else 0.
-    * ``absolute``: w, x vectors, y real; returns sign(w·x − y) x (0 at the kink).
-    * ``softmax``: w of shape (K, d), x of shape (d,), y an int class; returns (p − e_y) xᵀ.
-    * ``multiclass_hinge``: as softmax; returns (e_{k*} − e_y) xᵀ if
-      1 + max_{k≠y} w_k·x − w_y·x > 0, else 0; k* is the smallest index attaining the max.
-
-    The result has the shape of w. Raises ``ValueError`` for an unknown loss, mismatched
-    shapes or a label outside the loss's label set.
-    """
-    _check_loss(loss)
-    if loss in MULTICLASS_LOSSES:
-        wm, xv, label = _matrix_args(w, x, y)
-        if loss == "softmax":
-            return _softmax_grad(wm, xv, label)
-        return _multiclass_hinge_grad(wm, xv, label)
-    wv, xv = _vector_args(w, x)
-    if loss == "logistic":
-        return _logistic(wv, xv, y)
-    if loss == "hinge":
-        return _hinge(wv, xv, y)
-    return _absolute(wv, xv, y)
 
 
 # --- data clipping --------------------------------------------------------------------------

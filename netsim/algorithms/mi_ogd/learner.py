@@ -29,28 +29,14 @@ import numpy as np
 from netsim.algorithms.mi_ogd import calibration
 from netsim.algorithms.mi_ogd.config import Loss, MiOgdConfig
 from netsim.errors import MiOgdConfigError
-from netsim.learning.hindsight import loss_values, project_to_ball
+from netsim.learning.hindsight import project_to_ball
+from netsim.learning.losses import loss_value
+from netsim.learning.losses import per_example_gradient as subgradient
 from netsim.learning.online_data import unit_ball_points
 from netsim.privacy import mechanisms
 from netsim.privacy.events import PrivacyEvent
-from netsim.privacy.sensitivity import per_example_gradient
 
 project = project_to_ball  # S = {‖w‖ ≤ B}
-
-
-def loss_value(loss: Loss, w: np.ndarray, x: np.ndarray, y: float) -> float:
-    """f(w) for one example: |⟨w,x⟩ − y|, max(0, 1 − y⟨w,x⟩) or log(1 + e^{−y⟨w,x⟩}) (the
-    hindsight solver's losses, so the regret compares like with like)."""
-    z = float(w @ x)
-    margin = z - y if loss == "absolute" else y * z
-    return float(loss_values(loss, np.array([margin]))[0])
-
-
-def subgradient(loss: Loss, w: np.ndarray, x: np.ndarray, y: float) -> np.ndarray:
-    """A subgradient z ∈ ∂f(w) (0 at the kinks), of norm at most ‖x‖: the privacy core's
-    per-example gradient (whose logistic loss takes labels in {0, 1})."""
-    label = (y + 1.0) / 2.0 if loss == "logistic" else y
-    return per_example_gradient(loss, w, x, label)
 
 
 def unit_sphere(dimension: int, rng: np.random.Generator) -> np.ndarray:
