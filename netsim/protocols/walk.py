@@ -45,6 +45,7 @@ Choices where the paper leaves room (each is tested in ``tests/test_walk.py``):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -53,6 +54,7 @@ from pydantic import model_validator
 
 from netsim.api import BuildContext, ComponentConfig, Walk, WalkAgent
 from netsim.distributions import Duration, PositiveDuration
+from netsim.errors import ScenarioError
 from netsim.fields import Probability
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
@@ -325,8 +327,30 @@ class RandomWalkService(Walk):
         sim.every(sample_every, self._sample, first=0.0)
 
     @classmethod
+    def check_inputs(cls, config: WalkServiceConfig, ctx: BuildContext) -> None:
+        """Reject a topology the walk cannot cross; warn about a timeout shorter than the
+        time its updates need to spread (Hegedűs et al. 2016 §5.2: δ ≥ δ_rw + 10Δ)."""
+        assert ctx.topology is not None
+        lonely = np.flatnonzero(ctx.topology.degrees() == 0)
+        if lonely.size:
+            raise ScenarioError(
+                f"walk: {lonely.size} node(s) (e.g. node {lonely[0]}) have no neighbour in the "
+                "topology; a walk reaching them could never be forwarded"
+            )
+        gossip = ctx.scenario.gossip
+        assert gossip is not None
+        spread = config.transfer_time + gossip.period * math.log2(max(ctx.nodes, 2))
+        if config.timeout < spread:
+            ctx.warn(
+                f"timeout δ = {config.timeout:g} s is less than transfer_time + gossip.period "
+                f"× log2(nodes) = {spread:g} s; updates may time out before the gossip spreads "
+                "them, so expect many restarts (the paper's smallest δ is δ_rw + 10Δ)"
+            )
+
+    @classmethod
     def build(cls, config: WalkServiceConfig, ctx: BuildContext) -> RandomWalkService:
         assert ctx.sim is not None and ctx.network is not None
+        cls.check_inputs(config, ctx)
         gossip = ctx.require("gossip")
         service = cls(
             ctx.sim,

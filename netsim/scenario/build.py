@@ -11,11 +11,8 @@ changes another's draws.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from netsim.algorithms.dpsgd.sgd import SGDAgent
 from netsim.api import BuildContext, ChurnModel, Component, TopologyBuilder, supports_rounds
@@ -26,7 +23,6 @@ from netsim.network.links import LinkModel, Network
 from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
 from netsim.protocols.gossip import GossipEngine
-from netsim.protocols.walk import WalkServiceConfig
 from netsim.registry import REGISTRY, component_class
 from netsim.rng import RandomStreams
 from netsim.scenario import schema as s
@@ -172,7 +168,6 @@ class BuiltRun:
     churn: ChurnReplay
     components: dict[str, Component] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    trace_assignment: np.ndarray | None = None
 
     def __getitem__(self, key: str) -> Any:
         """The built component of the scenario section ``key`` (``walk``, ``gossip``,
@@ -213,7 +208,6 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
     streams = RandomStreams(scenario.seed if scenario.seed is not None else 0)
     warnings: list[str] = []
     topology, _, _ = network_parts(scenario, streams, warnings)
-    warnings.extend(_walk_checks(scenario, topology))
     for part in scenario_parts(scenario):
         ctx = BuildContext(
             key=part.key, scenario=scenario, streams=streams, warnings=warnings,
@@ -221,28 +215,6 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
         )  # fmt: skip
         part.cls.check_inputs(part.config, ctx)
     return warnings
-
-
-def _walk_checks(scenario: s.Scenario, topology: Topology) -> list[str]:
-    """Reject a walk service that cannot work; warn about settings that make it struggle."""
-    walk = scenario.walk
-    if not isinstance(walk, WalkServiceConfig):
-        return []
-    lonely = np.flatnonzero(topology.degrees() == 0)
-    if lonely.size:
-        raise ScenarioError(
-            f"walk: {lonely.size} node(s) (e.g. node {lonely[0]}) have no neighbour in the "
-            "topology; a walk reaching them could never be forwarded"
-        )
-    assert scenario.gossip is not None
-    spread = walk.transfer_time + scenario.gossip.period * math.log2(max(scenario.nodes, 2))
-    if walk.timeout < spread:
-        return [
-            f"walk: timeout δ = {walk.timeout:g} s is less than transfer_time + gossip.period "
-            f"× log2(nodes) = {spread:g} s; updates may time out before the gossip spreads "
-            "them, so expect many restarts (the paper's smallest δ is δ_rw + 10Δ)"
-        ]
-    return []
 
 
 def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
@@ -279,12 +251,10 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
         network=network,
         churn=churn,
         warnings=warnings,
-        trace_assignment=picks,
     )
     isolated = int((topology.degrees() == 0).sum())
     if isolated and scenario.gossip is not None:
         warnings.append(f"topology: {isolated} node(s) have no neighbour and cannot gossip")
-    warnings.extend(_walk_checks(scenario, topology))
     for part in scenario_parts(scenario):
         ctx = BuildContext(
             key=part.key, scenario=scenario, streams=sim.streams, warnings=warnings, sim=sim,
