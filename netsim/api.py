@@ -70,7 +70,9 @@ __all__ = [
     "ChurnModel",
     "Component",
     "ComponentConfig",
+    "Curve",
     "DatasetLoader",
+    "FigureSpec",
     "GossipApplication",
     "LoadedData",
     "Mechanism",
@@ -154,6 +156,30 @@ class BuildContext:
         self.warnings.append(f"{self.key}: {message}")
 
 
+@dataclass(frozen=True)
+class Curve:
+    """One metric of one table against ``axis`` (``time``, ``round`` or ``point``) in one
+    panel of a figure."""
+
+    table: str
+    metric: str
+    axis: str
+    ylabel: str
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A figure ``netsim report`` draws when the runs have its tables: its file, caption, the
+    sentence under it, its title and its panels (drawn top to bottom)."""
+
+    file: str
+    caption: str
+    sentence: str
+    title: str
+    panels: tuple[Curve, ...]
+    log_x_over_decades: float | None = None  # log-scaled x when x spans more decades
+
+
 class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract methods)
     """Base of every component (see the module docstring). The interfaces below mark what
     their components must implement as abstract methods, so a class that leaves one out is
@@ -169,6 +195,8 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
     tables: ClassVar[tuple[TableSchema, ...]] = ()
     #: Scenario sections this component needs → why (shown when the section is missing).
     requires: ClassVar[Mapping[str, str]] = {}
+    #: Figures of its tables for ``netsim report`` (a table without one gets a generic figure).
+    figures: ClassVar[tuple[FigureSpec, ...]] = ()
 
     def __init__(self, config: ComponentConfig, ctx: BuildContext) -> None:
         self.config = config
@@ -198,6 +226,12 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
         run would); raise a :class:`~netsim.errors.NetsimError` naming the key. ``ctx`` has the
         topology but no simulation."""
         return None
+
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """Lines for the summary ``netsim run`` prints, from a finished run's ``tables``
+        (none by default; one-row tables are listed by ``netsim report`` anyway)."""
+        return []
 
     def start(self) -> None:
         """Called once every component is built, in build order (schedule first events)."""

@@ -248,8 +248,14 @@ def test_run_sweep_collect_and_report_a_third_party_component(example_paths, tmp
     assert len(errors) == 2 * 11 and np.isfinite(errors["time"]).all()
     netsim_cli("report", str(sweep))
     report = (sweep / "report" / "report.md").read_text()
-    assert "table_push_sum_error.png" in report
-    assert (sweep / "report" / "table_push_sum_error.png").stat().st_size > 10_000
+    # the component's own figure (it declares one), not the generic table figure
+    assert "push_sum_error.png" in report and "table_push_sum_error.png" not in report
+    assert (sweep / "report" / "push_sum_error.png").stat().st_size > 10_000
+    # and its line in the summary netsim run prints
+    single = tmp_path / "avg.yaml"
+    single.write_text(path.read_text().split("sweep:")[0])
+    out = netsim_cli("run", str(single), "--out", str(tmp_path / "single"))
+    assert "push-sum: largest error" in out
 
 
 ONLINE_TABLE = TableSchema(

@@ -34,6 +34,9 @@ from netsim.analysis.collect import (
     summarize,
 )
 from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.runs import load_manifest
+from netsim.api import Curve, FigureSpec
+from netsim.errors import NetsimError
 from netsim.storage import atomic_write_text
 from netsim.units import DAY, HOUR, MINUTE
 
@@ -53,88 +56,8 @@ LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
-@dataclass(frozen=True)
-class Curve:
-    """One metric of one table against ``axis`` ("time" or "round") in one panel."""
-
-    table: str
-    metric: str
-    axis: str
-    ylabel: str
-
-
-@dataclass(frozen=True)
-class FigureSpec:
-    """A standard figure: its file, what it shows and its panels (drawn top to bottom)."""
-
-    file: str
-    caption: str
-    sentence: str
-    title: str
-    panels: tuple[Curve, ...]
-    log_x_over_decades: float | None = None  # log-scaled x when x spans more decades
-
-
-CURVE_FIGURES: tuple[FigureSpec, ...] = (
-    FigureSpec(
-        file="walk_counts.png",
-        caption="random walks over time",
-        sentence=(
-            "The number of random walks propagating at once (top) and the step count of the "
-            "oldest propagating walk (bottom) against simulated time."
-        ),
-        title="Random walks",
-        panels=(
-            Curve("walk_samples", "propagating", "time", "walks propagating (number of walks)"),
-            Curve("walk_samples", "oldest_steps", "time", "oldest walk (number of steps)"),
-        ),
-    ),
-    FigureSpec(
-        file="accuracy_vs_time.png",
-        caption="test accuracy over time",
-        sentence=(
-            "Test accuracy of the learned models against simulated time, first averaged over "
-            "the models (walks) evaluated in each time bin of a run."
-        ),
-        title="Test accuracy",
-        panels=(Curve("accuracy", "accuracy", "time", "accuracy (fraction correct)"),),
-    ),
-    FigureSpec(
-        file="dola_accuracy_vs_round.png",
-        caption="DOLA test accuracy by round",
-        sentence="Test accuracy of DOLA's running average ŵ_t = (1/t) Σ w̄_s against the round t.",
-        title="DOLA: test accuracy of the averaged iterate",
-        panels=(Curve("dola_rounds", "accuracy_averaged", "round", "accuracy (fraction correct)"),),
-    ),
-    FigureSpec(
-        file="dola_regret_vs_round.png",
-        caption="DOLA average regret per node",
-        sentence=(
-            "DOLA's average regret per node R_D(t)/(t·m) at the regret checkpoints (a lower "
-            "bound: the hindsight minimum is a solver's upper bound)."
-        ),
-        title="DOLA: average regret per node",
-        panels=(
-            Curve(
-                "dola_regret",
-                "average_regret_per_node",
-                "round",
-                "average regret per node (loss units)",
-            ),
-        ),
-        log_x_over_decades=2.0,
-    ),
-    FigureSpec(
-        file="mi_ogd_regret_vs_round.png",
-        caption="MI-OGD regret",
-        sentence=(
-            "Regret of mutual-information-private online gradient descent over the rounds "
-            "played up to round t (a lower bound, as for DOLA)."
-        ),
-        title="MI-private OGD: regret",
-        panels=(Curve("mi_ogd_regret", "regret", "round", "regret (loss units)"),),
-        log_x_over_decades=2.0,
-    ),
+#: The figure of the network itself (every run has its ``samples`` table).
+NETWORK_FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec(
         file="online_nodes.png",
         caption="online nodes over time",
@@ -153,7 +76,41 @@ PRIVACY_FIGURE = FigureSpec(
     title="Privacy spent",
     panels=(Curve("privacy", "epsilon_spent_max", "point", "ε spent (largest over records)"),),
 )
-ALL_FIGURES: tuple[FigureSpec, ...] = (*CURVE_FIGURES, PRIVACY_FIGURE)
+
+
+def builtin_figures() -> tuple[FigureSpec, ...]:
+    """The figures of the network and of every built-in component."""
+    from netsim.scenario.build import builtin_component_classes
+
+    specs = (*NETWORK_FIGURES, *(s for c in builtin_component_classes() for s in c.figures))
+    return tuple({spec.file: spec for spec in specs}.values())
+
+
+def component_figures(source: SweepSource, status: pd.DataFrame) -> tuple[FigureSpec, ...]:
+    """The network's figure and the figures of every component the complete runs were built
+    from (their manifests name the classes); for runs whose manifests do not, the figures of
+    every built-in component. A component class that no longer imports contributes none."""
+    from netsim.registry import import_reference
+
+    references: dict[str, None] = {}
+    recorded = False
+    for run_id in status.loc[status["status"] == "complete", "run_id"]:
+        manifest = load_manifest(source.run_directory(str(run_id)))
+        components = manifest.get("components")
+        if components is not None:
+            recorded = True
+            references.update(dict.fromkeys(components.values()))
+    if not recorded:
+        return builtin_figures()
+    specs = {spec.file: spec for spec in NETWORK_FIGURES}
+    for reference in references:
+        try:
+            cls = import_reference(reference)
+        except NetsimError:
+            continue
+        for spec in getattr(cls, "figures", ()):
+            specs.setdefault(spec.file, spec)
+    return tuple(specs.values())
 
 
 # --- what the lines are -----------------------------------------------------------------------
@@ -608,11 +565,16 @@ TABLE_FIGURE_PANELS = 4
 TABLE_FIGURE_PREFIX = "table_"
 
 
-def table_figures(long: pd.DataFrame) -> tuple[FigureSpec, ...]:
-    """One figure per table of ``long`` that no standard figure draws and that has a time or
-    round axis — any component's table, a user's included: its first metrics against
-    simulated time (or the round when it has no time)."""
-    standard = {curve.table for spec in ALL_FIGURES for curve in spec.panels}
+def table_figures(
+    long: pd.DataFrame, standard_figures: Sequence[FigureSpec]
+) -> tuple[FigureSpec, ...]:
+    """One figure per table of ``long`` that none of ``standard_figures`` (nor the privacy
+    figure) draws and that has a time or round axis — any component's table without a figure
+    of its own: its first metrics against simulated time (or the round when it has no
+    time)."""
+    standard = {
+        curve.table for spec in (*standard_figures, PRIVACY_FIGURE) for curve in spec.panels
+    }
     specs = []
     for table in sorted(set(long["table"].unique()) - standard):
         rows = long[long["table"] == table]
@@ -634,7 +596,11 @@ def table_figures(long: pd.DataFrame) -> tuple[FigureSpec, ...]:
 
 
 def draw_figures(
-    long: pd.DataFrame, source: SweepSource, repetitions: dict[int, int], out: Path
+    long: pd.DataFrame,
+    source: SweepSource,
+    repetitions: dict[int, int],
+    out: Path,
+    figures: Sequence[FigureSpec] = NETWORK_FIGURES,
 ) -> dict[FigureSpec, str]:
     """Draw every standard figure whose tables ``long`` has, and a figure of every other
     table with a time or round axis, into ``out``; returns those drawn, each with a note on
@@ -642,7 +608,7 @@ def draw_figures(
     labels = point_labels(source)
     styles = point_styles(source)
     drawn = {}
-    for spec in (*CURVE_FIGURES, *table_figures(long)):
+    for spec in (*figures, *table_figures(long, figures)):
         statistics = [curve_statistics(long, curve) for curve in spec.panels]
         if any(s.empty for s in statistics):
             continue
@@ -765,10 +731,11 @@ def write_report(path: Path, out: Path | None = None) -> Path:
         int(p): int(n)
         for p, n in status[status["status"] == "complete"].groupby("point").size().items()
     }
-    drawn = draw_figures(long, source, repetitions, out)
-    for spec in ALL_FIGURES:
-        if spec not in drawn:
-            (out / spec.file).unlink(missing_ok=True)
+    figures = component_figures(source, status)
+    drawn = draw_figures(long, source, repetitions, out, figures)
+    known = {spec.file for spec in (*figures, *builtin_figures(), PRIVACY_FIGURE)}
+    for file in known - {spec.file for spec in drawn}:
+        (out / file).unlink(missing_ok=True)
     drawn_files = {spec.file for spec in drawn}
     for stale in out.glob(f"{TABLE_FIGURE_PREFIX}*.png"):
         if stale.name not in drawn_files:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
 from netsim.errors import RunDirectoryError
+from netsim.scenario.build import scenario_parts
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.schema import Scenario
 from netsim.storage import SCENARIO, complete_manifest
@@ -69,86 +69,6 @@ def summarize_run(tables: dict[str, pd.DataFrame], scenario: Scenario) -> list[s
     if lost is not None and len(lost):
         reasons = lost["reason"].value_counts().sort_index()
         lines.append("lost by reason: " + ", ".join(f"{r} {c}" for r, c in reasons.items()))
-    broadcasts = tables.get("broadcasts")
-    if broadcasts is not None and len(broadcasts):
-        for column in (c for c in broadcasts.columns if c.startswith("t") and c[1:2].isdigit()):
-            reached = broadcasts[column].dropna()
-            if reached.empty:
-                lines.append(f"broadcast {column}: never reached in {len(broadcasts)} updates")
-                continue
-            lines.append(
-                f"broadcast time to {column[1:]}% of online nodes: median "
-                f"{format_duration(float(np.median(reached)))}, max "
-                f"{format_duration(float(reached.max()))} "
-                f"({len(reached)}/{len(broadcasts)} updates)"
-            )
-    walk = tables.get("walk_summary")
-    if walk is not None and len(walk):
-        row = walk.iloc[0]
-        lines.append(
-            f"walks: mean {row['mean_propagating']:.3f} propagating, {row['restarts']} restarts, "
-            f"{row['steps']} steps"
-        )
-    lines.extend(_learning_lines(tables))
-    lines.extend(_dola_lines(tables))
-    lines.extend(_mi_ogd_lines(tables))
-    return lines
-
-
-def _mi_ogd_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
-    """Rounds, regret against its bound, and the leakage of an MI-private OGD run."""
-    summary = tables.get("mi_ogd_summary")
-    if summary is None or not len(summary):
-        return []
-    row = summary.iloc[0]
-    return [
-        f"mi_ogd: {row['setting']} information, {row['loss']} loss, d = {row['dimension']}, "
-        f"σ = {row['sigma']:g}; {row['played']} of {row['rounds']} rounds played, "
-        f"{row['applied']} reports applied; regret {row['regret']:.4g} (bound "
-        f"{row['bound']:.4g})",
-        f"mi_ogd leakage: {row['leakage_per_report']:.4g} nats per report, at most "
-        f"{row['leakage_max_per_example']:.4g} nats per example",
-    ]
-
-
-def _dola_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
-    """Regret, accuracy and the privacy guarantee of a DOLA run."""
-    summary = tables.get("dola_summary")
-    if summary is None or not len(summary):
-        return []
-    row = summary.iloc[0]
-    lines = [
-        f"dola: {row['algorithm']}, {row['nodes']} nodes, {row['rounds']} rounds, batch "
-        f"{row['batch']}; average regret R/T {row['average_regret']:.4g} "
-        f"({row['average_regret'] / row['nodes']:.4g} per node)",
-        f"dola test accuracy: averaged iterate {row['accuracy_averaged']:.3f}, mean model "
-        f"{row['accuracy_mean']:.3f}, regret node {row['accuracy_node']:.3f}; sparsity "
-        f"{row['sparsity_node']:.1%}",
-        f"dola privacy per example: {row['guarantee']}",
-    ]
-    return lines
-
-
-def _learning_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
-    """Final test accuracy, updates and the privacy guarantee of a learning run."""
-    summary = tables.get("learning_summary")
-    if summary is None or not len(summary):
-        return []
-    row = summary.iloc[0]
-    guarantee = {
-        "non-private": "none (no noise)",
-        "none": f"no DP guarantee (e.g. the paper's L2 noise), ε = {row['epsilon']:g} charged",
-        "epsilon-DP": f"ε-DP with ε = {row['epsilon']:g}",
-        "(epsilon,delta)-DP": f"(ε, δ)-DP with ε = {row['epsilon']:g}, δ = {row['delta']:g}",
-    }.get(row["guarantee"], row["guarantee"])
-    lines = [
-        f"learning: {row['updates']} updates, {row['refused']} visits refused (budget spent); "
-        f"privacy per record: {guarantee}"
-    ]
-    accuracy = tables.get("accuracy")
-    if accuracy is not None and len(accuracy):
-        last = accuracy[accuracy["visits"] == accuracy["visits"].max()]
-        lines.append(
-            f"test accuracy after {last['visits'].iloc[0]} visits: {last['accuracy'].mean():.3f}"
-        )
+    for part in scenario_parts(scenario):
+        lines.extend(part.cls.summary_lines(tables))
     return lines

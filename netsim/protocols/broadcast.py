@@ -14,10 +14,11 @@ order and one pointer per threshold suffices — O(1) work per adoption or churn
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+import pandas as pd
 from pydantic import Field, field_validator
 
 from netsim.api import BuildContext, ComponentConfig, GossipApplication
@@ -25,6 +26,7 @@ from netsim.distributions import Duration, PositiveDuration
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
 from netsim.sim import Simulation
+from netsim.units import format_duration
 
 if TYPE_CHECKING:
     from netsim.protocols.gossip import GossipEngine
@@ -269,3 +271,37 @@ class Broadcast(GossipApplication):
 
     def round_tick(self, active: np.ndarray) -> None:
         return None
+
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """The median and largest time to reach each coverage threshold."""
+        broadcasts = tables.get("broadcasts")
+        if broadcasts is None or not len(broadcasts):
+            return []
+        lines = []
+        for column in (c for c in broadcasts.columns if c.startswith("t") and c[1:2].isdigit()):
+            reached = broadcasts[column].dropna()
+            if reached.empty:
+                lines.append(f"broadcast {column}: never reached in {len(broadcasts)} updates")
+                continue
+            lines.append(
+                f"broadcast time to {column[1:]}% of online nodes: median "
+                f"{format_duration(float(np.median(reached)))}, max "
+                f"{format_duration(float(reached.max()))} "
+                f"({len(reached)}/{len(broadcasts)} updates)"
+            )
+        return lines
+        if True:
+            for column in (c for c in broadcasts.columns if c.startswith("t") and c[1:2].isdigit()):
+                reached = broadcasts[column].dropna()
+                if reached.empty:
+                    lines.append(f"broadcast {column}: never reached in {len(broadcasts)} updates")
+                    continue
+                lines.append(
+                    f"broadcast time to {column[1:]}% of online nodes: median "
+                    f"{format_duration(float(np.median(reached)))}, max "
+                    f"{format_duration(float(reached.max()))} "
+                    f"({len(reached)}/{len(broadcasts)} updates)"
+                )
+        return lines
+

@@ -46,13 +46,15 @@ Choices where the paper leaves room (each is tested in ``tests/test_walk.py``):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import model_validator
 
-from netsim.api import BuildContext, ComponentConfig, Walk, WalkAgent
+from netsim.api import BuildContext, ComponentConfig, Curve, FigureSpec, Walk, WalkAgent
 from netsim.distributions import Duration, PositiveDuration
 from netsim.errors import ScenarioError
 from netsim.fields import Probability
@@ -157,6 +159,22 @@ VISITS_TABLE = TableSchema(
 )
 
 
+#: The walk counts figure of ``netsim report`` (Hegedűs et al. 2016, Figs. 2–3).
+WALK_FIGURE = FigureSpec(
+    file="walk_counts.png",
+    caption="random walks over time",
+    sentence=(
+        "The number of random walks propagating at once (top) and the step count of the "
+        "oldest propagating walk (bottom) against simulated time."
+    ),
+    title="Random walks",
+    panels=(
+        Curve("walk_samples", "propagating", "time", "walks propagating (number of walks)"),
+        Curve("walk_samples", "oldest_steps", "time", "oldest walk (number of steps)"),
+    ),
+)
+
+
 class VisitCounter(WalkAgent):
     """The trivial agent: the walk carries nothing; visits are counted per node."""
 
@@ -242,6 +260,8 @@ class RandomWalkService(Walk):
     ``incoming``), then call :meth:`attach` with that gossip (built from a scenario, the
     service registers with the gossip engine and attaches when the run starts).
     """
+
+    figures = (WALK_FIGURE,)
 
     Config = WalkServiceConfig
     tables = (STEPS_TABLE, RESTARTS_TABLE, ENDS_TABLE, SAMPLES_TABLE, SUMMARY_TABLE)
@@ -728,6 +748,19 @@ class RandomWalkService(Walk):
             self.max_steps,
         )
 
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """Mean concurrent walks, restarts and steps."""
+        lines: list[str] = []
+        walk = tables.get("walk_summary")
+        if walk is not None and len(walk):
+            row = walk.iloc[0]
+            lines.append(
+                f"walks: mean {row['mean_propagating']:.3f} propagating, "
+                f"{row['restarts']} restarts, {row['steps']} steps"
+            )
+        return lines
+
 
 class IdealWalk(Walk):
     """A walk that never fails (for learning experiments, Hegedűs et al. §6).
@@ -736,6 +769,8 @@ class IdealWalk(Walk):
     random permutations of the nodes, a new one each time all nodes were visited (without
     replacement, §3.1). It ignores churn and the network.
     """
+
+    figures = (WALK_FIGURE,)
 
     Config = IdealWalkConfig
     tables = (STEPS_TABLE, SAMPLES_TABLE)

@@ -147,6 +147,26 @@ def scenario_problems(scenario: s.Scenario) -> str | None:
     return topology_problem(scenario.topology, scenario.nodes)
 
 
+def component_references(scenario: s.Scenario) -> dict[str, str]:
+    """Every component of ``scenario`` by key, as the ``module:Class`` it was built from (the
+    run's manifest records them, so ``netsim report`` finds their figures)."""
+    classes = {
+        "topology": component_class(scenario.topology, ("topology",)),
+        "churn": component_class(scenario.churn, ("churn",)),
+        **{part.key: part.cls for part in scenario_parts(scenario)},
+    }
+    return {key: f"{cls.__module__}:{cls.__qualname__}" for key, cls in classes.items()}
+
+
+def builtin_component_classes() -> list[type[Component]]:
+    """The fixed sections' infrastructure and every component netsim registers."""
+    classes: list[type[Component]] = list(INFRASTRUCTURE.values())
+    for slot, name, _, origin in REGISTRY.entries():
+        if origin == "netsim":
+            classes.append(REGISTRY.lookup((slot,), name)[0])
+    return list(dict.fromkeys(classes))
+
+
 def topology_problem(config: Any, n: int) -> str | None:
     """Why the topology of ``config`` cannot be built on ``n`` nodes, or ``None``."""
     cls = component_class(config, ("topology",))

@@ -27,7 +27,7 @@ from netsim import __version__
 from netsim.errors import RunDirectoryError, ScenarioError
 from netsim.log import EventLog
 from netsim.rng import new_root_seed
-from netsim.scenario.build import BuiltRun, build_run
+from netsim.scenario.build import BuiltRun, build_run, component_references
 from netsim.scenario.loader import scenario_hash, scenario_to_yaml
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
@@ -115,6 +115,7 @@ def run_scenario(
             "wall_time_seconds": round(wall, 3),
             "tables": counts,
             "schemas": log.schemas(),
+            "components": component_references(scenario),
             "warnings": built.warnings,
             "netsim_version": __version__,
             "python": sys.version.split()[0],

@@ -17,11 +17,12 @@ the privacy accountant's ``privacy_ledger`` / ``privacy_records``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from netsim.algorithms.dola.config import DolaConfig
@@ -33,7 +34,7 @@ from netsim.algorithms.dola.mixing import (
     check_round,
     union_components,
 )
-from netsim.api import BuildContext, RoundLearner
+from netsim.api import BuildContext, Curve, FigureSpec, RoundLearner
 from netsim.distributions import Constant
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import OnlineData, load_online_data
@@ -121,6 +122,36 @@ SUMMARY_TABLE = TableSchema(
 )
 
 
+#: DOLA's figures in ``netsim report`` (Li et al.: accuracy and regret by round).
+FIGURES = (
+    FigureSpec(
+        file="dola_accuracy_vs_round.png",
+        caption="DOLA test accuracy by round",
+        sentence="Test accuracy of DOLA's running average ŵ_t = (1/t) Σ w̄_s against the round t.",
+        title="DOLA: test accuracy of the averaged iterate",
+        panels=(Curve("dola_rounds", "accuracy_averaged", "round", "accuracy (fraction correct)"),),
+    ),
+    FigureSpec(
+        file="dola_regret_vs_round.png",
+        caption="DOLA average regret per node",
+        sentence=(
+            "DOLA's average regret per node R_D(t)/(t·m) at the regret checkpoints (a lower "
+            "bound: the hindsight minimum is a solver's upper bound)."
+        ),
+        title="DOLA: average regret per node",
+        panels=(
+            Curve(
+                "dola_regret",
+                "average_regret_per_node",
+                "round",
+                "average regret per node (loss units)",
+            ),
+        ),
+        log_x_over_decades=2.0,
+    ),
+)
+
+
 def accuracies(models: list[np.ndarray], x: object, y: np.ndarray) -> list[float]:
     """For each model w: the share of test examples with sign(⟨w, x⟩) = y (a zero margin
     counts as +1); one pass over the test data for all of them."""
@@ -147,6 +178,7 @@ class DolaRounds(RoundLearner):
     the released values and lets its :class:`DolaLearner` update every online node."""
 
     Config = DolaConfig
+    figures = FIGURES
     tables = (ROUNDS_TABLE, MIXING_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE,
               RECORDS_TABLE)  # fmt: skip
 
@@ -422,6 +454,24 @@ class DolaRounds(RoundLearner):
             learner.sparsity_of(w_node), learner.consensus(), guarantee,
             run.epsilon, run.delta, learner.passes,
         )  # fmt: skip
+
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """Regret, accuracy and the privacy guarantee of a DOLA run."""
+        summary = tables.get("dola_summary")
+        if summary is None or not len(summary):
+            return []
+        row = summary.iloc[0]
+        lines = [
+            f"dola: {row['algorithm']}, {row['nodes']} nodes, {row['rounds']} rounds, batch "
+            f"{row['batch']}; average regret R/T {row['average_regret']:.4g} "
+            f"({row['average_regret'] / row['nodes']:.4g} per node)",
+            f"dola test accuracy: averaged iterate {row['accuracy_averaged']:.3f}, mean model "
+            f"{row['accuracy_mean']:.3f}, regret node {row['accuracy_node']:.3f}; sparsity "
+            f"{row['sparsity_node']:.1%}",
+            f"dola privacy per example: {row['guarantee']}",
+        ]
+        return lines
 
 
 def dola_data(section: DolaConfig) -> OnlineData:

@@ -27,14 +27,24 @@ Choices where the paper is silent:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import Field, ValidationInfo, field_validator
 
-from netsim.api import BuildContext, Component, ComponentConfig, Mechanism, WalkAgent
+from netsim.api import (
+    BuildContext,
+    Component,
+    ComponentConfig,
+    Curve,
+    FigureSpec,
+    Mechanism,
+    WalkAgent,
+)
 from netsim.errors import BudgetExhausted
 from netsim.fields import resolved_path
 from netsim.learning.datasets import (
@@ -110,6 +120,19 @@ SUMMARY_TABLE = TableSchema(
         "no DP guarantee, e.g. the paper's L2 noise — or non-private)."
     ),
     role="summary",
+)
+
+
+#: Test accuracy against simulated time (Hegedűs et al. 2016, Figs. 4–7).
+ACCURACY_FIGURE = FigureSpec(
+    file="accuracy_vs_time.png",
+    caption="test accuracy over time",
+    sentence=(
+        "Test accuracy of the learned models against simulated time, first averaged over "
+        "the models (walks) evaluated in each time bin of a run."
+    ),
+    title="Test accuracy",
+    panels=(Curve("accuracy", "accuracy", "time", "accuracy (fraction correct)"),),
 )
 
 
@@ -268,6 +291,7 @@ class SGDAgent(Component):
 
     Config = LearningConfig
     tables = (VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
+    figures = (ACCURACY_FIGURE,)
 
     def __init__(
         self,
@@ -381,6 +405,30 @@ class SGDAgent(Component):
         self.sim.log.table(SUMMARY_TABLE).append(
             self.updates + self.refused, self.updates, self.refused, epsilon, delta, kind
         )
+
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """Final test accuracy, updates and the privacy guarantee of a learning run."""
+        summary = tables.get("learning_summary")
+        if summary is None or not len(summary):
+            return []
+        row = summary.iloc[0]
+        guarantee = {
+            "non-private": "none (no noise)",
+            "none": f"no DP guarantee (e.g. the paper's L2 noise), ε = {row['epsilon']:g} charged",
+            "epsilon-DP": f"ε-DP with ε = {row['epsilon']:g}",
+            "(epsilon,delta)-DP": f"(ε, δ)-DP with ε = {row['epsilon']:g}, δ = {row['delta']:g}",
+        }.get(row["guarantee"], row["guarantee"])
+        lines = [
+            f"learning: {row['updates']} updates, {row['refused']} visits refused (budget spent); "
+            f"privacy per record: {guarantee}"
+        ]
+        accuracy = tables.get("accuracy")
+        if accuracy is not None and len(accuracy):
+            last = accuracy[accuracy["visits"] == accuracy["visits"].max()]
+            visits, accuracy_mean = last["visits"].iloc[0], last["accuracy"].mean()
+            lines.append(f"test accuracy after {visits} visits: {accuracy_mean:.3f}")
+        return lines
 
 
 class SGDWalkAgent(WalkAgent):

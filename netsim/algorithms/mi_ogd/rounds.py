@@ -17,10 +17,12 @@ checkpoints against the best fixed w in hindsight, next to the theorems' bound) 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from netsim.algorithms.mi_ogd.config import MiOgdConfig
 from netsim.algorithms.mi_ogd.learner import (
@@ -31,7 +33,7 @@ from netsim.algorithms.mi_ogd.learner import (
     synthetic_regression,
     user_report,
 )
-from netsim.api import BuildContext, RoundLearner
+from netsim.api import BuildContext, Curve, FigureSpec, RoundLearner
 from netsim.errors import ScenarioError
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import load_online_data, shard_rows
@@ -104,11 +106,26 @@ SUMMARY_TABLE = TableSchema(
 )
 
 
+#: MI-OGD's regret figure in ``netsim report``.
+REGRET_FIGURE = FigureSpec(
+    file="mi_ogd_regret_vs_round.png",
+    caption="MI-OGD regret",
+    sentence=(
+        "Regret of mutual-information-private online gradient descent over the rounds "
+        "played up to round t (a lower bound, as for DOLA)."
+    ),
+    title="MI-private OGD: regret",
+    panels=(Curve("mi_ogd_regret", "regret", "round", "regret (loss units)"),),
+    log_x_over_decades=2.0,
+)
+
+
 class MiOgdRounds(RoundLearner):
     """The learner node, the user nodes and their rounds over the network (the ``mi_ogd``
     section)."""
 
     Config = MiOgdConfig
+    figures = (REGRET_FIGURE,)
     tables = (ROUNDS_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
 
     def __init__(
@@ -235,6 +252,22 @@ class MiOgdRounds(RoundLearner):
             len(self.rows), applied, regret, bound, problem.leakage(),
             float(self.accountant.mutual_information_spent.max()),
         )  # fmt: skip
+
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """Rounds, regret against its bound, and the leakage of an MI-private OGD run."""
+        summary = tables.get("mi_ogd_summary")
+        if summary is None or not len(summary):
+            return []
+        row = summary.iloc[0]
+        return [
+            f"mi_ogd: {row['setting']} information, {row['loss']} loss, d = {row['dimension']}, "
+            f"σ = {row['sigma']:g}; {row['played']} of {row['rounds']} rounds played, "
+            f"{row['applied']} reports applied; regret {row['regret']:.4g} (bound "
+            f"{row['bound']:.4g})",
+            f"mi_ogd leakage: {row['leakage_per_report']:.4g} nats per report, at most "
+            f"{row['leakage_max_per_example']:.4g} nats per example",
+        ]
 
 
 def _bound(problem: MiOgdProblem, played: int) -> float:

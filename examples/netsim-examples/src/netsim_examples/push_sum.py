@@ -15,12 +15,14 @@ the online nodes' estimates against the true average of all initial values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from pydantic import Field
 
-from netsim.api import BuildContext, ComponentConfig, GossipApplication
+from netsim.api import BuildContext, ComponentConfig, Curve, FigureSpec, GossipApplication
 from netsim.distributions import PositiveDuration
 from netsim.log import F64, I64, TableSchema
 
@@ -33,6 +35,18 @@ ERROR_TABLE = TableSchema(
     ),
     role="samples",
     time="time",
+)
+
+#: The figure ``netsim report`` draws of the table (without it, a generic one).
+ERROR_FIGURE = FigureSpec(
+    file="push_sum_error.png",
+    caption="push-sum error over time",
+    sentence="The largest and the mean absolute error of the online nodes' estimates.",
+    title="Push-sum averaging: error",
+    panels=(
+        Curve("push_sum_error", "max_error", "time", "largest error (value units)"),
+        Curve("push_sum_error", "mean_error", "time", "mean error (value units)"),
+    ),
 )
 
 
@@ -49,6 +63,16 @@ class PushSum(GossipApplication):
 
     Config = PushSumConfig
     tables = (ERROR_TABLE,)
+    figures = (ERROR_FIGURE,)
+
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """The final error, for the summary ``netsim run`` prints."""
+        errors = tables.get("push_sum_error")
+        if errors is None or not len(errors):
+            return []
+        last = errors.iloc[-1]
+        return [f"push-sum: largest error {last['max_error']:.3g} at the end"]
 
     def __init__(self, config: PushSumConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
