@@ -8,6 +8,7 @@ would: its ``src`` on ``sys.path`` and a ``.dist-info`` with the entry points it
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -21,9 +22,18 @@ import pytest
 
 import netsim
 from netsim.analysis.collect import collect
-from netsim.api import ComponentConfig, GossipApplication, RoundLearner, RoundsConfig
+from netsim.api import (
+    ComponentConfig,
+    DatasetLoader,
+    GossipApplication,
+    LoadedData,
+    Mechanism,
+    RoundLearner,
+    RoundsConfig,
+)
 from netsim.errors import ScenarioError
 from netsim.log import F64, I64, TableSchema
+from netsim.privacy.mechanisms import k_norm_l2
 from netsim.registry import REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -300,3 +310,63 @@ def test_a_round_learner_runs_its_rounds_from_time_zero():
     assert rows.set_index("time")["online"][0.0] == samples[0.0]
     scenario["components"]["count"]["rounds"] = 3
     assert netsim.run(scenario)["online_by_round"]["round"].tolist() == [1, 2, 3]
+
+
+# --- mechanisms and data-set loaders named by module:Class ---------------------------------
+
+
+class TinyLoader(DatasetLoader):
+    """A data set of 60 points in the unit square labelled by the side of a line."""
+
+    needs_path = False
+    test_fraction = 0.25
+
+    def load(self, path, label):
+        x = np.random.default_rng(0).random((60, 2))
+        labels = np.where(x[:, 0] > x[:, 1], "above", "below")
+        return LoadedData(x, labels, "60 points in the unit square")
+
+
+class RenamedKNorm(Mechanism):
+    """The K-norm mechanism under another name (its events say which)."""
+
+    def release(self, value, *, sensitivity, epsilon, rng):
+        noisy, event = k_norm_l2(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+        return noisy, dataclasses.replace(event, mechanism="renamed_k_norm")
+
+
+def learning_with(**learning: object) -> dict:
+    return {
+        "name": "plugin-learning",
+        "seed": 2,
+        "nodes": 30,
+        "duration": "2min",
+        "topology": {"kind": "ring", "k": 2},
+        "learning": {"dataset": {"name": "spambase"}, "evaluate_every": 10, **learning},
+        "walk": {"kind": "ideal", "agent": {"kind": "sgd"}},
+    }
+
+
+def test_a_data_set_loader_and_a_mechanism_by_module_and_class():
+    result = netsim.run(
+        learning_with(
+            dataset={"name": "tests.test_components:TinyLoader"},
+            noise="tests.test_components:RenamedKNorm",
+            algorithm="dp-sgd-inf",
+        )
+    )
+    ledger = result["privacy_ledger"]
+    assert len(ledger) > 0 and set(ledger["mechanism"]) == {"renamed_k_norm"}
+    assert set(ledger["guarantee"]) == {"epsilon-DP"}
+    assert len(result["accuracy"]) > 0
+    summary = result["learning_summary"].iloc[0]
+    assert summary["guarantee"] == "epsilon-DP"
+
+
+def test_bad_data_set_and_mechanism_names_list_what_is_allowed():
+    with pytest.raises(ScenarioError, match=r"learning.noise: unknown value 'gauss'.*'k_norm_l2'"):
+        netsim.run(learning_with(noise="gauss"))
+    with pytest.raises(ScenarioError, match=r"learning.dataset.name: .*'spambase'"):
+        netsim.run(learning_with(dataset={"name": "iris"}))
+    with pytest.raises(ScenarioError, match=r"is a noise mechanism; here a data-set loader"):
+        netsim.run(learning_with(dataset={"name": "tests.test_components:RenamedKNorm"}))

@@ -229,6 +229,11 @@ def load_dataset(
     if test_fraction is not None:
         _check_fraction(test_fraction)
     loader = dataset_loader(name)
+    if not isinstance(loader, BuiltinDataset) and (path is None) == loader.needs_path:
+        raise DataError(
+            f"data set {name!r} needs path=" if loader.needs_path
+            else f"data set {name!r} reads no file; do not give path= (got {path})"
+        )
     loaded = loader.load(Path(path) if path is not None else None, label)
     x, y, classes, origin, source = _numbered(name, loaded)
     default_fraction = (

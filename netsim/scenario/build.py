@@ -74,12 +74,12 @@ class Part:
         return self.key if kind is None else f"{self.key} (kind {kind})"
 
 
+#: The slots whose components may stand in the ``components`` section.
+COMPONENT_SLOTS = ("application", "protocol", "learner")
 #: The fixed sections of a scenario, in build order (each after what it requires): the shared
 #: infrastructure (the DP-SGD learner state, the gossip engine), then registered components
 #: that a scenario names by section rather than by ``kind`` (looked up in the registry under
 #: the section's name, like any plugin).
-#: The slots whose components may stand in the ``components`` section.
-COMPONENT_SLOTS = ("application", "protocol", "learner")
 INFRASTRUCTURE: dict[str, type[Component]] = {"learning": SGDAgent, "gossip": GossipEngine}
 FIXED_BEFORE_WALK: tuple[str, ...] = ("learning", "gossip", "broadcast")
 FIXED_AFTER_WALK: tuple[str, ...] = ("gossip_learning", "dola", "mi_ogd")
