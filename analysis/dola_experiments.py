@@ -1,6 +1,7 @@
 """Run the experiments of Li et al. (DOLA; arXiv 2017 §6, TKDE 2018 §7) and draw them.
 
-    python analysis/dola_experiments.py run [--jobs 2] [--only NAME ...]
+    python analysis/dola_experiments.py run [--jobs 2 | --scheduler ADDRESS] [--out DIR]
+                                            [--only NAME ...]
     python analysis/dola_experiments.py figures
 
 Experiments (all on the simulated network, synchronous and loss-free as in the papers, hinge
@@ -30,27 +31,32 @@ talking to half its neighbours per round, 1,000 rounds):
                middle one at ε = 1, one pass, λ = 0.01 (TKDE Fig. 5a)
 =============  ===========================================================================
 
-``run`` writes ``analysis/results/dola-<experiment>.parquet`` (atomically) and ``figures``
-draws ``analysis/figures/dola-*.png`` from them and prints the tables in Markdown.
+Each experiment is a sweep of :mod:`netsim.sweep` (:func:`plan`: the base scenario named
+``dola-<experiment>`` and one listed point per configuration and seed, each run with exactly
+that seed). ``run`` runs it on ``--jobs`` local processes or a Dask cluster into the sweep
+directory ``<--out>/dola-<experiment>/`` (default ``analysis/sweeps``; runs already complete
+there are kept, so ``run`` resumes), reduces the run directories into
+``analysis/results/dola-<experiment>.parquet`` (atomically) and ``figures`` draws
+``analysis/figures/dola-*.png`` from them and prints the tables in Markdown.
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from experiments import experiment_main, run_experiments
+from experiments import SweepRunner, describe, experiment_main, run_experiments
 
 from netsim.algorithms.dola.figures import curve_figure, dola_curves, final_values, sparsity_figure
-from netsim.errors import NetsimError
+from netsim.analysis import load_run, load_run_scenario
 from netsim.network.topology import random_geometric
 from netsim.rng import RandomStreams
 from netsim.scenario.loader import load_scenario
-from netsim.scenario.runner import run_in_memory
+from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "scenarios" / "dola" / "synthetic.yaml"
@@ -60,20 +66,7 @@ SHARED = REPO.parent / "shared" / "data"
 ADULT = SHARED / "uci" / "adult-complete-rows.csv"
 RCV1_LIKE = {"examples": 20242, "features": 47236, "nonzeros": 75, "relevant": 500}
 REAL_SIM_LIKE = {"examples": 20000, "features": 20958, "nonzeros": 50, "relevant": 500}
-Task = tuple[str, dict[str, Any], int]
-
-
-def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    """``base`` with dotted keys of ``changes`` replaced (``dola__epsilon`` = dola.epsilon)."""
-    spec = {key: (dict(value) if isinstance(value, dict) else value) for key, value in base.items()}
-    for key, value in changes.items():
-        parts = key.split("__")
-        target = spec
-        for part in parts[:-1]:
-            target[part] = dict(target.get(part, {}))
-            target = target[part]
-        target[parts[-1]] = value
-    return spec
+SUMMARY_COLUMNS = ("accuracy_averaged", "accuracy_mean", "accuracy_node", "sparsity_node")
 
 
 def base_spec() -> dict[str, Any]:
@@ -81,43 +74,51 @@ def base_spec() -> dict[str, Any]:
     return load_scenario(BASE).model_dump(mode="json", exclude_none=True)
 
 
-def tasks(name: str) -> list[Task]:
-    """The (experiment, scenario, seed) runs of experiment ``name``."""
+def experiment_base(name: str) -> dict[str, Any]:
+    """The base scenario of experiment ``name``: regret at 16 checkpoints, named after it."""
     base = base_spec()
+    base["name"] = f"dola-{name}"
     base["dola"]["regret_checkpoints"] = 16
-    out: list[Task] = []
+    return base
 
-    def add(spec: dict[str, Any], seeds: range) -> None:
-        out.extend((name, spec, seed) for seed in seeds)
+
+def points(name: str, base: dict[str, Any]) -> list[SweepPoint]:
+    """The runs of experiment ``name``: dotted-key overrides of ``base`` and a seed each."""
+    out: list[SweepPoint] = []
+
+    def add(overrides: dict[str, Any], seeds: Sequence[int]) -> None:
+        out.extend(SweepPoint(overrides, seed, describe(overrides)) for seed in seeds)
 
     if name == "epsilon":
-        add(_with(base, dola__algorithm="non_private"), range(1, 4))
+        add({"dola.algorithm": "non_private"}, range(1, 4))
         for eps in (1.0, 0.1, 0.01):
-            add(_with(base, dola__epsilon=eps), range(1, 4))
-            add(_with(base, dola__algorithm="gaussian", dola__epsilon=eps), range(1, 4))
-        add(_with(base, dola__algorithm="gaussian", dola__calibration="analytic"), range(1, 4))
+            add({"dola.epsilon": eps}, range(1, 4))
+            add({"dola.algorithm": "gaussian", "dola.epsilon": eps}, range(1, 4))
+        add({"dola.algorithm": "gaussian", "dola.calibration": "analytic"}, range(1, 4))
     elif name == "nodes":
         for m in (1, 4, 64):
             topology = {"kind": "complete"} if m < 64 else base["topology"]
-            add(_with(base, nodes=m, topology=topology), range(1, 4))
+            add({"nodes": m, "topology": topology}, range(1, 4))
     elif name == "batch":
         for h in (1, 5):
-            add(_with(base, dola__batch=h), range(1, 11))
-            add(_with(base, dola__batch=h, dola__algorithm="non_private"), range(1, 11))
+            add({"dola.batch": h}, range(1, 11))
+            add({"dola.batch": h, "dola.algorithm": "non_private"}, range(1, 11))
     elif name == "topology":
         for radius in (0.2, 0.35, 0.8):
             topology = {"kind": "random_geometric", "radius": radius}
             seeds = connected_seeds(base["nodes"], radius, 3)
             for algorithm in ("laplace", "gaussian"):
-                spec = _with(base, topology=topology, dola__algorithm=algorithm, dola__epsilon=1.0)
-                out.extend((name, spec, seed) for seed in seeds)
+                add(
+                    {"topology": topology, "dola.algorithm": algorithm, "dola.epsilon": 1.0},
+                    seeds,
+                )
     elif name == "datasets":
         sets: list[dict[str, Any]] = [{"name": "spambase"}, dict(base["dola"]["data"])]
         if ADULT.is_file():
             sets.insert(0, {"name": "adult", "path": str(ADULT)})
         for data in sets:
             for eps in (1.0, 0.1):
-                add(_with(base, dola__data=data, dola__epsilon=eps), range(1, 4))
+                add({"dola.data": data, "dola.epsilon": eps}, range(1, 4))
     elif name == "table3":
         data = {"name": "synthetic_sparse", "options": RCV1_LIKE}
         train = math.ceil(RCV1_LIKE["examples"] * 0.75)
@@ -125,33 +126,42 @@ def tasks(name: str) -> list[Task]:
             rounds = math.ceil(train / m)
             topology = {"kind": "complete"} if m < 64 else base["topology"]
             for eps in (None, 1.0, 0.1, 0.01):
-                changes: dict[str, Any] = {
+                overrides: dict[str, Any] = {
                     "nodes": m, "topology": topology, "duration": float(rounds),
-                    "dola__data": data, "dola__regret_checkpoints": 0,
-                    "dola__evaluate_every": max(rounds // 20, 1),
-                    "dola__strong_convexity": 0.01,
+                    "dola.data": data, "dola.regret_checkpoints": 0,
+                    "dola.evaluate_every": max(rounds // 20, 1),
+                    "dola.strong_convexity": 0.01,
                 }  # fmt: skip
                 if eps is None:
-                    changes["dola__algorithm"] = "non_private"
+                    overrides["dola.algorithm"] = "non_private"
                 else:
-                    changes["dola__epsilon"] = eps
-                add(_with(base, **changes), range(1, 2))
+                    overrides["dola.epsilon"] = eps
+                add(overrides, range(1, 2))
     elif name == "sparsity":
         data = {"name": "synthetic_sparse", "options": REAL_SIM_LIKE}
         rounds = math.ceil(REAL_SIM_LIKE["examples"] * 0.75 / 64)
         for radius, eps in ((0.2, math.inf), (0.35, math.inf), (0.8, math.inf), (0.35, 1.0)):
             seeds = connected_seeds(base["nodes"], radius, 1)
             for rho in (0.0, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1):
-                spec = _with(
-                    base, topology={"kind": "random_geometric", "radius": radius},
-                    duration=float(rounds), dola__data=data, dola__algorithm="sparse",
-                    dola__epsilon=eps, dola__sparsity=rho, dola__regret_checkpoints=0,
-                    dola__evaluate_every=max(rounds // 10, 1), dola__strong_convexity=0.01,
-                )  # fmt: skip
-                out.extend((name, spec, seed) for seed in seeds)
+                add({
+                    "topology": {"kind": "random_geometric", "radius": radius},
+                    "duration": float(rounds), "dola.data": data, "dola.algorithm": "sparse",
+                    "dola.epsilon": eps, "dola.sparsity": rho, "dola.regret_checkpoints": 0,
+                    "dola.evaluate_every": max(rounds // 10, 1), "dola.strong_convexity": 0.01,
+                }, seeds)  # fmt: skip
     else:
         raise SystemExit(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
     return out
+
+
+def plan(name: str, overrides: dict[str, Any] | None = None) -> SweepPlan:
+    """The sweep of experiment ``name`` (every point validated). ``overrides`` are set at every
+    point after its own (e.g. ``{"duration": 20.0}`` for a short check)."""
+    base = experiment_base(name)
+    listed = points(name, base)
+    if overrides:
+        listed = [SweepPoint({**p.overrides, **overrides}, p.seed, p.label) for p in listed]
+    return plan_points(base, listed, base_dir=REPO, source=BASE)
 
 
 def connected_seeds(nodes: int, radius: float, count: int) -> list[int]:
@@ -171,35 +181,28 @@ def connected_seeds(nodes: int, radius: float, count: int) -> list[int]:
 EXPERIMENTS = ("epsilon", "nodes", "batch", "topology", "datasets", "table3", "sparsity")
 
 
-def run_one(task: Task) -> pd.DataFrame:
-    """One run's curve rows (empty, with a message on stderr, if the scenario is refused)."""
-    from netsim.scenario.loader import validate_scenario
-
-    name, spec, seed = task
-    spec = _with(spec, seed=seed, name=f"dola-{name}")
-    try:
-        scenario = validate_scenario(spec, source=f"{name} seed {seed}", base_dir=REPO)
-        _, tables = run_in_memory(scenario)
-    except NetsimError as exc:
-        print(f"skipped {name} seed {seed}: {exc}", file=sys.stderr)
-        return pd.DataFrame()
-    curves = dola_curves(tables, scenario)
+def reduce_run(name: str, directory: Path) -> pd.DataFrame:
+    """One run directory's curve rows, with the final accuracies and sparsity of its summary."""
+    tables = load_run(directory)
+    curves = dola_curves(tables, load_run_scenario(directory))
     summary = tables["dola_summary"].iloc[0]
-    for column in ("accuracy_averaged", "accuracy_mean", "accuracy_node", "sparsity_node"):
+    for column in SUMMARY_COLUMNS:
         curves[f"final_{column}"] = summary[column]
     return curves
 
 
-def run(names: list[str], jobs: int) -> None:
-    """Run ``names`` in ``jobs`` worker processes; one results file per experiment."""
-    run_experiments(
-        names, jobs, tasks=tasks, run_one=run_one,
-        results=lambda name: RESULTS / f"dola-{name}.parquet",
-    )  # fmt: skip
+def results_file(name: str) -> Path:
+    return RESULTS / f"dola-{name}.parquet"
+
+
+def run(names: list[str], runner: SweepRunner) -> int:
+    """Run the sweeps of ``names`` and write one results file per experiment; returns the
+    number of failed runs."""
+    return run_experiments(names, runner, plan=plan, reduce=reduce_run, results=results_file)
 
 
 def _load(name: str) -> pd.DataFrame | None:
-    path = RESULTS / f"dola-{name}.parquet"
+    path = results_file(name)
     return pd.read_parquet(path) if path.is_file() else None
 
 

@@ -1,62 +1,236 @@
-"""What the experiment scripts of ``analysis/`` share: running tasks in worker processes into
-one results file per experiment, and the ``run`` / ``figures`` command line."""
+"""What the experiment scripts of ``analysis/`` share: running an experiment as a sweep of
+:mod:`netsim.sweep`, reducing its run directories into one results table, and the
+``run`` / ``figures`` command line.
+
+An experiment is a :class:`~netsim.sweep.SweepPlan` of listed points (a base scenario, and per
+run its overrides and its own seed: :func:`netsim.sweep.plan_points`). :func:`run_plan` runs
+it with :func:`netsim.sweep.run_sweep` on ``--jobs`` local processes or the Dask cluster at
+``--scheduler`` into ``<--out>/<sweep name>/`` (default ``analysis/sweeps``). A run already
+complete there is not run again, so an interrupted ``run`` resumes where it stopped.
+:func:`run_experiments` then reduces every run directory, in plan order, into the results
+table ``analysis/results/<name>.parquet`` (written atomically). An experiment with a failed
+run writes no table: its errors are in the sweep's ``failures/``, and running it again retries
+exactly the failed runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import io
+import json
+import sys
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from netsim.storage import atomic_write_bytes
+from netsim.analysis.collect import load_sweep, run_status
+from netsim.errors import NetsimError
+from netsim.storage import SWEEP_FAILURES, SWEEP_RUNS, atomic_write_bytes, is_complete_run
+from netsim.sweep import DaskCluster, ProcessPool, SweepPlan
+from netsim.sweep.execute import Backend, SweepProgress, is_done, run_sweep
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO / "analysis" / "sweeps"
+DEFAULT_JOBS = 2
+PROGRESS_EVERY = 50  # runs between progress lines
+EXIT_FAILED = 1
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class SweepRunner:
+    """Where the sweeps go (``out``) and what runs them: ``jobs`` local processes, or the
+    workers of the Dask scheduler at ``scheduler``."""
+
+    out: Path = DEFAULT_OUT
+    jobs: int = DEFAULT_JOBS
+    scheduler: str | None = None
+
+    def backend(self) -> Backend:
+        """A fresh backend for one sweep (a Dask client is closed when its sweep ends)."""
+        if self.scheduler is not None:
+            return DaskCluster(self.scheduler)
+        return ProcessPool(self.jobs)
+
+
+def describe(overrides: Mapping[str, Any]) -> str:
+    """A point's label from its overrides: ``key=value, ...`` (sections as compact JSON)."""
+
+    def show(value: Any) -> str:
+        if isinstance(value, Mapping | list):
+            return json.dumps(value, separators=(",", ":"), default=str)
+        return str(value)
+
+    return ", ".join(f"{key}={show(value)}" for key, value in overrides.items()) or "base"
+
+
+def _progress_printer(name: str) -> Callable[[SweepProgress], None]:
+    """Prints a line every :data:`PROGRESS_EVERY` finished runs and at the last one."""
+
+    def report(state: SweepProgress) -> None:
+        if state.finished % PROGRESS_EVERY == 0 or state.finished == state.total:
+            print(
+                f"{name}: {state.finished}/{state.total} runs, {state.elapsed:.0f} s",
+                flush=True,
+            )
+
+    return report
+
+
+def run_plan(plan: SweepPlan, runner: SweepRunner) -> tuple[list[Path], int]:
+    """Run the runs of ``plan`` that are not complete yet. Returns the run directories of the
+    complete runs in plan order, and the number of runs that failed."""
+    backend = runner.backend()
+    name = plan.spec.name
+    print(f"{name}: {len(plan.runs)} runs on {backend.description}", flush=True)
+    result = run_sweep(plan, out=runner.out, backend=backend, progress=_progress_printer(name))
+    state = result.progress
+    print(
+        f"{name}: {state.complete} ran, {state.already_done} were already complete, "
+        f"{state.failed} failed ({state.elapsed:.0f} s); sweep directory {result.directory}",
+        flush=True,
+    )
+    for failure in result.failures:
+        print(f"  run {failure.run} ({failure.run_id}) failed: {failure.error}", file=sys.stderr)
+    if result.failures:
+        print(
+            f"{name}: errors and tracebacks in {result.directory / SWEEP_FAILURES}; run the "
+            "same command again to retry the failed runs",
+            file=sys.stderr,
+        )
+    runs_dir = result.directory / SWEEP_RUNS
+    done = [runs_dir / run.run_id for run in plan.runs if is_done(run, runs_dir)]
+    return done, state.failed
+
+
+def reduce_runs(
+    directories: Sequence[Path], reduce: Callable[[Path], pd.DataFrame]
+) -> pd.DataFrame:
+    """The non-empty frames ``reduce`` makes of each run directory, concatenated in order."""
+    frames = [frame for frame in map(reduce, directories) if not frame.empty]
+    if not frames:
+        raise NetsimError("no run gave any rows: nothing to write")
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_results(frame: pd.DataFrame, path: Path) -> Path:
+    """Write ``frame`` to the Parquet file ``path`` atomically (no index)."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
 
 
 def run_experiments(
     names: Sequence[str],
-    jobs: int,
+    runner: SweepRunner,
     *,
-    tasks: Callable[[str], list[Any]],
-    run_one: Callable[[Any], pd.DataFrame],
+    plan: Callable[[str], SweepPlan],
+    reduce: Callable[[str, Path], pd.DataFrame],
     results: Callable[[str], Path],
-    chunksize: int = 1,
-) -> None:
-    """For each experiment: its tasks in ``jobs`` processes, the non-empty frames they return
-    concatenated and written (atomically, once all are done) to ``results(name)``."""
+) -> int:
+    """For each experiment: its sweep run (resuming), its run directories reduced and the
+    table written to ``results(name)``; an experiment with failed runs writes none. Returns
+    the number of failed runs."""
+    failed = 0
     for name in names:
         started = time.perf_counter()
-        todo = tasks(name)
-        with ProcessPoolExecutor(jobs) as pool:
-            frames = [f for f in pool.map(run_one, todo, chunksize=chunksize) if not f.empty]
-        buffer = io.BytesIO()
-        pd.concat(frames, ignore_index=True).to_parquet(buffer, index=False)
-        path = results(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, buffer.getvalue())
-        print(f"{name}: {len(todo)} runs in {time.perf_counter() - started:.0f} s")
+        sweep = plan(name)
+        directories, failures = run_plan(sweep, runner)
+        failed += failures
+        if failures:
+            print(f"{name}: {failures} runs failed; {results(name)} not written", file=sys.stderr)
+            continue
+        table = reduce_runs(directories, functools.partial(reduce, name))
+        path = write_results(table, results(name))
+        print(f"{name}: {len(directories)} runs in {time.perf_counter() - started:.0f} s: {path}")
+    return failed
+
+
+def run_directories(paths: Sequence[Path]) -> list[Path]:
+    """Run directories as given, with a sweep directory replaced by its complete runs in plan
+    order."""
+    found: list[Path] = []
+    for path in paths:
+        if is_complete_run(path):
+            found.append(path)
+            continue
+        source = load_sweep(path)  # a clear error if it is neither
+        status = run_status(source)
+        complete = status[status["status"] == "complete"]["run_id"]
+        found.extend(source.run_directory(run_id) for run_id in complete)
+    return found
+
+
+def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--jobs N`` or ``--scheduler ADDRESS``, and ``--out DIR``."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--jobs", type=int, help=f"local worker processes (default {DEFAULT_JOBS})")
+    where.add_argument(
+        "--scheduler", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://host:8786"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="parent of the sweep directories (default analysis/sweeps); runs there resume",
+    )
+
+
+def runner_from(args: argparse.Namespace) -> SweepRunner:
+    """The :class:`SweepRunner` of parsed :func:`add_runner_arguments`."""
+    if args.out.exists() and not args.out.is_dir():
+        raise NetsimError(f"--out {args.out}: exists and is not a directory")
+    jobs = DEFAULT_JOBS if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise NetsimError(f"--jobs {jobs}: the number of worker processes is >= 1")
+    return SweepRunner(out=args.out, jobs=jobs, scheduler=args.scheduler)
+
+
+def guarded(program: str, action: Callable[[], int]) -> int:
+    """Run ``action``: a user error prints one line (exit 2), Ctrl-C says how to resume."""
+    try:
+        return action()
+    except NetsimError as exc:
+        print(f"{program}: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(
+            f"{program}: interrupted; finished runs are kept, and the same command resumes",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
 
 
 def experiment_main(
     description: str,
     experiments: Sequence[str],
-    run: Callable[[list[str], int], None],
+    run: Callable[[list[str], SweepRunner], int],
     draw: Callable[[], None],
     argv: list[str] | None = None,
 ) -> int:
-    """``run [--jobs N] [--only NAME ...]`` or ``figures``."""
+    """``run [--jobs N | --scheduler ADDRESS] [--out DIR] [--only NAME ...]`` or ``figures``.
+    ``run`` returns the number of failed runs (exit status 1 if any)."""
     parser = argparse.ArgumentParser(description=description)
     commands = parser.add_subparsers(dest="command", required=True)
-    run_parser = commands.add_parser("run", help="run the experiments")
-    run_parser.add_argument("--jobs", type=int, default=2)
+    run_parser = commands.add_parser("run", help="run the experiments (resumes)")
+    add_runner_arguments(run_parser)
     run_parser.add_argument("--only", nargs="+", choices=experiments, default=list(experiments))
     commands.add_parser("figures", help="draw the figures from analysis/results")
     args = parser.parse_args(argv)
-    if args.command == "run":
-        run(args.only, args.jobs)
-    else:
+    program = Path(sys.argv[0]).name
+
+    def act() -> int:
+        if args.command == "run":
+            return EXIT_FAILED if run(args.only, runner_from(args)) else 0
         draw()
-    return 0
+        return 0
+
+    return guarded(program, act)

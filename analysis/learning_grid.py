@@ -1,14 +1,20 @@
 """Run the grids of Hegedűs et al. (2016) Fig. 4–7 and draw them.
 
-    python analysis/learning_grid.py run spambase --reps 20 --jobs 2
+    python analysis/learning_grid.py run spambase --reps 20 [--jobs 2 | --scheduler ADDRESS]
+                                     [--out DIR] [--models logreg svm]
     python analysis/learning_grid.py figures
 
 ``run`` varies ``scenarios/learning/<dataset>.yaml`` over the paper's grid — model (LogReg,
 SVM) × algorithm (DP-SGD-1, -5, -∞) × noise (L1, the paper's L2, the ε-DP K-norm L2) ×
 normalisation (local, global) × sampling (with, without replacement) at ε = 1, the noise-free
-SGD baseline, and ε = 0.1 for Fig. 7 — with seeds 1..reps, in worker processes, and writes the
-accuracy curves to ``analysis/results/learning-<dataset>.parquet`` (atomically, when all runs
-are done). ``figures`` draws ``analysis/figures/learning-fig{4,5,6}-{paper-l2,k-norm}.png`` and
+SGD baseline, and ε = 0.1 for Fig. 7 — with seeds 1..reps. The grid is a sweep of
+:mod:`netsim.sweep` (:func:`plan`: one listed point per configuration and seed, run with
+exactly that seed) into the sweep directory ``<--out>/learning-<dataset>/`` (default
+``analysis/sweeps``), on ``--jobs`` local processes or a Dask cluster; runs already complete
+there are kept, so ``run`` resumes (and a run with more ``--reps`` reuses the seeds it has).
+The accuracy curves of the run directories go to ``analysis/results/learning-<dataset>.parquet``
+(atomically, when all runs are done). ``figures`` draws
+``analysis/figures/learning-fig{4,5,6}-{paper-l2,k-norm}.png`` and
 ``learning-fig7-{paper-l2,k-norm}.png`` from every results file, and prints the final
 accuracies as a Markdown table.
 """
@@ -16,25 +22,29 @@ accuracies as a Markdown table.
 from __future__ import annotations
 
 import argparse
-import io
 import itertools
 import sys
-import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
+from experiments import (
+    SweepRunner,
+    add_runner_arguments,
+    describe,
+    guarded,
+    run_experiments,
+    runner_from,
+)
 
 from netsim.analysis.learning import (
     ALGORITHM_LABELS,
     NOISE_LABELS,
-    curves_from_tables,
+    curves_from_run,
     learning_figure,
 )
 from netsim.errors import NetsimError
-from netsim.scenario.loader import load_scenario
-from netsim.scenario.runner import run_in_memory, with_seed
-from netsim.storage import atomic_write_bytes
+from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "scenarios" / "learning"
@@ -45,69 +55,76 @@ SAMPLINGS = ("with_replacement", "without_replacement")
 MODELS = ("logreg", "svm")
 
 
-def grid(models: tuple[str, ...] = MODELS) -> list[tuple[str, ...]]:
-    """Every configuration of Fig. 4–7 for ``models`` as ``--set`` overrides."""
-    configurations = []
+DATASETS = ("spambase", "segmentation", "mnist")
+
+
+def grid(models: tuple[str, ...] = MODELS) -> list[dict[str, Any]]:
+    """Every configuration of Fig. 4–7 for ``models`` as dotted-key overrides."""
+    configurations: list[dict[str, Any]] = []
     for model, algorithm, noise, normalisation, sampling in itertools.product(
         models, ALGORITHMS, ("l1", "l2_paper", "k_norm_l2"), ("local", "global"),
         SAMPLINGS,
     ):  # fmt: skip
         configurations.append(
-            (
-                f"learning.model={model}",
-                f"learning.algorithm={algorithm}",
-                f"learning.noise={noise}",
-                f"learning.normalisation={normalisation}",
-                f"walk.sampling={sampling}",
-            )
+            {
+                "learning.model": model,
+                "learning.algorithm": algorithm,
+                "learning.noise": noise,
+                "learning.normalisation": normalisation,
+                "walk.sampling": sampling,
+            }
         )
     for model, sampling in itertools.product(models, SAMPLINGS):
         configurations.append(
-            (f"learning.model={model}", "learning.algorithm=sgd", f"walk.sampling={sampling}")
+            {"learning.model": model, "learning.algorithm": "sgd", "walk.sampling": sampling}
         )
     for model, algorithm, noise in itertools.product(
         models, ALGORITHMS, ("l2_paper", "k_norm_l2")
     ):  # Fig. 7: ε = 0.1, L2, local normalisation, without replacement
         configurations.append(
-            (
-                f"learning.model={model}",
-                f"learning.algorithm={algorithm}",
-                f"learning.noise={noise}",
-                "learning.epsilon=0.1",
-                "walk.sampling=without_replacement",
-            )
+            {
+                "learning.model": model,
+                "learning.algorithm": algorithm,
+                "learning.noise": noise,
+                "learning.epsilon": 0.1,
+                "walk.sampling": "without_replacement",
+            }
         )
     return configurations
 
 
-def run_one(task: tuple[str, tuple[str, ...], int]) -> pd.DataFrame:
-    """One run in a worker: its accuracy curve."""
-    path, overrides, seed = task
-    scenario = with_seed(load_scenario(Path(path), overrides), seed)
-    _built, tables = run_in_memory(scenario)
-    return curves_from_tables(tables, scenario)
+def plan(
+    dataset: str,
+    reps: int,
+    models: tuple[str, ...] = MODELS,
+    overrides: dict[str, Any] | None = None,
+) -> SweepPlan:
+    """The sweep ``learning-<dataset>``: every configuration × seeds 1..reps (every point
+    validated). ``overrides`` are set at every point after its own (for a short check)."""
+    points = []
+    for configuration in grid(models):
+        configuration = {**configuration, **(overrides or {})}
+        label = describe(configuration)
+        points.extend(SweepPoint(configuration, seed, label) for seed in range(1, reps + 1))
+    return plan_points(SCENARIOS / f"{dataset}.yaml", points, name=f"learning-{dataset}")
 
 
-def run_grid(dataset: str, reps: int, jobs: int, models: tuple[str, ...] = MODELS) -> Path:
-    """Run the whole grid for ``dataset``; write its curve table; return the file."""
-    path = SCENARIOS / f"{dataset}.yaml"
-    load_scenario(path)  # fail early on a bad scenario or missing data
-    tasks = [(str(path), c, seed) for c in grid(models) for seed in range(1, reps + 1)]
-    started = time.perf_counter()
-    curves = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for done, curve in enumerate(pool.map(run_one, tasks, chunksize=4), start=1):
-            curves.append(curve)
-            if done % 50 == 0 or done == len(tasks):
-                elapsed = time.perf_counter() - started
-                print(f"{dataset}: {done}/{len(tasks)} runs, {elapsed:.0f} s", flush=True)
-    table = pd.concat(curves, ignore_index=True)
-    buffer = io.BytesIO()
-    table.to_parquet(buffer, index=False)
-    out = RESULTS / f"learning-{dataset}.parquet"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out, buffer.getvalue())
-    return out
+def reduce_run(dataset: str, directory: Path) -> pd.DataFrame:
+    """One run directory's accuracy curve."""
+    return curves_from_run(directory)
+
+
+def results_file(dataset: str) -> Path:
+    return RESULTS / f"learning-{dataset}.parquet"
+
+
+def run_grid(dataset: str, reps: int, runner: SweepRunner, models: tuple[str, ...] = MODELS) -> int:
+    """Run the whole grid for ``dataset`` and write its curve table; returns the number of
+    failed runs (no table is written if any failed)."""
+    return run_experiments(
+        [dataset], runner,
+        plan=lambda name: plan(name, reps, models), reduce=reduce_run, results=results_file,
+    )  # fmt: skip
 
 
 def final_accuracies(curves: pd.DataFrame) -> pd.DataFrame:
@@ -161,17 +178,18 @@ def draw(curves: pd.DataFrame) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run the grid for one data set")
-    run.add_argument("dataset", choices=["spambase", "segmentation", "mnist"])
+    run = commands.add_parser("run", help="run the grid for one data set (resumes)")
+    run.add_argument("dataset", choices=DATASETS)
     run.add_argument("--reps", type=int, default=20, help="seeds per configuration (paper: 20)")
-    run.add_argument("--jobs", type=int, default=2, help="worker processes")
     run.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    add_runner_arguments(run)
     commands.add_parser("figures", help="draw the figures from analysis/results")
     args = parser.parse_args(argv)
-    try:
+
+    def act() -> int:
         if args.command == "run":
-            print(run_grid(args.dataset, args.reps, args.jobs, tuple(args.models)))
-            return 0
+            failed = run_grid(args.dataset, args.reps, runner_from(args), tuple(args.models))
+            return 1 if failed else 0
         files = sorted(RESULTS.glob("learning-*.parquet"))
         if not files:
             raise NetsimError(f"no results in {RESULTS}: run `learning_grid.py run` first")
@@ -179,10 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         for path in draw(curves):
             print(path)
         print(markdown(final_accuracies(curves)))
-    except NetsimError as exc:
-        print(f"learning_grid: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return guarded("learning_grid", act)
 
 
 if __name__ == "__main__":

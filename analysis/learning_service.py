@@ -1,14 +1,17 @@
 """DP-SGD-5 over the real walk service with STUNner churn, next to the same run over an ideal
 walk (Hegedűs et al. 2016: §5 and §6 together).
 
-    python analysis/learning_service.py --reps 3
+    python analysis/learning_service.py --reps 3 [--jobs 2 | --scheduler ADDRESS] [--out DIR]
 
 Runs ``scenarios/learning/spambase-service-stunner.yaml`` and ``scenarios/learning/
 spambase.yaml`` set to the same learning section (DP-SGD-5, the paper's L2 noise, local
-normalisation) with and without replacement, seeds 1..reps, into run directories under
-``analysis/runs/``; draws ``analysis/figures/learning-service-vs-ideal.png`` from those run
-directories (accuracy against walk steps; how many times each record was used) and prints the
-figures that matter: accuracy, restarts, concurrent walks, refused visits.
+normalisation) with and without replacement, seeds 1..reps. Each variant is a sweep of
+:mod:`netsim.sweep` (one listed point per seed, run with exactly that seed) into
+``<--out>/learning-service-<variant>/`` (default ``analysis/sweeps``; runs already complete
+there are kept, so a rerun only draws). It draws
+``analysis/figures/learning-service-vs-ideal.png`` from those run directories (accuracy
+against walk steps; how many times each record was used) and prints the figures that matter:
+accuracy, restarts, concurrent walks, refused visits.
 """
 
 from __future__ import annotations
@@ -16,42 +19,53 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from experiments import SweepRunner, add_runner_arguments, guarded, run_plan, runner_from
 
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.learning import curves_from_run
 from netsim.analysis.runs import load_run
 from netsim.errors import NetsimError
-from netsim.scenario.loader import load_scenario
-from netsim.scenario.runner import run_id_for, run_scenario, with_seed
-from netsim.storage import is_complete_run
+from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "scenarios" / "learning"
-RUNS = REPO / "analysis" / "runs"
 OUT = REPO / "analysis" / "figures" / "learning-service-vs-ideal.png"
-IDEAL = ["learning.algorithm=dp-sgd-5", "learning.noise=l2_paper"]
-VARIANTS = {
-    "walk service, STUNner churn": ("spambase-service-stunner.yaml", []),
-    "ideal walk, with replacement": ("spambase.yaml", [*IDEAL, "walk.sampling=with_replacement"]),
-    "ideal walk, without replacement": ("spambase.yaml", IDEAL),
-}
+IDEAL = {"learning.algorithm": "dp-sgd-5", "learning.noise": "l2_paper"}
+# label -> (sweep name, scenario file, overrides)
+VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "walk service, STUNner churn": (
+        "learning-service-stunner", "spambase-service-stunner.yaml", {}
+    ),
+    "ideal walk, with replacement": (
+        "learning-service-ideal-with-replacement", "spambase.yaml",
+        {**IDEAL, "walk.sampling": "with_replacement"},
+    ),
+    "ideal walk, without replacement": (
+        "learning-service-ideal-without-replacement", "spambase.yaml", IDEAL
+    ),
+}  # fmt: skip
 
 
-def run_all(reps: int) -> dict[str, list[Path]]:
-    """Run every variant with seeds 1..reps (a finished run directory is reused)."""
+def plan(label: str, reps: int) -> SweepPlan:
+    """The sweep of one variant: its scenario with its overrides, seeds 1..reps."""
+    name, file, overrides = VARIANTS[label]
+    points = [SweepPoint(overrides, seed, label) for seed in range(1, reps + 1)]
+    return plan_points(SCENARIOS / file, points, name=name)
+
+
+def run_all(reps: int, runner: SweepRunner) -> dict[str, list[Path]]:
+    """Run every variant with seeds 1..reps (complete runs are kept); their run directories."""
+    plans = {label: plan(label, reps) for label in VARIANTS}  # all checked before any run
     runs: dict[str, list[Path]] = {}
-    for label, (file, overrides) in VARIANTS.items():
-        scenario = load_scenario(SCENARIOS / file, overrides)
-        runs[label] = []
-        for seed in range(1, reps + 1):
-            seeded = with_seed(scenario, seed)
-            directory = RUNS / run_id_for(seeded)
-            if not is_complete_run(directory):
-                directory = run_scenario(seeded, out=RUNS).directory
-            runs[label].append(directory)
+    for label, sweep in plans.items():
+        directories, failed = run_plan(sweep, runner)
+        if failed:
+            raise NetsimError(f"{label}: {failed} runs failed; run the same command to retry")
+        runs[label] = directories
     return runs
 
 
@@ -112,16 +126,17 @@ def draw(runs: dict[str, list[Path]]) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=3, help="seeds per variant")
+    add_runner_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        runs = run_all(args.reps)
+
+    def act() -> int:
+        runs = run_all(args.reps, runner_from(args))
         print(draw(runs))
         table = pd.DataFrame([summarise(label, dirs) for label, dirs in runs.items()])
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    except NetsimError as exc:
-        print(f"learning_service: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return guarded("learning_service", act)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Run the experiments of Zhang & Venkitasubramaniam (MI-private OGD) and draw them.
 
-    python analysis/mi_ogd_experiments.py run [--jobs 2]
+    python analysis/mi_ogd_experiments.py run [--jobs 2 | --scheduler ADDRESS] [--out DIR]
+                                              [--only NAME ...]
     python analysis/mi_ogd_experiments.py figures
 
 All runs go through ``scenarios/mi_ogd/regression.yaml``: a learner and 100 users on the
@@ -15,8 +16,12 @@ simulated network, absolute-error linear regression on points of the unit ball
 - ``bandit``: final regret of the bandit variant (Alg. 2, η ∝ T^(−3/4), δ ∝ T^(−1/4)) and of
   full information for T = 100 … 10,000, 10 seeds each, with the fitted growth exponents.
 
-``run`` writes ``analysis/results/mi-ogd-<experiment>.parquet``; ``figures`` draws
-``analysis/figures/mi-ogd-*.png`` and prints the numbers.
+Each experiment is a sweep of :mod:`netsim.sweep` (:func:`plan`: one listed point per
+configuration and seed, each run with exactly that seed). ``run`` runs it on ``--jobs`` local
+processes or a Dask cluster into the sweep directory ``<--out>/mi-ogd-<experiment>/`` (default
+``analysis/sweeps``; runs already complete there are kept, so ``run`` resumes), reduces the
+run directories into ``analysis/results/mi-ogd-<experiment>.parquet`` (atomically);
+``figures`` draws ``analysis/figures/mi-ogd-*.png`` and prints the numbers.
 """
 
 from __future__ import annotations
@@ -27,74 +32,92 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from experiments import experiment_main, run_experiments
+from experiments import SweepRunner, describe, experiment_main, run_experiments
 
+from netsim.analysis import load_run, load_run_scenario
 from netsim.analysis.figures import _pyplot, save_figure
-from netsim.scenario.loader import load_scenario, validate_scenario
-from netsim.scenario.runner import run_in_memory
+from netsim.scenario.loader import load_scenario
+from netsim.scenario.schema import Scenario
+from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "scenarios" / "mi_ogd" / "regression.yaml"
 RESULTS = REPO / "analysis" / "results"
 FIGURES = REPO / "analysis" / "figures"
 EXPERIMENTS = ("fig3", "fig4", "bandit")
-Task = tuple[str, dict[str, Any], int, dict[str, Any]]
 
 
 def base_spec() -> dict[str, Any]:
+    """The base scenario as a plain dictionary."""
     return load_scenario(BASE).model_dump(mode="json", exclude_none=True)
 
 
-def _spec(rounds: int, seed: int, **mi: Any) -> dict[str, Any]:
-    spec = base_spec()
-    spec.update(seed=seed, duration=float(rounds))
-    spec["mi_ogd"] = {**spec["mi_ogd"], **mi}
-    return spec
+def _point(rounds: int, seed: int, **mi: Any) -> SweepPoint:
+    """A run of ``rounds`` rounds with the ``mi_ogd`` keys ``mi`` set."""
+    overrides = {"duration": float(rounds), **{f"mi_ogd.{k}": v for k, v in mi.items()}}
+    return SweepPoint(overrides, seed, describe(overrides))
 
 
-def tasks(name: str) -> list[Task]:
-    """(experiment, scenario, seed, labels) of every run of experiment ``name``."""
-    out: list[Task] = []
+def points(name: str) -> list[SweepPoint]:
+    """Every run of experiment ``name``: overrides of the base scenario and a seed."""
     if name == "fig3":
-        for sigma in (0.0, 1.0):
-            for seed in range(1, 21):
-                out.append((name, _spec(1000, seed, sigma=sigma), seed, {"sigma": sigma}))
-    elif name == "fig4":
-        for sigma in (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0):
-            for seed in range(1, 201):
-                spec = _spec(25, seed, sigma=sigma, regret_checkpoints=1)
-                out.append((name, spec, seed, {"sigma": sigma}))
-    elif name == "bandit":
-        for setting in ("bandit", "full"):
-            for rounds in (100, 316, 1000, 3162, 10000):
-                for seed in range(1, 11):
-                    spec = _spec(rounds, seed, setting=setting, regret_checkpoints=1)
-                    out.append((name, spec, seed, {"setting": setting, "T": rounds}))
-    else:
-        raise SystemExit(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
-    return out
+        return [_point(1000, seed, sigma=sigma) for sigma in (0.0, 1.0) for seed in range(1, 21)]
+    if name == "fig4":
+        return [
+            _point(25, seed, sigma=sigma, regret_checkpoints=1)
+            for sigma in (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+            for seed in range(1, 201)
+        ]
+    if name == "bandit":
+        return [
+            _point(rounds, seed, setting=setting, regret_checkpoints=1)
+            for setting in ("bandit", "full")
+            for rounds in (100, 316, 1000, 3162, 10000)
+            for seed in range(1, 11)
+        ]
+    raise SystemExit(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
 
 
-def run_one(task: Task) -> pd.DataFrame:
-    """The regret rows of one run, with its labels."""
-    name, spec, seed, labels = task
-    scenario = validate_scenario(spec, source=f"{name} seed {seed}", base_dir=REPO)
-    _, tables = run_in_memory(scenario)
-    regret = tables["mi_ogd_regret"].copy()
+def plan(name: str, overrides: dict[str, Any] | None = None) -> SweepPlan:
+    """The sweep ``mi-ogd-<name>`` (every point validated). ``overrides`` are set at every
+    point after its own (e.g. ``{"duration": 20.0}`` for a short check)."""
+    listed = points(name)
+    if overrides:
+        listed = [SweepPoint({**p.overrides, **overrides}, p.seed, p.label) for p in listed]
+    return plan_points(base_spec(), listed, name=f"mi-ogd-{name}", base_dir=REPO, source=BASE)
+
+
+def labels(name: str, scenario: Scenario) -> dict[str, Any]:
+    """The columns that tell the runs of experiment ``name`` apart, read from a run's
+    scenario: σ (fig3, fig4), or the setting and the horizon T in rounds (bandit)."""
+    mi_ogd = scenario.mi_ogd
+    assert mi_ogd is not None, f"{scenario.name}: not an MI-OGD scenario"
+    if name == "bandit":
+        return {"setting": mi_ogd.setting, "T": mi_ogd.rounds_in(scenario.duration)}
+    return {"sigma": mi_ogd.sigma}
+
+
+def reduce_run(name: str, directory: Path) -> pd.DataFrame:
+    """The regret rows of one run directory, with its labels, seed and leakage per report."""
+    tables = load_run(directory)
+    scenario = load_run_scenario(directory)
+    regret = tables["mi_ogd_regret"].drop(columns="run_id")
     summary = tables["mi_ogd_summary"].iloc[0]
-    for key, value in labels.items():
+    for key, value in labels(name, scenario).items():
         regret[key] = value
-    regret["seed"] = seed
+    regret["seed"] = scenario.seed
     regret["leakage"] = summary["leakage_per_report"]
     return regret
 
 
-def run(names: list[str], jobs: int) -> None:
-    """Run ``names`` in ``jobs`` worker processes; one results file per experiment."""
-    run_experiments(
-        names, jobs, tasks=tasks, run_one=run_one, chunksize=8,
-        results=lambda name: RESULTS / f"mi-ogd-{name}.parquet",
-    )  # fmt: skip
+def results_file(name: str) -> Path:
+    return RESULTS / f"mi-ogd-{name}.parquet"
+
+
+def run(names: list[str], runner: SweepRunner) -> int:
+    """Run the sweeps of ``names`` and write one results file per experiment; returns the
+    number of failed runs."""
+    return run_experiments(names, runner, plan=plan, reduce=reduce_run, results=results_file)
 
 
 def final_rows(data: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -105,7 +128,7 @@ def final_rows(data: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 def draw() -> None:
     plt = _pyplot()
-    fig3 = RESULTS / "mi-ogd-fig3.parquet"
+    fig3 = results_file("fig3")
     if fig3.is_file():
         data = pd.read_parquet(fig3)
         fig, ax = plt.subplots(figsize=(6.6, 4.4))
@@ -131,7 +154,7 @@ def draw() -> None:
         ax.legend(fontsize=8)
         fig.tight_layout()
         print("wrote", save_figure(fig, FIGURES / "mi-ogd-fig3-regret.png").relative_to(REPO))
-    fig4 = RESULTS / "mi-ogd-fig4.parquet"
+    fig4 = results_file("fig4")
     if fig4.is_file():
         data = final_rows(pd.read_parquet(fig4), ["sigma"])
         stats = data.groupby("sigma").agg(
@@ -158,7 +181,7 @@ def draw() -> None:
         fig.tight_layout()
         print("wrote", save_figure(fig, FIGURES / "mi-ogd-fig4-tradeoff.png").relative_to(REPO))
         print(stats[["leakage", "regret", "se", "bound"]].round(4).to_string())
-    bandit = RESULTS / "mi-ogd-bandit.parquet"
+    bandit = results_file("bandit")
     if bandit.is_file():
         data = final_rows(pd.read_parquet(bandit), ["setting", "T"])
         fig, ax = plt.subplots(figsize=(6.6, 4.4))

@@ -2,7 +2,8 @@
 
 The sweep directory ``<out>/<sweep name>/`` holds:
 
-``sweep.yaml``          the sweep file as given (provenance)
+``sweep.yaml``          the sweep file as given, or the base and points of
+                        :func:`~netsim.sweep.spec.plan_points` (provenance)
 ``sweep.json``          name, parameters, repetitions, planned / complete / failed counts, status
 ``plan.parquet``        one row per run: run, point, repetition, seed, run_id, parameter values
 ``runs/<run_id>/``      complete run directories, published atomically by ``run_scenario``
@@ -209,7 +210,8 @@ def sweep_directory(plan: SweepPlan, out: Path) -> Path:
 
 
 def plan_table(plan: SweepPlan) -> pa.Table:
-    """``plan.parquet``: run, point, repetition, seed, run_id, then one column per parameter."""
+    """``plan.parquet``: run, point, repetition, seed, run_id (then label, for a plan of
+    listed points), then one column per parameter."""
     columns: dict[str, list[Any]] = {
         "run": [r.run for r in plan.runs],
         "point": [r.point for r in plan.runs],
@@ -217,6 +219,8 @@ def plan_table(plan: SweepPlan) -> pa.Table:
         "seed": [r.seed for r in plan.runs],
         "run_id": [r.run_id for r in plan.runs],
     }
+    if plan.spec.listed_points is not None:
+        columns["label"] = [r.label for r in plan.runs]
     for key in plan.spec.parameters:
         columns[key] = [r.parameters[key] for r in plan.runs]
     return pa.table(columns)
@@ -260,7 +264,10 @@ def run_sweep(
     try:
         for path in (runs_dir, failures_dir):
             path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(directory / SWEEP_SOURCE, plan.source.read_text(encoding="utf-8"))
+        source = plan.source_text
+        if source is None:  # read from a sweep file: keep it as given
+            source = plan.source.read_text(encoding="utf-8")
+        atomic_write_text(directory / SWEEP_SOURCE, source)
         atomic_write_parquet(directory / SWEEP_PLAN, plan_table(plan))
     except OSError as exc:
         raise SweepError(

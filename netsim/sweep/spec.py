@@ -18,21 +18,27 @@ Every grid point × repetition is one run of the scenario with the point's value
 is derived from the scenario's seed, the point's values and the repetition index (not from the
 point's position), so extending a grid keeps the seeds — and the finished runs — of the points
 it already had. Everything is checked, and every point's scenario validated, before any run.
+
+A sweep that is not a grid — a list of runs, each with its own overrides and its own seed —
+is planned in code with :func:`plan_points` from a base scenario (plain data or a file) and
+:class:`SweepPoint` objects; :func:`~netsim.sweep.execute.run_sweep` runs either plan.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from netsim.errors import ScenarioError, SweepError
 from netsim.scenario.loader import parse_yaml, scenario_to_data, set_dotted, validate_scenario
@@ -55,14 +61,25 @@ class SweepSpec:
     grid: tuple[tuple[str, tuple[Any, ...]], ...]
     derived: tuple[tuple[str, str], ...]
     repetitions: int
+    # Set only by plan_points (listed points, no grid): the keys the points override, and
+    # how many distinct points there are (runs whose scenarios differ only in the seed).
+    overridden: tuple[str, ...] = ()
+    listed_points: int | None = None
 
     @property
     def parameters(self) -> tuple[str, ...]:
-        """The dotted keys that can differ between runs: grid axes, then derived keys."""
-        return tuple(key for key, _ in self.grid) + tuple(key for key, _ in self.derived)
+        """The dotted keys that can differ between runs: grid axes, then derived keys (for
+        listed points: every key a point overrides)."""
+        return (
+            tuple(key for key, _ in self.grid)
+            + tuple(key for key, _ in self.derived)
+            + self.overridden
+        )
 
     @property
     def points(self) -> int:
+        if self.listed_points is not None:
+            return self.listed_points
         return math.prod(len(values) for _, values in self.grid)
 
 
@@ -76,6 +93,7 @@ class PlannedRun:
     seed: int
     parameters: dict[str, Any]  # dotted key -> resolved value (durations in seconds)
     scenario: Scenario
+    label: str = ""  # listed points: the point's label
 
     @property
     def run_id(self) -> str:
@@ -90,6 +108,25 @@ class SweepPlan:
     spec: SweepSpec
     base: Scenario
     runs: tuple[PlannedRun, ...]
+    # The text kept as sweep.yaml when the plan was not read from a sweep file (plan_points);
+    # None: the file at ``source`` is copied.
+    source_text: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One listed run of :func:`plan_points`: the base scenario with ``overrides`` set, run
+    with exactly ``seed``.
+
+    ``overrides`` maps dotted keys to values, as ``--set`` does (``{"dola.epsilon": 0.1}``); a
+    value may be a mapping that replaces a whole section (``{"topology": {"kind":
+    "complete"}}``). They are set in their order. ``label`` names the point in messages and in
+    ``plan.parquet``.
+    """
+
+    overrides: Mapping[str, Any]
+    seed: int
+    label: str = ""
 
 
 # --- reading the section -----------------------------------------------------------------
@@ -311,16 +348,21 @@ def has_sweep(path: Path) -> bool:
     return SWEEP_KEY in data
 
 
-def plan_sweep(path: Path) -> SweepPlan:
-    """Read a scenario file with a ``sweep`` section and expand it into its runs."""
-    path = Path(path)
+def _read_yaml_file(path: Path, what: str) -> dict[str, Any]:
+    """The plain data of the YAML file ``path`` (``what`` names it in messages)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SweepError(f"{path}: sweep file not found") from None
+        raise SweepError(f"{path}: {what} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise SweepError(f"{path}: cannot read the sweep file: {exc}") from None
-    data = parse_yaml(text, source=str(path))
+        raise SweepError(f"{path}: cannot read the {what}: {exc}") from None
+    return parse_yaml(text, source=str(path))
+
+
+def plan_sweep(path: Path) -> SweepPlan:
+    """Read a scenario file with a ``sweep`` section and expand it into its runs."""
+    path = Path(path)
+    data = _read_yaml_file(path, "sweep file")
     if SWEEP_KEY not in data:
         raise SweepError(
             f"{path}: no sweep section; add 'sweep: {{grid: {{dotted.key: [values]}}, "
@@ -356,3 +398,169 @@ def plan_sweep(path: Path) -> SweepPlan:
                 )
             )
     return SweepPlan(path, spec, base, tuple(runs))
+
+
+# --- listed points -----------------------------------------------------------------------
+
+
+def _check_sweep_name(name: object, where: str) -> str:
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise SweepError(f"{where}: sweep name {name!r}; a name is a non-empty file name")
+    return name
+
+
+def _check_override_key(key: object, where: str) -> str:
+    """A dotted key a listed point may set (its value is checked by validating the point)."""
+    if not isinstance(key, str) or not key or not all(key.split(".")):
+        raise SweepError(f"{where}: {key!r} is not a dotted scenario key")
+    if key == "seed":
+        raise SweepError(f"{where}: give the run's seed as the point's seed, not as an override")
+    if key.split(".")[0] == SWEEP_KEY:
+        raise SweepError(f"{where}: {key} is not a scenario key")
+    return key
+
+
+def _check_point_seed(seed: object, where: str) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise SweepError(f"{where}: seed {seed!r}; a seed is an integer in [0, 2^63)")
+    return seed
+
+
+def _parameter_cell(value: Any) -> Any:
+    """A parameter value as ``plan.parquet`` holds it: a scalar as it is, a section or a list
+    as canonical JSON text, an absent key as None."""
+    if is_missing(value):
+        return None
+    if isinstance(value, Mapping | list):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def _one_type_per_key(rows: list[dict[str, Any]], keys: Sequence[str]) -> None:
+    """Make every parameter column one type (numbers may mix): else all its values as text."""
+    for key in keys:
+        kinds = {type(row[key]) for row in rows if row[key] is not None}
+        if len(kinds) > 1 and not kinds <= {int, float}:
+            for row in rows:
+                if row[key] is not None and not isinstance(row[key], str):
+                    row[key] = json.dumps(row[key], default=str)
+
+
+def _listed_source_text(
+    name: str, source: Path, data: Mapping[str, Any], points: Sequence[SweepPoint]
+) -> str:
+    """``sweep.yaml`` of a plan of listed points: the base scenario and every point."""
+    record = {
+        "name": name,
+        "base": data,
+        "points": [{"label": p.label, "seed": p.seed, "set": dict(p.overrides)} for p in points],
+    }
+    plain = json.loads(json.dumps(record, default=str))  # plain YAML types only
+    header = (
+        f"# Sweep {name}, planned by netsim.sweep.plan_points from {source}: the base scenario "
+        "and every listed point (its overrides, set in order, and its seed).\n"
+    )
+    return header + yaml.safe_dump(plain, sort_keys=False, allow_unicode=True)
+
+
+def plan_points(
+    base: Mapping[str, Any] | Path,
+    points: Sequence[SweepPoint],
+    *,
+    name: str | None = None,
+    base_dir: Path | None = None,
+    source: Path | None = None,
+) -> SweepPlan:
+    """Plan a sweep of listed runs: ``base`` with each point's overrides set, run with exactly
+    the point's seed (not a derived one). The plan runs with
+    :func:`~netsim.sweep.execute.run_sweep`, like a grid's.
+
+    ``base`` is a scenario as plain data (durations as ``"10s"`` or seconds) or a scenario
+    file (its ``sweep`` section, if any, is ignored). ``name`` is the sweep directory's name
+    (default: the base scenario's name). Relative paths in the scenario are read from
+    ``base_dir`` (default: a file's directory; for plain data the current directory).
+    ``source`` names the base in messages and ``sweep.json`` (default: the file, or
+    ``<data>``); ``sweep.yaml`` records the base and every point.
+
+    ``plan.runs[i]`` is ``points[i]``. Runs whose scenarios differ only in the seed form one
+    point (``point``, numbered in order of appearance), and ``repetition`` counts them. The
+    run ids are the usual ``<scenario name>-seed<seed>-<hash>``; two points with the same
+    scenario and seed are an error. The parameters are every key a point overrides, with the
+    resolved value at each run (sections as JSON text). Every point's scenario is validated
+    before this returns.
+    """
+    if isinstance(base, Mapping):
+        data = copy.deepcopy(dict(base))
+        source = Path(source) if source is not None else Path("<data>")
+    else:
+        path = Path(base)
+        data = _read_yaml_file(path, "scenario file")
+        source = Path(source) if source is not None else path
+        base_dir = path.resolve().parent if base_dir is None else base_dir
+    data.pop(SWEEP_KEY, None)
+    where_sweep = f"{source}: sweep"
+    base_scenario = validate_scenario(copy.deepcopy(data), source=str(source), base_dir=base_dir)
+    name = _check_sweep_name(base_scenario.name if name is None else name, where_sweep)
+    if not points:
+        raise SweepError(f"{where_sweep} {name}: no points; give at least one SweepPoint")
+    if len(points) > MAX_RUNS:
+        raise SweepError(f"{where_sweep} {name}: {len(points)} runs; at most {MAX_RUNS}")
+    keys: list[str] = []
+    configurations: dict[str, int] = {}  # resolved scenario without its seed -> point number
+    repetitions: list[int] = []  # runs so far per point
+    run_ids: dict[str, int] = {}
+    runs: list[PlannedRun] = []
+    resolved_runs: list[dict[str, Any]] = []
+    for index, point in enumerate(points):
+        if not isinstance(point, SweepPoint) or not isinstance(point.label, str):
+            raise SweepError(
+                f"{where_sweep} point {index}: {point!r} is not a SweepPoint with a text label"
+            )
+        where = f"{source}: point {index}" + (f" ({point.label})" if point.label else "")
+        seed = _check_point_seed(point.seed, where)
+        if not isinstance(point.overrides, Mapping):
+            raise SweepError(f"{where}: overrides must map dotted keys to values")
+        raw = copy.deepcopy(data)
+        for key, value in point.overrides.items():
+            _set_key(raw, _check_override_key(key, where), copy.deepcopy(value), where)
+            if key not in keys:
+                keys.append(key)
+        raw["seed"] = seed
+        try:
+            scenario = validate_scenario(raw, source=where, base_dir=base_dir)
+        except ScenarioError as exc:
+            raise SweepError(str(exc)) from None
+        run_id = run_id_for(scenario)
+        if run_id in run_ids:
+            raise SweepError(
+                f"{where}: the same scenario and seed as point {run_ids[run_id]} (run {run_id}); "
+                "give the points different overrides or seeds"
+            )
+        run_ids[run_id] = index
+        resolved = scenario_to_data(scenario)
+        unseeded = {key: value for key, value in resolved.items() if key != "seed"}
+        configuration = json.dumps(unseeded, sort_keys=True, separators=(",", ":"))
+        number = configurations.setdefault(configuration, len(configurations))
+        if number == len(repetitions):
+            repetitions.append(0)
+        runs.append(
+            PlannedRun(
+                run=index,
+                point=number,
+                repetition=repetitions[number],
+                seed=seed,
+                parameters={},  # set below, once the keys of every point are known
+                scenario=scenario,
+                label=point.label,
+            )
+        )
+        repetitions[number] += 1
+        resolved_runs.append(resolved)
+    rows = [{key: _parameter_cell(dotted_get(r, key)) for key in keys} for r in resolved_runs]
+    _one_type_per_key(rows, keys)
+    runs = [dataclasses.replace(run, parameters=row) for run, row in zip(runs, rows, strict=True)]
+    spec = SweepSpec(
+        name, (), (), max(repetitions), overridden=tuple(keys), listed_points=len(repetitions)
+    )
+    text = _listed_source_text(name, source, data, points)
+    return SweepPlan(source, spec, base_scenario, tuple(runs), source_text=text)

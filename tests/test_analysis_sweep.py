@@ -1,0 +1,284 @@
+"""The experiment scripts of ``analysis/`` run through :mod:`netsim.sweep`: sweeps of listed
+points (``plan_points``), and results from the sweep's run directories equal to those of the
+same scenarios run in memory with the same reduction (shortened DOLA and MI-OGD experiments)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from pandas.testing import assert_frame_equal
+
+from netsim.algorithms.dola.figures import dola_curves
+from netsim.analysis import collect, collect_status
+from netsim.analysis.learning import curves_from_tables
+from netsim.errors import SweepError
+from netsim.scenario.loader import load_scenario
+from netsim.scenario.runner import run_id_for, run_in_memory
+from netsim.storage import SWEEP_PLAN, SWEEP_RUNS, SWEEP_SOURCE
+from netsim.sweep import ProcessPool, SweepPlan, SweepPoint, plan_points, run_sweep
+from tests.conftest import SHARED_DATA
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "analysis"))  # the scripts import their shared module by name
+
+import dola_experiments  # noqa: E402
+import experiments  # noqa: E402
+import learning_grid  # noqa: E402
+import mi_ogd_experiments  # noqa: E402
+import walk_figure  # noqa: E402
+
+MI_OGD = REPO / "scenarios" / "mi_ogd" / "regression.yaml"
+
+
+def mi_ogd_base(**changes: object) -> dict:
+    """The MI-OGD scenario as plain data, shortened."""
+    data = load_scenario(MI_OGD).model_dump(mode="json", exclude_none=True)
+    return {**data, "duration": 5.0, **changes}
+
+
+def only(plan: SweepPlan, keep) -> SweepPlan:
+    """``plan`` with the runs ``keep`` selects (to run a few runs of an experiment)."""
+    return dataclasses.replace(plan, runs=tuple(run for run in plan.runs if keep(run)))
+
+
+# --- plan_points ---------------------------------------------------------------------------
+
+
+def test_listed_points_run_with_their_own_seeds_and_group_into_points():
+    points = [
+        SweepPoint({"mi_ogd.sigma": 0.0}, 5, "non-private"),
+        SweepPoint({"mi_ogd.sigma": 0.0}, 9, "non-private"),
+        SweepPoint({"mi_ogd.sigma": 1.0, "topology": {"kind": "ring", "k": 2}}, 5, "ring"),
+    ]
+    plan = plan_points(mi_ogd_base(), points, name="mi-listed")
+    assert plan.spec.name == "mi-listed" and plan.spec.points == 2 and len(plan.runs) == 3
+    assert plan.spec.parameters == ("mi_ogd.sigma", "topology")
+    assert [(r.point, r.repetition, r.seed, r.label) for r in plan.runs] == [
+        (0, 0, 5, "non-private"),
+        (0, 1, 9, "non-private"),
+        (1, 0, 5, "ring"),
+    ]
+    for run in plan.runs:  # exactly the given seed, and the usual run ids
+        assert run.scenario.seed == run.seed
+        assert run.run_id == run_id_for(run.scenario)
+        assert run.run_id.startswith(f"mi-ogd-regression-seed{run.seed}-")
+    assert plan.runs[2].scenario.topology.kind == "ring"
+    assert json.loads(plan.runs[2].parameters["topology"])["kind"] == "ring"
+    assert json.loads(plan.runs[0].parameters["topology"]) == {"kind": "complete"}
+    # the same scenario as the base with the overrides validated directly
+    direct = load_scenario(MI_OGD, ["duration=5", "mi_ogd.sigma=0.0"])
+    assert plan.runs[1].scenario == direct.model_copy(update={"seed": 9})
+
+
+def test_a_scenario_file_is_a_base_and_its_sweep_section_is_ignored(tmp_path):
+    data = mi_ogd_base()
+    data["sweep"] = {"grid": {"mi_ogd.sigma": [0.0, 1.0]}}
+    path = tmp_path / "base.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    plan = plan_points(path, [SweepPoint({}, 3)])
+    assert plan.source == path and plan.spec.name == "mi-ogd-regression"
+    assert plan.runs[0].scenario == plan_points(mi_ogd_base(), [SweepPoint({}, 3)]).runs[0].scenario
+
+
+@pytest.mark.parametrize(
+    ("points", "expected"),
+    [
+        ([], "no points"),
+        ([SweepPoint({"seed": 3}, 1)], "give the run's seed as the point's seed"),
+        ([SweepPoint({}, -1)], "seed -1; a seed is an integer in [0, 2^63)"),
+        ([SweepPoint({}, 1), SweepPoint({}, 1, "again")], "point 1 (again): the same scenario"),
+        ([SweepPoint({"mi_ogd.nonsense": 1}, 1)], "point 0: invalid scenario"),
+        ([SweepPoint({"nodes.count": 1}, 1)], "nodes is not a section"),
+        ([SweepPoint({"": 1}, 1)], "'' is not a dotted scenario key"),
+    ],
+)
+def test_bad_points_end_in_one_message_before_any_run(points, expected):
+    with pytest.raises(SweepError) as error:
+        plan_points(mi_ogd_base(), points, source=Path("listed.yaml"))
+    assert expected in str(error.value)
+
+
+def test_a_sweep_of_listed_points_records_its_points_and_resumes(tmp_path):
+    points = [
+        SweepPoint({"mi_ogd.sigma": s}, seed, f"σ={s}") for s in (0.0, 1.0) for seed in (1, 2)
+    ]
+    plan = plan_points(mi_ogd_base(), points, name="mi-resume", source=MI_OGD)
+    first = run_sweep(plan, out=tmp_path, backend=ProcessPool(1))
+    assert first.progress.complete == 4 and not first.failures
+    again = run_sweep(plan, out=tmp_path, backend=ProcessPool(1))
+    assert again.progress.already_done == 4 and again.progress.complete == 0
+    directory = tmp_path / "mi-resume"
+    recorded = yaml.safe_load((directory / SWEEP_SOURCE).read_text(encoding="utf-8"))
+    assert recorded["points"][3] == {"label": "σ=1.0", "seed": 2, "set": {"mi_ogd.sigma": 1.0}}
+    assert recorded["base"]["name"] == "mi-ogd-regression"
+    table = pq.read_table(directory / SWEEP_PLAN).to_pandas()
+    assert table["seed"].tolist() == [1, 2, 1, 2]
+    assert table["label"].tolist() == [p.label for p in points]
+    assert table["run_id"].tolist() == [r.run_id for r in plan.runs]
+    assert (collect_status(directory)["status"] == "complete").all()
+    long = collect(directory, write=False)
+    assert set(long["mi_ogd.sigma"]) == {0.0, 1.0}
+    # a sweep directory stands for its complete runs where a script takes run directories
+    found = experiments.run_directories([directory])
+    assert found == [directory / SWEEP_RUNS / r.run_id for r in plan.runs]
+
+
+def test_the_walk_figure_takes_a_sweep_directory(tmp_path):
+    base = load_scenario(REPO / "scenarios" / "walk" / "reduced-drw1-d10-kill0.yaml")
+    data = base.model_dump(mode="json", exclude_none=True)
+    data.update(nodes=30, duration=60.0)
+    del data["churn"]  # always online: no trace needed
+    data["topology"] = {"kind": "k_out", "k": 5}
+    plan = plan_points(data, [SweepPoint({}, 1), SweepPoint({"walk.kill_probability": 0.5}, 1)])
+    result = run_sweep(plan, out=tmp_path, backend=ProcessPool(1))
+    out = tmp_path / "fig.png"
+    assert walk_figure.main([str(result.directory), "--out", str(out)]) == 0
+    assert out.stat().st_size > 0
+
+
+# --- the scripts: sweep results equal in-memory runs -------------------------------------------
+
+
+def in_memory_dola(plan: SweepPlan) -> pd.DataFrame:
+    """What the old per-task runner computed: every run in memory, the same reduction."""
+    frames = []
+    for run in plan.runs:
+        _built, tables = run_in_memory(run.scenario)
+        curves = dola_curves(tables, run.scenario)
+        summary = tables["dola_summary"].iloc[0]
+        for column in dola_experiments.SUMMARY_COLUMNS:
+            curves[f"final_{column}"] = summary[column]
+        frames.append(curves)
+    return pd.concat(frames, ignore_index=True)
+
+
+def in_memory_mi_ogd(name: str, plan: SweepPlan, labels: list[dict]) -> pd.DataFrame:
+    """What the old per-task runner computed, with the labels the old tasks carried."""
+    frames = []
+    for run, label in zip(plan.runs, labels, strict=True):
+        _built, tables = run_in_memory(run.scenario)
+        regret = tables["mi_ogd_regret"].copy()
+        for key, value in label.items():
+            regret[key] = value
+        regret["seed"] = run.seed
+        regret["leakage"] = tables["mi_ogd_summary"].iloc[0]["leakage_per_report"]
+        frames.append(regret)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_a_shortened_dola_experiment_through_the_sweep_equals_in_memory_runs(tmp_path, capsys):
+    """ε experiment, 20 rounds, seed 1 of each configuration, on 2 worker processes."""
+    plan = only(dola_experiments.plan("epsilon", {"duration": 20.0}), lambda r: r.seed == 1)
+    assert len(plan.runs) == 8 and plan.spec.name == "dola-epsilon"
+    assert [r.seed for r in plan.runs] == [1] * 8
+    runner = experiments.SweepRunner(out=tmp_path / "sweeps", jobs=2)
+    results = tmp_path / "results" / "dola-epsilon.parquet"
+    failed = experiments.run_experiments(
+        ["epsilon"], runner,
+        plan=lambda name: plan, reduce=dola_experiments.reduce_run, results=lambda name: results,
+    )  # fmt: skip
+    assert failed == 0
+    expected = in_memory_dola(plan)
+    assert_frame_equal(pd.read_parquet(results), expected, check_exact=True)
+    assert set(expected["epsilon"]) == {1.0, 0.1, 0.01, float("inf")}
+    capsys.readouterr()
+    # a second run resumes: nothing runs again, and the table is the same
+    experiments.run_experiments(
+        ["epsilon"], runner,
+        plan=lambda name: plan, reduce=dola_experiments.reduce_run, results=lambda name: results,
+    )  # fmt: skip
+    assert "0 ran, 8 were already complete, 0 failed" in capsys.readouterr().out
+    assert_frame_equal(pd.read_parquet(results), expected, check_exact=True)
+
+
+def test_a_shortened_mi_ogd_experiment_through_the_sweep_equals_in_memory_runs(tmp_path):
+    """Fig. 4 (T = 25) for σ = 0 and 1, seeds 1 and 2; the bandit horizon label from its run."""
+    plan = only(
+        mi_ogd_experiments.plan("fig4"), lambda r: r.seed <= 2 and r.parameters["mi_ogd.sigma"] <= 1
+    )
+    labels = [{"sigma": r.parameters["mi_ogd.sigma"]} for r in plan.runs]
+    assert [label["sigma"] for label in labels] == [0.0, 0.0, 0.25, 0.25, 0.5, 0.5, 1.0, 1.0]
+    result = run_sweep(plan, out=tmp_path, backend=ProcessPool(1))
+    directories = [result.directory / SWEEP_RUNS / r.run_id for r in plan.runs]
+    reduced = experiments.reduce_runs(
+        directories, lambda d: mi_ogd_experiments.reduce_run("fig4", d)
+    )
+    assert_frame_equal(reduced, in_memory_mi_ogd("fig4", plan, labels), check_exact=True)
+    bandit = only(mi_ogd_experiments.plan("bandit"), lambda r: r.run in (0, 10))
+    assert [r.seed for r in bandit.runs] == [1, 1]
+    result = run_sweep(bandit, out=tmp_path, backend=ProcessPool(1))
+    directories = [result.directory / SWEEP_RUNS / r.run_id for r in bandit.runs]
+    reduced = experiments.reduce_runs(
+        directories, lambda d: mi_ogd_experiments.reduce_run("bandit", d)
+    )
+    labels = [{"setting": "bandit", "T": 100}, {"setting": "bandit", "T": 316}]
+    assert_frame_equal(reduced, in_memory_mi_ogd("bandit", bandit, labels), check_exact=True)
+
+
+def test_the_learning_grid_plans_the_scenarios_its_overrides_name():
+    """Every configuration × seed is the scenario file with its ``--set`` overrides."""
+    plan = learning_grid.plan("segmentation", 2, ("logreg",))
+    assert len(plan.runs) == 2 * len(learning_grid.grid(("logreg",)))
+    path = REPO / "scenarios" / "learning" / "segmentation.yaml"
+    configurations = learning_grid.grid(("logreg",))
+    for run in plan.runs[::7]:
+        overrides = [f"{key}={value}" for key, value in configurations[run.point].items()]
+        expected = load_scenario(path, overrides).model_copy(update={"seed": run.seed})
+        assert run.scenario == expected and run.seed == run.repetition + 1
+
+
+def test_experiments_needing_shared_data_skip_without_it():
+    """The DOLA data-set comparison includes Adult only where ../shared/data has it."""
+    adult = SHARED_DATA / "uci" / "adult-complete-rows.csv"
+    if not adult.is_file():
+        pytest.skip(f"data file {adult} is absent (research-only data is read from ../shared/data)")
+    plan = dola_experiments.plan("datasets")
+    assert {r.scenario.dola.data.name for r in plan.runs} == {"adult", "spambase", "synthetic_ball"}
+
+
+def test_a_shortened_learning_grid_through_the_sweep_equals_in_memory_runs(tmp_path):
+    """Two Segmentation configurations, 420 walk steps, seed 1: the same accuracy curves."""
+    plan = only(
+        learning_grid.plan("segmentation", 1, ("logreg",), {"duration": 420.0}),
+        lambda r: r.point in (0, 36),
+    )
+    result = run_sweep(plan, out=tmp_path, backend=ProcessPool(1))
+    directories = [result.directory / SWEEP_RUNS / r.run_id for r in plan.runs]
+    reduced = experiments.reduce_runs(
+        directories, lambda d: learning_grid.reduce_run("segmentation", d)
+    )
+    expected = pd.concat(
+        [curves_from_tables(run_in_memory(r.scenario)[1], r.scenario) for r in plan.runs],
+        ignore_index=True,
+    )
+    assert_frame_equal(reduced, expected, check_exact=True)
+    assert set(reduced["algorithm"]) == {"dp-sgd-1", "sgd"}
+
+
+def test_an_experiment_with_a_failed_run_writes_no_table_and_the_rerun_retries_it(tmp_path, capsys):
+    isolated = {"topology": {"kind": "random_geometric", "radius": 0.01}}
+    points = [SweepPoint({}, 1, "connected"), SweepPoint(isolated, 1, "isolated nodes")]
+    base = dola_experiments.experiment_base("epsilon") | {"duration": 3.0}
+    plan = plan_points(base, points, base_dir=REPO)
+    runner = experiments.SweepRunner(out=tmp_path, jobs=1)
+    results = tmp_path / "dola-broken.parquet"
+
+    def run() -> int:
+        return experiments.run_experiments(
+            ["broken"], runner,
+            plan=lambda name: plan, reduce=dola_experiments.reduce_run,
+            results=lambda name: results,
+        )  # fmt: skip
+
+    assert run() == 1 and not results.exists()
+    err = capsys.readouterr().err
+    assert f"run 1 ({plan.runs[1].run_id}) failed" in err and "not written" in err
+    assert run() == 1  # the failed run is tried again; the complete one is kept
+    assert "0 ran, 1 were already complete, 1 failed" in capsys.readouterr().out
