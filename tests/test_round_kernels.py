@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from netsim.network.links import SEGMENT_RECORD, pair_online
 from netsim.protocols.walk_kernels import (
+    AGE_TOLERANCE,
     PROP_RECORD,
     due_timeouts,
     exchange_round,
@@ -30,7 +31,8 @@ def reference_exchange(initiators, peers, pull_lost, now, timeout, prop):
             return
         local_age = now - local["origin"]
         if local["special"] or bool(should_replace(local["steps"], local_age, steps, age, timeout)):
-            prop[node] = (steps, update, now - age, math.floor(age / timeout), False)
+            fired = math.floor((age + AGE_TOLERANCE) / timeout)
+            prop[node] = (steps, update, now - age, fired, False)
 
     def value(node):
         r = prop[node]
@@ -94,7 +96,8 @@ def test_a_push_uses_the_value_from_the_start_of_the_round():
 
 def test_timeout_circle_and_replace_rule_compile_to_the_python_definitions():
     for age in np.linspace(0, 10, 1001):
-        assert timeout_circle(float(age), TIMEOUT) == math.floor(age / TIMEOUT)
+        expected = math.floor((age + AGE_TOLERANCE) / TIMEOUT)
+        assert timeout_circle(float(age), TIMEOUT) == expected
     grid = [(-1, 0.0), (0, 0.5), (3, 1.1), (5, 2.5)]
     for (s, a), (ns, na) in [(x, y) for x in grid for y in grid]:
         assert should_replace_scalar(s, a, ns, na, TIMEOUT) == bool(
@@ -110,13 +113,34 @@ def test_due_timeouts_lists_active_nodes_past_a_new_circle(seed):
     active = rng.random(n) < 0.7
     nodes, circles = due_timeouts(np.flatnonzero(active), prop, now, TIMEOUT)
     expected = [
-        (node, math.floor((now - prop["origin"][node]) / TIMEOUT))
+        (node, math.floor((now - prop["origin"][node] + AGE_TOLERANCE) / TIMEOUT))
         for node in range(n)
         if active[node]
         and not prop["special"][node]
-        and math.floor((now - prop["origin"][node]) / TIMEOUT) > prop["fired"][node]
+        and math.floor((now - prop["origin"][node] + AGE_TOLERANCE) / TIMEOUT)
+        > prop["fired"][node]
     ]
     assert list(zip(nodes.tolist(), circles.tolist(), strict=True)) == expected
+
+
+@settings(max_examples=50)
+@given(st.integers(0, 20_000), st.integers(1, 5))
+def test_updates_created_on_the_round_grid_time_out_at_exactly_i_delta(start_round, i):
+    """δ = 11Δ: an update created at a round instant times out i·δ later, not a round late.
+    Times are what the simulation computes: sums of the round period Δ = 0.1 s."""
+    delta_rounds, period, timeout = 11, 0.1, 1.1
+    now = 0.0
+    for _ in range(start_round):
+        now += period
+    prop = np.zeros(1, dtype=PROP_RECORD)
+    prop[0]["origin"], prop[0]["fired"] = now, i - 1
+    for _ in range(i * delta_rounds - 1):
+        now += period
+    nodes, _ = due_timeouts(np.array([0]), prop, now, timeout)
+    assert nodes.size == 0  # one round before i·δ: not yet
+    now += period
+    nodes, circles = due_timeouts(np.array([0]), prop, now, timeout)
+    assert nodes.tolist() == [0] and circles.tolist() == [i]
 
 
 def segments_of(neighbours, online):

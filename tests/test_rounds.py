@@ -131,3 +131,29 @@ def test_link_failures_lose_the_exchanges_over_links_that_are_down(mode):
     p = 10 / 40
     assert abs(share - p) < 5 * np.sqrt(p * (1 - p) / links), (share, links)
     assert tables["broadcasts"]["t90"].notna().all()
+
+
+def test_rounds_mode_fires_update_timeouts_at_exactly_i_delta():
+    """δ = δ_rw + 10Δ with walks stepping on the round grid: a walk that dies leaves an update
+    that times out δ after its creation, as in exact mode, not a round late (float ages summed
+    from round periods used to fall a few ulps short of δ)."""
+    import netsim
+
+    result = netsim.run(
+        "scenarios/walk/reduced-drw1-d10-kill5.yaml",
+        seed=3,
+        overrides=[
+            "gossip.mode=rounds", "duration=10min", "nodes=300", "churn={kind: always_on}",
+            "links.delay={dist: constant, value: 0}", "walk.kill_probability=0.2",
+        ],
+    )  # fmt: skip
+    restarts, steps = result["walk_restarts"], result["walk_steps"]
+    timeouts = restarts[(restarts["reason"] == "timeout") & (restarts["i"] == 1)]
+    delays = []
+    for row in timeouts.itertuples():
+        created = steps[(steps["steps"] == row.update_steps) & (steps["time"] <= row.time)]
+        delays.append(row.time - created["time"].max())
+    delays = np.array(delays)
+    assert delays.size > 50
+    assert np.median(delays) == pytest.approx(1.1, abs=1e-6)
+    assert not (delays > 1.1 + 1e-6).any()  # none a round late

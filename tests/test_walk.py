@@ -301,9 +301,11 @@ def test_with_five_percent_kills_walks_never_die_out_for_good():
     assert killed > 50  # about one kill per 20 steps
     # after every kill a walk moves again, until the end of the run
     assert steps["time"].max() > 300 - 5
-    samples = tables["walk_samples"]
-    gaps = np.diff(samples.loc[samples["propagating"] > 0, "time"].to_numpy())
-    assert gaps.max() <= 30.0
+    # a killed walk's last update times out δ after it was made (or, if the nodes holding it
+    # left, at 2δ elsewhere), and the restarted walk steps δ_rw later: no step-free stretch is
+    # longer than that (a check of samples every 10 s would catch a run of unlucky instants)
+    gaps = np.diff(np.sort(steps["time"].to_numpy()))
+    assert gaps.max() <= 2 * 1.1 + 0.1 + 1e-6
     summary = tables["walk_summary"].iloc[0]
     assert summary["time_without_walk"] < 0.5
 

@@ -63,6 +63,7 @@ from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import GossipEngine
 from netsim.protocols.rounds import RoundGossip
 from netsim.protocols.walk_kernels import (
+    AGE_TOLERANCE,
     PROP_RECORD,
     due_timeouts,
     exchange_round,
@@ -467,8 +468,10 @@ class RandomWalkService(Walk):
     # --- timeouts --------------------------------------------------------------------------
 
     def _next_i(self, node: int) -> int:
-        """The next i whose timeout i·δ the current update's age has not reached yet."""
-        return timeout_circle(self.age(node), self.timeout) + 1
+        """The next i whose timeout i·δ has not fired at ``node`` for its current update: the
+        smallest i ≥ 1 with i·δ not below the age (up to :data:`AGE_TOLERANCE`), so that a
+        timeout due at this very instant still fires (each i fires once, in order)."""
+        return max(math.ceil((self.age(node) - AGE_TOLERANCE) / self.timeout), 1)
 
     def _next_due(self, node: int) -> float:
         if self.prop_special[node]:

@@ -48,14 +48,24 @@ PROP_RECORD = np.dtype(
 )
 
 
+#: An age within this many seconds below i·δ counts as having reached i·δ. Simulated times are
+#: sums of floating-point periods, so an age meant to be exactly i·δ (an update created on the
+#: round grid, checked 11 rounds later for δ = 11Δ) is often a few ulps short: 1.0999999… s
+#: for 1.1 s, and ⌊age/δ⌋ then fires the timeout a round late. Two simulated days of 0.1 s
+#: rounds drift by 5.6·10⁻⁶ s in all, and an age spans far fewer rounds, so 1 µs covers the
+#: rounding; it is 10⁻⁴ of the smallest round (Δ = 10 ms), so no timeout fires a round early.
+AGE_TOLERANCE = 1e-6
+
+
 @njit(cache=True, error_model="numpy")
 def timeout_circle(age: float, delta: float) -> int:
-    """The last i with i·δ ≤ age: how many update timeouts an update of this age has passed.
+    """The last i with i·δ ≤ age (up to :data:`AGE_TOLERANCE`): how many update timeouts an
+    update of this age has passed.
 
-    The one definition both modes use (⌊age/δ⌋ of the rounded quotient), so that a circle is
-    never counted twice or skipped between the kernels and Python.
+    The one definition both modes use, so that a circle is never counted twice or skipped
+    between the kernels and Python.
     """
-    return int(np.floor(age / delta))
+    return int(np.floor((age + AGE_TOLERANCE) / delta))
 
 
 @njit(cache=True, error_model="numpy")
