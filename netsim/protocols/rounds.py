@@ -17,7 +17,9 @@ What the mode approximates, and why it is faithful for what the papers measure:
   In exact mode an exchange may use a value learnt earlier in the same period; here each
   exchange uses values from the start of the round or, for pulls, after its pushes, so news
   moves at most two hops per round (push and pull), and in exact mode a little faster.
-- *Timeouts and restarts* are evaluated once per round for all nodes (so at most Δ late).
+- *Timeouts and restarts* are evaluated once per round for all nodes (so at most Δ late; an
+  update created on the round grid times out exactly at i·δ when δ is a multiple of Δ, since
+  an age within 1 µs of i·δ counts as reaching it: ``walk_kernels.AGE_TOLERANCE``).
 - *Losses*: the peer is online by construction; the transport decides the fate of every push
   and pull (:meth:`~netsim.network.links.Network.send_batch`): the optional per-message loss
   probability applies to each, and with link failures an exchange over a link that is down at
