@@ -31,8 +31,8 @@ import pandas as pd
 from netsim.analysis.collect import load_sweep, run_status
 from netsim.errors import NetsimError
 from netsim.storage import SWEEP_FAILURES, SWEEP_RUNS, atomic_write_bytes, is_complete_run
-from netsim.sweep import DaskCluster, ProcessPool, SweepPlan
-from netsim.sweep.execute import Backend, SweepProgress, is_done, run_sweep
+from netsim.sweep import SweepPlan
+from netsim.sweep.execute import Backend, SweepProgress, backend_for, is_done, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "analysis" / "sweeps"
@@ -54,9 +54,7 @@ class SweepRunner:
 
     def backend(self) -> Backend:
         """A fresh backend for one sweep (a Dask client is closed when its sweep ends)."""
-        if self.scheduler is not None:
-            return DaskCluster(self.scheduler)
-        return ProcessPool(self.jobs)
+        return backend_for(self.scheduler, self.jobs)
 
 
 def describe(overrides: Mapping[str, Any]) -> str:

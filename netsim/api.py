@@ -51,6 +51,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from netsim.distributions import PositiveDuration
+from netsim.errors import DataError
 from netsim.log import EventTable, TableSchema
 
 if TYPE_CHECKING:
@@ -394,11 +395,17 @@ class Mechanism(Component):
 class LoadedData:
     """What a :class:`DatasetLoader` reads: one example per row of ``x`` (numeric, finite),
     its label in ``labels`` (numbers or text: netsim numbers the classes), and a sentence
-    naming the source for the run's summary."""
+    naming the source for the run's summary.
+
+    A loader that numbers the classes itself gives their names in ``classes`` (``labels`` are
+    then indices into it), and may name in ``origin`` the file a split error should point at.
+    """
 
     x: np.ndarray
     labels: np.ndarray
     source: str
+    classes: tuple[str, ...] | None = None
+    origin: str | None = None
 
 
 class DatasetLoader(Component):
@@ -413,6 +420,21 @@ class DatasetLoader(Component):
     test_fraction: ClassVar[float] = 0.2
     #: Whether the loader needs a ``path`` (and refuses one when False).
     needs_path: ClassVar[bool] = True
+
+    def check_arguments(self, path: Path | None, label: str | int | None) -> None:
+        """Refuse the ``path`` or ``label`` the loader does not take, before reading: by
+        default a path exactly when :attr:`needs_path`."""
+        name = getattr(self.config, "kind", type(self).__name__)
+        if path is None and self.needs_path:
+            raise DataError(f"data set {name!r} needs path=")
+        if path is not None and not self.needs_path:
+            raise DataError(f"data set {name!r} reads no file; do not give path= (got {path})")
+
+    def test_rows(self, rows: int, test_fraction: float | None) -> tuple[int, str]:
+        """How many of ``rows`` go to the test split, and how to say so: ``test_fraction`` of
+        them (:attr:`test_fraction` when ``None``), rounded to the nearest row."""
+        fraction = self.test_fraction if test_fraction is None else test_fraction
+        return math.floor(fraction * rows + 0.5), f"test_fraction {fraction:g}"
 
     @abstractmethod
     def load(self, path: Path | None, label: str | int | None) -> LoadedData:

@@ -128,14 +128,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from netsim.analysis.collect import collect
     from netsim.storage import SWEEP_FAILURES, SWEEP_RESULTS, SWEEP_RUNS
-    from netsim.sweep.execute import (
-        DaskCluster,
-        ProcessPool,
-        default_workers,
-        is_done,
-        run_sweep,
-        sweep_directory,
-    )
+    from netsim.sweep.execute import backend_for, is_done, run_sweep, sweep_directory
     from netsim.sweep.spec import plan_sweep
 
     if args.scheduler is not None and args.workers is not None:
@@ -146,11 +139,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     plan = plan_sweep(args.scenario)  # every point is checked before any run starts
     if args.out.exists() and not args.out.is_dir():
         raise NetsimError(f"--out {args.out}: exists and is not a directory")
-    backend = (
-        DaskCluster(args.scheduler)
-        if args.scheduler is not None
-        else ProcessPool(args.workers if args.workers is not None else default_workers())
-    )
+    backend = backend_for(args.scheduler, args.workers)
     directory = sweep_directory(plan, args.out)
     if not args.quiet:
         print(

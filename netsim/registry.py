@@ -332,6 +332,14 @@ def component_name(*slots: str, also: tuple[str, ...] = ()) -> Any:
     return Annotated[str, AfterValidator(validate)]
 
 
+def named_component(slot: str, name: str, ctx: Any = None) -> Component:
+    """The component registered as ``name`` in ``slot`` (or ``package.module:Class``), built
+    from its default config: for components named by a plain string, which have no settings
+    of their own (noise mechanisms, data-set loaders). ``ctx`` is ``None`` outside a run."""
+    cls, config = REGISTRY.lookup((slot,), name)
+    return cls.build(config(kind=name), ctx)
+
+
 def component_class(config: ComponentConfig, slots: tuple[str, ...]) -> type[Component]:
     """The component class of a validated config (by its ``kind``)."""
     cls, _ = REGISTRY.lookup(slots, config.kind)  # type: ignore[attr-defined]

@@ -30,7 +30,7 @@ import pytest
 from netsim.api import Component, Mechanism, supports_rounds
 from netsim.privacy.audit import audit
 from netsim.privacy.mechanisms import l2_laplace_radius, l2_laplace_radius_noise
-from netsim.registry import REGISTRY
+from netsim.registry import REGISTRY, named_component
 from netsim.scenario.build import scenario_parts
 from netsim.scenario.loader import validate_scenario
 from netsim.scenario.runner import run_in_memory
@@ -303,8 +303,7 @@ def _audited_loss(noise: Callable[..., np.ndarray], dimension: int, seed: int) -
 
 @pytest.mark.parametrize("name", [n for s, n in sorted(HOSTS) if s == "mechanism"])
 def test_a_mechanism_that_claims_epsilon_dp_passes_the_audit(name):
-    cls, config = REGISTRY.lookup(("mechanism",), name)
-    mechanism = cls(config(kind=name), None)
+    mechanism = named_component("mechanism", name)
     assert isinstance(mechanism, Mechanism)
     for dimension in (1, 2):
         if _claim(mechanism, dimension) != "epsilon-DP":

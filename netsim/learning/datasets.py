@@ -229,37 +229,16 @@ def load_dataset(
     if test_fraction is not None:
         _check_fraction(test_fraction)
     loader = dataset_loader(name)
-    if not isinstance(loader, BuiltinDataset) and (path is None) == loader.needs_path:
-        raise DataError(
-            f"data set {name!r} needs path=" if loader.needs_path
-            else f"data set {name!r} reads no file; do not give path= (got {path})"
-        )
-    loaded = loader.load(Path(path) if path is not None else None, label)
-    x, y, classes, origin, source = _numbered(name, loaded)
-    default_fraction = (
-        _DEFAULT_FRACTION[name] if isinstance(loader, BuiltinDataset) else loader.test_fraction
-    )
-
+    file = Path(path) if path is not None else None
+    loader.check_arguments(file, label)
+    x, y, classes, origin, source = _numbered(name, loader.load(file, label))
     n = len(y)
-    if test_fraction is None and name == "spambase":
-        n_test = SPAMBASE_TEST_ROWS
-        how = f"{SPAMBASE_TEST_ROWS} test rows, the paper's 4,140/461"
-    elif test_fraction is None and name == "segmentation":
-        n_test = SEGMENTATION_TEST_ROWS
-        how = (
-            f"{SEGMENTATION_TEST_ROWS} test rows as in the paper; segmentation.data is not used "
-            "because all its rows also occur in segmentation.test"
+    n_test, how = loader.test_rows(n, test_fraction)
+    if n_test < 1 or n - n_test < 1:
+        raise DataError(
+            f"{origin}: {how} of {n} rows leaves {n - n_test} training and {n_test} test rows; "
+            "each side needs at least 1 row"
         )
-    else:
-        fraction = test_fraction if test_fraction is not None else default_fraction
-        assert fraction is not None
-        n_test = math.floor(fraction * n + 0.5)
-        how = f"test_fraction {fraction:g}"
-        if n_test < 1 or n - n_test < 1:
-            raise DataError(
-                f"{origin}: test_fraction {fraction:g} of {n} rows leaves {n - n_test} training "
-                f"and {n_test} test rows; each side needs at least 1 row"
-            )
     rng = np.random.default_rng(int(split_seed))
     test = np.zeros(n, dtype=bool)
     test[rng.permutation(n)[:n_test]] = True
@@ -297,12 +276,12 @@ def dataset_names() -> tuple[str, ...]:
 def dataset_loader(name: str) -> DatasetLoader:
     """The registered data-set loader of ``name`` (a built-in name, an installed package's, or
     ``package.module:Class``); :class:`DataError` lists the names that are allowed."""
-    from netsim.registry import REGISTRY  # the registry lists this module's loader
+    from netsim.registry import named_component  # the registry lists this module's loader
 
     if not isinstance(name, str):
         raise DataError(f"a data set is named by a string, got {name!r}")
     try:
-        cls, config = REGISTRY.lookup(("dataset",), name)
+        loader = named_component("dataset", name)
     except ComponentError as exc:
         if ":" in name:
             raise DataError(f"data set {exc}") from None
@@ -311,52 +290,49 @@ def dataset_loader(name: str) -> DatasetLoader:
             f"{_listing(dataset_names())} (users' own files load with {_listing(USER_FORMATS)}: "
             "give path=, and label= for csv), or a loader class as package.module:Class"
         ) from None
-    loader = cls(config(kind=name), None)
     assert isinstance(loader, DatasetLoader)
     return loader
 
 
 def _numbered(name: str, loaded: LoadedData) -> _Loaded:
-    """A loader's data with class indices: as a built-in loader numbered them, or numbered
-    here from the labels of a plug-in loader (checked: a finite numeric 2-d ``x``, one label
-    per row)."""
-    if isinstance(loaded, _BuiltinData):
-        return loaded.loaded
+    """A loader's data with class indices: as the loader numbered them (``classes`` given), or
+    numbered here from its labels (checked: a finite numeric 2-d ``x``, one label per row)."""
+    where = f"data set {name!r}"
+    origin = loaded.origin or where
+    if loaded.classes is not None:
+        return loaded.x, loaded.labels, loaded.classes, origin, loaded.source
     try:
         x = np.asarray(loaded.x, dtype=np.float64)
     except (TypeError, ValueError):
-        raise DataError(f"data set {name!r}: the loader's x is not numeric") from None
+        raise DataError(f"{where}: the loader's x is not numeric") from None
     labels = np.asarray(loaded.labels)
     if x.ndim != 2 or labels.ndim != 1 or labels.shape[0] != x.shape[0]:
         raise DataError(
-            f"data set {name!r}: the loader returned x of shape {x.shape} and labels of shape "
+            f"{where}: the loader returned x of shape {x.shape} and labels of shape "
             f"{labels.shape}; it must return one row of x and one label per example"
         )
     bad = np.argwhere(~np.isfinite(x))
     if bad.size:
         row, column = (int(v) for v in bad[0])
-        raise DataError(f"data set {name!r}: row {row + 1}, column {column + 1} is not finite")
+        raise DataError(f"{where}: row {row + 1}, column {column + 1} is not finite")
     y, classes = _classes(
         [_label_text(float(v)) if isinstance(v, Real) else str(v) for v in labels.tolist()],
-        lambda i: f"data set {name!r}, row {i + 1}",
-        f"data set {name!r}",
+        lambda i: f"{where}, row {i + 1}",
+        where,
     )
-    return x, y, classes, f"data set {name!r}", loaded.source
-
-
-@dataclass(frozen=True)
-class _BuiltinData(LoadedData):
-    """A built-in loader's data, its classes already numbered as the files define them."""
-
-    loaded: _Loaded = ((), (), (), "", "")  # type: ignore[assignment]
+    return x, y, classes, origin, loaded.source
 
 
 class BuiltinDataset(DatasetLoader):
     """The data sets netsim ships or reads from known files, and the ``csv`` / ``libsvm``
     formats (one registered name each: see :func:`load_dataset`)."""
 
-    def load(self, path: Path | None, label: str | int | None) -> LoadedData:
-        name = self.config.kind  # type: ignore[attr-defined]
+    @property
+    def name(self) -> str:
+        return self.config.kind  # type: ignore[attr-defined]
+
+    def check_arguments(self, path: Path | None, label: str | int | None) -> None:
+        name = self.name
         if label is not None and name != "csv":
             raise DataError(
                 f"label= is only for the 'csv' format (got label={label!r} for {name!r}); the "
@@ -368,6 +344,19 @@ class BuiltinDataset(DatasetLoader):
                 raise DataError(f"data set {name!r} {where}; do not give path= (got {path})")
         elif path is None:
             raise DataError(f"data set {name!r} needs path=: {_PATH_HINT[name]}")
+
+    def test_rows(self, rows: int, test_fraction: float | None) -> tuple[int, str]:
+        if test_fraction is None and self.name == "spambase":
+            return SPAMBASE_TEST_ROWS, f"{SPAMBASE_TEST_ROWS} test rows, the paper's 4,140/461"
+        if test_fraction is None and self.name == "segmentation":
+            return SEGMENTATION_TEST_ROWS, (
+                f"{SEGMENTATION_TEST_ROWS} test rows as in the paper; segmentation.data is not "
+                "used because all its rows also occur in segmentation.test"
+            )
+        fraction = _DEFAULT_FRACTION[self.name] if test_fraction is None else test_fraction
+        return super().test_rows(rows, fraction)
+
+    def load(self, path: Path | None, label: str | int | None) -> LoadedData:
         file = path if path is not None else Path()
         loaders: dict[str, Callable[[], _Loaded]] = {
             "spambase": _load_spambase,
@@ -381,8 +370,8 @@ class BuiltinDataset(DatasetLoader):
             "csv": lambda: _load_user_csv(file, label),
             "libsvm": lambda: _load_libsvm(file),
         }
-        loaded = loaders[name]()
-        return _BuiltinData(loaded[0], loaded[1], loaded[4], loaded)
+        x, y, classes, origin, source = loaders[self.name]()
+        return LoadedData(x, y, source, classes=classes, origin=origin)
 
 
 def preprocess(

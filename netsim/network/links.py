@@ -445,6 +445,7 @@ class Network:
         rng: np.random.Generator,
         window: float = 0.0,
         size: float | None = None,
+        links_up: bool = False,
     ) -> BatchFate:
         """Send message k from ``src[k]`` to ``dst[k]`` for every k, all now, between nodes the
         caller found online, and decide each message's fate.
@@ -456,8 +457,10 @@ class Network:
         bandwidth), and a randomly lost one is lost at its planned arrival. The random draws
         come from ``rng``, the sending protocol's own stream — one U[0, 1) per message for the
         loss (when ``links.loss`` > 0), then one delay per message — so a protocol's batches
-        never shift another's draws. Counts every message (the ones not lost as delivered:
-        they arrive, if later than the round, then) and logs every loss in ``messages_lost``.
+        never shift another's draws. ``links_up``: the caller sends only over links that
+        :meth:`links_down_at` found up through the round, so they are not checked again.
+        Counts every message (the ones not lost as delivered: they arrive, if later than the
+        round, then) and logs every loss in ``messages_lost``.
         """
         count = int(src.size)
         now = self.sim.env.now
@@ -471,7 +474,7 @@ class Network:
                 delays = delays + size / self.links.bandwidth
         link_down = np.zeros(count, dtype=bool)
         down_at = np.zeros(count)
-        if self.failures is not None:
+        if self.failures is not None and not links_up:
             down_at[:] = self.links_down_at(src, dst, now, now + window)
             link_down = ~np.isnan(down_at)
         lost = random_lost | link_down

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from scipy.special import log_ndtr, ndtr
@@ -297,51 +297,45 @@ def no_noise(value: np.ndarray | float) -> tuple[np.ndarray, PrivacyEvent]:
 # --- the registered noise mechanisms (``learning.noise``) --------------------------------------
 
 
-class LaplaceMechanism(Mechanism):
-    """``l1``: i.i.d. Laplace(0, Δ/ε) coordinates; ε-DP for L1 sensitivity Δ."""
+class _NoiseOfThisModule(Mechanism):
+    """A registered mechanism made of one release function of this module and the noise
+    function it draws from (which the empirical audit samples)."""
 
-    norm = "L1"
+    release_function: ClassVar[Callable[..., tuple[np.ndarray, PrivacyEvent]]]
+    noise_function: ClassVar[NoiseFn]
 
     def release(
         self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
     ) -> tuple[np.ndarray, PrivacyEvent]:
-        return laplace(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+        return self.release_function(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
 
     def noise(
         self, count: int, dimension: int, scale: float, rng: np.random.Generator
     ) -> np.ndarray:
-        return laplace_noise(count, dimension, scale, rng)
+        return self.noise_function(count, dimension, scale, rng)
 
 
-class PaperL2Mechanism(Mechanism):
+class LaplaceMechanism(_NoiseOfThisModule):
+    """``l1``: i.i.d. Laplace(0, Δ/ε) coordinates; ε-DP for L1 sensitivity Δ."""
+
+    norm = "L1"
+    release_function = staticmethod(laplace)
+    noise_function = staticmethod(laplace_noise)
+
+
+class PaperL2Mechanism(_NoiseOfThisModule):
     """``l2_paper``: Hegedűs et al. (2016) §2.3 as printed, a uniform direction with a
     Laplace(0, Δ/ε) length; **not ε-DP for d > 1** (its events say ``none``)."""
 
     norm = "L2"
-
-    def release(
-        self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
-    ) -> tuple[np.ndarray, PrivacyEvent]:
-        return l2_laplace_radius(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
-
-    def noise(
-        self, count: int, dimension: int, scale: float, rng: np.random.Generator
-    ) -> np.ndarray:
-        return l2_laplace_radius_noise(count, dimension, scale, rng)
+    release_function = staticmethod(l2_laplace_radius)
+    noise_function = staticmethod(l2_laplace_radius_noise)
 
 
-class KNormL2Mechanism(Mechanism):
+class KNormL2Mechanism(_NoiseOfThisModule):
     """``k_norm_l2``: density ∝ exp(−ε‖z‖₂/Δ) (uniform direction, Gamma(d, Δ/ε) radius; Hardt
     & Talwar 2010); ε-DP for L2 sensitivity Δ."""
 
     norm = "L2"
-
-    def release(
-        self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
-    ) -> tuple[np.ndarray, PrivacyEvent]:
-        return k_norm_l2(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
-
-    def noise(
-        self, count: int, dimension: int, scale: float, rng: np.random.Generator
-    ) -> np.ndarray:
-        return k_norm_l2_noise(count, dimension, scale, rng)
+    release_function = staticmethod(k_norm_l2)
+    noise_function = staticmethod(k_norm_l2_noise)

@@ -291,17 +291,4 @@ class Broadcast(GossipApplication):
                 f"({len(reached)}/{len(broadcasts)} updates)"
             )
         return lines
-        if True:
-            for column in (c for c in broadcasts.columns if c.startswith("t") and c[1:2].isdigit()):
-                reached = broadcasts[column].dropna()
-                if reached.empty:
-                    lines.append(f"broadcast {column}: never reached in {len(broadcasts)} updates")
-                    continue
-                lines.append(
-                    f"broadcast time to {column[1:]}% of online nodes: median "
-                    f"{format_duration(float(np.median(reached)))}, max "
-                    f"{format_duration(float(reached.max()))} "
-                    f"({len(reached)}/{len(broadcasts)} updates)"
-                )
-        return lines
 

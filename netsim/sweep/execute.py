@@ -314,3 +314,11 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+def backend_for(scheduler: str | None, workers: int | None) -> Backend:
+    """The Dask cluster at ``scheduler``, or else ``workers`` local processes (default: the
+    cores this process may use)."""
+    if scheduler is not None:
+        return DaskCluster(scheduler)
+    return ProcessPool(workers if workers is not None else default_workers())

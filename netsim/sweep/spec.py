@@ -233,9 +233,7 @@ def read_spec(
         raise SweepError(
             f"{where}.{unknown[0]}: unknown key; allowed keys here: {', '.join(SWEEP_KEYS)}"
         )
-    name = section.get("name", default_name)
-    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-        raise SweepError(f"{where}.name: {name!r}; a name is a non-empty file name")
+    name = _check_sweep_name(section.get("name", default_name), f"{where}.name")
     grid_raw = section.get("grid")
     if not isinstance(grid_raw, Mapping) or not grid_raw:
         raise SweepError(
@@ -270,6 +268,13 @@ def read_spec(
 
 
 # --- expanding it ------------------------------------------------------------------------
+
+
+def _check_sweep_name(name: object, where: str) -> str:
+    """A sweep's name, which names its directory."""
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise SweepError(f"{where}: {name!r}; a name is a non-empty file name")
+    return name
 
 
 def _set_key(data: dict[str, Any], key: str, value: Any, where: str) -> None:
@@ -403,12 +408,6 @@ def plan_sweep(path: Path) -> SweepPlan:
 # --- listed points -----------------------------------------------------------------------
 
 
-def _check_sweep_name(name: object, where: str) -> str:
-    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-        raise SweepError(f"{where}: sweep name {name!r}; a name is a non-empty file name")
-    return name
-
-
 def _check_override_key(key: object, where: str) -> str:
     """A dotted key a listed point may set (its value is checked by validating the point)."""
     if not isinstance(key, str) or not key or not all(key.split(".")):
@@ -500,7 +499,9 @@ def plan_points(
     data.pop(SWEEP_KEY, None)
     where_sweep = f"{source}: sweep"
     base_scenario = validate_scenario(copy.deepcopy(data), source=str(source), base_dir=base_dir)
-    name = _check_sweep_name(base_scenario.name if name is None else name, where_sweep)
+    name = _check_sweep_name(
+        base_scenario.name if name is None else name, f"{where_sweep} name"
+    )
     if not points:
         raise SweepError(f"{where_sweep} {name}: no points; give at least one SweepPoint")
     if len(points) > MAX_RUNS:

@@ -196,13 +196,9 @@ class DolaRounds(RoundLearner):
         self.network = ctx.network
         self.learner = learner
         self.schedule = schedule
-        self.period = config.period
-        self.evaluate_every = config.evaluate_every
         self.checkpoints = checkpoint_rounds(learner.rounds, config.regret_checkpoints)
-        self.window = config.mixing.window
         self.rng = ctx.stream("mixing")
         self.fate_rng = ctx.stream("links")
-        self.t = 0
         self.cumulative = 0.0
         self.cumulative_at: list[float] = []
         self.averaged = np.zeros(learner.n)
@@ -253,7 +249,7 @@ class DolaRounds(RoundLearner):
         links = self.network.links
         return (
             isinstance(links.delay, Constant)
-            and links.delay.value <= self.period
+            and links.delay.value <= self.config.period
             and links.bandwidth is None
         )
 
@@ -268,10 +264,7 @@ class DolaRounds(RoundLearner):
         a = mixing.matrix
         nodes = np.flatnonzero(online)
         correct = None if self.ideal else self._deliver(a, online, now)
-        report = learner.round(
-            self.t, a.indptr, a.indices, a.data, nodes, time=now, correct=correct
-        )
-        self.t += 1
+        report = learner.round(t - 1, a.indptr, a.indices, a.data, nodes, time=now, correct=correct)
         if nodes.size:
             self.cumulative += report.loss_at_node
         self.cumulative_at.append(self.cumulative)
@@ -279,7 +272,7 @@ class DolaRounds(RoundLearner):
         if report.event is not None:
             self.last_scale = report.event.noise_scale
         self._log_mixing(mixing, online, now)
-        if self.t % self.evaluate_every == 0 or self.t == learner.rounds:
+        if t % self.config.evaluate_every == 0 or t == learner.rounds:
             self._log_round(now, int(nodes.size))
 
     def _usable_links(self, online: np.ndarray, now: float) -> np.ndarray:
@@ -291,7 +284,7 @@ class DolaRounds(RoundLearner):
         # each link's up/down process is advanced lazily by its own draws: one check per link
         # that could be used, in a fixed order
         down = self.network.links_down_at(
-            sources[candidates], targets[candidates], now, now + self.period
+            sources[candidates], targets[candidates], now, now + self.config.period
         )
         up = np.isnan(down)
         usable[candidates] = up
@@ -319,19 +312,22 @@ class DolaRounds(RoundLearner):
         receivers, senders = receivers[off], idx[off].astype(np.int64)
         weights = a.data[off]
         entries = schedule.entries(receivers, senders)
+        # the transport counts and logs; a late value arrives after its round. A_t uses only
+        # links _usable_links found up through the round.
         fate = network.send_batch(
-            senders, receivers, kind="dola", rng=self.fate_rng, size=8.0 * n
-        )  # the transport counts and logs; a late value arrives after its round
+            senders, receivers, kind="dola", rng=self.fate_rng, size=8.0 * n, links_up=True
+        )
         lost, delays = fate.lost, fate.delays
         assert delays is not None
-        late = ~lost & (delays > self.period)
+        late = ~lost & (delays > self.config.period)
         fresh = ~lost & ~late
         values = learner.released
         self.cache[entries[fresh]] = values[senders[fresh]]
-        self.cache_round[entries[fresh]] = self.t
+        sent_round = self.round_index - 1  # 0-based, as the learner counts
+        self.cache_round[entries[fresh]] = sent_round
         if late.any():  # cached when they arrive, if still the newest
             self.pending.append(
-                _Pending(now + delays[late], entries[late], values[senders[late]], self.t)
+                _Pending(now + delays[late], entries[late], values[senders[late]], sent_round)
             )
         missing = ~fresh
         miss_entries = entries[missing]
@@ -340,7 +336,7 @@ class DolaRounds(RoundLearner):
         miss_weights = weights[missing]
         have = self.cache_round[miss_entries] >= 0
         if have.any():
-            staleness = self.t - self.cache_round[miss_entries[have]]
+            staleness = sent_round - self.cache_round[miss_entries[have]]
             self.stale_used += int(have.sum())
             self.max_staleness = max(self.max_staleness, int(staleness.max()))
         cache = self.cache
@@ -372,14 +368,14 @@ class DolaRounds(RoundLearner):
         check = check_round(mixing, online)
         self.window_matrices.append(mixing.matrix)
         self.window_online |= online
-        window_checked = len(self.window_matrices) == self.window
+        window_checked = len(self.window_matrices) == self.config.mixing.window
         window_components = -1
         if window_checked:
             window_components = union_components(self.window_matrices, self.window_online)
             self.window_matrices = []
             self.window_online = np.zeros_like(self.window_online)
         self.mixing_table.append(
-            self.t, now, int(online.sum()), mixing.links, check.eta,
+            self.round_index, now, int(online.sum()), mixing.links, check.eta,
             check.row_sum_error, check.column_sum_error, check.components,
             window_checked, window_components,
         )  # fmt: skip
@@ -391,10 +387,10 @@ class DolaRounds(RoundLearner):
         learner.resum()
         mean = learner.mean_weights()
         self.rounds_table.append(
-            self.t, now, online, self.cumulative, self.cumulative / self.t,
+            self.round_index, now, online, self.cumulative, self.cumulative / self.round_index,
             learner.consensus(), learner.sparsity_of(w_node),
             learner.sparsity_of(learner.weights),
-            *accuracies([self.averaged / self.t, mean, w_node], data.x_test, data.y_test),
+            *accuracies([self.averaged / self.round_index, mean, w_node], data.x_test, data.y_test),
             self.last_scale, self.stale_used, self.max_staleness,
         )  # fmt: skip
         self.stale_used = 0
@@ -405,7 +401,7 @@ class DolaRounds(RoundLearner):
         config = learner.config
         log = self.sim.log
         regret_table = log.table(REGRET_TABLE)
-        done = self.t
+        done = self.round_index
         regret = math.nan
         start = None
         if done and learner.used_rows:

@@ -63,7 +63,7 @@ from netsim.privacy.accountant import (
     policy_by_name,
 )
 from netsim.privacy.sensitivity import Norm
-from netsim.registry import REGISTRY, component_name
+from netsim.registry import component_name, named_component
 from netsim.sim import Simulation
 
 VISITS_TABLE = TableSchema(
@@ -207,17 +207,9 @@ DatasetName = component_name("dataset")
 MechanismName = component_name("mechanism")
 
 
-def mechanism_class(name: str) -> type[Mechanism]:
+def mechanism(name: str, ctx: BuildContext | None = None) -> Mechanism:
     """The noise mechanism registered as ``name`` (or ``module:Class``)."""
-    cls, _ = REGISTRY.lookup(("mechanism",), name)
-    assert issubclass(cls, Mechanism)
-    return cls
-
-
-def mechanism(name: str, ctx: BuildContext | None) -> Mechanism:
-    """The noise mechanism ``name``, built (mechanisms have no settings of their own)."""
-    cls, config = REGISTRY.lookup(("mechanism",), name)
-    built = cls.build(config(kind=name), ctx)  # type: ignore[arg-type]
+    built = named_component("mechanism", name, ctx)
     assert isinstance(built, Mechanism)
     return built
 
@@ -255,7 +247,7 @@ def learning_data(config: LearningConfig, n: int) -> Dataset:
     """The data set of ``config``, pre-processed as Hegedűs et al. (2016) §6.2, checked to hold
     a record for each of the ``n`` nodes and, unnormalised, vectors of length at most 1."""
     data_config = config.dataset
-    mechanism_norm = mechanism_class(config.noise).norm
+    mechanism_norm = mechanism(config.noise).norm
     data = preprocess(
         load_dataset(
             data_config.name,

@@ -150,7 +150,6 @@ class MiOgdRounds(RoundLearner):
         self.noise_rng = ctx.stream("noise")
         self.accountant = PrivacyAccountant(stream.x.shape[0], epsilon=math.inf, policy=Unlimited())
         self.checkpoints = checkpoint_rounds(problem.rounds, config.regret_checkpoints)
-        self.t = 0
         self.rows: list[list[object]] = []  # one per round played, as ROUNDS_TABLE
         self.table_rows = sim.log.table(ROUNDS_TABLE)
         self.skipped = 0
@@ -173,7 +172,6 @@ class MiOgdRounds(RoundLearner):
             raise ValueError(problem)
 
     def round(self, t: int) -> None:
-        self.t = t
         online = self.network.nodes.online
         if not online[self.learner_node]:
             self.skipped += 1
@@ -187,7 +185,7 @@ class MiOgdRounds(RoundLearner):
         w = self.learner.w.copy()
         self.network.send(
             self.learner_node, user, kind="mi_ogd.model",
-            payload=(self.t, k, w, self.learner.updates, self.sim.now),
+            payload=(t, k, w, self.learner.updates, self.sim.now),
             on_deliver=self._at_user, size=8.0 * w.size,
         )  # fmt: skip
 
