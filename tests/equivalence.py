@@ -14,9 +14,12 @@ from netsim.scenario.runner import run_in_memory
 METRICS = ("t90", "mean_walks", "restarts_per_hour", "progress")
 
 
-def scenario_data(nodes: int, duration: str, mode: str, seed: int) -> dict:
+def scenario_data(
+    nodes: int, duration: str, mode: str, seed: int, walk: dict | None = None
+) -> dict:
     """Churn, gossip with Δ = 0.5 s, a broadcast every 2 min and the walk service with
-    δ_rw = Δ, δ = δ_rw + 10Δ and a 5% kill probability (so that restarts happen)."""
+    δ_rw = Δ, δ = δ_rw + 10Δ and a 5% kill probability (so that restarts happen); ``walk``
+    adds walk options (e.g. ``{"preset": "authors"}``)."""
     return {
         "name": f"equivalence-{mode}",
         "seed": seed,
@@ -37,14 +40,17 @@ def scenario_data(nodes: int, duration: str, mode: str, seed: int) -> dict:
             "timeout": "5.5s",
             "kill_probability": 0.05,
             "sample_every": "10s",
+            **(walk or {}),
         },
         "metrics": {"sample_every": "1min"},
     }
 
 
-def measure(nodes: int, duration: str, mode: str, seed: int) -> dict[str, float]:
+def measure(
+    nodes: int, duration: str, mode: str, seed: int, walk: dict | None = None
+) -> dict[str, float]:
     scenario = validate_scenario(
-        scenario_data(nodes, duration, mode, seed), source="<eq>", base_dir=None
+        scenario_data(nodes, duration, mode, seed, walk), source="<eq>", base_dir=None
     )
     _, tables = run_in_memory(scenario)
     summary = tables["walk_summary"].iloc[0]

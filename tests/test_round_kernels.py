@@ -21,30 +21,38 @@ from netsim.protocols.walk_kernels import (
 TIMEOUT = 1.1
 
 
-def reference_exchange(initiators, peers, pull_lost, now, timeout, prop):
+def reference_exchange(initiators, peers, pull_lost, now, timeout, prop, authors, errors):
     """The documented semantics, one exchange at a time, with the numpy replace rule."""
     prop = prop.copy()
 
-    def receive(node, steps, update, age, special):
+    def receive(node, steps, update, age, special, error):
         local = prop[node]
-        if special or update == local["id"]:
+        same = update == local["id"]
+        if special or (same and not authors):
             return
         local_age = now - local["origin"]
-        if local["special"] or bool(should_replace(local["steps"], local_age, steps, age, timeout)):
+        if local["special"] or bool(
+            should_replace(local["steps"], local_age, steps, age, timeout, authors)
+        ):
+            age = max(age + error, 0.0)
             fired = math.floor((age + AGE_TOLERANCE) / timeout)
+            if same and not local["special"]:  # re-adopted: circles fired here stay fired
+                fired = min(fired, int(local["fired"]))
             prop[node] = (steps, update, now - age, fired, False)
 
     def value(node):
         r = prop[node]
         return int(r["steps"]), int(r["id"]), now - float(r["origin"]), bool(r["special"])
 
+    m = len(initiators)
+    error = (lambda k: float(errors[k])) if errors.size else (lambda k: 0.0)
     pushed = [value(s) for s in initiators]  # values from the start of the round
-    for peer, sent in zip(peers, pushed, strict=True):
-        receive(peer, *sent)
+    for k, (peer, sent) in enumerate(zip(peers, pushed, strict=True)):
+        receive(peer, *sent, error(k))
     answers = [value(p) for p in peers]  # each peer answers after all pushes
     for k, (node, answer) in enumerate(zip(initiators, answers, strict=True)):
         if not pull_lost[k]:
-            receive(node, *answer)
+            receive(node, *answer, error(m + k))
     return prop
 
 
@@ -63,9 +71,12 @@ def random_prop(rng, n, now):
     return prop
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(2, 12), st.integers(0, 2**32 - 1), st.booleans())
-def test_exchange_round_is_the_documented_sequential_merge(n, seed, lose_pulls):
+NO_ERRORS = np.zeros(0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 12), st.integers(0, 2**32 - 1), st.booleans(), st.booleans(), st.booleans())
+def test_exchange_round_is_the_documented_sequential_merge(n, seed, lose_pulls, authors, noisy):
     rng = np.random.default_rng(seed)
     now = 10.0
     prop = random_prop(rng, n, now)
@@ -73,13 +84,16 @@ def test_exchange_round_is_the_documented_sequential_merge(n, seed, lose_pulls):
     initiators = rng.permutation(n)[:m].astype(np.int64)
     peers = rng.integers(0, n, m).astype(np.int64)  # repeated targets on purpose
     pull_lost = rng.random(m) < 0.3 if lose_pulls else np.zeros(m, dtype=bool)
-    expected = reference_exchange(initiators, peers, pull_lost, now, TIMEOUT, prop)
+    errors = rng.uniform(-1.0, 1.0, 2 * m) if noisy else NO_ERRORS
+    expected = reference_exchange(initiators, peers, pull_lost, now, TIMEOUT, prop, authors, errors)
     got = prop.copy()
-    exchange_round(initiators, peers, pull_lost, now, TIMEOUT, got)
+    exchange_round(initiators, peers, pull_lost, now, TIMEOUT, got, authors, errors)
     assert same_records(got, expected)
     if not lose_pulls:  # an empty mask means "none lost"
         again = prop.copy()
-        exchange_round(initiators, peers, np.zeros(0, dtype=bool), now, TIMEOUT, again)
+        exchange_round(
+            initiators, peers, np.zeros(0, dtype=bool), now, TIMEOUT, again, authors, errors
+        )
         assert same_records(again, expected)
 
 
@@ -90,7 +104,16 @@ def test_a_push_uses_the_value_from_the_start_of_the_round():
     prop[0] = (9, 7, now, 0, False)
     prop[1] = (3, 4, now - 0.5, 0, False)
     prop[2] = (1, 2, now - 0.5, 0, False)
-    exchange_round(np.array([0, 1]), np.array([1, 2]), np.ones(2, dtype=bool), now, TIMEOUT, prop)
+    exchange_round(
+        np.array([0, 1]),
+        np.array([1, 2]),
+        np.ones(2, dtype=bool),
+        now,
+        TIMEOUT,
+        prop,
+        False,
+        NO_ERRORS,
+    )
     assert prop["id"].tolist() == [7, 7, 4]
 
 
@@ -100,9 +123,10 @@ def test_timeout_circle_and_replace_rule_compile_to_the_python_definitions():
         assert timeout_circle(float(age), TIMEOUT) == expected
     grid = [(-1, 0.0), (0, 0.5), (3, 1.1), (5, 2.5)]
     for (s, a), (ns, na) in [(x, y) for x in grid for y in grid]:
-        assert should_replace_scalar(s, a, ns, na, TIMEOUT) == bool(
-            should_replace(np.int64(s), a, np.int64(ns), na, TIMEOUT)
-        )
+        for ties_more in (False, True):
+            assert should_replace_scalar(s, a, ns, na, TIMEOUT, ties_more) == bool(
+                should_replace(np.int64(s), a, np.int64(ns), na, TIMEOUT, ties_more)
+            )
 
 
 @given(st.integers(0, 2**32 - 1))
@@ -117,8 +141,7 @@ def test_due_timeouts_lists_active_nodes_past_a_new_circle(seed):
         for node in range(n)
         if active[node]
         and not prop["special"][node]
-        and math.floor((now - prop["origin"][node] + AGE_TOLERANCE) / TIMEOUT)
-        > prop["fired"][node]
+        and math.floor((now - prop["origin"][node] + AGE_TOLERANCE) / TIMEOUT) > prop["fired"][node]
     ]
     assert list(zip(nodes.tolist(), circles.tolist(), strict=True)) == expected
 

@@ -16,6 +16,7 @@ from netsim.protocols.walk import (
     RandomWalkService,
     VisitCounter,
     WalkToken,
+    WalkVariant,
     should_replace,
 )
 from netsim.scenario.loader import validate_scenario
@@ -66,7 +67,7 @@ def test_replace_rule_vectorised_equals_scalar(rows):
 # --- a small static harness ----------------------------------------------------------------
 
 
-def harness(n=6, timeout=DELTA, transfer=1.0, kill=0.0):
+def harness(n=6, timeout=DELTA, transfer=1.0, kill=0.0, variant=None):
     sim = Simulation(seed=2, log=EventLog())
     nodes = NodeStates(np.ones(n, dtype=bool))
     network = Network(sim, t.complete(n), nodes, LinkModel())
@@ -79,6 +80,7 @@ def harness(n=6, timeout=DELTA, transfer=1.0, kill=0.0):
         timeout=timeout,
         kill_probability=kill,
         start=1e12,
+        variant=variant or WalkVariant(),
     )  # no bootstrap here
     return sim, service
 
@@ -184,6 +186,94 @@ def test_negative_copies_restart_at_step_zero():
 
 def restarts_steps(service):
     return list(service.restarts_table._columns[-1])
+
+
+# --- the authors' variant (docs/walk-variants.md) ---------------------------------------------
+
+AUTHORS_RULE = WalkVariant(replace_rule="authors")
+
+
+def test_the_authors_rule_takes_back_an_update_it_holds():
+    sim, service = harness(variant=AUTHORS_RULE)
+    gossip_value(service, 1, 10, 42, age=0.0)
+    sim.run(DELTA + 1)
+    assert service.timed_out(1)
+    # the copy of update 42 that has not timed out elsewhere revives it (no accept-once)
+    gossip_value(service, 1, 10, 42, age=1.0)
+    assert service.prop_id[1] == 42 and service.age(1) == pytest.approx(1.0)
+    assert not service.timed_out(1)
+
+
+@pytest.mark.parametrize(
+    ("rule", "replaced"), [(WalkVariant(), False), (AUTHORS_RULE, True)], ids=["paper", "authors"]
+)
+def test_equal_steps_take_the_more_steps_branch_only_under_the_authors_rule(rule, replaced):
+    # local (10 steps, age 1) and a live incoming (10 steps, age 2): line 14's "no more steps"
+    # branch keeps the local update; the authors' "more steps" branch takes a live one
+    sim, service = harness(variant=rule)
+    sim.run(1.0)
+    gossip_value(service, 1, 10, 5, age=0.0)
+    sim.run(2.0)
+    gossip_value(service, 1, 10, 6, age=2.0)
+    assert bool(service.prop_id[1] == 6) == replaced
+
+
+def test_a_taken_back_update_times_out_by_its_new_age():
+    """An update re-adopted younger re-arms its timeout: the first circle fires at δ of the
+    new age, not of the old one; re-adopted older, a circle already fired is not fired again."""
+    sim, service = harness(variant=AUTHORS_RULE)
+    service.rw_steps[1] = 10  # node 1 made the last step: it restarts at i = 1
+    gossip_value(service, 1, 10, 42, age=0.0)
+    sim.run(DELTA - 2)
+    gossip_value(service, 1, 10, 42, age=1.0)  # younger by 7 s
+    sim.run(DELTA + 1)
+    assert service.restarts_table._columns[0] == []  # the old circle-1 instant passed quietly
+    sim.run(3 * DELTA)
+    times = list(service.restarts_table._columns[0])
+    circles = list(service.restarts_table._columns[4])
+    # the new origin is DELTA - 3, so circle 1 is due at 2·DELTA - 3; the restart launches a
+    # walk that node 1 is still forwarding (the harness does not deliver), so no second one
+    assert times == [pytest.approx(2 * DELTA - 3)] and circles == [1]
+
+
+def test_the_age_error_is_uniform_in_its_width():
+    width = 2.0
+    sim, service = harness(n=2, variant=WalkVariant(age_error=width))
+    sim.run(100.0)
+    errors = []
+    for update in range(1, 2001):
+        gossip_value(service, 1, update, update, age=5.0)  # more steps, live: always adopted
+        errors.append(service.age(1) - 5.0)
+    errors = np.array(errors)
+    assert errors.min() >= -width / 2 and errors.max() <= width / 2
+    # mean 0 and variance w²/12, within 5 standard errors of 2,000 draws
+    n = errors.size
+    assert abs(errors.mean()) < 5 * width / math.sqrt(12 * n)
+    fourth = width**4 / 80  # E[e⁴] of U[−w/2, w/2]
+    var_se = math.sqrt((fourth - (width**2 / 12) ** 2) / n)
+    assert abs(errors.var() - width**2 / 12) < 5 * var_se
+
+
+def test_without_a_bootstrap_update_a_walk_killed_at_its_first_step_is_never_restarted():
+    # every walk is killed on arrival: the paper's starter update times out and restarts it;
+    # without the step-0 update nobody ever holds a real update, so nobody times out
+    paper = run_in_memory(scenario(**{"walk.kill_probability": 1.0}))[1]
+    authors = run_in_memory(
+        scenario(**{"walk.kill_probability": 1.0, "walk.bootstrap_update": False})
+    )[1]
+    assert paper["walk_summary"].iloc[0]["restarts"] > 10
+    assert authors["walk_summary"].iloc[0]["restarts"] == 0
+    assert authors["walk_restarts"]["reason"].tolist() == ["bootstrap"]
+    assert authors["walk_ends"]["reason"].tolist() == ["killed"]
+
+
+def test_the_authors_preset_sets_the_three_rules_and_explicit_options_win():
+    base = scenario().walk
+    assert base.variant(0.1) == WalkVariant("paper", 0.0, True)
+    authors = scenario(**{"walk.preset": "authors"}).walk
+    assert authors.variant(0.1) == WalkVariant("authors", 0.1, False)  # age error width Δ
+    mixed = scenario(**{"walk.preset": "authors", "walk.age_error": "0s"}).walk
+    assert mixed.variant(0.1) == WalkVariant("authors", 0.0, False)
 
 
 # --- whole runs ----------------------------------------------------------------------------

@@ -36,8 +36,9 @@ def _walk_title(scenario, mean_walks: float) -> str:
     delta = scenario.gossip.period
     drw = walk.transfer_time / delta
     extra = (walk.timeout - walk.transfer_time) / delta
+    variant = "" if walk.preset == "paper" else f", {walk.preset}' variant"
     return (
-        f"δ_rw = {drw:g}Δ, δ = δ_rw + {extra:g}Δ, kill {walk.kill_probability:.0%}\n"
+        f"δ_rw = {drw:g}Δ, δ = δ_rw + {extra:g}Δ, kill {walk.kill_probability:.0%}{variant}\n"
         f"N = {scenario.nodes}, mean concurrent walks {mean_walks:.3f}"
     )
 

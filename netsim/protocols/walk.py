@@ -41,6 +41,10 @@ Choices where the paper leaves room (each is tested in ``tests/test_walk.py``):
 7. *Retries.* A failed transfer is retried at once with a new random online neighbour while
    forwarding is still necessary (no fresher live update with a larger step count); with no
    online neighbour the node tries again after ``retry_interval``.
+
+Three rules where the authors' published implementation differs from the paper (accept-once
+and ties in line 14, an age error at each adoption, the starter's step-0 update) are options,
+:class:`WalkVariant`, described in ``docs/walk-variants.md``.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from netsim.protocols.rounds import RoundGossip
 from netsim.protocols.walk_kernels import (
     AGE_TOLERANCE,
     PROP_RECORD,
+    adopted_circles,
     due_timeouts,
     exchange_round,
     should_replace,
@@ -75,6 +80,7 @@ from netsim.rng import BlockDraws
 from netsim.sim import Simulation
 
 WALK = "walk"
+NO_AGE_ERRORS = np.zeros(0)
 
 STEPS_TABLE = TableSchema(
     name="walk_steps",
@@ -232,6 +238,27 @@ class WalkServiceConfig(ComponentConfig):
     retry_interval: PositiveDuration | None = None
     sample_every: PositiveDuration | None = None
     agent: AgentField = VisitCounter.Config()
+    preset: Literal["paper", "authors"] = "paper"
+    replace_rule: Literal["paper", "authors"] | None = None
+    age_error: Duration | None = None
+    bootstrap_update: bool | None = None
+
+    def variant(self, gossip_period: float) -> WalkVariant:
+        """The protocol rules this section asks for: each option as given, else its preset's
+        value (``paper``: Alg. 2 as written, exact ages; ``authors``: the authors' published
+        implementation, with an age error of width Δ = ``gossip_period``)."""
+        authors = self.preset == "authors"
+        return WalkVariant(
+            replace_rule=self.replace_rule or self.preset,
+            age_error=(
+                self.age_error
+                if self.age_error is not None
+                else (gossip_period if authors else 0.0)
+            ),
+            bootstrap_update=(
+                self.bootstrap_update if self.bootstrap_update is not None else not authors
+            ),
+        )
 
     @model_validator(mode="after")
     def _timeout_covers_a_transfer(self) -> WalkServiceConfig:
@@ -242,6 +269,25 @@ class WalkServiceConfig(ComponentConfig):
                 "(Hegedűs et al. §5.2)"
             )
         return self
+
+
+@dataclass(frozen=True)
+class WalkVariant:
+    """The three rules where the paper (Hegedűs et al. 2016) and its authors' published
+    implementation differ (see ``docs/walk-variants.md``).
+
+    - ``replace_rule``: ``paper`` is Alg. 2 line 14 with §4.4's accept-once by id;
+      ``authors`` accepts an update it already holds again and lets an equal step count take
+      line 14's "more steps" branch.
+    - ``age_error``: width w of the error U[−w/2, +w/2] added to an update's age each time a
+      node adopts it (§4.1: measured ages carry "some error"); 0 = exact ages.
+    - ``bootstrap_update``: the starter broadcasts an update with step count 0 (§4.4); without
+      it, nobody times out until the first walk's first step creates an update.
+    """
+
+    replace_rule: Literal["paper", "authors"] = "paper"
+    age_error: float = 0.0
+    bootstrap_update: bool = True
 
 
 class IdealWalkConfig(ComponentConfig):
@@ -284,6 +330,7 @@ class RandomWalkService(Walk):
         sample_every: float = 60.0,
         engine: GossipEngine | None = None,
         name: str = "walk",
+        variant: WalkVariant = WalkVariant(),
     ) -> None:
         n = network.topology.n
         self._engine = engine  # attached when the run starts
@@ -296,6 +343,14 @@ class RandomWalkService(Walk):
         self.kill_probability = kill_probability
         self.retry_interval = retry_interval
         self.n = n
+        self.variant = variant
+        self.authors_rule = variant.replace_rule == "authors"
+        self.age_error = variant.age_error
+        # drawn only when there is an error, so exact-age runs keep their streams unchanged
+        self._age_error_rng = sim.streams.get(f"{name}.age_error") if variant.age_error else None
+        self._age_error_draw = (
+            BlockDraws(self._age_error_rng.random) if self._age_error_rng is not None else None
+        )
         # rwprop: the bootstrap update (id 0) never times out and has fewer steps than any rw
         self.prop = np.zeros(n, dtype=PROP_RECORD)  # the fields below are views into it
         self.prop_steps = self.prop["steps"]
@@ -316,6 +371,7 @@ class RandomWalkService(Walk):
         self._timer_generation = np.zeros(n, dtype=np.int64)
         self._timer_due = np.full(n, np.inf)  # when the pending timeout check fires
         self.round_based = False  # set by attach()
+
         self.forwarding: list[list[WalkToken]] = [[] for _ in range(n)]  # held, not in transfer
         self.suspended: list[list[WalkToken]] = [[] for _ in range(n)]
         self._next_update_id = 1
@@ -385,6 +441,7 @@ class RandomWalkService(Walk):
             sample_every=config.sample_every or ctx.scenario.metrics.sample_every,
             engine=gossip,
             name=ctx.key,
+            variant=config.variant(gossip.period),
         )
         gossip.register(service)
         return service
@@ -404,6 +461,7 @@ class RandomWalkService(Walk):
         """
         self.gossip = gossip
         self.round_based = isinstance(gossip, RoundGossip)
+
         gossip.on_activate(self._on_activate)
         for node in np.flatnonzero(gossip.active).tolist():
             self._schedule_timeout(node)
@@ -422,17 +480,26 @@ class RandomWalkService(Walk):
         return self.sim.env.now - float(self.prop_origin[node])
 
     def _store_prop(self, node: int, steps: int, update: int, age: float) -> None:
+        same = update == self.prop_id[node] and not self.prop_special[node]
+        if same:  # re-adopted (replace_rule: authors): circles fired here stay fired
+            fired = adopted_circles(True, int(self.fired_i[node]), age, self.timeout)
         self.prop_steps[node] = steps
         self.prop_id[node] = update
         self.prop_origin[node] = self.sim.env.now - age
         self.prop_special[node] = False
+        if same:
+            self.fired_i[node] = fired
+            if not self.round_based and self._active(node):
+                self._schedule_timeout(node, fired + 1)  # the age moved: re-time the check
         # A pending check notices a changed update when it fires and reschedules; only an
         # update that times out before that check needs a new timer now. So a node has one
         # timer event per δ or so, not one per adoption.
-        if self.round_based:  # the circles this update already passed elsewhere
+        elif self.round_based:  # the circles this update already passed elsewhere
             self.fired_i[node] = timeout_circle(age, self.timeout)
-        elif self._active(node) and self._next_due(node) < self._timer_due[node]:
-            self._schedule_timeout(node)
+        else:
+            self.fired_i[node] = self._next_i(node) - 1
+            if self._active(node) and self._next_due(node) < self._timer_due[node]:
+                self._schedule_timeout(node)
 
     def _new_update(self, node: int, steps: int) -> None:
         update = self._next_update_id
@@ -453,16 +520,19 @@ class RandomWalkService(Walk):
         )
 
     def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
-        """``onReceiveRWProps``: line 14 with accept-once by id (§4.4)."""
+        """``onReceiveRWProps``: line 14 with accept-once by id (§4.4), or the authors' rule
+        (:class:`WalkVariant`); an adopted age gets the age error added."""
         steps, update, age, special = value
         if special:
             return  # the bootstrap update carries no information
-        if update == self.prop_id[node]:
+        if update == self.prop_id[node] and not self.authors_rule:
             return  # accepted once: a timed-out update is never revived
         age += self.sim.env.now - transfer.sent_at  # time spent on the link
         if self.prop_special[node] or should_replace(
-            int(self.prop_steps[node]), self.age(node), steps, age, self.timeout
+            int(self.prop_steps[node]), self.age(node), steps, age, self.timeout, self.authors_rule
         ):
+            if self._age_error_draw is not None:
+                age = max(age + (self._age_error_draw() - 0.5) * self.age_error, 0.0)
             self._store_prop(node, steps, update, age)
 
     # --- timeouts --------------------------------------------------------------------------
@@ -489,6 +559,7 @@ class RandomWalkService(Walk):
             return
         if i is None:
             i = self._next_i(node)
+        self.fired_i[node] = i - 1
         due = float(self.prop_origin[node]) + i * self.timeout  # when the age reaches i·δ
         self._timer_due[node] = due
         self.sim.call_later(
@@ -532,15 +603,36 @@ class RandomWalkService(Walk):
     ) -> None:
         """``onReceiveRWProps`` for one round's pushes and pulls (compiled, see
         :func:`~netsim.protocols.walk_kernels.exchange_round`)."""
-        exchange_round(initiators, peers, pull_lost, self.sim.env.now, self.timeout, self.prop)
+        errors = self._round_age_errors(2 * initiators.size)
+        exchange_round(
+            initiators,
+            peers,
+            pull_lost,
+            self.sim.env.now,
+            self.timeout,
+            self.prop,
+            self.authors_rule,
+            errors,
+        )
+
+    def _round_age_errors(self, count: int) -> np.ndarray:
+        """One age error per message of a round (pushes, then pulls), used if adopted."""
+        if self._age_error_rng is None:
+            return NO_AGE_ERRORS
+        return (self._age_error_rng.random(count) - 0.5) * self.age_error
 
     def round_tick(self, active: np.ndarray) -> None:
         """``onUpdateTimeout(i)`` for every ``active`` node whose update's age passed i·δ."""
         nodes, circles = due_timeouts(active, self.prop, self.sim.env.now, self.timeout)
         for node, reached in zip(nodes.tolist(), circles.tolist(), strict=True):
-            for i in range(int(self.fired_i[node]) + 1, reached + 1):
-                self.on_update_timeout(node, i)
-            self.fired_i[node] = reached
+            self._fire_circles(node, reached)
+
+    def _fire_circles(self, node: int, reached: int) -> None:
+        """``onUpdateTimeout(i)`` for the circles after the last one handled, up to
+        ``reached``, in order."""
+        for i in range(int(self.fired_i[node]) + 1, reached + 1):
+            self.on_update_timeout(node, i)
+        self.fired_i[node] = reached
 
     # --- walks -----------------------------------------------------------------------------
 
@@ -561,7 +653,8 @@ class RandomWalkService(Walk):
         self._forward(token)
 
     def _bootstrap(self) -> None:
-        """The starter broadcasts an update with step count 0 and launches the first walk."""
+        """The starter broadcasts an update with step count 0 (unless the variant has no
+        bootstrap update) and launches the first walk."""
         candidates = (
             np.flatnonzero(self.gossip.active)
             if self.gossip is not None
@@ -571,7 +664,8 @@ class RandomWalkService(Walk):
             self.sim.call_later(self.retry_interval, self._bootstrap)
             return
         starter = int(candidates[self._start_rng.integers(candidates.size)])
-        self._new_update(starter, 0)
+        if self.variant.bootstrap_update:
+            self._new_update(starter, 0)
         self.rw_steps[starter] = max(int(self.rw_steps[starter]), 0)
         self._launch(starter, 0, "bootstrap", 0, int(self.prop_id[starter]), 0)
 

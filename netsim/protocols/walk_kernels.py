@@ -19,15 +19,19 @@ import numpy as np
 from numba import njit
 
 
-def should_replace(steps: Any, age: Any, new_steps: Any, new_age: Any, delta: float) -> Any:
+def should_replace(
+    steps: Any, age: Any, new_steps: Any, new_age: Any, delta: float, ties_more: bool = False
+) -> Any:
     """Alg. 2 line 14: does an incoming update (new_steps, new_age) replace (steps, age)?
 
     Replace if it reports more steps and is either young while the local one is not older
     than it, or younger than the local one; or if it reports no more steps but is live while
-    the local one has timed out, or younger by more than δ. Works elementwise on numpy arrays
-    and, compiled, on scalars.
+    the local one has timed out, or younger by more than δ. With ``ties_more`` an equal step
+    count takes the "more steps" branch, as in the authors' implementation (the
+    ``replace_rule: authors`` option); the paper's line 14 has a strict ``<``. Works
+    elementwise on numpy arrays and, compiled, on scalars.
     """
-    more = steps < new_steps
+    more = (steps < new_steps) | (ties_more & (steps == new_steps))
     return (more & (((age <= new_age) & (new_age < delta)) | (age > new_age))) | (
         ~more & (((age >= delta) & (delta > new_age)) | (age > new_age + delta))
     )
@@ -69,6 +73,19 @@ def timeout_circle(age: float, delta: float) -> int:
 
 
 @njit(cache=True, error_model="numpy")
+def adopted_circles(same: bool, fired: int, age: float, delta: float) -> int:
+    """The timeout circles counted as handled at a node that adopts an update of this age.
+
+    A new update: the circles it already passed elsewhere (choice 4 of
+    :mod:`netsim.protocols.walk`). The update the node already holds (re-adopted, only under
+    ``replace_rule: authors``): the circles fired here stay fired unless the adopted age is
+    younger than they are, so no circle is skipped or fired twice for one age.
+    """
+    passed = timeout_circle(age, delta)
+    return min(fired, passed) if same else passed
+
+
+@njit(cache=True, error_model="numpy")
 def _receive(
     prop: np.ndarray,
     node: int,
@@ -78,17 +95,25 @@ def _receive(
     special: bool,
     now: float,
     timeout: float,
+    authors_rule: bool,
+    error: float,
 ) -> None:
-    """``onReceiveRWProps`` at ``node`` (line 14 with accept-once by id, §4.4)."""
+    """``onReceiveRWProps`` at ``node``: line 14 with accept-once by id (§4.4), or the authors'
+    rule (no accept-once, ties count as more steps); an adopted age gets ``error`` added
+    (clamped at 0)."""
     local = prop[node]
-    if special or update == local.id:
+    same = update == local.id
+    if special or (same and not authors_rule):
         return  # the bootstrap update carries nothing; a known id is never taken again
-    if local.special or should_replace_scalar(local.steps, now - local.origin, steps, age, timeout):
+    if local.special or should_replace_scalar(
+        local.steps, now - local.origin, steps, age, timeout, authors_rule
+    ):
+        age = max(age + error, 0.0)
+        local.fired = adopted_circles(same and not local.special, local.fired, age, timeout)
         local.steps = steps
         local.id = update
         local.origin = now - age
         local.special = False
-        local.fired = timeout_circle(age, timeout)  # timeout circles already passed elsewhere
 
 
 @njit(cache=True, error_model="numpy")
@@ -99,6 +124,8 @@ def exchange_round(
     now: float,
     timeout: float,
     prop: np.ndarray,
+    authors_rule: bool,
+    errors: np.ndarray,
 ) -> None:
     """One round of push-pull for the walk service's ``rwprop`` records (``PROP_RECORD``),
     in place.
@@ -107,6 +134,8 @@ def exchange_round(
     merged one after another in the round's order. Then every initiator whose pull answer was
     not lost merges its peer's value as it stood after all pushes (the peer answers after
     merging, as in exact mode). An empty ``pull_lost`` means no answer was lost.
+    ``errors`` (empty: none) holds the age error of push k at ``k`` and of pull k at
+    ``m + k``, added to the age if the message is adopted.
     """
     m = initiators.size
     sent = np.empty(m, dtype=prop.dtype)
@@ -115,7 +144,16 @@ def exchange_round(
     for k in range(m):
         value = sent[k]
         _receive(
-            prop, peers[k], value.steps, value.id, now - value.origin, value.special, now, timeout
+            prop,
+            peers[k],
+            value.steps,
+            value.id,
+            now - value.origin,
+            value.special,
+            now,
+            timeout,
+            authors_rule,
+            errors[k] if errors.size else 0.0,
         )
     for k in range(m):
         sent[k] = prop[peers[k]]
@@ -131,6 +169,8 @@ def exchange_round(
                 value.special,
                 now,
                 timeout,
+                authors_rule,
+                errors[m + k] if errors.size else 0.0,
             )
 
 

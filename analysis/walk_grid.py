@@ -1,0 +1,167 @@
+"""The random-walk grid of Hegedűs et al. (2016) §5.2–5.3: a table with 95% intervals and the
+paper's Figs. 2–3, from a sweep of the walk service (this script runs no simulation).
+
+    netsim sweep scenarios/walk/paper-sweep.yaml --workers 2 --out analysis/sweeps
+    python analysis/walk_grid.py analysis/sweeps/walk-paper-grid --figures
+
+For every complete run: the time-averaged number of concurrent walks, the fractions of time
+with none and with more than one, restarts per hour, and progress, the largest step count
+reached over the maximum t/δ_rw. Runs are grouped by the sweep's parameters; each group gets
+its mean and the two-sided Student t 95% interval over its seeds. The per-run table goes to
+``analysis/results/<sweep>.parquet`` and the summary is printed as Markdown. With
+``--figures``, per value of ``walk.preset`` the first repetition of every point is drawn as
+Fig. 2 (no kills) and Fig. 3 (kill probability > 0) into ``analysis/figures/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+from scipy import stats
+
+from netsim.analysis.collect import load_sweep, run_status
+from netsim.analysis.figures import walk_figure
+from netsim.analysis.runs import load_run_scenario
+from netsim.errors import NetsimError
+from netsim.storage import atomic_write_bytes
+from netsim.units import HOUR
+
+REPO = Path(__file__).resolve().parents[1]
+METRICS = ("mean_walks", "time_none", "time_several", "restarts_per_hour", "progress")
+PRESET = "walk.preset"
+
+
+def run_metrics(run_dir: Path) -> dict[str, float]:
+    """What §5.3 reports about one run (see the module docstring)."""
+    scenario = load_run_scenario(run_dir)
+    walk = scenario.walk
+    summary = pq.read_table(run_dir / "walk_summary.parquet").to_pandas().iloc[0]
+    span = scenario.duration - walk.start
+    return {
+        "delta_rw": walk.transfer_time / scenario.gossip.period,  # in units of Δ
+        "delta_extra": (walk.timeout - walk.transfer_time) / scenario.gossip.period,
+        "mean_walks": float(summary["mean_propagating"]),
+        "time_none": float(summary["time_without_walk"]),
+        "time_several": float(summary["time_with_several"]),
+        "restarts_per_hour": float(summary["restarts"]) / (scenario.duration / HOUR),
+        "progress": float(summary["max_steps"]) * walk.transfer_time / span,
+    }
+
+
+def per_run_table(sweep: Path) -> tuple[pd.DataFrame, list[str]]:
+    """One row per complete run: its plan row (parameters, seed) and :func:`run_metrics`."""
+    source = load_sweep(sweep)
+    status = run_status(source)
+    complete = status[status["status"] == "complete"]
+    plan = source.plan.set_index("run_id")
+    rows = []
+    for run_id in complete["run_id"]:
+        row = plan.loc[run_id].to_dict()
+        row["run_id"] = run_id
+        row.update(run_metrics(source.run_directory(run_id)))
+        rows.append(row)
+    return pd.DataFrame(rows), list(source.parameters)
+
+
+def interval(values: pd.Series) -> tuple[float, float]:
+    """Mean and the half width of its two-sided Student t 95% interval (0 for one value)."""
+    n = values.size
+    mean = float(values.mean())
+    if n < 2:
+        return mean, 0.0
+    return mean, float(stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / np.sqrt(n))
+
+
+def summary_table(runs: pd.DataFrame, parameters: list[str]) -> pd.DataFrame:
+    """Per group of equal parameters: the number of seeds and each metric's mean ± half width."""
+    keys = [p for p in parameters if p not in ("walk.transfer_time", "walk.timeout")]
+    keys = ["delta_rw", "delta_extra", *keys]
+    rows = []
+    for values, group in runs.groupby(keys, sort=True):
+        row = dict(zip(keys, values, strict=True))
+        row["seeds"] = len(group)
+        for metric in METRICS:
+            row[metric], row[f"{metric}_pm"] = interval(group[metric])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def markdown(summary: pd.DataFrame) -> str:
+    """The summary as a Markdown table (δ in units of Δ, fractions in %)."""
+    keys = [c for c in summary.columns if c not in METRICS and not c.endswith("_pm")]
+    names = {"delta_rw": "δ_rw/Δ", "delta_extra": "(δ−δ_rw)/Δ"}
+    header = [names.get(k, k.removeprefix("walk.")) for k in keys] + [
+        "mean walks",
+        "time with 0 walks",
+        "time with > 1",
+        "restarts / h",
+        "progress",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, row in summary.iterrows():
+        cells = [f"{row[k]:g}" if isinstance(row[k], float) else str(row[k]) for k in keys]
+        cells.append(f"{row['mean_walks']:.3f} ± {row['mean_walks_pm']:.3f}")
+        cells.append(f"{100 * row['time_none']:.2f}% ± {100 * row['time_none_pm']:.2f}")
+        cells.append(f"{100 * row['time_several']:.2f}% ± {100 * row['time_several_pm']:.2f}")
+        cells.append(f"{row['restarts_per_hour']:.1f} ± {row['restarts_per_hour_pm']:.1f}")
+        cells.append(f"{row['progress']:.3f} ± {row['progress_pm']:.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def draw_figures(sweep: Path, runs: pd.DataFrame, figures: Path) -> list[Path]:
+    """Figs. 2 (no kills) and 3 (kills), per variant: the first repetition of each point."""
+    source = load_sweep(sweep)
+    first = runs[runs["repetition"] == 0]
+    variants = sorted(first[PRESET].unique()) if PRESET in first else ["paper"]
+    name = sweep.name.removesuffix("-grid")
+    written = []
+    for variant in variants:
+        chosen = first[first[PRESET] == variant] if PRESET in first else first
+        for figure, killed in (("fig2", False), ("fig3", True)):
+            panels = chosen[(chosen["walk.kill_probability"] > 0) == killed]
+            panels = panels.sort_values(["delta_rw", "delta_extra"])
+            if panels.empty:
+                continue
+            out = figures / f"{name}-{variant}-{figure}.png"
+            dirs = [source.run_directory(run_id) for run_id in panels["run_id"]]
+            written.append(walk_figure(dirs, out, columns=3))
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sweep", type=Path, help="sweep directory of the walk service")
+    parser.add_argument("--results", type=Path, default=REPO / "analysis" / "results")
+    parser.add_argument("--figures", action="store_true", help="draw Figs. 2–3 per variant")
+    parser.add_argument("--figures-dir", type=Path, default=REPO / "analysis" / "figures")
+    args = parser.parse_args(argv)
+    try:
+        runs, parameters = per_run_table(args.sweep)
+        if runs.empty:
+            print(f"walk_grid: {args.sweep}: no complete run yet", file=sys.stderr)
+            return 1
+        buffer = io.BytesIO()
+        runs.to_parquet(buffer, index=False)
+        args.results.mkdir(parents=True, exist_ok=True)
+        table = args.results / f"{args.sweep.name}.parquet"
+        atomic_write_bytes(table, buffer.getvalue())
+        print(markdown(summary_table(runs, parameters)))
+        print(f"\n{len(runs)} complete runs; per-run table: {table}")
+        if args.figures:
+            for path in draw_figures(args.sweep, runs, args.figures_dir):
+                print(path)
+    except NetsimError as exc:
+        print(f"walk_grid: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
