@@ -75,6 +75,36 @@ SCENARIO_CASES = [
         [":3:9: YAML syntax error: expected ',' or ']', but got ':'"],
         id="yaml-syntax-mid-file",
     ),
+    pytest.param(
+        BASE + "nodes: 4000\n",
+        [":6:1: refused YAML: duplicate key 'nodes' (first given on line 3); a key may appear "
+         "once"],
+        id="duplicate-key",
+    ),
+    pytest.param(
+        BASE + "links: {loss: 0.1, loss: 0.2}\n",
+        [":6:20: refused YAML: duplicate key 'loss' (first given on line 6)"],
+        id="duplicate-nested-key",
+    ),
+    pytest.param(
+        BASE
+        + "x0: &x0 [a, a, a, a, a, a, a, a, a, a]\n"
+        + "".join(
+            f"x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 10)}]\n" for i in range(1, 9)
+        ),  # 10⁹ values once expanded, from 700 bytes
+        [": refused YAML: aliases expand this value to more than 200,000 values"],
+        id="billion-laughs",
+    ),
+    pytest.param(
+        BASE + "links: " + "[" * 10_000 + "]" * 10_000 + "\n",
+        [":6:71: refused YAML: nesting deeper than 64 levels"],
+        id="deep-nesting",
+    ),
+    pytest.param(
+        BASE + "links: &self {loss: *self}\n",
+        [":6:8: refused YAML: an alias refers to a value containing it"],
+        id="recursive-alias",
+    ),
     pytest.param("", [": the scenario is empty"], id="empty-file"),
     pytest.param("# only a comment\n", [": the scenario is empty"], id="only-comment"),
     pytest.param("- a\n- b\n", [": a scenario is a mapping of keys, got list"], id="top-list"),

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from netsim.errors import NetsimError, ScenarioError
 from netsim.registry import REGISTRY, SLOT_NAMES
 from netsim.scenario.schema import Scenario
+from netsim.scenario.yamlfile import YamlBoundError, load_yaml
 
 
 def load_scenario(path: Path, overrides: Iterable[str] = ()) -> Scenario:
@@ -39,14 +40,16 @@ def load_scenario(path: Path, overrides: Iterable[str] = ()) -> Scenario:
 
 
 def parse_yaml(text: str, *, source: str) -> dict[str, Any]:
-    """``yaml.safe_load`` with errors that name the line and column."""
+    """Bounded safe YAML (:mod:`netsim.scenario.yamlfile`: no duplicate keys, no alias
+    blow-up, bounded nesting) with errors that name the line and column."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(f"{source}{where}: YAML syntax error: {problem}") from None
+        kind = "refused YAML" if isinstance(exc, YamlBoundError) else "YAML syntax error"
+        raise ScenarioError(f"{source}{where}: {kind}: {problem}") from None
     if data is None:
         raise ScenarioError(f"{source}: the scenario is empty")
     if not isinstance(data, dict):
@@ -62,7 +65,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str], *, source: s
         if not sep or not key.strip():
             raise ScenarioError(f"--set {item!r}: expected dotted.key=value, e.g. nodes=500")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = load_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
             raise ScenarioError(f"--set {item!r}: the value is not valid YAML") from None
         blocked = set_dotted(result, key.strip(), value)
