@@ -153,6 +153,18 @@ sweep:
             "sweep point (walk.timeout='500ms'): invalid scenario",
         ),
         ("sweep:\n  grid: {nodes: {from: 1, to: 3}}\n", "exactly one of step or count"),
+        (  # refused before a billion values are made
+            "sweep:\n  grid: {walk.kill_probability: {from: 0, to: 1, count: 1000000000}}\n",
+            "1000000000 values; at most 1000000 runs per sweep",
+        ),
+        (  # an exact 9**9**9 would take minutes and gigabytes
+            'sweep:\n  grid: {walk.timeout: ["= 9**9**9"]}\n',
+            "'= 9**9**9' cannot be computed: the power is too large",
+        ),
+        (
+            'sweep:\n  grid: {walk.timeout: ["= 10**18 * 10"]}\n',
+            "'= 10**18 * 10' is 1e+19; an expression's value must be finite and at most 2**63",
+        ),
     ],
 )
 def test_bad_sweeps_end_in_one_message_before_any_run(tmp_path, capsys, sweep, expected):

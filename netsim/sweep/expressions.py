@@ -29,7 +29,7 @@ _OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
+    ast.Pow: lambda base, exponent: _power(base, exponent),
     ast.USub: operator.neg,
     ast.UAdd: operator.pos,
 }
@@ -49,6 +49,29 @@ FUNCTIONS: dict[str, Callable[..., float]] = {
 _UNIT_NUMBER = re.compile(
     r"(?<![\w.])(\d+\.?\d*|\.\d+)(" + "|".join(sorted(TIME_UNITS, key=len, reverse=True)) + r")\b"
 )
+
+
+#: Largest magnitude an expression may compute (as an integer or a float).
+MAX_MAGNITUDE = 2.0**63
+
+
+def _power(base: float, exponent: float) -> float:
+    """``base ** exponent`` that fails fast instead of building a huge integer: ``9**9**9``
+    would take minutes and gigabytes as an exact integer; any result past
+    :data:`MAX_MAGNITUDE` is refused anyway, so it is computed in floating point when the
+    exact value would be that large."""
+    if isinstance(base, int) and isinstance(exponent, int) and exponent >= 0:
+        if abs(base) <= 1 or exponent * abs(base).bit_length() <= 64:
+            return base**exponent
+    try:
+        result = float(base) ** float(exponent)
+    except ZeroDivisionError:
+        raise ArithmeticError("0 cannot be raised to a negative power") from None
+    except OverflowError:
+        raise ArithmeticError("the power is too large") from None
+    if isinstance(result, complex):
+        raise ArithmeticError("a negative number to a fractional power is not real")
+    return result
 
 
 def is_expression(value: object) -> bool:
@@ -120,6 +143,11 @@ def evaluate(expression: str, lookup: Callable[[str], Any], *, where: str) -> fl
         result = value(tree)
     except (ArithmeticError, ValueError) as exc:
         raise SweepError(f"{where}: {expression!r} cannot be computed: {exc}") from None
+    if not math.isfinite(result) or abs(result) > MAX_MAGNITUDE:
+        raise SweepError(
+            f"{where}: {expression!r} is {result:.6g}; an expression's value must be finite "
+            f"and at most 2**63 in magnitude"
+        )
     return result
 
 

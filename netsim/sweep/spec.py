@@ -155,6 +155,8 @@ def _range_values(spec: Mapping[str, Any], where: str) -> tuple[Any, ...]:
         count = spec["count"]
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise SweepError(f"{where}.count: {count!r}; a count is an integer >= 1")
+        if count > MAX_RUNS:  # before anything of that size is made
+            raise SweepError(f"{where}: {count} values; at most {MAX_RUNS} runs per sweep")
         if scale == "log":
             if start <= 0 or stop <= 0:
                 raise SweepError(f"{where}: a log range needs from and to > 0")
