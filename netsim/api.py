@@ -48,10 +48,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from netsim.distributions import PositiveDuration
 from netsim.errors import DataError
+from netsim.fields import bounded_integers
 from netsim.log import EventTable, TableSchema
 
 if TYPE_CHECKING:
@@ -98,7 +99,15 @@ class ComponentConfig(BaseModel):
     not declare one.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # NaN and ±∞ are refused in every number field (a field that means something by ∞ says so)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_integers(cls, data: object) -> object:
+        return bounded_integers(data)
 
 
 @dataclass
@@ -457,9 +466,7 @@ class RoundsConfig(ComponentConfig):
         node id, or its rounds do not fit in the run (``None`` if it fits)."""
         node = getattr(self, node_field)
         if node >= scenario.nodes:
-            return (
-                f"{key}.{node_field} ({node}) must be a node id below nodes ({scenario.nodes})"
-            )
+            return f"{key}.{node_field} ({node}) must be a node id below nodes ({scenario.nodes})"
         return self.rounds_problem(key, scenario.duration)
 
     def rounds_problem(self, key: str, duration: float) -> str | None:

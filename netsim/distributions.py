@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from netsim.fields import bounded_integers
 from netsim.units import parse_duration
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -20,7 +21,28 @@ PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)
 
 
 class _Dist(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and ±∞ are refused in every number field (a field that means something by ∞ says so)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_integers(cls, data: object) -> object:
+        return bounded_integers(data)
+
+    @model_validator(mode="after")
+    def _finite_mean(self) -> _Dist:
+        # a Weibull shape of 1e-300 or a log-normal sigma of 40 is valid on its own, but its
+        # mean (used to place churn and to check the scenario) overflows
+        try:
+            mean = self.mean()
+        except OverflowError:
+            mean = math.inf
+        if not math.isfinite(mean):
+            raise ValueError(
+                "the mean of this distribution is not a finite duration; choose parameters "
+                "with a finite mean (e.g. a larger Weibull shape or a smaller sigma)"
+            )
+        return self
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
         raise NotImplementedError

@@ -17,6 +17,25 @@ Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)]
 
 
+#: Largest integer a scenario may give anywhere (simulated quantities are 64-bit).
+MAX_INTEGER = 2**63 - 1
+
+
+def bounded_integers(data: object) -> object:
+    """Refuse an integer beyond 64 bits among a section's values before its fields convert
+    them: ``10**400`` nodes, or a 400-digit duration, would otherwise end in an
+    ``OverflowError`` far from the file. (A model-level check: pydantic allows no field
+    validator on a discriminator such as ``dist``.)"""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+                raise ValueError(
+                    f"{key}: a {len(str(abs(value)))}-digit integer is out of range; numbers "
+                    "are at most 2**63 - 1 in magnitude"
+                )
+    return data
+
+
 def resolved_path(value: Path, info: ValidationInfo) -> Path:
     """``value`` made absolute against the scenario file's directory (validation context
     ``base_dir``)."""

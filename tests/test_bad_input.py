@@ -105,6 +105,30 @@ SCENARIO_CASES = [
         [":6:8: refused YAML: an alias refers to a value containing it"],
         id="recursive-alias",
     ),
+    pytest.param(
+        BASE + "links: {loss: .nan}\n",
+        ["  - links.loss: Input should be a finite number (got nan)"],
+        id="nan",
+    ),
+    pytest.param(
+        BASE + "churn:\n  kind: synthetic\n  online: {dist: lognormal, median: 1min, sigma: .inf}\n"
+        "  offline: {dist: weibull, scale: 1min, shape: 1e-300}\n",
+        [
+            "  - churn.online.sigma: Input should be a finite number (got inf)",
+            "  - churn.offline: the mean of this distribution is not a finite duration",
+        ],
+        id="infinite-or-overflowing-distribution",
+    ),
+    pytest.param(
+        BASE.replace("nodes: 10", "nodes: 2.5"),
+        ["  - nodes: Input should be a valid integer, got a number with a fractional part"],
+        id="fractional-integer",
+    ),
+    pytest.param(
+        BASE.replace("duration: 1min", "duration: 1" + "0" * 400),
+        ["  - duration: a 401-digit integer is out of range; numbers are at most 2**63 - 1"],
+        id="huge-integer",
+    ),
     pytest.param("", [": the scenario is empty"], id="empty-file"),
     pytest.param("# only a comment\n", [": the scenario is empty"], id="only-comment"),
     pytest.param("- a\n- b\n", [": a scenario is a mapping of keys, got list"], id="top-list"),

@@ -20,7 +20,7 @@ from netsim.algorithms.dpsgd.sgd import LearningConfig
 from netsim.algorithms.gossip_learning.application import GossipLearningConfig
 from netsim.algorithms.mi_ogd.config import MiOgdConfig
 from netsim.distributions import Constant, Distribution, PositiveDuration
-from netsim.fields import Bandwidth, Name, Probability
+from netsim.fields import Bandwidth, Name, Probability, bounded_integers
 from netsim.network.churn import AlwaysOn
 from netsim.protocols.broadcast import BroadcastConfig
 from netsim.protocols.gossip import GossipConfig
@@ -30,7 +30,15 @@ from netsim.registry import component_field
 class StrictModel(BaseModel):
     """Unknown keys are errors; instances are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # NaN and ±∞ are refused in every number field (a field that means something by ∞ says so)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_integers(cls, data: object) -> object:
+        return bounded_integers(data)
 
 
 # --- links ---------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ class DolaConfig(RoundsConfig):
     data: DolaDataConfig
     algorithm: Algorithm = "laplace"
     loss: Literal["hinge", "logistic"] = "hinge"
-    epsilon: float = 1.0
+    epsilon: float = Field(default=1.0, allow_inf_nan=True)  # .inf: no noise
     delta: float = 1e-5
     calibration: Literal["printed", "analytic"] = "printed"
     batch: int = 1
