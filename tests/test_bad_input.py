@@ -402,8 +402,26 @@ STUNNER_CASES = [
     ),
     pytest.param(
         GOOD_STUNNER_LINE + "u2 1 0 0 10 1.5\n",
-        "line 2: start and durations must be integers (ms) and the UTC offset a number of hours",
+        "line 2: start and durations must be integers (ms) below 2**63 and the UTC offset a "
+        "number of hours",
         id="non-integer-duration",
+    ),
+    pytest.param(
+        GOOD_STUNNER_LINE + "u2 1 0 0 10 " + "9" * 20 + "\n",
+        "line 2: start and durations must be integers (ms) below 2**63 and the UTC offset a "
+        "number of hours",
+        id="duration-beyond-64-bits",
+    ),
+    pytest.param(
+        GOOD_STUNNER_LINE + "u2 1 9223372036854775000 0 10 5000\n",
+        "line 2: start 9223372036854775000 ms plus the durations ends past 1000000000000000 ms "
+        "(year 33658) or starts before 0; times are Unix ms",
+        id="end-beyond-year-33658",
+    ),
+    pytest.param(
+        GOOD_STUNNER_LINE + "u2 1 0 nan 10 5\n",
+        "line 2: UTC offset 'nan'; an offset is a number of hours in [-24.0, 24.0]",
+        id="nan-utc-offset",
     ),
     pytest.param(
         GOOD_STUNNER_LINE + "u2 1 0 0 10 -5\n",

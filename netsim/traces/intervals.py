@@ -309,6 +309,12 @@ class StunnerUser:
     span_utc_offset: np.ndarray  # UTC offset (hours) on the first line of each span
 
 
+#: Bounds of a STUNner line: UTC offsets in hours (real ones lie in [-12, 14]) and Unix
+#: milliseconds (10**15 ms is in the year 33658; beyond it float seconds lose milliseconds).
+MAX_UTC_OFFSET_H = 24.0
+MAX_TRACE_MS = 10**15
+
+
 def read_stunner_users(path: Path) -> list[StunnerUser]:
     """Parse a STUNner trace into per-user records (see :func:`_parse_stunner`)."""
     try:
@@ -347,13 +353,24 @@ def _parse_stunner(path: Path) -> list[StunnerUser]:
                 start_ms = int(start_text)
                 offset_h = float(offset_text)
                 durations = np.array(fields[4:], dtype=np.int64)
-            except ValueError:
+            except (ValueError, OverflowError):
                 raise TraceError(
-                    f"{path}:line {line_no}: start and durations must be integers (ms) and the "
-                    "UTC offset a number of hours"
+                    f"{path}:line {line_no}: start and durations must be integers (ms) below "
+                    "2**63 and the UTC offset a number of hours"
                 ) from None
             if (durations < 0).any():
                 raise TraceError(f"{path}:line {line_no}: negative duration; durations are >= 0 ms")
+            if not -MAX_UTC_OFFSET_H <= offset_h <= MAX_UTC_OFFSET_H:  # also refuses NaN
+                raise TraceError(
+                    f"{path}:line {line_no}: UTC offset {offset_text!r}; an offset is a number of "
+                    f"hours in [-{MAX_UTC_OFFSET_H}, {MAX_UTC_OFFSET_H}]"
+                )
+            # the line's end in ms, in Python integers: int64 sums would wrap silently
+            if not 0 <= start_ms <= MAX_TRACE_MS - sum(int(d) for d in durations):
+                raise TraceError(
+                    f"{path}:line {line_no}: start {start_text} ms plus the durations ends past "
+                    f"{MAX_TRACE_MS} ms (year 33658) or starts before 0; times are Unix ms"
+                )
             per_user.setdefault(user, []).append(
                 (start_ms, int(first), offset_h, durations, line_no)
             )
