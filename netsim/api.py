@@ -288,6 +288,13 @@ class ChurnModel(Component):
     def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
         """When each of ``nodes`` nodes is online until ``horizon``."""
 
+    @classmethod
+    def expected_transitions(cls, config: ComponentConfig, nodes: int, horizon: float) -> float:
+        """About how many on/off transitions :meth:`schedule` will make, known before it is
+        built (``netsim validate`` refuses a scenario whose schedule would not fit in memory).
+        0 when the model cannot tell or is bounded by its input (a trace)."""
+        return 0.0
+
 
 class GossipApplication(Component):
     """An application of the push-pull gossip of the ``gossip`` section (Hegedűs et al. 2016,

@@ -601,3 +601,40 @@ def test_small_timeout_is_warned_about(capsys, tmp_path: Path) -> None:
     assert main(["validate", str(scenario)]) == 0
     err = capsys.readouterr().err
     assert err.startswith("netsim: warning: walk: timeout δ = 1.1 s is less than")
+
+
+# --- runs too large to build ---------------------------------------------------------------
+
+HUGE = BASE + (
+    "churn:\n"
+    "  kind: synthetic\n"
+    "  online: {dist: exponential, mean: 10min}\n"
+    "  offline: {dist: exponential, mean: 10min}\n"
+    "metrics: {sample_every: 1us}\n"
+)
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_run_too_large_is_refused_before_anything_is_built(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    """duration 1e15 s used to hang validate (it built the churn schedule) and sample_every
+    1 µs to hang the run; both are refused from the parameters alone."""
+    scenario = write(tmp_path / "huge.yaml", HUGE.replace("duration: 1min", "duration: 1e15s"))
+    if command == "run":
+        err = run_error(capsys, tmp_path, scenario)
+    else:
+        err = cli_error(capsys, command, scenario)
+    assert "the run would be too large:" in err
+    assert "  - metrics.sample_every: about 1e+21 sample rows over duration 1e+15 s" in err
+    assert "  - churn: about 1.67e+13 on/off transitions for 10 nodes" in err
+
+
+def test_a_long_exact_mode_run_is_warned_about(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = BASE.replace("duration: 1min", "duration: 2d").replace("nodes: 10", "nodes: 10000")
+    path = write(tmp_path / "long.yaml", text + "gossip: {period: 100ms}\n")
+    assert main(["validate", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "netsim: warning: gossip: about 3.46e+10 messages in exact mode" in err

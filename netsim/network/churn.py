@@ -306,6 +306,13 @@ class SyntheticChurnModel(ChurnModel):
                     raise ValueError(f"{key} periods must have a positive mean length")
             return self
 
+    @classmethod
+    def expected_transitions(cls, config: Config, nodes: int, horizon: float) -> float:
+        """Two transitions per node and mean on/off cycle (the diurnal modulation moves
+        periods around the day, not their number much)."""
+        cycle = config.online.mean() + config.offline.mean()
+        return 2.0 * nodes * (horizon / cycle + 1.0)
+
     def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
         config = self.config
         diurnal = config.diurnal

@@ -26,6 +26,7 @@ from netsim.protocols.gossip import GossipEngine
 from netsim.registry import REGISTRY, component_class
 from netsim.rng import RandomStreams
 from netsim.scenario import schema as s
+from netsim.scenario.estimate import check_run_size
 from netsim.sim import Simulation
 
 SAMPLES_TABLE = TableSchema(
@@ -227,6 +228,7 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
     would. Returns the warnings the run would print."""
     streams = RandomStreams(scenario.seed if scenario.seed is not None else 0)
     warnings: list[str] = []
+    check_run_size(scenario, warnings)  # before building anything of that size
     topology, _, _ = network_parts(scenario, streams, warnings)
     for part in scenario_parts(scenario):
         ctx = BuildContext(
@@ -241,8 +243,9 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
     """Assemble the simulation for ``scenario`` (whose seed must be set)."""
     if scenario.seed is None:
         raise ScenarioError("build_run needs a scenario with a seed")
-    sim = Simulation(seed=scenario.seed, log=log)
     warnings: list[str] = []
+    check_run_size(scenario, warnings)
+    sim = Simulation(seed=scenario.seed, log=log)
     n = scenario.nodes
     topology, churn_model, schedule = network_parts(scenario, sim.streams, warnings)
     nodes = NodeStates(schedule.initially_online)

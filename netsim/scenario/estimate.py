@@ -1,0 +1,98 @@
+"""What a run will create, estimated from the scenario before anything is built.
+
+``netsim validate`` used to build the whole churn schedule, so ``duration: 1e15s`` hung it,
+and ``sample_every: 1us`` validated and then hung the run. These estimates come from the
+parameters alone, so a scenario past a limit is refused (or warned about) at once, naming
+the key to change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from netsim.errors import ScenarioError
+from netsim.registry import component_class
+from netsim.scenario import schema as s
+
+#: Rows of periodic samples a run may write, over all ``sample_every`` keys (each row is
+#: written and kept; 10⁸ rows are gigabytes).
+MAX_SAMPLE_ROWS = 10**8
+#: Churn transitions a schedule may hold (16 bytes each, built before the run starts).
+MAX_CHURN_TRANSITIONS = 5 * 10**8
+#: Gossip messages past which exact mode is warned about (about a microsecond of Python
+#: per event: 10⁹ messages are hours; rounds mode does the same exchanges in vectorised
+#: rounds).
+WARN_EXACT_MESSAGES = 10**9
+
+
+@dataclass(frozen=True)
+class RunSize:
+    """Expected counts of what a run creates."""
+
+    sample_rows: dict[str, float]  # per sample_every key
+    churn_transitions: float
+    exact_gossip_messages: float
+
+
+def _sample_every_keys(data: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
+    """Every ``sample_every`` key of the scenario with a value (seconds), by dotted path."""
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            path = f"{prefix}{key}"
+            if key == "sample_every" and isinstance(value, int | float) and value > 0:
+                yield path, float(value)
+            else:
+                yield from _sample_every_keys(value, f"{path}.")
+
+
+def estimate_run_size(scenario: s.Scenario) -> RunSize:
+    """Expected sample rows, churn transitions and exact-mode gossip messages."""
+    duration = scenario.duration
+    data = scenario.model_dump(by_alias=True)
+    rows = {key: duration / every + 1.0 for key, every in _sample_every_keys(data)}
+    churn = scenario.churn
+    transitions = component_class(churn, ("churn",)).expected_transitions(
+        churn, scenario.nodes, duration
+    )
+    gossip = scenario.gossip
+    messages = 0.0
+    if gossip is not None and gossip.mode == "exact":
+        messages = 2.0 * scenario.nodes * duration / gossip.period
+    return RunSize(rows, transitions, messages)
+
+
+def check_run_size(scenario: s.Scenario, warnings: list[str]) -> RunSize:
+    """Refuse a scenario whose run would not fit (:data:`MAX_SAMPLE_ROWS`,
+    :data:`MAX_CHURN_TRANSITIONS`); warn about a very long exact-mode run."""
+    size = estimate_run_size(scenario)
+    problems = []
+    total_rows = sum(size.sample_rows.values())
+    if total_rows > MAX_SAMPLE_ROWS:
+        worst = max(size.sample_rows, key=size.sample_rows.__getitem__)
+        problems.append(
+            f"{worst}: about {size.sample_rows[worst]:.3g} sample rows over duration "
+            f"{scenario.duration:g} s ({total_rows:.3g} over all sample_every keys); at most "
+            f"{MAX_SAMPLE_ROWS:.0e}: sample less often or run shorter"
+        )
+    if size.churn_transitions > MAX_CHURN_TRANSITIONS:
+        problems.append(
+            f"churn: about {size.churn_transitions:.3g} on/off transitions for {scenario.nodes} "
+            f"nodes over duration {scenario.duration:g} s; at most {MAX_CHURN_TRANSITIONS:.0e} "
+            "(the schedule is built before the run): use longer periods, fewer nodes or a "
+            "shorter duration"
+        )
+    if problems:
+        raise ScenarioError(
+            "the run would be too large:\n" + "\n".join(f"  - {p}" for p in problems)
+        )
+    if size.exact_gossip_messages > WARN_EXACT_MESSAGES:
+        hours = size.exact_gossip_messages * 1e-6 / 3600
+        warnings.append(
+            f"gossip: about {size.exact_gossip_messages:.3g} messages in exact mode, roughly "
+            f"{math.ceil(hours)} hour(s) or more; gossip.mode: rounds runs the same exchanges "
+            "far faster (see its documented approximations)"
+        )
+    return size
