@@ -282,3 +282,20 @@ def test_an_experiment_with_a_failed_run_writes_no_table_and_the_rerun_retries_i
     assert f"run 1 ({plan.runs[1].run_id}) failed" in err and "not written" in err
     assert run() == 1  # the failed run is tried again; the complete one is kept
     assert "0 ran, 1 were already complete, 1 failed" in capsys.readouterr().out
+
+
+def test_a_failed_run_of_a_plan_holding_some_of_its_runs_is_recorded(tmp_path, capsys):
+    """A plan narrowed to some runs (as ``only`` does) keeps their run numbers; a failure of
+    one of them is recorded under its number, not looked up by position."""
+    isolated = {"topology": {"kind": "random_geometric", "radius": 0.01}}
+    points = [SweepPoint({}, 1, "a"), SweepPoint({}, 2, "b"), SweepPoint(isolated, 1, "broken")]
+    base = dola_experiments.experiment_base("epsilon") | {"duration": 3.0}
+    plan = only(plan_points(base, points, base_dir=REPO), lambda run: run.run == 2)
+    runner = experiments.SweepRunner(out=tmp_path, jobs=1)
+    failed = experiments.run_experiments(
+        ["broken"], runner, plan=lambda name: plan, reduce=dola_experiments.reduce_run,
+        results=lambda name: tmp_path / "broken.parquet",
+    )  # fmt: skip
+    assert failed == 1
+    (record,) = (tmp_path / plan.spec.name / "failures").glob("*.json")
+    assert json.loads(record.read_text())["run"] == 2

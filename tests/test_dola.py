@@ -19,7 +19,7 @@ from netsim.algorithms.dola.mixing import MixingSchedule, check_round, union_com
 from netsim.cli import main
 from netsim.errors import DolaConfigError
 from netsim.learning.losses import loss_derivative, loss_values
-from netsim.learning.online_data import OnlineData, synthetic_ball
+from netsim.learning.online_data import OnlineData, passes, shard_rows, synthetic_ball
 from netsim.network import topology as topologies
 from netsim.privacy import mechanisms
 from netsim.scenario.loader import validate_scenario
@@ -387,22 +387,34 @@ def test_gaussian_noise_scale_follows_the_formula(calibration):
     assert (records["delta_spent"] <= 1e-4 * (1 + 1e-12)).all()
 
 
-@settings(max_examples=25)
+@settings(max_examples=40)
 @given(
     algorithm=st.sampled_from(["laplace", "sparse", "gaussian"]),
     epsilon=st.floats(0.01, 5.0),
     nodes=st.integers(1, 6),
     batch=st.integers(1, 3),
     rounds=st.integers(1, 30),
+    max_passes=st.integers(1, 4),
     churn=st.floats(0.0, 0.6),
     seed=st.integers(0, 1000),
 )
-def test_no_example_exceeds_its_budget(algorithm, epsilon, nodes, batch, rounds, churn, seed):
+def test_no_example_exceeds_the_stated_budget(
+    algorithm, epsilon, nodes, batch, rounds, max_passes, churn, seed
+):
+    """The scenario states ε per release and how many passes it allows: a run that would use
+    an example more often is refused, and no example of a run spends more than
+    max_passes · ε (Li et al.: each example is used once per pass over its node's shard)."""
     data = tiny_data(n_train=40, features=3, seed=seed)
     config = dola(
         algorithm=algorithm, epsilon=epsilon, batch=batch, rounds=rounds, sparsity=0.1,
-        calibration="analytic",
+        calibration="analytic", max_passes=max_passes,
     )  # fmt: skip
+    _, lengths = shard_rows(data.n_train, nodes, seed)
+    needed = passes(lengths, rounds, batch)
+    if needed > max_passes:
+        with pytest.raises(DolaConfigError, match=f"allow it with max_passes: {needed}"):
+            DolaLearner(config, data, nodes, shard_seed=seed, rng=np.random.default_rng(seed))
+        return
     learner = DolaLearner(config, data, nodes, shard_seed=seed, rng=np.random.default_rng(seed))
     rng = np.random.default_rng(seed + 1)
     for t in range(rounds):
@@ -410,13 +422,32 @@ def test_no_example_exceeds_its_budget(algorithm, epsilon, nodes, batch, rounds,
         learner.round(t, *_csr(identity(nodes)), online)
     accountant = learner.accountant
     records = accountant.records_frame()
-    assert (records["epsilon_spent"] <= epsilon * learner.passes * (1 + 1e-9)).all()
-    assert records["uses"].max() <= learner.passes
+    ceiling = epsilon * max_passes * (1 + 1e-9)
+    assert (records["epsilon_spent"] <= ceiling).all()
+    assert records["uses"].max() <= max_passes
     ledger = accountant.ledger_frame()
     np.testing.assert_allclose(learner.mean_weights(), learner.weights.mean(axis=0), atol=1e-12)
     per_record = ledger.groupby("record")["epsilon"].sum()
-    assert (per_record <= epsilon * learner.passes * (1 + 1e-9)).all()
+    assert (per_record <= ceiling).all()
     assert len(ledger) == batch * learner.steps.sum()
+
+
+def test_a_run_past_the_stated_budget_is_refused_naming_both_numbers():
+    # 40 examples on 2 nodes (20 each), T·batch = 30: each example would be used twice
+    data = tiny_data(n_train=40, features=3)
+    config = dola(epsilon=1.0, rounds=30)
+    with pytest.raises(DolaConfigError) as info:
+        DolaLearner(config, data, 2, shard_seed=0, rng=np.random.default_rng(0))
+    assert str(info.value) == (
+        "T·batch = 30·1 exceeds the smallest node's data (20 examples), so an example would "
+        "be used 2 times and the run would spend ε = 2 per example, 2× the stated epsilon 1; "
+        "lower rounds or batch, or allow it with max_passes: 2"
+    )
+    allowed = DolaLearner(
+        dola(epsilon=1.0, rounds=30, max_passes=2), data, 2, shard_seed=0,
+        rng=np.random.default_rng(0),
+    )  # fmt: skip
+    assert allowed.accountant.epsilon == 2.0
 
 
 def test_bad_learner_configuration():

@@ -281,6 +281,7 @@ def run_sweep(
     _write_manifest(directory, plan, state, "incomplete")
     failures: list[RunOutcome] = []
     tasks = [RunTask(r.run, r.run_id, r.scenario, str(runs_dir)) for r in pending]
+    by_number = {r.run: r for r in plan.runs}  # a plan may hold a subset of run numbers
     for outcome in backend.run(tasks):
         record = failures_dir / f"{outcome.run_id}.json"
         if outcome.status == "complete":
@@ -289,7 +290,7 @@ def run_sweep(
         else:
             state.failed += 1
             failures.append(outcome)
-            planned = plan.runs[outcome.run]
+            planned = by_number[outcome.run]
             write_json(
                 record,
                 {

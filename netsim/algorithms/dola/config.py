@@ -51,6 +51,7 @@ class DolaConfig(RoundsConfig):
     delta: float = 1e-5
     calibration: Literal["printed", "analytic"] = "printed"
     batch: int = 1
+    max_passes: int = Field(default=1, ge=1)
     step: Literal["strongly_convex", "convex"] = "strongly_convex"
     strong_convexity: float = Field(default=1.0, allow_inf_nan=False)
     regularisation: float = Field(default=0.0, allow_inf_nan=False)

@@ -74,6 +74,21 @@ class RoundReport:
     event: PrivacyEvent | None
 
 
+def budget_exceeded(config: DolaConfig, used: int, rounds: int, shortest: int) -> str:
+    """Why a run that would use an example ``used`` times is refused: with parallel
+    composition over a node's shard each pass spends ε (and δ) once more per example, and the
+    scenario states ε per example unless it allows more passes (``max_passes``)."""
+    spent = f"ε = {used * config.epsilon:g}"
+    if config.algorithm == "gaussian":
+        spent += f", δ = {used * config.delta:g}"
+    return (
+        f"T·batch = {rounds}·{config.batch} exceeds the smallest node's data ({shortest} "
+        f"examples), so an example would be used {used} times and the run would spend {spent} "
+        f"per example, {used}× the stated epsilon {config.epsilon:g}; lower rounds or batch, "
+        f"or allow it with max_passes: {used}"
+    )
+
+
 class DolaLearner:
     """The state of m DOLA nodes and one synchronous round of the chosen algorithm.
 
@@ -115,6 +130,8 @@ class DolaLearner:
                 f"({shortest} examples of {data.n_train:,} over {nodes} nodes)"
             )
         self.passes = passes(self.lengths, self.rounds, config.batch)
+        if config.private and self.passes > config.max_passes:
+            raise DolaConfigError(budget_exceeded(config, self.passes, self.rounds, shortest))
         self.accountant = self._accountant()
         self.weights = np.zeros((nodes, self.n))
         self.weight_sum = np.zeros(self.n)  # Σ_i w_i, kept by the step kernel
