@@ -255,6 +255,20 @@ def test_mutual_information_bounds():
 # --- the accountant ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("epsilon", [1e-3, 0.7, 1.0, 3.3, 1e5, 1e9])
+@pytest.mark.parametrize("k", [1, 3, 7, 10, 1000])
+def test_dp_sgd_k_makes_exactly_k_uses_at_any_budget(epsilon, k):
+    """k uses of ε/k sum to ε only up to rounding, and the rounding grows with ε: the budget
+    comparison is relative, so every budget allows exactly k uses (an absolute tolerance
+    allowed k − 1 for ε ≥ 1e5)."""
+    accountant = PrivacyAccountant(1, epsilon=epsilon, policy=KUses(k))
+    uses = 0
+    while (eps := accountant.next_epsilon(0)) is not None:
+        accountant.charge(0, PrivacyEvent("laplace", "epsilon-DP", eps, 0.0, 1.0, "L1", 1.0, 1))
+        uses += 1
+    assert uses == k
+
+
 def test_release_in_one_call_and_a_clear_refusal():
     accountant = PrivacyAccountant(20, epsilon=1.0, policy=KUses(5))
     rng = np.random.default_rng(0)

@@ -217,7 +217,7 @@ class PrivacyAccountant:
         epsilon: float,
         delta: float = 0.0,
         policy: BudgetPolicy,
-        tolerance: float = 1e-12,
+        tolerance: float = 1e-9,
     ) -> None:
         if records < 1:
             raise ValueError(f"an accountant needs at least one record, got {records}")
@@ -229,7 +229,11 @@ class PrivacyAccountant:
         self.epsilon = epsilon
         self.delta = delta
         self.policy = policy
+        # relative: k uses of ε/k sum to ε only up to rounding, which grows with ε (an
+        # absolute 1e-12 let DP-SGD-k make only k − 1 uses for ε ≥ 1e5)
         self.tolerance = tolerance
+        self.epsilon_limit = epsilon * (1.0 + tolerance)
+        self.delta_limit = delta * (1.0 + tolerance)
         self.uses = np.zeros(records, dtype=np.int64)
         self.epsilon_spent = np.zeros(records)
         self.delta_spent = np.zeros(records)
@@ -252,7 +256,7 @@ class PrivacyAccountant:
         eps = self.policy.epsilon_for_use(self.epsilon, int(self.uses[record]) + 1)
         if eps is None or (self.policy.private and eps <= 0):
             return None
-        if self.epsilon_spent[record] + eps > self.epsilon + self.tolerance:
+        if self.epsilon_spent[record] + eps > self.epsilon_limit:
             return None
         return eps
 
@@ -263,12 +267,12 @@ class PrivacyAccountant:
             raise PrivacyError(f"record {record}: a non-private release under a private policy")
         eps_after = self.epsilon_spent[record] + event.epsilon
         delta_after = self.delta_spent[record] + event.delta
-        if self.policy.private and eps_after > self.epsilon + self.tolerance:
+        if self.policy.private and eps_after > self.epsilon_limit:
             raise BudgetExhausted(
                 record,
                 f"ε {event.epsilon:g} would bring it to {eps_after:g} > budget {self.epsilon:g}",
             )
-        if delta_after > self.delta + self.tolerance:
+        if delta_after > self.delta_limit:
             raise BudgetExhausted(
                 record,
                 f"δ {event.delta:g} would bring it to {delta_after:g} > budget {self.delta:g}",
@@ -307,9 +311,9 @@ class PrivacyAccountant:
         unique, counts = np.unique(records, return_counts=True)
         eps_after = self.epsilon_spent[unique] + counts * event.epsilon
         delta_after = self.delta_spent[unique] + counts * event.delta
-        over = delta_after > self.delta + self.tolerance
+        over = delta_after > self.delta_limit
         if self.policy.private:
-            over |= eps_after > self.epsilon + self.tolerance
+            over |= eps_after > self.epsilon_limit
         if over.any():
             bad = int(np.argmax(over))
             raise BudgetExhausted(
@@ -418,7 +422,7 @@ class PrivacyAccountant:
         accountant = rdp.RdpAccountant() if method == "rdp" else pld.PLDAccountant()
         accountant.compose(composed)
         tight = float(accountant.get_epsilon(delta))
-        if self.delta_spent[record] <= delta + self.tolerance:
+        if self.delta_spent[record] <= delta * (1.0 + self.tolerance):
             return min(tight, float(self.epsilon_spent[record]))
         return tight
 
