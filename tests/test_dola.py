@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
@@ -630,3 +631,15 @@ def test_links_that_are_down_are_left_out_of_a_t():
     # about half the links are down at any time, so fewer are used per round
     assert mixing["links"].mean() < 0.8 * ideal["dola_mixing"]["links"].mean()
     assert (mixing["row_sum_error"] < 1e-12).all()
+
+
+def test_privacy_ledger_totals_keeps_the_records_and_drops_the_per_charge_rows():
+    charges = run_in_memory(scenario(dola_algorithm="laplace", dola_epsilon=1.0))[1]
+    totals_scenario = scenario(dola_algorithm="laplace", dola_epsilon=1.0)
+    totals_scenario = totals_scenario.model_copy(
+        update={"metrics": totals_scenario.metrics.model_copy(update={"privacy_ledger": "totals"})}
+    )
+    totals = run_in_memory(totals_scenario)[1]
+    assert len(charges["privacy_ledger"]) > 1000 and len(totals["privacy_ledger"]) == 0
+    for name in ("privacy_records", "dola_summary", "dola_regret"):
+        pd.testing.assert_frame_equal(totals[name], charges[name])

@@ -4,6 +4,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import pandas.testing as pd_testing
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +12,7 @@ from scipy import stats
 
 from netsim.algorithms.dola import calibration as dola_cal
 from netsim.algorithms.mi_ogd import calibration as mi_cal
-from netsim.errors import UnaccountableEventError
+from netsim.errors import PrivacyError, UnaccountableEventError
 from netsim.privacy import laplace_kernel
 from netsim.privacy import mechanisms as m
 from netsim.privacy.accountant import (
@@ -424,3 +425,38 @@ def test_policy_names():
     assert policy_by_name("dp-sgd-inf").epsilon_for_use(1.0, 3) == 0.125
     with pytest.raises(ValueError, match="unknown budget policy"):
         policy_by_name("dp-sgd-x")
+
+
+def test_a_streamed_ledger_keeps_memory_flat_and_writes_the_same_rows():
+    """Long runs: the ledger goes to the run's table every few rows instead of growing in
+    memory; the table holds exactly the rows an unstreamed ledger would hold."""
+    from netsim.log import EventLog
+    from netsim.privacy.accountant import LEDGER_TABLE
+
+    def charges(accountant, watch=None):
+        rng = np.random.default_rng(3)
+        for step in range(400):
+            if step % 3 == 0:
+                accountant.charge_batch(rng.integers(0, 50, 7), EVENT, time=float(step))
+            else:
+                accountant.charge(int(rng.integers(50)), EVENT, time=float(step))
+            if watch is not None:
+                watch.append(accountant._ledger_rows)
+
+    plain = PrivacyAccountant(50, epsilon=1e9, policy=KUses(10**6))
+    charges(plain)
+    log = EventLog()
+    streamed = PrivacyAccountant(50, epsilon=1e9, policy=KUses(10**6))
+    streamed.stream_ledger(log.table(LEDGER_TABLE), every_rows=25)
+    held: list[int] = []
+    charges(streamed, held)
+    streamed.write_tables(log)
+    assert max(held) < 25 + 7  # never more than one flush's worth plus one batch
+    frames = log.to_frames()
+    pd_testing.assert_frame_equal(frames["privacy_ledger"], plain.ledger_frame())
+    pd_testing.assert_frame_equal(frames["privacy_records"], plain.records_frame())
+    with pytest.raises(PrivacyError, match="streamed to the run's privacy_ledger table"):
+        streamed.record_events(0)
+
+
+EVENT = PrivacyEvent("laplace", "epsilon-DP", 0.5, 0.0, 1.0, "L1", 2.0, 1)

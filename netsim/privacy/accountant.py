@@ -27,7 +27,7 @@ import pyarrow as pa
 from dp_accounting import pld, rdp
 
 from netsim.errors import BudgetExhausted, PrivacyError
-from netsim.log import F64, I64, STR, EventLog, TableSchema
+from netsim.log import F64, I64, STR, EventLog, EventTable, TableSchema
 from netsim.privacy import mechanisms
 from netsim.privacy.events import PrivacyEvent
 
@@ -202,6 +202,12 @@ MECHANISMS: dict[str, Release] = {
 }
 
 
+def ledger_sink(log: EventLog, keep: Literal["charges", "totals"]) -> EventTable | None:
+    """Where a run's accountant streams its ledger (:meth:`PrivacyAccountant.stream_ledger`):
+    the run's ``privacy_ledger`` table, or nowhere with ``metrics.privacy_ledger: totals``."""
+    return log.table(LEDGER_TABLE) if keep == "charges" else None
+
+
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
     """The int64 concatenation of ``parts`` (an empty array for none)."""
     return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
@@ -243,6 +249,46 @@ class PrivacyAccountant:
         # the ledger as chunks (time, records, their use numbers, event): a round of a
         # vectorised algorithm charges thousands of records with one event in one chunk
         self._ledger: list[_LedgerChunk] = []
+        self._ledger_rows = 0  # rows in self._ledger
+        self._sink: EventTable | None = None  # where the ledger streams (stream_ledger)
+        self._keep_charges = True
+        self._streamed = False  # some of the ledger has left memory
+        self._stream_every = 0
+
+    def stream_ledger(self, table: EventTable | None, *, every_rows: int = 100_000) -> None:
+        """Bound the ledger's memory for long runs.
+
+        With ``table`` (the run's ``privacy_ledger``) the charges are appended to it every
+        ``every_rows`` charged rows and dropped here, so memory stays flat in simulated time
+        (an event table writes its rows to Parquet in chunks). With None no per-charge ledger
+        is kept at all; the per-record totals (``privacy_records``) and every budget check
+        are unchanged. Either way :meth:`record_events` and the methods built on it are no
+        longer available: read the ledger table instead.
+        """
+        self._flush_ledger()  # what was charged before keeps its place in the order
+        self._sink = table
+        self._keep_charges = table is not None
+        self._stream_every = every_rows
+        if table is None:
+            self._ledger, self._ledger_rows = [], 0
+            self._streamed = True
+
+    def _keep(self, chunk: _LedgerChunk) -> None:
+        if not self._keep_charges:
+            return
+        self._ledger.append(chunk)
+        self._ledger_rows += chunk.records.size
+        if self._sink is not None and self._ledger_rows >= self._stream_every:
+            self._flush_ledger()
+
+    def _flush_ledger(self) -> None:
+        """Append the charges held here to the ledger table (if streaming) and drop them."""
+        if self._sink is None or not self._ledger:
+            return
+        columns = self._ledger_columns()
+        self._sink.extend([columns[name] for name in LEDGER_TABLE.column_names])
+        self._ledger, self._ledger_rows = [], 0
+        self._streamed = True
 
     # --- charging --------------------------------------------------------------------------
 
@@ -286,7 +332,7 @@ class PrivacyAccountant:
         self.delta_spent[record] += event.delta
         self.mutual_information_spent[record] += event.mutual_information
         self.not_dp[record] |= event.guarantee in ("none", "mutual-information")
-        self._ledger.append(
+        self._keep(
             _LedgerChunk(
                 time,
                 np.array([record], dtype=np.int64),
@@ -336,7 +382,7 @@ class PrivacyAccountant:
         self.mutual_information_spent[unique] += counts * event.mutual_information
         if event.guarantee in ("none", "mutual-information"):
             self.not_dp[unique] = True
-        self._ledger.append(_LedgerChunk(time, records.copy(), use_numbers, event))
+        self._keep(_LedgerChunk(time, records.copy(), use_numbers, event))
 
     def release(
         self,
@@ -392,6 +438,11 @@ class PrivacyAccountant:
     def record_events(self, record: int) -> list[PrivacyEvent]:
         """The events charged to ``record``, in order."""
         self._check_record(record)
+        if self._streamed:
+            raise PrivacyError(
+                "the ledger was streamed to the run's privacy_ledger table (or not kept); "
+                "read the charges from there"
+            )
         events: list[PrivacyEvent] = []
         for chunk in self._ledger:
             events.extend([chunk.event] * int(np.count_nonzero(chunk.records == record)))
@@ -437,7 +488,7 @@ class PrivacyAccountant:
     # --- tables ----------------------------------------------------------------------------
 
     def ledger_frame(self) -> pd.DataFrame:
-        """Every charge, in order."""
+        """Every charge, in order (the charges still held here when streaming)."""
         columns = {
             name: values.to_pandas() if isinstance(values, pa.Array) else values
             for name, values in self._ledger_columns().items()
@@ -485,9 +536,14 @@ class PrivacyAccountant:
         )
 
     def write_tables(self, log: EventLog) -> None:
-        """Append the ledger and the per-record summary to a run's event log."""
-        columns = self._ledger_columns()
-        log.table(LEDGER_TABLE).extend([columns[name] for name in LEDGER_TABLE.column_names])
+        """Append the ledger (what is left of it when streaming) and the per-record summary
+        to a run's event log."""
+        ledger = log.table(LEDGER_TABLE)
+        if self._sink is None:
+            columns = self._ledger_columns()
+            ledger.extend([columns[name] for name in LEDGER_TABLE.column_names])
+        else:
+            self._flush_ledger()
         log.table(RECORDS_TABLE).extend(
             [
                 np.arange(self.records),

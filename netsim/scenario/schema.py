@@ -13,6 +13,8 @@ are resolved against the scenario file's directory and must exist.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from netsim.algorithms.dola.config import DolaConfig
@@ -58,6 +60,8 @@ class LinksConfig(StrictModel):
 
 class MetricsConfig(StrictModel):
     sample_every: PositiveDuration = 60.0
+    # one privacy_ledger row per charge, or per-record totals only (privacy_records)
+    privacy_ledger: Literal["charges", "totals"] = "charges"
 
 
 #: Where components named by ``kind`` sit in a scenario, and the slots they may come from.

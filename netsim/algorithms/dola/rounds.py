@@ -40,7 +40,7 @@ from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import OnlineData, load_online_data
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.topology import Topology
-from netsim.privacy.accountant import LEDGER_TABLE, RECORDS_TABLE
+from netsim.privacy.accountant import LEDGER_TABLE, RECORDS_TABLE, ledger_sink
 
 ROUNDS_TABLE = TableSchema(
     name="dola_rounds",
@@ -195,6 +195,9 @@ class DolaRounds(RoundLearner):
         self.sim = sim
         self.network = ctx.network
         self.learner = learner
+        learner.accountant.stream_ledger(
+            ledger_sink(sim.log, ctx.scenario.metrics.privacy_ledger)
+        )
         self.schedule = schedule
         self.checkpoints = checkpoint_rounds(learner.rounds, config.regret_checkpoints)
         self.rng = ctx.stream("mixing")

@@ -60,6 +60,7 @@ from netsim.privacy.accountant import (
     LEDGER_TABLE,
     RECORDS_TABLE,
     PrivacyAccountant,
+    ledger_sink,
     policy_by_name,
 )
 from netsim.privacy.sensitivity import Norm
@@ -319,6 +320,7 @@ class SGDAgent(Component):
         model = LinearModel(config.model, data.classes, data.features)
         policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
         accountant = PrivacyAccountant(n, epsilon=config.epsilon, policy=policy)
+        accountant.stream_ledger(ledger_sink(ctx.sim.log, ctx.scenario.metrics.privacy_ledger))
         sgd = PrivateSGD(
             model,
             data.x_train[rows],

@@ -39,7 +39,13 @@ from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import load_online_data, shard_rows
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.links import Transfer
-from netsim.privacy.accountant import LEDGER_TABLE, RECORDS_TABLE, PrivacyAccountant, Unlimited
+from netsim.privacy.accountant import (
+    LEDGER_TABLE,
+    RECORDS_TABLE,
+    PrivacyAccountant,
+    Unlimited,
+    ledger_sink,
+)
 
 ROUNDS_TABLE = TableSchema(
     name="mi_ogd_rounds",
@@ -149,6 +155,7 @@ class MiOgdRounds(RoundLearner):
         self.pick_rng = ctx.stream("users")
         self.noise_rng = ctx.stream("noise")
         self.accountant = PrivacyAccountant(stream.x.shape[0], epsilon=math.inf, policy=Unlimited())
+        self.accountant.stream_ledger(ledger_sink(sim.log, ctx.scenario.metrics.privacy_ledger))
         self.checkpoints = checkpoint_rounds(problem.rounds, config.regret_checkpoints)
         self.rows: list[list[object]] = []  # one per round played, as ROUNDS_TABLE
         self.table_rows = sim.log.table(ROUNDS_TABLE)
