@@ -638,3 +638,16 @@ def test_a_long_exact_mode_run_is_warned_about(
     assert main(["validate", str(path)]) == 0
     err = capsys.readouterr().err
     assert "netsim: warning: gossip: about 3.46e+10 messages in exact mode" in err
+
+
+def test_a_run_with_almost_nobody_online_is_warned_about(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A trace whose replayed window is (almost) all offline used to report 'online nodes:
+    mean 0 (0%)' without a word."""
+    trace = write(tmp_path / "late.csv", "node,start,end\n0,86400,90000\n1,0,0.3\n")
+    text = BASE.replace("nodes: 10", "nodes: 2").replace("k: 3", "k: 1")
+    scenario = write(tmp_path / "s.yaml", text + f"churn: {{kind: trace, path: {trace}}}\n")
+    assert main(["validate", str(scenario)]) == 0
+    err = capsys.readouterr().err
+    assert "netsim: warning: churn: nodes are online 0.25% of the time over the run's 60 s" in err

@@ -50,6 +50,15 @@ class ChurnSchedule:
     def n(self) -> int:
         return int(self.initially_online.size)
 
+    def online_fraction(self, horizon: float) -> float:
+        """The share of node-time in ``[0, horizon]`` that nodes are online."""
+        if self.n == 0 or horizon <= 0:
+            return 0.0
+        _, start, end = self.online_intervals(horizon)
+        return float(np.clip(end, 0.0, horizon).sum() - np.clip(start, 0.0, horizon).sum()) / (
+            self.n * horizon
+        )
+
     def online_intervals(self, horizon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(node, start, end) of every online interval within ``[0, horizon]``, by node."""
         nodes = np.concatenate([np.flatnonzero(self.initially_online), self.node])

@@ -200,6 +200,10 @@ class BuiltRun:
         return self.components.get(key)
 
 
+#: Below this share of node-time online, a run is warned about: it will see almost nothing.
+ALMOST_NOBODY_ONLINE = 0.01
+
+
 def network_parts(
     scenario: s.Scenario, streams: RandomStreams, warnings: list[str]
 ) -> tuple[Topology, ChurnModel, ChurnSchedule]:
@@ -219,6 +223,13 @@ def network_parts(
     model = component_class(churn_config, ("churn",)).build(churn_config, context("churn"))
     assert isinstance(model, ChurnModel)
     schedule = model.schedule(scenario.nodes, scenario.duration)
+    online = schedule.online_fraction(scenario.duration)
+    if online < ALMOST_NOBODY_ONLINE:
+        warnings.append(
+            f"churn: nodes are online {online:.2%} of the time over the run's "
+            f"{scenario.duration:g} s, so almost nothing can happen; check the churn model (a "
+            "long trace replayed from its start may begin with nobody online)"
+        )
     return topology, model, schedule
 
 
