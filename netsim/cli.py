@@ -392,6 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NetsimError as exc:
         print(f"netsim: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except OSError as exc:  # a file the command writes or reads: full disk, read-only, …
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"netsim: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("netsim: interrupted; no partial run directory was kept", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from netsim.errors import SimulationError
+from netsim.storage import fsync_file
 
 F64 = pa.float64()
 I64 = pa.int64()
@@ -182,6 +183,7 @@ class EventTable:
             self._writer = pq.ParquetWriter(self.tmp_path, self._arrow_schema)
         self._writer.close()
         self._writer = None
+        fsync_file(self.tmp_path)  # the data is on disk before the name says it is complete
         os.replace(self.tmp_path, self.final_path)
 
     def to_arrow(self) -> pa.Table:

@@ -9,6 +9,7 @@ manifest whose ``status`` is ``complete`` is a complete run, and nothing else is
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -30,6 +31,8 @@ SWEEP_FAILURES = "failures"
 SWEEP_RESULTS = "results.parquet"
 SWEEP_SUMMARY = "summary.parquet"
 PARTIAL_MARK = ".partial-"
+RETIRED_MARK = ".old-"
+PUBLISH_ATTEMPTS = 5
 
 
 def _current_umask() -> int:
@@ -41,7 +44,10 @@ def _current_umask() -> int:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:  # name the file asked for, not the temporary one
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; act like open()
         with os.fdopen(fd, "wb") as handle:
@@ -49,9 +55,21 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def fsync_file(path: Path) -> None:
+    """Flush ``path``'s data to the disk (before it is renamed into place)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def atomic_write_parquet(path: Path, table: pa.Table) -> None:
@@ -71,9 +89,35 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (a staging directory's owner)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_staging(final: Path) -> None:
+    """Remove the staging (``.partial-<pid>``) and retired (``.old-<pid>``) siblings of
+    ``final`` left by runs that were killed: their process no longer exists."""
+    parent = final.parent
+    if not parent.is_dir():
+        return
+    for mark in (PARTIAL_MARK, RETIRED_MARK):
+        for path in parent.glob(f".{final.name}{mark}*"):
+            pid_text = path.name.rsplit(mark, 1)[1].split("-")[0]
+            if pid_text.isdigit() and not _process_alive(int(pid_text)):
+                shutil.rmtree(path, ignore_errors=True)
+
+
 def partial_directory(final: Path) -> Path:
-    """Create and return the hidden staging directory for the run directory ``final``."""
+    """Create and return the hidden staging directory for the run directory ``final``
+    (removing what killed runs of it left behind)."""
     final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(final)
     staging = final.parent / f".{final.name}{PARTIAL_MARK}{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
@@ -82,14 +126,32 @@ def partial_directory(final: Path) -> Path:
 
 
 def publish_directory(staging: Path, final: Path) -> None:
-    """Move a finished staging directory to ``final``, replacing an older run there."""
-    if final.exists():
-        retired = final.parent / f".{final.name}.old-{os.getpid()}"
-        os.replace(final, retired)
-        os.replace(staging, final)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        os.replace(staging, final)
+    """Move a finished staging directory to ``final``, replacing an older run there.
+
+    Two processes may publish the same run at once (the same scenario and seed into one
+    ``--out``): a rename onto a directory another process just published fails, and the
+    move is tried again. A run id names the scenario and seed, whose tables are the same byte
+    for byte, so if the other process keeps winning, its complete run stands and ours is
+    dropped.
+    """
+    for attempt in range(PUBLISH_ATTEMPTS):
+        retired = final.parent / f".{final.name}{RETIRED_MARK}{os.getpid()}-{attempt}"
+        if final.exists():
+            try:
+                os.replace(final, retired)
+            except FileNotFoundError:
+                pass  # another process moved it first
+        try:
+            os.replace(staging, final)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        finally:
+            shutil.rmtree(retired, ignore_errors=True)
+    if not is_complete_run(final):
+        raise OSError(errno.EEXIST, f"{final}: could not publish the run (kept being replaced)")
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def complete_manifest(directory: Path) -> dict[str, Any] | None:

@@ -269,3 +269,104 @@ def test_trace_commands_reject_bad_input(tmp_path, capsys):
     (tmp_path / "bad.csv").write_text("node,start,end\na,5,1\n")
     assert main(["trace", "info", str(tmp_path / "bad.csv")]) == 2
     assert "line 2: interval end 1.0 is not after its start 5.0" in capsys.readouterr().err
+
+
+# --- file-system faults ----------------------------------------------------------------------
+
+
+def test_a_full_disk_ends_in_one_message_and_leaves_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import netsim.log
+
+    def full_disk(path):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(netsim.log, "fsync_file", full_disk)
+    out = tmp_path / "runs"
+    code = main(["run", str(QUICKSTART), "--out", str(out), *SMALL])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("netsim: error:") == 1 and "Traceback" not in err
+    assert "the run failed on a file operation (No space left on device); nothing was kept" in err
+    assert list(out.iterdir()) == []
+
+
+def test_a_run_removes_what_killed_runs_of_it_left_behind(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    first = runner.run_scenario(runner.with_seed(_small_quickstart()), out=out)
+    dead, alive = 2**22 + 12345, 1  # no such process; init (always running)
+    for pid in (dead, alive):
+        (out / f".{first.run_id}{PARTIAL_MARK}{pid}").mkdir()
+        (out / f".{first.run_id}.old-{pid}-0").mkdir()
+    runner.run_scenario(first.scenario, out=out)
+    left = sorted(child.name for child in out.iterdir())
+    assert left == sorted(
+        [first.run_id, f".{first.run_id}{PARTIAL_MARK}{alive}", f".{first.run_id}.old-{alive}-0"]
+    )
+
+
+def test_publishing_over_a_run_published_meanwhile_keeps_one_complete_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs of one scenario and seed into one --out: the rename onto a directory the other
+    process just published fails (ENOTEMPTY); the move is retried, and if the other keeps
+    winning its identical complete run stands."""
+    import errno
+    import os
+    import shutil
+
+    import netsim.storage as storage
+
+    out = tmp_path / "runs"
+    first = runner.run_scenario(runner.with_seed(_small_quickstart()), out=out)
+    final = first.directory
+    theirs = tmp_path / "the other process's run"
+    shutil.copytree(final, theirs)
+    real_replace = os.replace
+    losses = {"left": 2}
+
+    def contested(src, dst):  # type: ignore[no-untyped-def]
+        if Path(dst) == final and PARTIAL_MARK in Path(src).name and losses["left"] > 0:
+            losses["left"] -= 1
+            if not final.exists():  # the other process published just before us
+                shutil.copytree(theirs, final)
+            raise OSError(errno.ENOTEMPTY, "Directory not empty")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(storage.os, "replace", contested)
+    runner.run_scenario(first.scenario, out=out)  # wins on the third attempt
+    assert [child.name for child in out.iterdir()] == [first.run_id]
+    losses["left"] = 10**6  # the other process always wins: ours is dropped
+    runner.run_scenario(first.scenario, out=out)
+    assert [child.name for child in out.iterdir()] == [first.run_id]
+    assert is_complete_run(final)
+
+
+def _small_quickstart():  # type: ignore[no-untyped-def]
+    from netsim.scenario import load_scenario
+
+    return load_scenario(QUICKSTART, [item for item in SMALL if item != "--set"])
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("a-file/out.csv", "a-file/out.csv: Not a directory"),
+        ("missing/sub/out.csv", "missing/sub/out.csv: No such file or directory"),
+        ("a-directory.csv", "a-directory.csv: Is a directory"),
+    ],
+)
+def test_trace_convert_onto_a_bad_target_ends_in_one_message(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, target: str, expected: str
+) -> None:
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    (tmp_path / "a-directory.csv").mkdir()
+    source = REPO / "traces" / "stunner-synthetic.csv"
+    code = main(["trace", "convert", str(source), str(tmp_path / target)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err == f"netsim: error: {tmp_path / expected}\n"
+    assert not [p for p in tmp_path.rglob("*.tmp")]  # no temporary file left
