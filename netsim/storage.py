@@ -168,6 +168,45 @@ def complete_manifest(directory: Path) -> dict[str, Any] | None:
     return manifest
 
 
+def table_problem(directory: Path, name: str, rows: object, schema: object) -> str | None:
+    """Why the table ``name`` of a run directory does not match its manifest (its row count
+    ``rows`` and its ``schema`` as :meth:`~netsim.log.TableSchema.describe` gives it), or None.
+
+    Reads only the Parquet footer, so checking every table of a sweep on resume is cheap.
+    """
+    file = Path(directory) / f"{name}.parquet"
+    try:
+        metadata = pq.read_metadata(file)
+        columns = list(metadata.schema.to_arrow_schema().names)
+    except FileNotFoundError:
+        return f"table file {file.name} is missing"
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        return f"{file.name} is not a readable Parquet file ({exc})"
+    if metadata.num_rows != rows:
+        return f"{file.name} has {metadata.num_rows} rows; the manifest says {rows}"
+    expected = schema.get("columns") if isinstance(schema, dict) else None
+    if isinstance(expected, list) and columns != [column[0] for column in expected]:
+        return (
+            f"{file.name} has the columns {', '.join(columns)}; table {name} has "
+            f"{', '.join(str(column[0]) for column in expected)}"
+        )
+    return None
+
+
+def run_problems(directory: Path, manifest: dict[str, Any]) -> list[str]:
+    """Every table of a complete-looking run that does not match its manifest."""
+    tables = manifest.get("tables")
+    schemas = manifest.get("schemas") or {}
+    if not isinstance(tables, dict):
+        return ["the manifest lists no tables"]
+    problems = []
+    for name, rows in tables.items():
+        problem = table_problem(directory, name, rows, schemas.get(name))
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
 def is_complete_run(directory: Path) -> bool:
     """True iff ``directory`` is a published run whose manifest says it completed."""
     return complete_manifest(directory) is not None

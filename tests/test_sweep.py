@@ -261,6 +261,31 @@ def test_a_changed_scenario_is_not_taken_for_a_finished_run(tmp_path):
     assert not is_done(plan.runs[0], runs_dir) and is_done(plan.runs[1], runs_dir)
 
 
+def test_a_run_with_a_damaged_table_is_not_taken_for_done_and_load_run_says_why(tmp_path):
+    """A table zeroed in place (a crash of the disk, not of netsim) or replaced by a valid
+    Parquet file of another table made a resumed sweep skip the run, and load_run raise
+    pyarrow's error or hand collect a table that broke it with a KeyError."""
+    from netsim.analysis import load_run
+    from netsim.errors import RunDirectoryError
+
+    plan = plan_sweep(small_sweep(tmp_path))
+    run_sweep(plan, out=tmp_path, backend=InterruptAfter(99))
+    runs_dir = tmp_path / "tiny-walk" / RUNS
+    zeroed, swapped = (runs_dir / plan.runs[i].run_id for i in (0, 1))
+    table = zeroed / "walk_steps.parquet"
+    table.write_bytes(bytes(table.stat().st_size))
+    (swapped / "walk_summary.parquet").write_bytes((swapped / "walk_ends.parquet").read_bytes())
+    assert not is_done(plan.runs[0], runs_dir) and not is_done(plan.runs[1], runs_dir)
+    with pytest.raises(RunDirectoryError, match=r"walk_steps\.parquet is not a readable Parquet"):
+        load_run(zeroed)
+    with pytest.raises(RunDirectoryError, match=r"walk_summary\.parquet has \d+ rows; the"):
+        load_run(swapped)
+    again = InterruptAfter(99)
+    run_sweep(plan, out=tmp_path, backend=again)
+    assert again.ran == [0, 1]  # both run again, and are whole afterwards
+    assert load_run(zeroed)["walk_steps"].shape[0] > 0
+
+
 def test_a_failing_run_is_recorded_and_the_others_complete(tmp_path, capsys):
     broken = write(tmp_path / "broken.csv", "node,start,end\n0,10,oops\n")
     path = sweep_file(tmp_path, f"sweep:\n  grid:\n    churn.path: [{TRACE}, {broken}]\n")

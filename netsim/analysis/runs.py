@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from netsim.errors import RunDirectoryError
 from netsim.scenario.build import scenario_parts
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.schema import Scenario
-from netsim.storage import SCENARIO, complete_manifest
+from netsim.storage import SCENARIO, complete_manifest, run_problems
 from netsim.units import format_duration
 
 
@@ -30,13 +31,17 @@ def load_run(path: Path) -> dict[str, pd.DataFrame]:
     """Every event table of a complete run, each row tagged with the run id (first column)."""
     path = Path(path)
     manifest = load_manifest(path)
+    problems = run_problems(path, manifest)
+    if problems:
+        raise RunDirectoryError(f"{path}: damaged run directory: {'; '.join(problems)}")
     run_id = manifest["run_id"]
     frames: dict[str, pd.DataFrame] = {}
     for name in manifest["tables"]:
         file = path / f"{name}.parquet"
-        if not file.is_file():
-            raise RunDirectoryError(f"{path}: table file {file.name} is missing")
-        frame = pq.read_table(file).to_pandas()
+        try:
+            frame = pq.read_table(file).to_pandas()
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise RunDirectoryError(f"{path}: {file.name} cannot be read ({exc})") from None
         frame.insert(0, "run_id", run_id)
         frames[name] = frame
     return frames

@@ -42,6 +42,7 @@ from netsim.storage import (
     atomic_write_parquet,
     atomic_write_text,
     complete_manifest,
+    run_problems,
     write_json,
 )
 from netsim.sweep.spec import PlannedRun, SweepPlan
@@ -227,9 +228,15 @@ def plan_table(plan: SweepPlan) -> pa.Table:
 
 
 def is_done(run: PlannedRun, runs_dir: Path) -> bool:
-    """True iff the run's directory is complete and was made from exactly its scenario."""
-    manifest = complete_manifest(runs_dir / run.run_id)
-    return manifest is not None and manifest.get("scenario_hash") == scenario_hash(run.scenario)
+    """True iff the run's directory is complete, was made from exactly its scenario, and every
+    table matches its manifest (a damaged table is run again, not taken for done)."""
+    directory = runs_dir / run.run_id
+    manifest = complete_manifest(directory)
+    return (
+        manifest is not None
+        and manifest.get("scenario_hash") == scenario_hash(run.scenario)
+        and not run_problems(directory, manifest)
+    )
 
 
 def _write_manifest(directory: Path, plan: SweepPlan, progress: SweepProgress, status: str):
