@@ -194,6 +194,17 @@ class EventTable:
         return pa.Table.from_batches(self._batches, schema=self._arrow_schema)
 
 
+class OmittedTable(EventTable):
+    """A table the scenario chose not to keep (``metrics.omit_tables``): rows are dropped as
+    they come; the file is still written, with its schema and no rows."""
+
+    def append(self, *values: object) -> None:
+        return None
+
+    def extend(self, columns: Iterable[Iterable[object]]) -> None:
+        return None
+
+
 class EventLog:
     """All event tables of one run.
 
@@ -206,6 +217,11 @@ class EventLog:
         self.chunk_rows = chunk_rows
         self.tables: dict[str, EventTable] = {}
         self.closed = False
+        self.omitted: frozenset[str] = frozenset()
+
+    def omit(self, names: Iterable[str]) -> None:
+        """Keep no rows of the tables ``names`` (before the components register them)."""
+        self.omitted = frozenset(names)
 
     def table(self, schema: TableSchema) -> EventTable:
         """Register ``schema`` (idempotent for the same schema) and return its table."""
@@ -214,7 +230,8 @@ class EventLog:
             if existing.schema != schema:
                 raise SimulationError(f"two different schemas for table {schema.name!r}")
             return existing
-        table = EventTable(schema, self.directory, self.chunk_rows)
+        kind = OmittedTable if schema.name in self.omitted else EventTable
+        table = kind(schema, self.directory, self.chunk_rows)
         self.tables[schema.name] = table
         return table
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas.testing as pd_testing
 import pytest
 
 from netsim.cli import EXIT_USER_ERROR, main
@@ -651,3 +652,26 @@ def test_a_run_with_almost_nobody_online_is_warned_about(
     assert main(["validate", str(scenario)]) == 0
     err = capsys.readouterr().err
     assert "netsim: warning: churn: nodes are online 0.25% of the time over the run's 60 s" in err
+
+
+def test_omitted_tables_keep_no_rows_and_unknown_names_are_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from netsim.scenario.loader import validate_scenario
+    from netsim.scenario.runner import run_in_memory
+
+    walk = {
+        "name": "omit", "seed": 2, "nodes": 30, "duration": "2min",
+        "topology": {"kind": "k_out", "k": 5}, "gossip": {"period": "1s"},
+        "walk": {"kind": "service", "transfer_time": "1s", "timeout": "20s"},
+    }  # fmt: skip
+    full = run_in_memory(validate_scenario(walk, source="t", base_dir=None))[1]
+    walk["metrics"] = {"omit_tables": ["walk_steps"]}
+    lean = run_in_memory(validate_scenario(walk, source="t", base_dir=None))[1]
+    assert len(full["walk_steps"]) == 119 and len(lean["walk_steps"]) == 0
+    assert list(lean["walk_steps"].columns) == list(full["walk_steps"].columns)
+    for name in ("walk_summary", "walk_samples", "samples"):
+        pd_testing.assert_frame_equal(lean[name], full[name])
+    text = BASE + "metrics: {omit_tables: [walk_steps]}\n"
+    err = cli_error(capsys, "validate", write(tmp_path / "s.yaml", text))
+    assert "metrics.omit_tables: walk_steps is not a table of this scenario; its tables: " in err

@@ -18,8 +18,8 @@ from netsim.algorithms.dpsgd.sgd import SGDAgent
 from netsim.api import BuildContext, ChurnModel, Component, TopologyBuilder, supports_rounds
 from netsim.errors import ScenarioError
 from netsim.log import F64, I32, I64, STR, EventLog, TableSchema
-from netsim.network.churn import ChurnReplay, ChurnSchedule
-from netsim.network.links import LinkModel, Network
+from netsim.network.churn import CHURN_TABLE, ChurnReplay, ChurnSchedule
+from netsim.network.links import LOSS_TABLE, LinkModel, Network
 from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
 from netsim.protocols.gossip import GossipEngine
@@ -200,6 +200,29 @@ class BuiltRun:
         return self.components.get(key)
 
 
+def declared_tables(scenario: s.Scenario) -> set[str]:
+    """The tables a run of ``scenario`` may write: the network's and its components'."""
+    core = (SAMPLES_TABLE, TRACE_ASSIGNMENT_TABLE, CHURN_TABLE, LOSS_TABLE)
+    names = {table.name for table in core}
+    for part in scenario_parts(scenario):
+        names.update(table.name for table in part.cls.tables)
+    return names
+
+
+def check_omitted_tables(scenario: s.Scenario) -> None:
+    """``metrics.omit_tables`` may name only tables this scenario writes."""
+    omitted = set(scenario.metrics.omit_tables)
+    if not omitted:
+        return
+    known = declared_tables(scenario)
+    unknown = sorted(omitted - known)
+    if unknown:
+        raise ScenarioError(
+            f"metrics.omit_tables: {', '.join(unknown)} is not a table of this scenario; "
+            f"its tables: {', '.join(sorted(known))}"
+        )
+
+
 #: Below this share of node-time online, a run is warned about: it will see almost nothing.
 ALMOST_NOBODY_ONLINE = 0.01
 
@@ -240,6 +263,7 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
     streams = RandomStreams(scenario.seed if scenario.seed is not None else 0)
     warnings: list[str] = []
     check_run_size(scenario, warnings)  # before building anything of that size
+    check_omitted_tables(scenario)
     topology, _, _ = network_parts(scenario, streams, warnings)
     for part in scenario_parts(scenario):
         ctx = BuildContext(
@@ -256,6 +280,8 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
         raise ScenarioError("build_run needs a scenario with a seed")
     warnings: list[str] = []
     check_run_size(scenario, warnings)
+    check_omitted_tables(scenario)
+    log.omit(scenario.metrics.omit_tables)
     sim = Simulation(seed=scenario.seed, log=log)
     n = scenario.nodes
     topology, churn_model, schedule = network_parts(scenario, sim.streams, warnings)

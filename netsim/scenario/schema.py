@@ -62,6 +62,8 @@ class MetricsConfig(StrictModel):
     sample_every: PositiveDuration = 60.0
     # one privacy_ledger row per charge, or per-record totals only (privacy_records)
     privacy_ledger: Literal["charges", "totals"] = "charges"
+    # tables to keep no rows of (high-rate tables of long runs, e.g. walk_steps)
+    omit_tables: tuple[str, ...] = ()
 
 
 #: Where components named by ``kind`` sit in a scenario, and the slots they may come from.
