@@ -346,6 +346,26 @@ def test_an_unreachable_scheduler_is_one_message_before_any_run(tmp_path, capsys
     assert not out.exists()
 
 
+@pytest.mark.parametrize("address", ["not an address", "localhost", "tcp://host"])
+def test_a_malformed_scheduler_address_is_one_message_and_no_traceback(tmp_path, address):
+    """In a subprocess: a Dask client made from a malformed address printed a traceback of
+    its own at interpreter exit, after netsim's message."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("distributed")
+    result = subprocess.run(
+        [sys.executable, "-m", "netsim", "sweep", str(small_sweep(tmp_path)), "--scheduler",
+         address, "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"netsim: error: --scheduler {address!r}: not a scheduler address; give the address "
+        "'dask scheduler' prints, e.g. tcp://127.0.0.1:8786 (or host:port)\n"
+    )
+
+
 def test_ctrl_c_stops_the_pool_keeps_finished_runs_and_the_same_command_resumes(tmp_path):
     path = sweep_file(
         tmp_path,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 import time
 import traceback
@@ -130,6 +131,10 @@ class ProcessPool:
             pool.join()
 
 
+#: A Dask scheduler address: [protocol://]host:port (IPv6 hosts in brackets).
+SCHEDULER_ADDRESS = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9a-fA-F:.]+\]|[\w.-]+):\d{1,5}")
+
+
 class DaskCluster:
     """The workers of a running Dask distributed scheduler (``pip install 'netsim[dask]'``).
     Workers must see the same file system paths (the sweep directory, data and traces)."""
@@ -141,6 +146,13 @@ class DaskCluster:
             raise SweepError(
                 "--scheduler needs dask.distributed; install it with pip install 'netsim[dask]'"
             ) from None
+        if not SCHEDULER_ADDRESS.fullmatch(address):
+            # checked here: a Client made from a malformed address fails, and then prints a
+            # traceback of its own when the interpreter exits
+            raise SweepError(
+                f"--scheduler {address!r}: not a scheduler address; give the address 'dask "
+                "scheduler' prints, e.g. tcp://127.0.0.1:8786 (or host:port)"
+            )
         try:
             self.client = Client(address, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
