@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from netsim.network.churn import ChurnSchedule
     from netsim.network.links import Network, Transfer
     from netsim.network.topology import Topology
+    from netsim.privacy.accountant import PrivacyAccountant
     from netsim.privacy.events import PrivacyEvent
     from netsim.rng import RandomStreams
     from netsim.scenario.schema import Scenario
@@ -249,6 +250,11 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
 
     def finish(self) -> None:
         """Called once when the run reaches its end (write end-of-run tables)."""
+        return None
+
+    def privacy_accountant(self) -> PrivacyAccountant | None:
+        """The accountant of a component that releases data about records: the run's
+        manifest states the budget it was given and the guarantee it reached."""
         return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -643,3 +644,14 @@ def test_privacy_ledger_totals_keeps_the_records_and_drops_the_per_charge_rows()
     assert len(charges["privacy_ledger"]) > 1000 and len(totals["privacy_ledger"]) == 0
     for name in ("privacy_records", "dola_summary", "dola_regret"):
         pd.testing.assert_frame_equal(totals[name], charges[name])
+
+
+def test_the_manifest_states_the_budget_and_the_guarantee_reached(tmp_path):
+    from netsim.scenario.runner import run_scenario
+
+    result = run_scenario(scenario(dola_algorithm="laplace", dola_epsilon=0.5), out=tmp_path)
+    report = json.loads((result.directory / "manifest.json").read_text())["privacy"]["dola"]
+    assert report["policy"] == "dp-sgd-1" and report["budget_epsilon"] == 0.5
+    assert report["epsilon"] == 0.5 and report["delta"] == 0.0
+    assert report["differentially_private"] is True and report["refused"] == 0
+    assert report["uses"] == 200 * 16  # one example per node and round

@@ -477,6 +477,27 @@ class PrivacyAccountant:
             return min(tight, float(self.epsilon_spent[record]))
         return tight
 
+    def report(self) -> dict[str, object]:
+        """The budget per record and the guarantee the run reached, as plain data (for the
+        run's manifest; None where a number is infinite)."""
+        run = self.run_guarantee()
+
+        def number(value: float) -> float | None:
+            return float(value) if math.isfinite(value) else None
+
+        return {
+            "policy": self.policy.name,
+            "budget_epsilon": number(self.epsilon) if self.policy.private else None,
+            "budget_delta": number(self.delta),
+            "epsilon": number(run.epsilon),
+            "delta": number(run.delta),
+            "differentially_private": bool(self.policy.private and run.is_dp),
+            "mutual_information": number(float(self.mutual_information_spent.max())),
+            "records": int(self.records),
+            "uses": int(self.uses.sum()),
+            "refused": int(self.refused.sum()),
+        }
+
     def run_guarantee(self) -> Guarantee:
         """Parallel composition over disjoint records: the worst record's basic guarantee."""
         return Guarantee(

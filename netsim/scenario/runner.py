@@ -117,6 +117,7 @@ def run_scenario(
             "schemas": log.schemas(),
             "components": component_references(scenario),
             "warnings": built.warnings,
+            "privacy": privacy_reports(built),
             "netsim_version": __version__,
             "python": sys.version.split()[0],
             "platform": platform.platform(),
@@ -135,6 +136,16 @@ def run_scenario(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return RunResult(final, run_id, scenario, manifest, tuple(built.warnings))
+
+
+def privacy_reports(built: BuiltRun) -> dict[str, object]:
+    """Per component with a privacy accountant: its budget and the guarantee it reached."""
+    reports = {}
+    for key, component in built.components.items():
+        accountant = component.privacy_accountant()
+        if accountant is not None:
+            reports[key] = accountant.report()
+    return reports
 
 
 def run_in_memory(scenario: Scenario) -> tuple[BuiltRun, dict[str, pd.DataFrame]]:

@@ -40,7 +40,12 @@ from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import OnlineData, load_online_data
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.topology import Topology
-from netsim.privacy.accountant import LEDGER_TABLE, RECORDS_TABLE, ledger_sink
+from netsim.privacy.accountant import (
+    LEDGER_TABLE,
+    RECORDS_TABLE,
+    PrivacyAccountant,
+    ledger_sink,
+)
 
 ROUNDS_TABLE = TableSchema(
     name="dola_rounds",
@@ -257,6 +262,9 @@ class DolaRounds(RoundLearner):
         )
 
     # --- a round ---------------------------------------------------------------------------
+
+    def privacy_accountant(self) -> PrivacyAccountant:
+        return self.learner.accountant
 
     def round(self, t: int) -> None:
         learner = self.learner

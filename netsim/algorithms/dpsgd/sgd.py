@@ -393,6 +393,9 @@ class SGDAgent(Component):
             return run.epsilon, run.delta, "none"
         return run.epsilon, run.delta, "epsilon-DP" if run.delta == 0 else "(epsilon,delta)-DP"
 
+    def privacy_accountant(self) -> PrivacyAccountant:
+        return self.sgd.accountant
+
     def finish(self) -> None:
         self.sgd.accountant.write_tables(self.sim.log)
         epsilon, delta, kind = self.guarantee()

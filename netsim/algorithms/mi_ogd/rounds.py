@@ -161,6 +161,9 @@ class MiOgdRounds(RoundLearner):
         self.table_rows = sim.log.table(ROUNDS_TABLE)
         self.skipped = 0
 
+    def privacy_accountant(self) -> PrivacyAccountant:
+        return self.accountant
+
     @classmethod
     def build(cls, config: MiOgdConfig, ctx: BuildContext) -> MiOgdRounds:
         problem, stream = mi_ogd_parts(config, ctx.scenario.duration)
