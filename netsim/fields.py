@@ -4,6 +4,7 @@ file paths resolved against the scenario file's directory (durations and distrib
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -26,14 +27,28 @@ def bounded_integers(data: object) -> object:
     them: ``10**400`` nodes, or a 400-digit duration, would otherwise end in an
     ``OverflowError`` far from the file. (A model-level check: pydantic allows no field
     validator on a discriminator such as ``dist``.)"""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
-                raise ValueError(
-                    f"{key}: a {len(str(abs(value)))}-digit integer is out of range; numbers "
-                    "are at most 2**63 - 1 in magnitude"
-                )
+    for key, value in _leaves(data, ""):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+            raise ValueError(
+                f"{key}: a {len(str(abs(value)))}-digit integer is out of range; numbers are "
+                "at most 2**63 - 1 in magnitude"
+            )
     return data
+
+
+def _leaves(data: object, prefix: str) -> Iterator[tuple[str, object]]:
+    """Every value in nested plain dicts and lists (e.g. a data set's ``options``), by path."""
+    if isinstance(data, dict):
+        items: Iterator[tuple[object, object]] = iter(data.items())
+    elif isinstance(data, list):
+        items = enumerate(data)
+    else:
+        return
+    for key, value in items:
+        if isinstance(value, dict | list):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
 
 
 def resolved_path(value: Path, info: ValidationInfo) -> Path:

@@ -675,3 +675,27 @@ def test_omitted_tables_keep_no_rows_and_unknown_names_are_refused(
     text = BASE + "metrics: {omit_tables: [walk_steps]}\n"
     err = cli_error(capsys, "validate", write(tmp_path / "s.yaml", text))
     assert "metrics.omit_tables: walk_steps is not a table of this scenario; its tables: " in err
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            "{examples: 1" + "0" * 30 + ", features: 3}",
+            "  - dola.data.options.examples: a 31-digit integer is out of range",
+        ),
+        (
+            "{examples: 1000000000000, features: 3}",
+            "synthetic_ball: examples × features = 1,000,000,000,000 × 3 values; at most "
+            "1,000,000,000 (8 GB): generate fewer examples",
+        ),
+    ],
+)
+def test_data_options_too_large_are_refused_before_anything_is_made(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, options: str, expected: str
+) -> None:
+    text = BASE.replace("topology: {kind: k_out, k: 3}", "topology: {kind: complete}") + (
+        f"dola:\n  period: 1s\n  data: {{name: synthetic_ball, options: {options}}}\n"
+    )
+    err = cli_error(capsys, "validate", write(tmp_path / "s.yaml", text))
+    assert expected in err

@@ -163,6 +163,7 @@ def synthetic_ball(
     where = "synthetic_ball"
     n = _integer(where, "examples", examples, 2)
     d = _integer(where, "features", features, 1)
+    _generated_size(where, n, d, "features")
     noise = _label_noise(where, label_noise)
     n_test = _test_rows(where, test_fraction, n)
     seed = _integer(where, "seed", seed, 0)
@@ -221,6 +222,7 @@ def synthetic_sparse(
     n = _integer(where, "examples", examples, 2)
     d = _integer(where, "features", features, 1)
     k = _integer(where, "nonzeros", nonzeros, 1, d, "features")
+    _generated_size(where, n, k, "nonzeros")
     m = _integer(where, "relevant", relevant, 1, d, "features")
     noise = _label_noise(where, label_noise)
     n_test = _test_rows(where, test_fraction, n)
@@ -659,6 +661,19 @@ def _as_labels(name: str, part: str, y: object) -> np.ndarray:
             f"data set {name!r}: {part}[{i}] is {float(out[i])!r}; labels must be -1.0 or +1.0"
         )
     return out
+
+
+#: Most values a generated data set may hold (8 GB of float64).
+MAX_GENERATED_VALUES = 10**9
+
+
+def _generated_size(where: str, examples: int, per_row: int, what: str) -> None:
+    """Refuse a generated data set too large to build, before allocating it."""
+    if examples * per_row > MAX_GENERATED_VALUES:
+        raise DataError(
+            f"{where}: examples × {what} = {examples:,} × {per_row:,} values; at most "
+            f"{MAX_GENERATED_VALUES:,} (8 GB): generate fewer examples"
+        )
 
 
 def _integer(
