@@ -71,6 +71,7 @@ DOLA = {
         "data": {"name": "synthetic_ball", "options": {"examples": 4000, "features": 5}},
         "algorithm": "laplace",
         "epsilon": 1.0,
+        "max_passes": 2,  # 200 rounds over shards of 187 examples
         "regret_checkpoints": 8,
         "evaluate_every": 20,
     },

@@ -181,7 +181,10 @@ HOSTS: dict[tuple[str, str], Host] = {
     ("walk_agent", "visit_counter"): _walk_agent(),
     ("walk_agent", "sgd"): _walk_agent(learning=LEARNING),
     ("learner", "dola"): _component(
-        {"data": {"name": "synthetic_ball", "options": {"examples": 600, "features": 3}}}
+        {
+            "data": {"name": "synthetic_ball", "options": {"examples": 600, "features": 3}},
+            "max_passes": 4,  # a short run of many rounds over small shards
+        }
     ),
     ("learner", "mi_ogd"): _component({}),
     ("mechanism", "l1"): _mechanism,
