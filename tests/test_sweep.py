@@ -396,3 +396,27 @@ def test_ctrl_c_stops_the_pool_keeps_finished_runs_and_the_same_command_resumes(
     assert again.returncode == 0, again.stderr
     assert f"{6 - len(kept)} ran, {len(kept)} were already complete, 0 failed" in again.stderr
     assert len(list(runs_dir.iterdir())) == 6
+
+
+def test_a_sweep_on_a_full_disk_is_one_message(tmp_path, capsys, monkeypatch):
+    """The runs failed on the full disk and were recorded; then writing the sweep's own
+    manifest raised an OSError traceback."""
+    import errno
+
+    import netsim.sweep.execute as execute
+
+    real_write_json = execute.write_json
+
+    def full_disk(path, payload):  # type: ignore[no-untyped-def]
+        if Path(path).name == "sweep.json" and payload.get("status") == "complete":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real_write_json(path, payload)
+
+    monkeypatch.setattr(execute, "write_json", full_disk)
+    out = tmp_path / "out"
+    code = main(["sweep", str(small_sweep(tmp_path)), "--out", str(out), "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.endswith(
+        f"netsim: error: {out / 'tiny-walk' / 'sweep.json'}: No space left on device\n"
+    )
