@@ -209,10 +209,13 @@ class EventLog:
     """All event tables of one run.
 
     With ``directory`` the tables stream to Parquet there; without it they stay in memory and
-    :meth:`to_frames` returns them (handy in notebooks and tests).
+    :meth:`to_frames` returns them (handy in notebooks and tests). A table holds at most
+    ``chunk_rows`` rows before writing them as a row group: rows appended one by one are
+    Python objects until then (about 30 bytes a value), so 65,536 rows bound a high-rate
+    table to some 20 MB (``benchmarks/memory.py``).
     """
 
-    def __init__(self, directory: Path | None = None, *, chunk_rows: int = 250_000) -> None:
+    def __init__(self, directory: Path | None = None, *, chunk_rows: int = 65_536) -> None:
         self.directory = directory
         self.chunk_rows = chunk_rows
         self.tables: dict[str, EventTable] = {}
