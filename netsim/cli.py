@@ -10,12 +10,13 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from netsim import __version__
-from netsim.errors import NetsimError
+from netsim.errors import NetsimError, RunDirectoryError, ScenarioError
 
 if TYPE_CHECKING:
     from netsim.sweep.execute import SweepProgress
@@ -70,13 +71,30 @@ class SweepProgressBar(ProgressBar):
         self.draw(fraction, f"{state.finished}/{state.total} runs{failed}")
 
 
+@contextmanager
+def _naming_the_scenario(path: Path) -> Iterator[None]:
+    """Errors found while building a scenario name its key; prefix the scenario file, so the
+    one message says where to look (errors about the run directory name that instead)."""
+    try:
+        yield
+    except RunDirectoryError:
+        raise
+    except NetsimError as exc:
+        text = str(exc)
+        if text.startswith((str(path), "/")):  # it names its file already (a trace, data)
+            raise
+        raise ScenarioError(f"{path}: {text}") from None
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from netsim.scenario import load_scenario
     from netsim.scenario.build import check_inputs
     from netsim.sweep.spec import has_sweep, plan_sweep
 
     scenario = load_scenario(args.scenario, args.set or ())
-    for warning in check_inputs(scenario):
+    with _naming_the_scenario(args.scenario):
+        warnings = check_inputs(scenario)
+    for warning in warnings:
         print(f"netsim: warning: {warning}", file=sys.stderr)
     print(
         f"{args.scenario}: valid scenario {scenario.name!r} "
@@ -111,7 +129,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bar = ProgressBar(scenario.duration, sys.stderr)
         progress = bar
     try:
-        result = run_scenario(scenario, out=args.out, progress=progress)
+        with _naming_the_scenario(args.scenario):
+            result = run_scenario(scenario, out=args.out, progress=progress)
     finally:
         if bar is not None:
             bar.close()

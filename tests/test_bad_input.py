@@ -590,8 +590,8 @@ def test_walk_on_a_topology_with_a_lonely_node(capsys, tmp_path: Path) -> None:
     scenario = write(tmp_path / "s.yaml", text)
     err = cli_error(capsys, "validate", scenario)
     assert err == (
-        "netsim: error: walk: 1 node(s) (e.g. node 3) have no neighbour in the topology; a walk "
-        "reaching them could never be forwarded\n"
+        f"netsim: error: {scenario}: walk: 1 node(s) (e.g. node 3) have no neighbour in the "
+        "topology; a walk reaching them could never be forwarded\n"
     )
 
 
