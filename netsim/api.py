@@ -48,11 +48,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field
 
 from netsim.distributions import PositiveDuration
 from netsim.errors import DataError
-from netsim.fields import bounded_integers
+from netsim.fields import CheckedModel
 from netsim.log import EventTable, TableSchema
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ __all__ = [
 ]
 
 
-class ComponentConfig(BaseModel):
+class ComponentConfig(CheckedModel):
     """Base of every component's ``Config``: unknown keys are errors; instances are frozen.
 
     A registered component's config also has a ``kind`` key holding its registered name (or
@@ -101,14 +101,7 @@ class ComponentConfig(BaseModel):
     """
 
     # NaN and ±∞ are refused in every number field (a field that means something by ∞ says so)
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bounded_integers(cls, data: object) -> object:
-        return bounded_integers(data)
+    model_config = ConfigDict(populate_by_name=True)
 
 
 @dataclass

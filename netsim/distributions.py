@@ -11,24 +11,16 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
-from netsim.fields import bounded_integers
+from netsim.fields import CheckedModel
 from netsim.units import parse_duration
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 
 
-class _Dist(BaseModel):
-    # NaN and ±∞ are refused in every number field (a field that means something by ∞ says so)
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bounded_integers(cls, data: object) -> object:
-        return bounded_integers(data)
-
+class _Dist(CheckedModel):
     @model_validator(mode="after")
     def _finite_mean(self) -> _Dist:
         # a Weibull shape of 1e-300 or a log-normal sigma of 40 is valid on its own, but its

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, ValidationInfo
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
 
 from netsim.units import parse_bandwidth, parse_size
 
@@ -49,6 +49,19 @@ def _leaves(data: object, prefix: str) -> Iterator[tuple[str, object]]:
             yield from _leaves(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", value
+
+
+class CheckedModel(BaseModel):
+    """Base of every scenario section, config and distribution: unknown keys are errors,
+    instances are immutable, NaN and ±∞ are refused in every number field (a field that means
+    something by ∞ says so) and integers must fit in 64 bits (:func:`bounded_integers`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_integers(cls, data: object) -> object:
+        return bounded_integers(data)
 
 
 def resolved_path(value: Path, info: ValidationInfo) -> Path:

@@ -344,8 +344,7 @@ class RandomWalkService(Walk):
         self.retry_interval = retry_interval
         self.n = n
         self.variant = variant
-        self.authors_rule = variant.replace_rule == "authors"
-        self.age_error = variant.age_error
+        self.authors_rule = variant.replace_rule == "authors"  # read on every gossip merge
         # drawn only when there is an error, so exact-age runs keep their streams unchanged
         self._age_error_rng = sim.streams.get(f"{name}.age_error") if variant.age_error else None
         self._age_error_draw = (
@@ -497,7 +496,8 @@ class RandomWalkService(Walk):
         elif self.round_based:  # the circles this update already passed elsewhere
             self.fired_i[node] = timeout_circle(age, self.timeout)
         else:
-            self.fired_i[node] = self._next_i(node) - 1
+            if self.authors_rule:  # exact mode reads fired_i only when an update is re-adopted
+                self.fired_i[node] = self._next_i(node) - 1
             if self._active(node) and self._next_due(node) < self._timer_due[node]:
                 self._schedule_timeout(node)
 
@@ -532,7 +532,7 @@ class RandomWalkService(Walk):
             int(self.prop_steps[node]), self.age(node), steps, age, self.timeout, self.authors_rule
         ):
             if self._age_error_draw is not None:
-                age = max(age + (self._age_error_draw() - 0.5) * self.age_error, 0.0)
+                age = max(age + (self._age_error_draw() - 0.5) * self.variant.age_error, 0.0)
             self._store_prop(node, steps, update, age)
 
     # --- timeouts --------------------------------------------------------------------------
@@ -619,20 +619,15 @@ class RandomWalkService(Walk):
         """One age error per message of a round (pushes, then pulls), used if adopted."""
         if self._age_error_rng is None:
             return NO_AGE_ERRORS
-        return (self._age_error_rng.random(count) - 0.5) * self.age_error
+        return (self._age_error_rng.random(count) - 0.5) * self.variant.age_error
 
     def round_tick(self, active: np.ndarray) -> None:
         """``onUpdateTimeout(i)`` for every ``active`` node whose update's age passed i·δ."""
         nodes, circles = due_timeouts(active, self.prop, self.sim.env.now, self.timeout)
         for node, reached in zip(nodes.tolist(), circles.tolist(), strict=True):
-            self._fire_circles(node, reached)
-
-    def _fire_circles(self, node: int, reached: int) -> None:
-        """``onUpdateTimeout(i)`` for the circles after the last one handled, up to
-        ``reached``, in order."""
-        for i in range(int(self.fired_i[node]) + 1, reached + 1):
-            self.on_update_timeout(node, i)
-        self.fired_i[node] = reached
+            for i in range(int(self.fired_i[node]) + 1, reached + 1):
+                self.on_update_timeout(node, i)
+            self.fired_i[node] = reached
 
     # --- walks -----------------------------------------------------------------------------
 

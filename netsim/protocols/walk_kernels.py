@@ -117,6 +117,25 @@ def _receive(
 
 
 @njit(cache=True, error_model="numpy")
+def _receive_record(
+    prop: np.ndarray,
+    node: int,
+    value: Any,
+    now: float,
+    timeout: float,
+    authors_rule: bool,
+    errors: np.ndarray,
+    k: int,
+) -> None:
+    """:func:`_receive` of the ``rwprop`` record ``value`` sent in message ``k`` of a round."""
+    error = errors[k] if errors.size else 0.0
+    _receive(
+        prop, node, value.steps, value.id, now - value.origin, value.special, now, timeout,
+        authors_rule, error,
+    )  # fmt: skip
+
+
+@njit(cache=True, error_model="numpy")
 def exchange_round(
     initiators: np.ndarray,
     peers: np.ndarray,
@@ -142,36 +161,12 @@ def exchange_round(
     for k in range(m):
         sent[k] = prop[initiators[k]]
     for k in range(m):
-        value = sent[k]
-        _receive(
-            prop,
-            peers[k],
-            value.steps,
-            value.id,
-            now - value.origin,
-            value.special,
-            now,
-            timeout,
-            authors_rule,
-            errors[k] if errors.size else 0.0,
-        )
+        _receive_record(prop, peers[k], sent[k], now, timeout, authors_rule, errors, k)
     for k in range(m):
         sent[k] = prop[peers[k]]
     for k in range(m):
         if pull_lost.size == 0 or not pull_lost[k]:
-            value = sent[k]
-            _receive(
-                prop,
-                initiators[k],
-                value.steps,
-                value.id,
-                now - value.origin,
-                value.special,
-                now,
-                timeout,
-                authors_rule,
-                errors[m + k] if errors.size else 0.0,
-            )
+            _receive_record(prop, initiators[k], sent[k], now, timeout, authors_rule, errors, m + k)
 
 
 @njit(cache=True, error_model="numpy")

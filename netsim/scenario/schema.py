@@ -15,32 +15,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from netsim.algorithms.dola.config import DolaConfig
 from netsim.algorithms.dpsgd.sgd import LearningConfig
 from netsim.algorithms.gossip_learning.application import GossipLearningConfig
 from netsim.algorithms.mi_ogd.config import MiOgdConfig
 from netsim.distributions import Constant, Distribution, PositiveDuration
-from netsim.fields import Bandwidth, Name, Probability, bounded_integers
+from netsim.fields import Bandwidth, CheckedModel, Name, Probability
 from netsim.network.churn import AlwaysOn
 from netsim.protocols.broadcast import BroadcastConfig
 from netsim.protocols.gossip import GossipConfig
 from netsim.registry import component_field
 
 
-class StrictModel(BaseModel):
-    """Unknown keys are errors; instances are immutable."""
+class StrictModel(CheckedModel):
+    """A scenario section (see :class:`~netsim.fields.CheckedModel`)."""
 
-    # NaN and ±∞ are refused in every number field (a field that means something by ∞ says so)
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bounded_integers(cls, data: object) -> object:
-        return bounded_integers(data)
+    model_config = ConfigDict(populate_by_name=True)
 
 
 # --- links ---------------------------------------------------------------------------------
