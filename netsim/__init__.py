@@ -2,8 +2,11 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+#: The distribution name on the package index (the import name is ``netsim``).
+DISTRIBUTION = "netsim-ppml"
+
 try:
-    __version__ = version("netsim")
+    __version__ = version(DISTRIBUTION)
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+unknown"
 

@@ -349,20 +349,28 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("-q", "--quiet", action="store_true", help="print only the sweep dir")
     sweep.set_defaults(handler=_cmd_sweep)
 
+    report_help = "draw the standard figures of a sweep or run directory, with a Markdown summary"
     report = commands.add_parser(
         "report",
-        help="draw the standard figures of a sweep or run directory, with a Markdown summary",
+        help=report_help,
+        description=(
+            f"{report_help[0].upper()}{report_help[1:]}: the figures the run's components "
+            "declare (e.g. walk counts, accuracy over time), averaged over repetitions for a "
+            "sweep, and report.md listing them with the parameters and the run summaries."
+        ),
     )
     report.add_argument("directory", type=Path, help="a sweep directory or a run directory")
     report.add_argument("--out", type=Path, default=None, help="default: DIRECTORY/report")
     report.set_defaults(handler=_cmd_report)
 
-    trace = commands.add_parser("trace", help="inspect, convert and synthesise churn traces")
+    trace_help = "inspect, convert and synthesise churn traces"
+    trace = commands.add_parser("trace", help=trace_help, description=trace_help)
     trace_commands = trace.add_subparsers(dest="trace_command", required=True)
     formats = ["canonical", "stunner", "fta"]
-    info = trace_commands.add_parser("info", help="statistics of a trace (and the paper's Fig. 1)")
-    info.add_argument("file", type=Path)
-    info.add_argument("--format", choices=formats, help="default: from the file")
+    info_help = "statistics of a trace (and the paper's Fig. 1)"
+    info = trace_commands.add_parser("info", help=info_help, description=info_help)
+    info.add_argument("file", type=Path, help="trace file (.csv, .parquet, or a STUNner/FTA file)")
+    info.add_argument("--format", choices=formats, help="trace format (default: from the file)")
     info.add_argument(
         "--whole",
         action="store_true",
@@ -371,20 +379,28 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--plot", type=Path, metavar="OUT.png", help="draw Fig. 1 to this PNG")
     info.add_argument("--json", action="store_true", help="print the figures as JSON")
     info.set_defaults(handler=_cmd_trace_info)
-    convert = trace_commands.add_parser("convert", help="convert between trace formats")
-    convert.add_argument("source", type=Path)
-    convert.add_argument("target", type=Path)
-    convert.add_argument("--from", dest="source_format", choices=formats)
-    convert.add_argument("--to", dest="target_format", choices=formats)
+    convert_help = "convert between trace formats (canonical CSV/Parquet, STUNner, FTA)"
+    convert = trace_commands.add_parser("convert", help=convert_help, description=convert_help)
+    convert.add_argument("source", type=Path, help="trace file to read")
+    convert.add_argument(
+        "target", type=Path, help="file to write: .csv or .parquet (canonical), .tab, .txt"
+    )
+    convert.add_argument(
+        "--from", dest="source_format", choices=formats, help="default: from the file"
+    )
+    convert.add_argument(
+        "--to", dest="target_format", choices=formats, help="default: from the extension"
+    )
     convert.add_argument(
         "--segment",
         action="store_true",
         help="cut 2-day segments with a one-day overlap (Hegedűs et al. §5.1)",
     )
     convert.set_defaults(handler=_cmd_trace_convert)
-    synth = trace_commands.add_parser("synth", help="synthetic churn fitted to a trace")
+    synth_help = "synthetic churn fitted to a trace (or generated from saved parameters)"
+    synth = trace_commands.add_parser("synth", help=synth_help, description=synth_help)
     synth.add_argument("--like", type=Path, help="trace to fit")
-    synth.add_argument("--format", choices=formats)
+    synth.add_argument("--format", choices=formats, help="format of --like (default: from it)")
     synth.add_argument(
         "--local-time",
         action="store_true",
@@ -395,9 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--fit-params", type=Path, metavar="OUT.json", help="save the fitted parameters"
     )
     synth.add_argument("--out", type=Path, help="write a canonical trace (.csv or .parquet)")
-    synth.add_argument("--nodes", type=int, default=1000)
-    synth.add_argument("--duration", default="2d")
-    synth.add_argument("--seed", type=int, default=1)
+    synth.add_argument("--nodes", type=int, default=1000, help="nodes to generate (default 1000)")
+    synth.add_argument("--duration", default="2d", help="trace length, e.g. 6h (default 2d)")
+    synth.add_argument("--seed", type=int, default=1, help="seed of the generator (default 1)")
     synth.set_defaults(handler=_cmd_trace_synth)
     return parser
 

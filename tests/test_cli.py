@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import yaml
 import netsim
 import netsim.scenario.runner as runner
 from netsim.analysis import load_run
-from netsim.cli import EXIT_INTERRUPTED, main
+from netsim.cli import EXIT_INTERRUPTED, build_parser, main
 from netsim.storage import PARTIAL_MARK, is_complete_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -370,3 +371,28 @@ def test_trace_convert_onto_a_bad_target_ends_in_one_message(
     assert code == 2 and "Traceback" not in err
     assert err == f"netsim: error: {tmp_path / expected}\n"
     assert not [p for p in tmp_path.rglob("*.tmp")]  # no temporary file left
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    """``parser`` and every sub-command parser below it, by their command lines."""
+    found = [(parser.prog, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found.extend(_parsers(sub))
+    return found
+
+
+def test_every_command_and_argument_has_help_text() -> None:
+    missing = []
+    for prog, parser in _parsers(build_parser()):
+        if not parser.description:
+            missing.append(f"{prog}: no description")
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for choice in action._choices_actions:
+                    if not choice.help:
+                        missing.append(f"{prog} {choice.dest}: no help")
+            elif not action.help:
+                missing.append(f"{prog} {'/'.join(action.option_strings) or action.dest}")
+    assert missing == []

@@ -60,3 +60,25 @@ def test_the_readme_opens_with_the_two_commands():
     assert "pip install" in commands[1] and "[test]" in commands[1] and "pytest" in commands[1]
     ci = (README.parents[1] / ".ci" / "run").read_text(encoding="utf-8")
     assert "pytest" in ci and "[test]" in ci
+
+
+def test_license_and_citation_agree_with_the_package_metadata():
+    import tomllib
+
+    import yaml
+
+    root = README.parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    citation = yaml.safe_load((root / "CITATION.cff").read_text(encoding="utf-8"))
+    assert (root / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+    assert project["license"]["text"] == citation["license"] == "MIT"
+    assert str(citation["version"]) == project["version"]
+    # every paper netsim implements is cited (docs/papers.md names them)
+    titles = {reference["title"] for reference in citation["references"]}
+    assert "Robust Decentralized Differentially Private Stochastic Gradient Descent" in titles
+    assert "Differentially Private Distributed Online Learning" in titles
+    assert "Mutual-Information-Private Online Gradient Descent Algorithm" in titles
+    # the import name is netsim; the distribution is not the unrelated "netsim" of the index
+    from netsim import DISTRIBUTION
+
+    assert project["name"] == DISTRIBUTION != "netsim"
