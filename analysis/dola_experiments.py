@@ -200,7 +200,7 @@ EXPERIMENTS = ("epsilon", "nodes", "batch", "topology", "datasets", "table3", "s
 
 def reduce_run(name: str, directory: Path) -> pd.DataFrame:
     """One run directory's curve rows, with the final accuracies and sparsity of its summary."""
-    tables = load_run(directory)
+    tables = load_run(directory, parameters=False)
     curves = dola_curves(tables, load_run_scenario(directory))
     summary = tables["dola_summary"].iloc[0]
     for column in SUMMARY_COLUMNS:

@@ -73,7 +73,7 @@ def summarise(label: str, directories: list[Path]) -> dict[str, object]:
     """Mean figures over the runs of one variant."""
     rows = []
     for directory in directories:
-        tables = load_run(directory)
+        tables = load_run(directory, parameters=False)
         summary = tables["learning_summary"].iloc[0]
         uses = tables["privacy_records"]["uses"]
         walk = tables.get("walk_summary")

@@ -99,7 +99,7 @@ def labels(name: str, scenario: Scenario) -> dict[str, Any]:
 
 def reduce_run(name: str, directory: Path) -> pd.DataFrame:
     """The regret rows of one run directory, with its labels, seed and leakage per report."""
-    tables = load_run(directory)
+    tables = load_run(directory, parameters=False)
     scenario = load_run_scenario(directory)
     regret = tables["mi_ogd_regret"].drop(columns="run_id")
     summary = tables["mi_ogd_summary"].iloc[0]

@@ -113,10 +113,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from netsim.analysis import load_run, summarize_run
     from netsim.scenario import load_scenario
-    from netsim.scenario.runner import run_scenario, with_seed
+    from netsim.scenario.loader import override_keys, resolved_parameters
+    from netsim.scenario.runner import check_run_name, run_scenario, with_seed
     from netsim.sweep.spec import has_sweep
 
+    if args.name is not None:
+        check_run_name(args.name)
     scenario = with_seed(load_scenario(args.scenario, args.set or ()), args.seed)
+    # the seed is a run's own column, not a parameter
+    keys = [key for key in override_keys(args.set or ()) if key != "seed"]
+    parameters = resolved_parameters(scenario, keys)
     if has_sweep(args.scenario) and not args.quiet:
         print(
             f"netsim: note: {args.scenario} has a sweep section; netsim run runs its base "
@@ -130,14 +136,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress = bar
     try:
         with _naming_the_scenario(args.scenario):
-            result = run_scenario(scenario, out=args.out, progress=progress)
+            result = run_scenario(
+                scenario, out=args.out, progress=progress, parameters=parameters, name=args.name
+            )
     finally:
         if bar is not None:
             bar.close()
     for warning in result.warnings:
         print(f"netsim: warning: {warning}", file=sys.stderr)
     if not args.quiet:
-        for line in summarize_run(load_run(result.directory), result.scenario):
+        for line in summarize_run(load_run(result.directory, parameters=False), result.scenario):
             print(line)
         print(f"wall time: {result.manifest['wall_time_seconds']:.1f} s")
     print(result.directory)
@@ -326,6 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = scenario_command("run", "run a scenario; prints the run directory as its last line")
     run.add_argument("--out", type=Path, default=Path("runs"), help="parent directory of runs")
     run.add_argument("--seed", type=int, default=None, help="root seed (overrides the file)")
+    run.add_argument(
+        "--name",
+        help="readable run id (the run directory's name) instead of <scenario>-seed<N>-<hash>",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
     run.set_defaults(handler=_cmd_run)
 
@@ -359,7 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
             "sweep, and report.md listing them with the parameters and the run summaries."
         ),
     )
-    report.add_argument("directory", type=Path, help="a sweep directory or a run directory")
+    report.add_argument(
+        "directory", type=Path, help="a sweep directory, a run directory or a folder of runs"
+    )
     report.add_argument("--out", type=Path, default=None, help="default: DIRECTORY/report")
     report.set_defaults(handler=_cmd_report)
 

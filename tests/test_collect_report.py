@@ -607,3 +607,112 @@ def test_metric_tables_are_registered_by_name():
     }  # fmt: skip
     assert all(METRIC_TABLES_BY_NAME[n].one_row for n in ("walk_summary", "privacy"))
     assert not METRIC_TABLES_BY_NAME["accuracy"].one_row
+
+
+# --- runs that carry their parameters -----------------------------------------------------------
+
+QUICK = ["--set", "duration=2min", "--set", "topology.k=5"]
+
+
+def cli_run(out: Path, *arguments: str) -> Path:
+    """``netsim run`` of the quick-start scenario, shrunk, into ``out``; its run directory."""
+    from netsim.cli import main
+
+    status = main(["run", str(REPO / "scenarios" / "quickstart.yaml"), "--out", str(out), "-q",
+                   *QUICK, *arguments])  # fmt: skip
+    assert status == 0
+    return out / sorted(p.name for p in out.iterdir() if not p.name.startswith("."))[-1]
+
+
+@pytest.fixture(scope="module")
+def folder_of_runs(tmp_path_factory) -> dict[str, Path]:
+    """Four runs made with --set: 30 nodes with seeds 1 and 2 (one configuration), 40 nodes,
+    and 30 nodes with a 2 s gossip period under a readable name."""
+    runs = {}
+    for label, arguments in (
+        ("n30-s1", ["--set", "nodes=30", "--set", "seed=1"]),
+        ("n30-s2", ["--set", "nodes=30", "--seed", "2"]),
+        ("n40", ["--set", "nodes=40"]),
+        ("named", ["--set", "nodes=30", "--set", "gossip.period=2s", "--name", "fast-gossip"]),
+    ):
+        out = tmp_path_factory.mktemp(label)
+        runs[label] = cli_run(out, *arguments)
+    folder = tmp_path_factory.mktemp("folder")
+    for run_dir in runs.values():
+        shutil.copytree(run_dir, folder / run_dir.name)
+    runs["folder"] = folder
+    return runs
+
+
+def test_a_run_records_its_overrides_resolved_and_load_run_puts_them_on_every_row(
+    folder_of_runs,
+):
+    from netsim.analysis import load_run
+
+    named = folder_of_runs["named"]
+    assert named.name == "fast-gossip"
+    manifest = json.loads((named / "manifest.json").read_text())
+    # resolved: durations in seconds; the seed is a column of its own, not a parameter
+    assert manifest["parameters"] == {
+        "duration": 120.0, "gossip.period": 2.0, "nodes": 30, "topology.k": 5
+    }  # fmt: skip
+    assert json.loads((folder_of_runs["n30-s1"] / "manifest.json").read_text())[
+        "parameters"
+    ] == {"duration": 120.0, "nodes": 30, "topology.k": 5}
+    samples = load_run(named)["samples"]
+    assert list(samples.columns[:5]) == ["run_id", "duration", "gossip.period", "nodes",
+                                         "topology.k"]  # fmt: skip
+    assert (samples["run_id"] == "fast-gossip").all() and (samples["gossip.period"] == 2.0).all()
+    assert len(samples) == 3  # samples at 0, 1 and 2 minutes
+    assert list(load_run(named, parameters=False)["samples"].columns[:2]) == ["run_id", "time"]
+
+
+def test_collect_reads_a_folder_or_a_list_of_runs_grouped_by_configuration(folder_of_runs):
+    folder = folder_of_runs["folder"]
+    long = collect(folder)
+    assert (folder / RESULTS_FILE).is_file() and (folder / SUMMARY_FILE).is_file()
+    plan = long.drop_duplicates("run_id").set_index("run_id")
+    ids = {label: folder_of_runs[label].name for label in ("n30-s1", "n30-s2", "n40", "named")}
+    # runs in directory-name order; a run not given a key has its scenario's value there
+    first = plan.loc[ids["n30-s1"], ["repetition", "seed", "nodes", "gossip.period"]]
+    assert first.tolist() == [0, 1, 30, 5.0]
+    assert plan.loc[ids["n30-s2"], "point"] == plan.loc[ids["n30-s1"], "point"]
+    assert plan.loc[ids["n30-s2"], ["repetition", "seed"]].tolist() == [1, 2]
+    assert plan.loc[ids["n40"], "nodes"] == 40 and plan.loc[ids["named"], "gossip.period"] == 2.0
+    assert plan["point"].nunique() == 3
+    summary = summarize(long)
+    online = summary[(summary["table"] == "samples") & (summary["metric"] == "online")]
+    assert sorted(online.groupby("point")["n"].max()) == [1, 1, 2]
+    # the same table from a list of run directories; a list has nowhere to write to
+    listed = collect([folder / name for name in sorted(ids.values())])
+    pd.testing.assert_frame_equal(listed, long)
+    with pytest.raises(RunDirectoryError, match="no directory to write"):
+        collect([folder / ids["n40"]], write=True)
+    with pytest.raises(RunDirectoryError, match="give each run once"):
+        collect([folder / ids["n40"], folder / ids["n40"]])
+    report = write_report(folder)
+    text = report.read_text()
+    assert text.startswith("# Report: ") and f"Run directories in `{folder}`" in text
+    assert (report.parent / "online_nodes.png").is_file()
+
+
+def test_a_named_run_never_replaces_another_run(folder_of_runs, tmp_path, capsys):
+    from netsim.cli import main
+
+    out = tmp_path / "runs"
+    shutil.copytree(folder_of_runs["named"], out / "fast-gossip")
+    quickstart = str(REPO / "scenarios" / "quickstart.yaml")
+    # the same scenario and seed: replaced by its identical rerun
+    same = ["--set", "nodes=30", "--set", "gossip.period=2s"]
+    assert main(["run", quickstart, "--out", str(out), "-q", *QUICK, *same,
+                 "--name", "fast-gossip"]) == 0  # fmt: skip
+    other = ["--set", "nodes=31", "--name", "fast-gossip"]
+    assert main(["run", quickstart, "--out", str(out), "-q", *QUICK, *other]) == 2
+    assert "holds another run (scenario 'quickstart', seed 1)" in capsys.readouterr().err
+    (out / "not-a-run").mkdir()
+    assert main(["run", quickstart, "--out", str(out), "-q", *QUICK, "--name", "not-a-run"]) == 2
+    assert "is not a complete run directory" in capsys.readouterr().err
+    for bad in (".hidden", "a/b", "", "x" * 201):
+        assert main(["run", quickstart, "--out", str(out), "-q", "--name", bad]) == 2
+        assert "a run name is 1 to 200 letters" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["fast-gossip", "not-a-run"]

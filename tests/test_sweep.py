@@ -334,6 +334,13 @@ def test_the_process_pool_and_a_dask_local_cluster_give_identical_tables(tmp_pat
     assert plan.equals(pq.read_table(dask / PLAN).to_pandas())
     long = collect(pool, write=False)
     assert set(long["run_id"]) == set(plan["run_id"])
+    # every run's manifest records its point's parameters, resolved (seconds)
+    parameters = [c for c in plan.columns if "." in c]
+    for row in plan.to_dict("records"):
+        for base in (pool, dask):
+            manifest = json.loads((base / RUNS / row["run_id"] / "manifest.json").read_text())
+            assert manifest["parameters"] == {key: row[key] for key in parameters}
+    assert parameters == ["walk.kill_probability"]
 
 
 def test_an_unreachable_scheduler_is_one_message_before_any_run(tmp_path, capsys):

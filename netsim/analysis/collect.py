@@ -1,30 +1,33 @@
-"""One tidy long table from a sweep (or a single run) directory, and statistics over repetitions.
+"""One tidy long table from a sweep or from run directories, and statistics over repetitions.
 
-:func:`collect` reads every complete run of a sweep directory (written by ``netsim sweep``) or
-a single run directory, and turns the metric tables named in :data:`METRIC_TABLES` into one
+:func:`collect` reads every complete run of a sweep directory (written by ``netsim sweep``),
+a run directory, a folder of run directories or a list of them, and turns the metric tables
+of each run (the tables its manifest declares as samples, rounds or summaries) into one
 long table with **one row per run × metric sample**:
 
-``run_id, run, point, repetition, seed, <one column per swept parameter>, table, metric,
+``run_id, run, point, repetition, seed, <one column per parameter>, table, metric,
 time, round, series, value``
 
 ``time`` is in seconds and ``round`` a round number (both NaN when the table has none),
 ``series`` names a sub-series within a run (the walk id of ``accuracy``; "" otherwise) and
 ``value`` is the sample as a float (booleans as 0/1). The parameter columns are named by the
-dotted scenario keys the sweep varied and hold each grid point's resolved value. Failed runs
-and runs not (yet) complete are left out; :func:`collect_status` lists every planned run with
-its status. :func:`summarize` gives mean, standard deviation and a Student t confidence
-interval of the mean over the repetitions of each grid point.
+dotted scenario keys a sweep varied, or that runs were given with ``--set``, and hold each
+run's resolved value. Failed runs and runs not (yet) complete are left out;
+:func:`collect_status` lists every planned run with its status. :func:`summarize` gives mean,
+standard deviation and a Student t confidence interval of the mean over the repetitions of
+each point.
 
 A sweep directory holds ``sweep.json``, ``plan.parquet`` (one row per planned run),
-``runs/<run id>/`` (run directories) and ``failures/<run id>.json``. A plain run directory is
-read as a sweep of one run without parameters (point 0, repetition 0).
+``runs/<run id>/`` (run directories) and ``failures/<run id>.json``. Runs that are not a
+sweep's are read as one: runs whose resolved scenarios differ only in the seed are the
+repetitions of one point (:func:`load_sweep`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,11 +36,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 from scipy import stats
 
 from netsim.analysis.runs import load_manifest
 from netsim.errors import RunDirectoryError
+from netsim.scenario.loader import parameter_value
+from netsim.scenario.yamlfile import load_yaml
 from netsim.storage import (
+    SCENARIO,
     SWEEP_FAILURES,
     SWEEP_MANIFEST,
     SWEEP_PLAN,
@@ -58,8 +65,8 @@ STATUSES: tuple[str, ...] = ("complete", "failed", "missing")
 
 _PLAN_REQUIRED: tuple[str, ...] = ("run", "point", "repetition", "seed", "run_id")
 _SWEEP_EXPECTED = (
-    "a sweep directory (sweep.json and plan.parquet, as written by 'netsim sweep') or a "
-    "complete run directory (manifest.json with status 'complete')"
+    "a sweep directory (sweep.json and plan.parquet, as written by 'netsim sweep'), a "
+    "complete run directory (manifest.json with status 'complete') or a folder of them"
 )
 
 
@@ -193,24 +200,32 @@ def metric_tables(schemas: dict[str, Any] | None) -> tuple[MetricTable, ...]:
 
 @dataclass(frozen=True)
 class SweepSource:
-    """A sweep directory, or a single run directory read as a sweep of one run.
+    """A sweep directory, or run directories read as a sweep (see :func:`load_sweep`).
 
     ``plan`` has one row per planned run: :data:`RUN_COLUMNS` then the ``parameters``.
+    ``directories`` maps the run ids of runs read from their own directories (not a sweep's)
+    to those directories; ``path`` is then the folder results and reports go to (None for a
+    list of runs, which has none).
     """
 
-    path: Path
+    path: Path | None
     name: str
     scenario: str
     parameters: tuple[str, ...]
     plan: pd.DataFrame
     single_run: bool
+    directories: Mapping[str, Path] | None = None
 
     def run_directory(self, run_id: str) -> Path:
         """Where the run directory of ``run_id`` is (or would be)."""
-        return self.path if self.single_run else self.path / SWEEP_RUNS / run_id
+        if self.directories is not None:
+            return self.directories[run_id]
+        assert self.path is not None  # a sweep has its directory
+        return self.path / SWEEP_RUNS / run_id
 
     def failure_file(self, run_id: str) -> Path:
         """Where the failure record of ``run_id`` is (or would be)."""
+        assert self.path is not None  # a sweep has its directory
         return self.path / SWEEP_FAILURES / f"{run_id}.json"
 
 
@@ -218,8 +233,17 @@ def _not_a_sweep(path: Path, why: str) -> RunDirectoryError:
     return RunDirectoryError(f"{path}: {why}; expected {_SWEEP_EXPECTED}")
 
 
-def load_sweep(path: Path) -> SweepSource:
-    """Read the description and plan of the sweep (or single run) at ``path``."""
+def load_sweep(path: Path | Sequence[Path]) -> SweepSource:
+    """Read the description and plan of what ``path`` is: a sweep directory, a run directory,
+    a folder of run directories, or a list of run directories.
+
+    Runs that are not a sweep's are grouped into points by their resolved scenario without
+    its seed: runs of one configuration with different seeds are repetitions of one point.
+    Their parameters are the keys their manifests record (``--set`` overrides, a sweep
+    point's keys); a run not given one of them has its resolved scenario's value there.
+    """
+    if not isinstance(path, str | Path):
+        return _load_runs([Path(p) for p in path], folder=None)
     path = Path(path)
     has_sweep, has_plan = (path / SWEEP_MANIFEST).is_file(), (path / SWEEP_PLAN).is_file()
     if has_sweep or has_plan:
@@ -228,13 +252,19 @@ def load_sweep(path: Path) -> SweepSource:
             raise _not_a_sweep(path, f"{missing} is missing")
         return _load_sweep_directory(path)
     if is_complete_run(path):
-        return _load_single_run(path)
+        return _load_runs([path], folder=path)
     if not path.exists():
         why = "does not exist"
     elif not path.is_dir():
         why = "is a file, not a directory"
     else:
-        why = "has no sweep.json, plan.parquet or manifest.json with status 'complete'"
+        runs = sorted(d for d in path.iterdir() if is_complete_run(d))
+        if runs:
+            return _load_runs(runs, folder=path)
+        why = (
+            "has no sweep.json, plan.parquet or manifest.json with status 'complete', and no "
+            "complete run directory in it"
+        )
     raise _not_a_sweep(path, why)
 
 
@@ -266,24 +296,93 @@ def _load_sweep_directory(path: Path) -> SweepSource:
     )
 
 
-def _load_single_run(path: Path) -> SweepSource:
-    manifest = load_manifest(path)
-    plan = pd.DataFrame(
-        {
-            "run_id": pd.Series([str(manifest["run_id"])], dtype="str"),
-            "run": np.array([0], dtype=np.int64),
-            "point": np.array([0], dtype=np.int64),
-            "repetition": np.array([0], dtype=np.int64),
-            "seed": np.array([int(manifest["seed"])], dtype=np.int64),
-        }
-    )
+def _configuration(run_dir: Path) -> dict[str, Any]:
+    """The resolved scenario of a run without its seed, as plain data."""
+    file = run_dir / SCENARIO
+    try:
+        data = load_yaml(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise RunDirectoryError(f"{file}: cannot read the run's scenario ({exc})") from None
+    if not isinstance(data, dict):
+        raise RunDirectoryError(f"{file}: the run's scenario is not a mapping")
+    data.pop("seed", None)
+    return data
+
+
+def _resolved_value(data: Mapping[str, Any], key: str) -> Any:
+    """The value at dotted ``key`` of resolved scenario data, as a parameter column holds it
+    (None if absent)."""
+    current: Any = data
+    for part in key.split("."):
+        current = current.get(part) if isinstance(current, Mapping) else None
+    return parameter_value(current)
+
+
+def _one_column_type(values: list[Any]) -> list[Any]:
+    """A parameter column's values, as text if runs recorded different types for it (one
+    Parquet column has one type)."""
+    kinds = {type(v) for v in values if v is not None}
+    if len(kinds) <= 1 or kinds <= {int, float}:
+        return values
+    return [None if v is None else str(v) for v in values]
+
+
+def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
+    """Complete run directories read as a sweep: one point per configuration (the resolved
+    scenario without its seed), the repetitions numbered in the order given."""
+    if not run_dirs:
+        raise RunDirectoryError("no run directories given; expected " + _SWEEP_EXPECTED)
+    manifests = [load_manifest(d) for d in run_dirs]
+    directories: dict[str, Path] = {}
+    for run_dir, manifest in zip(run_dirs, manifests, strict=True):
+        run_id = str(manifest["run_id"])
+        if run_id in directories:
+            raise RunDirectoryError(
+                f"{run_dir}: run {run_id} is also {directories[run_id]}; give each run once"
+            )
+        directories[run_id] = run_dir
+    parameters: dict[str, None] = {}
+    for manifest in manifests:
+        parameters.update(dict.fromkeys(sorted(manifest.get("parameters") or {})))
+    clashing = [p for p in parameters if p in RUN_COLUMNS or p in SAMPLE_COLUMNS]
+    if clashing:
+        raise RunDirectoryError(
+            f"{run_dirs[0]}: parameter name(s) {', '.join(clashing)} clash with columns"
+        )
+    points: dict[str, int] = {}
+    repetitions: dict[int, int] = {}
+    rows: dict[str, list[Any]] = {c: [] for c in (*RUN_COLUMNS, *parameters)}
+    for run, (run_dir, manifest) in enumerate(zip(run_dirs, manifests, strict=True)):
+        configuration = _configuration(run_dir)
+        canonical = json.dumps(configuration, sort_keys=True, default=str)
+        point = points.setdefault(canonical, len(points))
+        recorded = manifest.get("parameters") or {}
+        rows["run_id"].append(str(manifest["run_id"]))
+        rows["run"].append(run)
+        rows["point"].append(point)
+        rows["repetition"].append(repetitions.get(point, 0))
+        rows["seed"].append(int(manifest["seed"]))
+        repetitions[point] = repetitions.get(point, 0) + 1
+        for key in parameters:  # a key the run was not given: its scenario's value
+            rows[key].append(
+                recorded[key] if key in recorded else _resolved_value(configuration, key)
+            )
+    plan = pd.DataFrame({key: _one_column_type(values) for key, values in rows.items()})
+    plan = plan.astype({"run_id": "str", "run": "int64", "point": "int64",
+                        "repetition": "int64", "seed": "int64"})
+    single = len(run_dirs) == 1 and folder == run_dirs[0]
+    if single:
+        name = str(manifests[0].get("scenario_name", run_dirs[0].name))
+    else:
+        name = folder.name if folder is not None else "runs"
     return SweepSource(
-        path=path,
-        name=str(manifest.get("scenario_name", path.name)),
-        scenario=str(path),
-        parameters=(),
+        path=folder,
+        name=name,
+        scenario=str(run_dirs[0]) if single else "",
+        parameters=tuple(parameters),
         plan=plan,
-        single_run=True,
+        single_run=single,
+        directories=directories,
     )
 
 
@@ -305,11 +404,11 @@ def run_status(source: SweepSource) -> pd.DataFrame:
     for run, point, repetition, run_id in source.plan[
         ["run", "point", "repetition", "run_id"]
     ].itertuples(index=False):
-        failure = source.failure_file(run_id)
+        failure = source.failure_file(run_id) if source.directories is None else None
         # a complete run directory wins over an old failure record: the run was retried
         if is_complete_run(source.run_directory(run_id)):
             status, error = "complete", ""
-        elif not source.single_run and failure.is_file():
+        elif failure is not None and failure.is_file():
             status, error = "failed", _failure_error(failure)
         else:
             status, error = "missing", ""
@@ -441,16 +540,27 @@ def _write_parquet(frame: pd.DataFrame, file: Path) -> None:
         raise RunDirectoryError(f"{file}: cannot write ({exc.strerror or exc})") from None
 
 
-def collect(path: Path, *, write: bool = True) -> pd.DataFrame:
-    """The long table (one row per run × metric sample) of the sweep or run at ``path``.
+def collect(path: Path | Sequence[Path], *, write: bool | None = None) -> pd.DataFrame:
+    """The long table (one row per run × metric sample) of ``path``: a sweep directory, a
+    run directory, a folder of run directories or a list of run directories
+    (:func:`load_sweep`). Each row carries its run's parameters.
 
-    With ``write``, also writes it to ``<path>/results.parquet`` and its :func:`summarize` to
-    ``<path>/summary.parquet`` (each atomically). Raises :class:`RunDirectoryError` if
-    ``path`` is neither a sweep directory nor a complete run directory.
+    ``write`` (default: unless ``path`` is a list) also writes the table to
+    ``<path>/results.parquet`` and its :func:`summarize` to ``<path>/summary.parquet`` (each
+    atomically); a list of runs has no directory to write to. Raises
+    :class:`RunDirectoryError` if ``path`` is none of these.
     """
     source = load_sweep(path)
+    if write is None:
+        write = source.path is not None
+    elif write and source.path is None:
+        raise RunDirectoryError(
+            "collect(write=True): a list of run directories has no directory to write "
+            "results.parquet to; collect a folder of runs or write the table yourself"
+        )
     long = long_table(source, run_status(source))
     if write:
+        assert source.path is not None
         _write_parquet(long, source.path / SWEEP_RESULTS)
         _write_parquet(summarize(long), source.path / SWEEP_SUMMARY)
     return long

@@ -53,7 +53,7 @@ def walk_figure(run_dirs: list[Path], out: Path, *, columns: int = 3, seed: int 
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.9 * rows), squeeze=False)
     jitter = np.random.default_rng(seed)  # only for drawing: density of integer dots
     for ax, run_dir in zip(axes.ravel(), run_dirs, strict=False):
-        tables = load_run(run_dir)
+        tables = load_run(run_dir, parameters=False)
         scenario = load_run_scenario(run_dir)
         if scenario.walk is None or scenario.walk.kind != "service" or "walk_samples" not in tables:
             raise RunDirectoryError(f"{run_dir}: not a run of the random walk service")

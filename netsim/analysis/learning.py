@@ -82,7 +82,7 @@ def curves_from_tables(tables: dict[str, pd.DataFrame], scenario: Scenario) -> p
 
 def curves_from_run(run_dir: Path) -> pd.DataFrame:
     """:func:`curves_from_tables` for a run directory."""
-    return curves_from_tables(load_run(run_dir), load_run_scenario(run_dir))
+    return curves_from_tables(load_run(run_dir, parameters=False), load_run_scenario(run_dir))
 
 
 def _line_label(row: pd.Series, varying: Sequence[str]) -> str:

@@ -36,7 +36,7 @@ from netsim.analysis.collect import (
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.runs import load_manifest
 from netsim.api import Curve, FigureSpec
-from netsim.errors import NetsimError
+from netsim.errors import NetsimError, RunDirectoryError
 from netsim.storage import atomic_write_text
 from netsim.units import DAY, HOUR, MINUTE
 
@@ -715,9 +715,11 @@ def summary_lines(long: pd.DataFrame, points: Sequence[int]) -> list[str]:
     return _table(["metric", *(f"point {p}" for p in points)], rows)
 
 
-def write_report(path: Path, out: Path | None = None) -> Path:
-    """Draw the standard figures of the sweep (or run) at ``path`` into ``out`` (default
-    ``<path>/report/``) and write ``report.md`` there linking them; returns its path.
+def write_report(path: Path | Sequence[Path], out: Path | None = None) -> Path:
+    """Draw the standard figures of the sweep or runs at ``path`` (what
+    :func:`~netsim.analysis.collect.load_sweep` reads: a sweep directory, a run directory, a
+    folder of runs, a list of run directories) into ``out`` (default ``<path>/report/``; a
+    list of runs needs ``out``) and write ``report.md`` there linking them; returns its path.
 
     Only the figures whose tables the complete runs have are drawn; figures of an earlier
     report that no longer apply are removed so that the directory matches the page.
@@ -725,7 +727,9 @@ def write_report(path: Path, out: Path | None = None) -> Path:
     source = load_sweep(path)
     status = run_status(source)  # one snapshot: the grid table and the figures agree
     long = long_table(source, status)
-    out = Path(out) if out is not None else source.path / REPORT_DIR
+    if out is None and source.path is None:
+        raise RunDirectoryError("write_report: a list of run directories needs out=")
+    out = Path(out) if out is not None else Path(str(source.path)) / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
     repetitions = {
         int(p): int(n)
@@ -742,12 +746,20 @@ def write_report(path: Path, out: Path | None = None) -> Path:
             stale.unlink()
     points = sorted(int(p) for p in source.plan["point"].unique())
     counts = status["status"].value_counts()
-    kind = "run" if source.single_run else "sweep"
+    if source.single_run:
+        where = f"Run directory `{source.path}`"
+    elif source.directories is None:
+        where = f"Sweep directory `{source.path}`"
+        if source.scenario:
+            where += f", scenario `{source.scenario}`"
+    elif source.path is not None:
+        where = f"Run directories in `{source.path}`"
+    else:
+        where = f"{len(source.directories)} run directories"
     lines = [
         f"# Report: {source.name}",
         "",
-        f"{kind.capitalize()} directory `{source.path}`"
-        + (f", scenario `{source.scenario}`" if source.scenario and not source.single_run else "")
+        where
         + f". {counts.get('complete', 0)} of {len(status)} planned runs complete, "
         f"{counts.get('failed', 0)} failed, {counts.get('missing', 0)} missing. Values are the "
         f"mean over the complete repetitions of a grid point ± half the width of the "

@@ -27,14 +27,19 @@ def load_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def load_run(path: Path) -> dict[str, pd.DataFrame]:
-    """Every event table of a complete run, each row tagged with the run id (first column)."""
+def load_run(path: Path, *, parameters: bool = True) -> dict[str, pd.DataFrame]:
+    """Every event table of a complete run. Each row is tagged with the run id (first column)
+    and, with ``parameters``, then the run's parameters (the keys given on top of its
+    scenario file, by ``--set`` or a sweep point; one column per dotted key, unless the
+    table has a column of that name). Code that merges a run's tables reads them without."""
     path = Path(path)
     manifest = load_manifest(path)
     problems = run_problems(path, manifest)
     if problems:
         raise RunDirectoryError(f"{path}: damaged run directory: {'; '.join(problems)}")
     run_id = manifest["run_id"]
+    # runs made before the manifest recorded them have none
+    recorded = (manifest.get("parameters") or {}) if parameters else {}
     frames: dict[str, pd.DataFrame] = {}
     for name in manifest["tables"]:
         file = path / f"{name}.parquet"
@@ -43,6 +48,9 @@ def load_run(path: Path) -> dict[str, pd.DataFrame]:
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise RunDirectoryError(f"{path}: {file.name} cannot be read ({exc})") from None
         frame.insert(0, "run_id", run_id)
+        for position, (key, value) in enumerate(recorded.items(), start=1):
+            if key not in frame.columns:
+                frame.insert(position, key, [value] * len(frame))
         frames[name] = frame
     return frames
 

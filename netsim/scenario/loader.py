@@ -250,6 +250,37 @@ def scenario_to_data(scenario: Scenario) -> dict[str, Any]:
     return data
 
 
+def override_keys(overrides: Iterable[str]) -> tuple[str, ...]:
+    """The dotted keys of ``dotted.key=value`` overrides, in order, each once."""
+    keys: dict[str, None] = {}
+    for item in overrides:
+        key, sep, _ = item.partition("=")
+        if sep and key.strip():
+            keys[key.strip()] = None
+    return tuple(keys)
+
+
+def parameter_value(value: Any) -> Any:
+    """A parameter as tables hold it: a scalar as it is, a section or a list as canonical
+    JSON text (so one column has one type)."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def resolved_parameters(scenario: Scenario, keys: Iterable[str]) -> dict[str, Any]:
+    """The resolved value of each dotted key in ``scenario`` (durations in seconds, as
+    :func:`scenario_to_data`; a key the scenario does not have is None)."""
+    data = scenario_to_data(scenario)
+    found: dict[str, Any] = {}
+    for key in keys:
+        current: Any = data
+        for part in key.split("."):
+            current = current.get(part) if isinstance(current, dict) else None
+        found[key] = parameter_value(current)
+    return found
+
+
 def scenario_to_yaml(scenario: Scenario) -> str:
     """The resolved scenario as YAML (re-loadable with :func:`load_scenario`)."""
     header = "# Resolved scenario: durations in seconds, sizes in bytes, bandwidth in bytes/s.\n"

@@ -5,16 +5,22 @@ used), one ``<table>.parquet`` per event table and ``manifest.json``. It is asse
 hidden staging directory and published with a rename once complete (see
 :mod:`netsim.storage`), so an interrupted run never leaves a directory that looks complete.
 The run id is ``<name>-seed<seed>-<first 10 hex digits of the scenario hash>``: the same
-scenario and seed always give the same id and byte-identical tables.
+scenario and seed always give the same id and byte-identical tables. A run may be given a
+readable id instead (``netsim run --name``); publishing it never replaces another run.
+
+The manifest records the run's ``parameters``: the resolved value of every key the run was
+given on top of its scenario file (``--set`` overrides, or a sweep point's keys), which
+:func:`netsim.analysis.load_run` and :func:`netsim.analysis.collect` put on every row.
 """
 
 from __future__ import annotations
 
 import platform
+import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -34,12 +40,15 @@ from netsim.storage import (
     MANIFEST,
     SCENARIO,
     atomic_write_text,
+    complete_manifest,
     partial_directory,
     publish_directory,
     write_json,
 )
 
 RECORDED_PACKAGES = ("simpy", "networkx", "numpy", "pandas", "pyarrow", "pyyaml", "pydantic")
+#: What a readable run id may be: a directory name that is not hidden (staging is hidden).
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}")
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,37 @@ def run_id_for(scenario: Scenario) -> str:
     return f"{scenario.name}-seed{scenario.seed}-{scenario_hash(scenario)[:10]}"
 
 
+def check_run_name(name: str) -> str:
+    """``name`` if it can be a readable run id, else a :class:`ScenarioError` saying why."""
+    if not RUN_NAME.fullmatch(name):
+        raise ScenarioError(
+            f"--name {name!r}: a run name is 1 to 200 letters, digits and . _ = + -, "
+            "starting with a letter or digit (it becomes the run directory's name)"
+        )
+    return name
+
+
+def _check_named_target(final: Path, scenario: Scenario) -> None:
+    """A named run replaces only itself (the same scenario and seed): refuse a directory
+    that holds another run, or something that is not a run."""
+    if not final.exists():
+        return
+    manifest = complete_manifest(final)
+    if manifest is None:
+        raise RunDirectoryError(
+            f"{final}: exists and is not a complete run directory; choose another --name or "
+            "remove it"
+        )
+    if (manifest.get("scenario_hash"), manifest.get("seed")) != (
+        scenario_hash(scenario),
+        scenario.seed,
+    ):
+        raise RunDirectoryError(
+            f"{final}: holds another run (scenario {manifest.get('scenario_name')!r}, seed "
+            f"{manifest.get('seed')}); choose another --name or remove it"
+        )
+
+
 def package_versions() -> dict[str, str]:
     """Versions of the packages a run depends on, for the manifest."""
     found = {}
@@ -85,14 +125,22 @@ def run_scenario(
     *,
     out: Path,
     progress: Callable[[float], None] | None = None,
+    parameters: Mapping[str, object] | None = None,
+    name: str | None = None,
 ) -> RunResult:
-    """Run ``scenario`` and publish its run directory under ``out``."""
+    """Run ``scenario`` and publish its run directory under ``out``.
+
+    ``parameters`` (dotted key → resolved value) go to the manifest; ``name`` is a readable
+    run id instead of the scenario-and-seed one (see the module docstring).
+    """
     scenario = with_seed(scenario)
-    run_id = run_id_for(scenario)
+    run_id = run_id_for(scenario) if name is None else check_run_name(name)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise RunDirectoryError(f"{out}: the output location exists and is not a directory")
     final = out / run_id
+    if name is not None:
+        _check_named_target(final, scenario)
     try:
         staging = partial_directory(final)
     except OSError as exc:
@@ -111,6 +159,7 @@ def run_scenario(
             "scenario_name": scenario.name,
             "scenario_hash": scenario_hash(scenario),
             "seed": scenario.seed,
+            "parameters": dict(parameters or {}),
             "simulated_seconds": scenario.duration,
             "wall_time_seconds": round(wall, 3),
             "tables": counts,

@@ -2,12 +2,14 @@
 
 The sweep directory ``<out>/<sweep name>/`` holds:
 
+======================  =========================================================================
 ``sweep.yaml``          the sweep file as given, or the base and points of
                         :func:`~netsim.sweep.spec.plan_points` (provenance)
 ``sweep.json``          name, parameters, repetitions, planned / complete / failed counts, status
 ``plan.parquet``        one row per run: run, point, repetition, seed, run_id, parameter values
 ``runs/<run_id>/``      complete run directories, published atomically by ``run_scenario``
 ``failures/<id>.json``  the error and traceback of each run that failed
+======================  =========================================================================
 
 A run is done when ``runs/<run_id>`` is a complete run directory whose manifest carries the
 hash of the run's resolved scenario; starting the sweep again runs only the others, so a sweep
@@ -23,15 +25,15 @@ import re
 import signal
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
 from netsim.errors import SweepError
-from netsim.scenario.loader import scenario_hash
+from netsim.scenario.loader import parameter_value, scenario_hash
 from netsim.scenario.runner import run_scenario
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
@@ -46,6 +48,7 @@ from netsim.storage import (
     run_problems,
     write_json,
 )
+from netsim.sweep.expressions import is_missing
 from netsim.sweep.spec import PlannedRun, SweepPlan
 
 
@@ -57,6 +60,7 @@ class RunTask:
     run_id: str
     scenario: Scenario
     runs_dir: str
+    parameters: dict[str, Any] = field(default_factory=dict)  # for the run's manifest
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ def execute_task(task: RunTask) -> RunOutcome:
     run does not stop the sweep); an interrupt propagates, after ``run_scenario`` removed its
     staging directory."""
     try:
-        run_scenario(task.scenario, out=Path(task.runs_dir))
+        run_scenario(task.scenario, out=Path(task.runs_dir), parameters=task.parameters)
     except Exception as exc:  # any failure of a run is recorded, not raised
         return RunOutcome(
             task.run, task.run_id, "failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()
@@ -218,6 +222,14 @@ class SweepResult:
     failures: tuple[RunOutcome, ...]
 
 
+def manifest_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A point's parameters as a run's manifest records them (JSON values; None: absent)."""
+    return {
+        key: None if is_missing(value) else parameter_value(value)
+        for key, value in parameters.items()
+    }
+
+
 def sweep_directory(plan: SweepPlan, out: Path) -> Path:
     return Path(out) / plan.spec.name
 
@@ -299,7 +311,10 @@ def run_sweep(
     )
     _write_manifest(directory, plan, state, "incomplete")
     failures: list[RunOutcome] = []
-    tasks = [RunTask(r.run, r.run_id, r.scenario, str(runs_dir)) for r in pending]
+    tasks = [
+        RunTask(r.run, r.run_id, r.scenario, str(runs_dir), manifest_parameters(r.parameters))
+        for r in pending
+    ]
     by_number = {r.run: r for r in plan.runs}  # a plan may hold a subset of run numbers
     for outcome in backend.run(tasks):
         record = failures_dir / f"{outcome.run_id}.json"

@@ -41,7 +41,13 @@ import numpy as np
 import yaml
 
 from netsim.errors import ScenarioError, SweepError
-from netsim.scenario.loader import parse_yaml, scenario_to_data, set_dotted, validate_scenario
+from netsim.scenario.loader import (
+    parameter_value,
+    parse_yaml,
+    scenario_to_data,
+    set_dotted,
+    validate_scenario,
+)
 from netsim.scenario.runner import run_id_for
 from netsim.scenario.schema import Scenario
 from netsim.sweep.expressions import dotted_get, evaluate, is_expression, is_missing, lookup_in
@@ -430,11 +436,7 @@ def _check_point_seed(seed: object, where: str) -> int:
 def _parameter_cell(value: Any) -> Any:
     """A parameter value as ``plan.parquet`` holds it: a scalar as it is, a section or a list
     as canonical JSON text, an absent key as None."""
-    if is_missing(value):
-        return None
-    if isinstance(value, Mapping | list):
-        return json.dumps(value, sort_keys=True, default=str)
-    return value
+    return None if is_missing(value) else parameter_value(value)
 
 
 def _one_type_per_key(rows: list[dict[str, Any]], keys: Sequence[str]) -> None:

@@ -83,7 +83,7 @@ def dola_curves(tables: dict[str, pd.DataFrame], scenario: Scenario) -> pd.DataF
 
 def dola_curves_from_run(run_dir: Path) -> pd.DataFrame:
     """:func:`dola_curves` of a run directory."""
-    return dola_curves(load_run(run_dir), load_run_scenario(run_dir))
+    return dola_curves(load_run(run_dir, parameters=False), load_run_scenario(run_dir))
 
 
 def line_label(row: pd.Series, varying: Sequence[str]) -> str:
