@@ -9,17 +9,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
 from netsim import __version__
 from netsim.errors import NetsimError, RunDirectoryError, ScenarioError
-
-if TYPE_CHECKING:
-    from netsim.sweep.execute import SweepProgress
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -32,43 +27,6 @@ class Terminated(BaseException):
 
 def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
-
-
-class ProgressBar:
-    """A one-line progress bar on simulated time, drawn only on a terminal."""
-
-    def __init__(self, total: float, stream: TextIO, width: int = 30) -> None:
-        self.total = total
-        self.stream = stream
-        self.width = width
-        self.started = time.perf_counter()
-
-    def __call__(self, now: float) -> None:
-        fraction = min(now / self.total, 1.0) if self.total > 0 else 1.0
-        self.draw(fraction, f"{fraction:4.0%} simulated")
-
-    def draw(self, fraction: float, text: str) -> None:
-        filled = int(fraction * self.width)
-        elapsed = time.perf_counter() - self.started
-        bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(f"\r[{bar}] {text}  {elapsed:6.1f}s wall")
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.stream.write("\r" + " " * (self.width + 50) + "\r")
-        self.stream.flush()
-
-
-class SweepProgressBar(ProgressBar):
-    """The progress bar over the runs of a sweep."""
-
-    def __init__(self, stream: TextIO) -> None:
-        super().__init__(1.0, stream)
-
-    def __call__(self, state: SweepProgress) -> None:  # type: ignore[override]
-        failed = f", {state.failed} failed" if state.failed else ""
-        fraction = state.finished / state.total if state.total else 1.0
-        self.draw(fraction, f"{state.finished}/{state.total} runs{failed}")
 
 
 @contextmanager
@@ -112,6 +70,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from netsim.analysis import load_run, summarize_run
+    from netsim.progress import RunProgressBar
     from netsim.scenario import load_scenario
     from netsim.scenario.loader import override_keys, resolved_parameters
     from netsim.scenario.runner import check_run_name, run_scenario, with_seed
@@ -132,7 +91,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress: Callable[[float], None] | None = None
     bar = None
     if sys.stderr.isatty() and not args.quiet:
-        bar = ProgressBar(scenario.duration, sys.stderr)
+        bar = RunProgressBar(scenario.duration, sys.stderr)
         progress = bar
     try:
         with _naming_the_scenario(args.scenario):
@@ -154,6 +113,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from netsim.analysis.collect import collect
+    from netsim.progress import PROGRESS_DIR, SweepProgressBar
     from netsim.storage import SWEEP_FAILURES, SWEEP_RESULTS, SWEEP_RUNS
     from netsim.sweep.execute import backend_for, is_done, run_sweep, sweep_directory
     from netsim.sweep.spec import plan_sweep
@@ -174,7 +134,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             f"repetitions = {len(plan.runs)} runs on {backend.description}",
             file=sys.stderr,
         )
-    bar = SweepProgressBar(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
+    bar = None
+    if sys.stderr.isatty() and not args.quiet:
+        bar = SweepProgressBar(sys.stderr, directory.resolve() / SWEEP_RUNS / PROGRESS_DIR)
     try:
         try:
             result = run_sweep(plan, out=args.out, backend=backend, progress=bar)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -396,3 +397,67 @@ def test_every_command_and_argument_has_help_text() -> None:
             elif not action.help:
                 missing.append(f"{prog} {'/'.join(action.option_strings) or action.dest}")
     assert missing == []
+
+
+def on_a_terminal(command: list[str], cwd: Path) -> tuple[int, list[str]]:
+    """Run ``command`` with stderr on a pseudo-terminal of 100 × 24; its exit status and the
+    frames it drew there (split at carriage returns)."""
+    import fcntl
+    import os
+    import select
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    process = subprocess.Popen(
+        command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave
+    )
+    os.close(slave)
+    drawn = b""
+    while True:
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        elif process.poll() is not None:
+            break
+    os.close(master)
+    status = process.wait(timeout=60)
+    return status, [f for f in drawn.decode(errors="replace").split("\r") if f.strip()]
+
+
+def percent(frame: str) -> int | None:
+    found = re.search(r"(\d+)%\|", frame)
+    return int(found.group(1)) if found else None
+
+
+def test_progress_on_a_terminal_shows_the_simulated_clock_and_sweeps_advance_within_runs(
+    tmp_path,
+):
+    scenario = yaml.safe_load((REPO / "scenarios" / "quickstart.yaml").read_text())
+    scenario.update(nodes=400, duration="2h")
+    scenario["churn"]["path"] = str(REPO / "traces" / "stunner-synthetic.csv")
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(scenario))
+    status, frames = on_a_terminal(
+        [sys.executable, "-m", "netsim", "run", "run.yaml", "--out", "runs"], tmp_path
+    )
+    assert status == 0
+    running = [f for f in frames if "of 2h simulated" in f and 0 < (percent(f) or 0) < 100]
+    assert running and all("sim s/s" in f for f in running), frames
+    scenario["sweep"] = {"grid": {"nodes": [400]}, "repetitions": 2}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(scenario))
+    status, frames = on_a_terminal(
+        [sys.executable, "-m", "netsim", "sweep", "sweep.yaml", "--workers", "1", "--out", "s"],
+        tmp_path,
+    )
+    assert status == 0
+    # the bar moves while the first run is still running, and ends at both runs
+    within = [f for f in frames if "0/2 runs, 1 running" in f and (percent(f) or 0) > 0]
+    assert within, frames
+    assert any("2/2 runs" in f and percent(f) == 100 for f in frames), frames
+    assert not (tmp_path / "s" / "quickstart" / "runs" / ".progress").exists()

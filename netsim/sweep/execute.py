@@ -22,6 +22,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import shutil
 import signal
 import time
 import traceback
@@ -33,6 +34,7 @@ from typing import Any, Literal, Protocol
 import pyarrow as pa
 
 from netsim.errors import SweepError
+from netsim.progress import PROGRESS_DIR, RunProgressWriter
 from netsim.scenario.loader import parameter_value, scenario_hash
 from netsim.scenario.runner import run_scenario
 from netsim.scenario.schema import Scenario
@@ -78,12 +80,19 @@ def execute_task(task: RunTask) -> RunOutcome:
     """Run one task into its run directory. An error becomes a failed outcome (so one bad
     run does not stop the sweep); an interrupt propagates, after ``run_scenario`` removed its
     staging directory."""
+    writer = RunProgressWriter(
+        Path(task.runs_dir) / PROGRESS_DIR, task.run_id, task.scenario.duration
+    )
     try:
-        run_scenario(task.scenario, out=Path(task.runs_dir), parameters=task.parameters)
+        run_scenario(
+            task.scenario, out=Path(task.runs_dir), parameters=task.parameters, progress=writer
+        )
     except Exception as exc:  # any failure of a run is recorded, not raised
         return RunOutcome(
             task.run, task.run_id, "failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()
         )
+    finally:
+        writer.remove()
     return RunOutcome(task.run, task.run_id, "complete")
 
 
@@ -140,7 +149,7 @@ SCHEDULER_ADDRESS = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9a-fA-F:.
 
 
 class DaskCluster:
-    """The workers of a running Dask distributed scheduler (``pip install 'netsim[dask]'``).
+    """The workers of a running Dask distributed scheduler (``pip install 'netsim-ppml[dask]'``).
     Workers must see the same file system paths (the sweep directory, data and traces)."""
 
     def __init__(self, address: str, *, timeout: float = 5.0) -> None:
@@ -148,7 +157,8 @@ class DaskCluster:
             from distributed import Client
         except ImportError:
             raise SweepError(
-                "--scheduler needs dask.distributed; install it with pip install 'netsim[dask]'"
+                "--scheduler needs dask.distributed; install it with "
+                "pip install 'netsim-ppml[dask]'"
             ) from None
         if not SCHEDULER_ADDRESS.fullmatch(address):
             # checked here: a Client made from a malformed address fails, and then prints a
@@ -310,35 +320,46 @@ def run_sweep(
         len(plan.runs), len(plan.runs) - len(pending), started=time.perf_counter()
     )
     _write_manifest(directory, plan, state, "incomplete")
+    # progress files of runs an earlier, stopped invocation left behind
+    shutil.rmtree(runs_dir / PROGRESS_DIR, ignore_errors=True)
+    if progress is not None:
+        progress(state)
     failures: list[RunOutcome] = []
     tasks = [
         RunTask(r.run, r.run_id, r.scenario, str(runs_dir), manifest_parameters(r.parameters))
         for r in pending
     ]
     by_number = {r.run: r for r in plan.runs}  # a plan may hold a subset of run numbers
-    for outcome in backend.run(tasks):
-        record = failures_dir / f"{outcome.run_id}.json"
-        if outcome.status == "complete":
-            state.complete += 1
-            record.unlink(missing_ok=True)
-        else:
-            state.failed += 1
-            failures.append(outcome)
-            planned = by_number[outcome.run]
-            write_json(
-                record,
-                {
-                    "run_id": outcome.run_id,
-                    "run": outcome.run,
-                    "point": planned.point,
-                    "repetition": planned.repetition,
-                    "error": outcome.error,
-                    "traceback": outcome.traceback,
-                },
-            )
-        _write_manifest(directory, plan, state, "incomplete")
-        if progress is not None:
-            progress(state)
+    outcomes = backend.run(tasks)
+    try:
+        for outcome in outcomes:
+            record = failures_dir / f"{outcome.run_id}.json"
+            if outcome.status == "complete":
+                state.complete += 1
+                record.unlink(missing_ok=True)
+            else:
+                state.failed += 1
+                failures.append(outcome)
+                planned = by_number[outcome.run]
+                write_json(
+                    record,
+                    {
+                        "run_id": outcome.run_id,
+                        "run": outcome.run,
+                        "point": planned.point,
+                        "repetition": planned.repetition,
+                        "error": outcome.error,
+                        "traceback": outcome.traceback,
+                    },
+                )
+            _write_manifest(directory, plan, state, "incomplete")
+            if progress is not None:
+                progress(state)
+    finally:  # the workers stop first (an interrupt), then their progress files go
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()
+        shutil.rmtree(runs_dir / PROGRESS_DIR, ignore_errors=True)
     _write_manifest(directory, plan, state, "complete" if state.failed == 0 else "incomplete")
     return SweepResult(directory, state, tuple(sorted(failures, key=lambda o: o.run)))
 
