@@ -261,6 +261,39 @@ def test_a_changed_scenario_is_not_taken_for_a_finished_run(tmp_path):
     assert not is_done(plan.runs[0], runs_dir) and is_done(plan.runs[1], runs_dir)
 
 
+def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_runs(tmp_path):
+    """A run made before metrics.privacy_ledger and metrics.omit_tables existed recorded the
+    hash of its scenario without them; at their defaults they still hash to that, so a resumed
+    sweep does not run it again. Set to anything else, they make another configuration."""
+    import hashlib
+
+    from netsim.scenario.loader import (
+        HASH_NEUTRAL_DEFAULTS,
+        load_scenario,
+        scenario_hash,
+        scenario_to_data,
+    )
+    from netsim.scenario.schema import Scenario
+
+    scenario = load_scenario(write(tmp_path / "s.yaml", BASE))
+    before = scenario_to_data(scenario)
+    for *sections, key in HASH_NEUTRAL_DEFAULTS:
+        parent = before
+        for section in sections:
+            parent = parent[section]
+        del parent[key]
+    canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
+    assert scenario_hash(scenario) == hashlib.sha256(canonical.encode()).hexdigest()
+    totals = load_scenario(write(tmp_path / "t.yaml", BASE), ["metrics.privacy_ledger=totals"])
+    assert scenario_hash(totals) != scenario_hash(scenario)
+    # each neutral value is the schema's default (the table cannot drift from it)
+    for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
+        model = Scenario
+        for section in sections:
+            model = model.model_fields[section].annotation
+        assert model().model_dump(mode="json", by_alias=True)[key] == neutral
+
+
 def test_a_run_with_a_damaged_table_is_not_taken_for_done_and_load_run_says_why(tmp_path):
     """A table zeroed in place (a crash of the disk, not of netsim) or replaced by a valid
     Parquet file of another table made a resumed sweep skip the run, and load_run raise

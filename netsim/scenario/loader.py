@@ -287,7 +287,24 @@ def scenario_to_yaml(scenario: Scenario) -> str:
     return header + yaml.safe_dump(scenario_to_data(scenario), sort_keys=False)
 
 
+#: Keys added after runs existed, at the value that keeps what runs did before: left out of
+#: the hash there, so a run made before the key existed keeps its id (and a resumed sweep
+#: does not run it again). A key added later with a default belongs here.
+HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
+    ("metrics", "privacy_ledger"): "charges",
+    ("metrics", "omit_tables"): [],
+}
+
+
 def scenario_hash(scenario: Scenario) -> str:
-    """SHA-256 of the resolved scenario (seed included): identifies a run's configuration."""
-    canonical = json.dumps(scenario_to_data(scenario), sort_keys=True, separators=(",", ":"))
+    """SHA-256 of the resolved scenario (seed included): identifies a run's configuration.
+    Keys at a value of :data:`HASH_NEUTRAL_DEFAULTS` are left out."""
+    data = scenario_to_data(scenario)
+    for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
+        parent: Any = data
+        for section in sections:
+            parent = parent.get(section) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and key in parent and parent[key] == neutral:
+            del parent[key]
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
