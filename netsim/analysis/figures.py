@@ -27,7 +27,9 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - depends on the installation
-        raise RunDirectoryError("figures need matplotlib: pip install 'netsim[plot]'") from None
+        raise RunDirectoryError(
+            "figures need matplotlib: pip install 'netsim-ppml[plot]'"
+        ) from None
     return plt
 
 

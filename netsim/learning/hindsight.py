@@ -13,8 +13,8 @@ one example, and examples may repeat, so the comparator is the minimum of
 
 with integer multiplicities c_k ≥ 0, labels y_k ∈ {−1, +1}, regulariser φ ≥ 0 and ℓ the hinge
 max(0, 1 − z) or the logistic loss log(1 + e^{−z}); or, for regression (Zhang &
-Venkitasubramaniam's experiment), F(w) = Σ_k c_k |⟨w, x_k⟩ − y_k| + (φ/2) C ‖w‖² with real y_k
-(``absolute``).
+Venkitasubramaniam's experiment), F(w) = Σ_k c_k ``|⟨w, x_k⟩ − y_k|`` + (φ/2) C ‖w‖² with real
+y_k (``absolute``).
 
 Method. Spectral projected gradient (SPG; Birgin, Martínez & Raydan, "Nonmonotone spectral
 projected gradient methods on convex sets", SIAM J. Optim. 10(4), 2000, algorithm SPG2):
@@ -25,9 +25,9 @@ objectives such as a nearly separable logistic loss, accepting again and again a
 old, poor point that the history still tolerates).
 
 * Logistic loss: SPG on F over the ball.
-* Absolute error: SPG over the ball on the Huber-smoothed |r|, h_μ(r) = r²/(2μ) (|r| ≤ μ),
-  |r| − μ/2 (else), with h_μ ≤ |r| ≤ h_μ + μ/2, and the same continuation in μ as the hinge
-  (primal only: its certificate is the gradient bound below).
+* Absolute error: SPG over the ball on the Huber-smoothed ``|r|``, h_μ(r) = r²/(2μ)
+  (``|r|`` ≤ μ), ``|r|`` − μ/2 (else), with h_μ ≤ ``|r|`` ≤ h_μ + μ/2, and the same
+  continuation in μ as the hinge (primal only: its certificate is the gradient bound below).
 * Hinge: SPG over the ball on F_μ, F with Nesterov's smoothed hinge ("Smooth minimization of
   non-smooth functions", Math. Program. 103, 2005)
 
@@ -35,7 +35,7 @@ old, poor point that the history still tolerates).
 
   which satisfies h_μ ≤ h ≤ h_μ + μ/2 and has a 1/μ-Lipschitz derivative, with continuation
   μ = 1, 0.1, 0.01, … (each stage warm-started from the last) down to a μ with
-  (μ/2) C ≤ tolerance · max(1, |value|)/2 at the latest. After the first stage a second SPG runs
+  (μ/2) C ≤ tolerance · max(1, ``|value|``)/2 at the latest. After the first stage a second SPG runs
   on the Lagrangian dual (below) over the box 0 ≤ α ≤ c, warm-started from the first stage's
   multipliers and interleaved with the primal iterations: the smoothed primal is fast when
   few examples sit on the margin at the optimum (d ≪ N) and is the only useful one when the

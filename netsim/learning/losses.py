@@ -11,7 +11,7 @@ loss                   ℓ(w; x, y)                             (sub)gradient in
 =====================  =====================================  ================================
 ``logistic``           log(1 + e^{−y w·x})                    −y σ(−y w·x) x
 ``hinge``              max(0, 1 − y w·x)                      −y x if y w·x < 1, else 0
-``absolute``           |w·x − y|                              sign(w·x − y) x (0 at the kink)
+``absolute``           ``|w·x − y|``                          sign(w·x − y) x (0 at the kink)
 ``softmax``            logsumexp(W x) − w_y·x                 (softmax(W x) − e_y) xᵀ
 ``multiclass_hinge``   max(0, 1 + max_{k≠y} w_k·x − w_y·x)    (e_{k*} − e_y) xᵀ when positive
 =====================  =====================================  ================================
@@ -52,7 +52,7 @@ def binary_label(class_index: int) -> int:
 def loss_values(loss: str, margins: np.ndarray) -> np.ndarray:
     """ℓ(z) elementwise for margins z = y⟨w, x⟩: the hinge max(0, 1 − z) or the logistic loss
     log(1 + e^{−z}), the latter computed without overflow as logaddexp(0, −z); for
-    ``absolute`` the margins are residuals r = ⟨w, x⟩ − y and ℓ(r) = |r|."""
+    ``absolute`` the margins are residuals r = ⟨w, x⟩ − y and ℓ(r) = ``|r|``."""
     check_loss(loss, BINARY_LOSSES)
     z = np.asarray(margins, dtype=np.float64)
     if loss == "hinge":

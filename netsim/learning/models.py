@@ -3,9 +3,9 @@
 Hegedűs, Berta, Jelasity (2016) §2.1 and eqs. (9)–(10): binary logistic regression
 (y ∈ {0, 1}) and the linear SVM with the hinge loss (y ∈ {−1, 1}, Pegasos); for more than two
 classes, multinomial logistic regression (softmax) and the SVM with K hyperplanes
-(Crammer & Singer). The gradients are those of :func:`netsim.privacy.sensitivity.
-per_example_gradient`, whose sensitivity that module certifies, so the noise is calibrated to
-exactly the function that is computed.
+(Crammer & Singer). The gradients are those of
+:func:`netsim.privacy.sensitivity.per_example_gradient`, whose sensitivity that module
+certifies, so the noise is calibrated to exactly the function that is computed.
 
 Weights are a vector of length d for two classes and a K×d matrix for K > 2 classes. Class
 indices are 0..K−1 everywhere; :meth:`LinearModel.label` maps them to each loss's label set.

@@ -2,7 +2,7 @@
 
 For two neighbouring inputs x₀ = 0 and x₁ = v (‖v‖ = Δ in the mechanism's norm), draw many
 outputs under each and compare the probabilities of regions (balls): an ε-DP mechanism
-satisfies P₀(S) ≤ e^ε P₁(S) for every region S, so |ln(P₀(S)/P₁(S))| estimates a lower bound
+satisfies P₀(S) ≤ e^ε P₁(S) for every region S, so ``|ln(P₀(S)/P₁(S))|`` estimates a lower bound
 on its privacy loss. The standard error of the log ratio of two counts c₀, c₁ is about
 √(1/c₀ + 1/c₁) (delta method), which gives the tolerance of a test.
 

@@ -19,8 +19,8 @@ larger than that of x", hence the sensitivity 2·max‖x‖ (= 2 for normalised 
 uses multi-class variants (K hyperplanes for the SVM, Crammer & Singer 2002 [19]; multinomial
 logistic regression); the paper gives no sensitivity for those, and the bounds below for the
 whole K×d gradient are derived here. Zhang & Venkitasubramaniam (Mutual-information-private
-OGD, §2 and Thm. 1) use the absolute loss |⟨w, x⟩ − y| with subgradient ±x and L-Lipschitz
-losses, ‖z‖₂ ≤ L; with ‖x‖₂ ≤ R the absolute loss is R-Lipschitz.
+OGD, §2 and Thm. 1) use the absolute loss ``|⟨w, x⟩ − y|`` with subgradient ±x and
+L-Lipschitz losses, ‖z‖₂ ≤ L; with ‖x‖₂ ≤ R the absolute loss is R-Lipschitz.
 
 =====================  =========  ===============  ============  =================================
 loss                   norm       gradient bound   sensitivity   supremum
@@ -106,13 +106,13 @@ def gradient_bound(loss: str, *, radius: float, norm: Norm, classes: int = 2) ->
     c xᵀ of a coefficient vector c ∈ R^K with x, whose flattened norm is ‖c‖·‖x‖ in both L1
     (Σ|c_k x_j| = Σ|c_k| Σ|x_j|) and L2 (Frobenius norm of a rank-one matrix).
 
-    * ``logistic`` (y ∈ {0, 1}): ∇ = (σ(w·x) − y) x and |σ − y| < 1, so ‖∇‖ < ‖x‖ ≤ R in any
-      norm (Hegedűs et al. 2016 §3.2, eq. 9, written there with the opposite sign). G = R is a
-      supremum (|σ − y| → 1 as |w·x| → ∞), not attained.
+    * ``logistic`` (y ∈ {0, 1}): ∇ = (σ(w·x) − y) x and ``|σ − y|`` < 1, so ‖∇‖ < ‖x‖ ≤ R in
+      any norm (Hegedűs et al. 2016 §3.2, eq. 9, written there with the opposite sign). G = R is a
+      supremum (``|σ − y|`` → 1 as ``|w·x|`` → ∞), not attained.
     * ``hinge`` (y ∈ {−1, 1}, ℓ = max(0, 1 − y w·x)): ∇ = −y x · 1[y w·x < 1], so ‖∇‖ ≤ R
       (Hegedűs et al. eq. 10); attained whenever the margin is violated and ‖x‖ = R.
-    * ``absolute`` (ℓ = |w·x − y|, Zhang & Venkitasubramaniam): ∇ = sign(w·x − y) x, ‖∇‖ ≤ R;
-      attained off the kink.
+    * ``absolute`` (ℓ = ``|w·x − y|``, Zhang & Venkitasubramaniam): ∇ = sign(w·x − y) x,
+      ‖∇‖ ≤ R; attained off the kink.
     * ``softmax`` (K×d weights, p = softmax(W x)): ∇ = (p − e_y) xᵀ.
       L2: ‖p − e_y‖₂² = (1 − p_y)² + Σ_{k≠y} p_k² ≤ (1 − p_y)² + (Σ_{k≠y} p_k)² = 2(1 − p_y)²
       < 2, so G = √2·R (supremum as p → e_b for some b ≠ y, not attained).
@@ -140,7 +140,7 @@ def sensitivity(loss: str, *, radius: float, norm: Norm, classes: int = 2) -> fl
     Upper bound: ‖g₁ − g₂‖ ≤ ‖g₁‖ + ‖g₂‖ ≤ 2G (triangle inequality). It is also the supremum
     (for d ≥ 2), so no smaller Δ is valid for all weights:
 
-    * ``hinge``: x₁ = R·u, x₂ = −R·u, y₁ = y₂ = 1, w = 0 (both margins violated, |w·x| < 1):
+    * ``hinge``: x₁ = R·u, x₂ = −R·u, y₁ = y₂ = 1, w = 0 (both margins violated, ``|w·x|`` < 1):
       g₁ − g₂ = −x₁ − x₁ = −2R·u, norm 2R exactly, in any norm and any d.
     * ``absolute``: x₁ = x₂ = x with ‖x‖ = R, w = 0, y₁ = −1, y₂ = 1 (or x₂ = −x₁, y = 1):
       g₁ − g₂ = x + x, norm 2R exactly.
@@ -149,7 +149,7 @@ def sensitivity(loss: str, *, radius: float, norm: Norm, classes: int = 2) -> fl
       y₁ = y₂ = 0, a unit u ⊥ x₁, x₂ = −c x₁ + R√(1 − c²) u (‖x₁‖₂ = R), and w with
       w·x₁ = w·x₂ = M (possible thanks to the u component). Then g₁ − g₂ = σ(M)(x₁ − x₂) and
       ‖x₁ − x₂‖₂ = R√(2 + 2c) → 2R as c → 1, σ(M) → 1 as M → ∞: 2R is approached, never
-      attained (|σ − y| < 1). In L1 take x₁ = R e₁, x₂ = −cR e₁ + (1 − c)R e₂: ‖x₁ − x₂‖₁ = 2R
+      attained (``|σ − y|`` < 1). In L1 take x₁ = R e₁, x₂ = −cR e₁ + (1 − c)R e₂: ‖x₁ − x₂‖₁ = 2R
       for every c ∈ [0, 1), so only M → ∞ is needed. In d = 1 the supremum is only ≈ 1.05·R
       (numerically), since every w·x then has the sign of x.
     * ``softmax``: the same construction with y₁ = y₂ = y and weights that put probability

@@ -6,17 +6,19 @@ stochastic A_t (:mod:`netsim.algorithms.dola.mixing`), take a (mini-batch) subgr
 hinge or logistic loss on their next examples, project onto the L2 ball of radius R and
 release a perturbed value:
 
-=============  ==============================================  ===========================
-algorithm      update and release                              privacy (per example)
-=============  ==============================================  ===========================
-``laplace``    arXiv Alg. 1 / TKDE Alg. 1: b = A w̃; w ← Proj[b   ε-DP: Laplace(S(t)/ε),
-               − α g(b)]; release w̃ = w + σ                    S(t) = 2 α_t √n L / h
-``gaussian``   TKDE Alg. 2: w̃ ← Proj[b − α (g(b) + σ)]          J² as printed (ε' recorded)
-                                                               or analytic (ε, δ)-DP
-``sparse``     TKDE Alg. 3: p = A ϑ̃; w = Proj[soft(p, α_t ρ)];  ε-DP as ``laplace``
-               ϑ = w − α g(w); release ϑ̃ = ϑ + σ
-``non_private`` Alg. 1 without noise (as any algorithm at ε = ∞)  none (baseline)
-=============  ==============================================  ===========================
+===============  ==============================================  ===========================
+algorithm        update and release                              privacy (per example)
+===============  ==============================================  ===========================
+``laplace``      arXiv Alg. 1 / TKDE Alg. 1: b = A w̃;            ε-DP: Laplace(S(t)/ε),
+                 w ← Proj[b − α g(b)]; release w̃ = w + σ         S(t) = 2 α_t √n L / h
+``gaussian``     TKDE Alg. 2: w̃ ← Proj[b − α (g(b) + σ)]         J² as printed (ε' recorded)
+                                                                 or analytic (ε, δ)-DP
+``sparse``       TKDE Alg. 3: p = A ϑ̃;                           ε-DP as ``laplace``
+                 w = Proj[soft(p, α_t ρ)]; ϑ = w − α g(w);
+                 release ϑ̃ = ϑ + σ
+``non_private``  Alg. 1 without noise (as any algorithm          none (baseline)
+                 at ε = ∞)
+===============  ==============================================  ===========================
 
 Mini-batch (arXiv Alg. 2, TKDE Alg. 4): each node averages the subgradients of ``batch``
 examples per round, dividing the sensitivity by h. Step sizes α_t = 1/(λt) (strongly convex)

@@ -1,8 +1,9 @@
 """Gossip learning (Hegedűs, Berta, Jelasity 2016, Alg. 1; Ormándi, Hegedűs, Jelasity 2013).
 
 Every Δ each online node sends its current model to a random online neighbour; the receiver
-updates the model with its own record (eq. 8, through the same :class:`~netsim.algorithms.dpsgd.sgd.
-SGDAgent` as the walks) and keeps it as its current model. It is push-only gossip
+updates the model with its own record (eq. 8, through the same
+:class:`~netsim.algorithms.dpsgd.sgd.SGDAgent` as the walks) and keeps it as its current
+model. It is push-only gossip
 (:class:`~netsim.protocols.gossip.PushPullGossip` with ``pull=False``), so timing, churn and
 transfer times are those of the network: a model of K·d weights is sent as 8·K·d bytes.
 

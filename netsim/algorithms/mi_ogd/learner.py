@@ -15,7 +15,7 @@ on reports z̃_t that users compute **on their own side** (the encryption layer)
 
 Regret bounds: B √((L² + dσ²) T) with η = B/√((L² + dσ²) T) (Theorem 2); O(T^{3/4}) with
 η ∝ T^{−3/4}, δ ∝ T^{−1/4} in the bandit setting (Theorem 4, whose printed bound has F/η where
-F/δ is meant). Losses: absolute error |⟨w, x⟩ − y| (the paper's experiment), hinge and
+F/δ is meant). Losses: absolute error ``|⟨w, x⟩ − y|`` (the paper's experiment), hinge and
 logistic (labels ±1), all L-Lipschitz in w with L = max ‖x‖.
 """
 
@@ -186,7 +186,7 @@ def synthetic_regression(
 
 
 def max_loss(loss: Loss, reach: float, lipschitz: float, y_max: float) -> float:
-    """F = max f over ‖w‖ ≤ reach (the ball plus the bandit's δ) for ‖x‖ ≤ L, |y| ≤ y_max."""
+    """F = max f over ‖w‖ ≤ reach (the ball plus the bandit's δ) for ‖x‖ ≤ L, ``|y|`` ≤ y_max."""
     if loss == "absolute":
         return reach * lipschitz + y_max
     if loss == "hinge":

@@ -1,0 +1,134 @@
+"""The documentation site (docs/) builds in strict mode, and its generated reference covers
+what the code defines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+GENERATED = DOCS / "reference" / "_generated"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site built as the docs say: every warning (a broken link or cross-reference, a
+    docstring that is not valid reST) fails the build."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(DOCS), str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"sphinx failed:\n{done.stdout[-5000:]}\n{done.stderr[-20000:]}"
+    return out
+
+
+def test_the_site_builds_without_warnings(site: Path) -> None:
+    for page in (
+        "index",
+        "tutorial",
+        "howto/churn-trace",
+        "explanation/privacy",
+        "reference/scenario-files",
+        "reference/_generated/api/netsim.privacy",
+    ):
+        assert (site / f"{page}.html").is_file(), page
+
+
+def test_the_scenario_key_reference_lists_every_section_and_component(site: Path) -> None:
+    text = (GENERATED / "scenario-keys.md").read_text(encoding="utf-8")
+    for key in (
+        "`transfer_time`",
+        "`kill_probability`",
+        "`sample_every`",
+        "`epsilon`",
+        "`thresholds`",
+        "`window`",
+    ):
+        assert key in text, key
+    for component in (
+        "`k_out`",
+        "`stunner`",
+        "`service`",
+        "`visit_counter`",
+        "`k_norm_l2`",
+        "`spambase`",
+    ):
+        assert component in text, component
+    # constraints and defaults come from the pydantic fields
+    assert "| `kill_probability` | number | `0.0` | ≥ 0; ≤ 1 |" in text
+    assert "| `nodes` | integer | **required** | ≥ 1 |" in text
+    # the prose reference (scenarios/README.md) is part of the site
+    html = (site / "reference" / "scenario-files.html").read_text(encoding="utf-8")
+    assert "Sweeps: the" in html and "Canonical trace format" in html
+
+
+def test_the_table_reference_lists_every_table(site: Path) -> None:
+    text = (GENERATED / "event-tables.md").read_text(encoding="utf-8")
+    for table in (
+        "walk_summary",
+        "samples",
+        "churn",
+        "messages_lost",
+        "broadcasts",
+        "privacy_ledger",
+        "dola_rounds",
+        "mi_ogd_summary",
+        "trace_assignment",
+    ):
+        assert f"## `{table}`" in text, table
+    assert "| `mean_propagating` | `double` |" in text
+
+
+def test_the_cli_reference_lists_every_command(site: Path) -> None:
+    text = (GENERATED / "cli.md").read_text(encoding="utf-8")
+    for command in (
+        "netsim validate",
+        "netsim run",
+        "netsim sweep",
+        "netsim report",
+        "netsim trace info",
+        "netsim trace convert",
+        "netsim trace synth",
+    ):
+        assert f"## `{command}`" in text or f"### `{command}`" in text, command
+    assert "--scheduler ADDRESS" in text
+
+
+def test_the_privacy_page_agrees_with_the_mechanisms() -> None:
+    """docs/explanation/privacy.md says which mechanism is ε-DP, (ε, δ)-DP or neither; the
+    table it includes is generated from the events the mechanisms return, and its prose must
+    say the same."""
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        from netsim_docs import privacy
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    stated = {
+        name: [event.guarantee for event in privacy.guarantees(release)]
+        for name, release in privacy.registered_mechanisms()
+    }
+    assert stated == {
+        "l1": ["epsilon-DP", "epsilon-DP"],
+        "l2_paper": ["epsilon-DP", "none"],  # ε-DP in one dimension only
+        "k_norm_l2": ["epsilon-DP", "epsilon-DP"],
+    }
+    prose = (DOCS / "explanation" / "privacy.md").read_text(encoding="utf-8")
+    assert "in more it is **not** ε-DP" in prose
+    assert "is ε-DP for the L1 sensitivity" in prose and "is ε-DP for the L2" in prose
+
+
+def test_the_home_page_shows_the_readme_commands() -> None:
+    """docs/index.md repeats the README's two opening commands; they must stay the same."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").split("```")
+    commands = [readme[i].strip().removeprefix("sh").strip() for i in range(1, len(readme), 2)]
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    for command in commands[:2]:
+        assert command in index, command
