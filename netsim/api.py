@@ -169,6 +169,10 @@ class Curve:
     metric: str
     axis: str
     ylabel: str
+    #: Another metric of the table drawn dashed in the same panel (e.g. a theorem's bound),
+    #: named in the legend by ``reference_label``.
+    reference: str | None = None
+    reference_label: str = ""
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,7 @@ class FigureSpec:
     title: str
     panels: tuple[Curve, ...]
     log_x_over_decades: float | None = None  # log-scaled x when x spans more decades
+    xlabel: str | None = None  # default: "time (hours)" or "round", by the panels' axis
 
 
 class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract methods)

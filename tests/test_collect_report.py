@@ -580,14 +580,20 @@ def test_report_of_a_walk_sweep(walk_sweep, tmp_path):
 
 def test_report_draws_only_the_figures_of_the_tables_present(dola_sweep, quickstart_run, tmp_path):
     out = tmp_path / "report"
-    check_report(
+    markdown = check_report(
         write_report(dola_sweep, out),
         {"dola_accuracy_vs_round.png", "dola_regret_vs_round.png", "online_nodes.png",
          "privacy_spent.png", "table_dola_mixing.png"},
     )  # fmt: skip
+    # two repetitions: the figures draw the runs, not a 12.7-standard-error band
+    assert "With fewer than three repetitions the figures draw every run" in markdown
     # the same directory for another source: the old figures go
     markdown = check_report(write_report(quickstart_run, out), {"online_nodes.png"})
-    assert "| 0 | 1/1 |" in markdown and "## Failed runs" in markdown
+    # one run: its id and seed, no grid, repetitions or failed runs to speak of
+    run_id = json.loads((quickstart_run / "manifest.json").read_text())["run_id"]
+    assert f"Run `{run_id}` in `{quickstart_run}`, seed " in markdown
+    for sweep_text in ("## Grid", "## Failed runs", "repetitions", "confidence"):
+        assert sweep_text not in markdown
     assert "No summary tables" in markdown
 
 
@@ -597,7 +603,19 @@ def test_report_of_a_plain_run_goes_into_the_run_directory(mi_run):
     # MI-private releases spend no ε: no figure of zeros, a sentence instead
     markdown = check_report(report, {"mi_ogd_regret_vs_round.png", "online_nodes.png"})
     assert "no record spent any ε" in markdown
-    assert "| mi_ogd_summary.regret |" in markdown
+    assert "| mi_ogd_summary.regret |" in markdown and "| metric | value |" in markdown
+    # the regret figure draws the theorem's bound beside the regret (dashed)
+    from netsim.algorithms.mi_ogd.rounds import REGRET_FIGURE
+    from netsim.analysis.report import curve_statistics
+
+    curve = REGRET_FIGURE.panels[0]
+    statistics = curve_statistics(collect(mi_run, write=False), curve)
+    regret = read_table(mi_run, "mi_ogd_regret")
+    assert curve.reference == "bound" and statistics.reference is not None
+    assert statistics.reference["mean"].tolist() == regret["bound"].tolist()
+    # counts as integers: rounds scheduled, played and applied
+    summary = read_table(mi_run, "mi_ogd_summary").iloc[0]
+    assert f"| mi_ogd_summary.played | {int(summary['played']):,} |" in markdown
 
 
 def test_metric_tables_are_registered_by_name():
@@ -694,6 +712,14 @@ def test_collect_reads_a_folder_or_a_list_of_runs_grouped_by_configuration(folde
     text = report.read_text()
     assert text.startswith("# Report: ") and f"Run directories in `{folder}`" in text
     assert (report.parent / "online_nodes.png").is_file()
+    assert (report.parent / "broadcast_times.png").is_file()  # one update, at 1 min
+
+
+def test_broadcasts_with_other_thresholds_get_the_table_figure(tmp_path):
+    run_dir = cli_run(tmp_path / "runs", "--set", "nodes=30", "--set",
+                      "broadcast.thresholds=[0.5, 0.75]")  # fmt: skip
+    markdown = check_report(write_report(run_dir), {"online_nodes.png", "table_broadcasts.png"})
+    assert "Table broadcasts" in markdown
 
 
 def test_a_named_run_never_replaces_another_run(folder_of_runs, tmp_path, capsys):

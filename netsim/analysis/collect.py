@@ -632,5 +632,9 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool | np.bool_):
         return str(bool(value))
     if isinstance(value, float | np.floating):
-        return "nan" if math.isnan(value) else f"{float(value):g}"
+        if math.isnan(value):
+            return "nan"
+        if float(value).is_integer() and abs(value) < 1e15:
+            return str(int(value))  # 1000000, not 1e+06
+        return f"{float(value):g}"
     return str(value)

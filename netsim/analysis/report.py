@@ -52,6 +52,9 @@ LONG_SERIES_SAMPLES = 150
 MAX_LONG_SERIES_BINS = 120
 #: A panel's y-axis is logarithmic when the positive means span more decades than this.
 LOG_Y_OVER_DECADES = 2.0
+#: With fewer repetitions per point than this, a figure draws every run instead of a band (a
+#: Student t interval over two runs is 12.7 standard errors wide and says little).
+BAND_FROM_REPETITIONS = 3
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
@@ -216,8 +219,10 @@ def repetitions_text(counts: Sequence[int]) -> str:
     """What a figure's lines are averaged over, for its title."""
     low, high = min(counts), max(counts)
     if high <= 1:
-        return "one repetition per point (no confidence band)"
+        return "one run" if len(counts) == 1 else "one repetition per point"
     span = f"{high}" if low == high else f"{low}–{high}"
+    if high < BAND_FROM_REPETITIONS:
+        return f"mean of {span} repetitions per point; thin lines: the runs"
     return f"mean of {span} repetitions per point; band: {CONFIDENCE:.0%} CI of the mean"
 
 
@@ -315,10 +320,14 @@ def curve_binning(samples: pd.DataFrame, axis: str) -> Binning | None:
 
 @dataclass(frozen=True)
 class CurveStatistics:
-    """A panel's statistics per grid point and x, and how its runs were binned (if at all)."""
+    """A panel's statistics per grid point and x, how its runs were binned (if at all), each
+    run's values (``run, point, x, value``) and the statistics of the curve's reference
+    metric (None without one)."""
 
     frame: pd.DataFrame
     binning: Binning | None = None
+    runs: pd.DataFrame | None = None
+    reference: pd.DataFrame | None = None
 
     @property
     def empty(self) -> bool:
@@ -351,7 +360,12 @@ def curve_statistics(long: pd.DataFrame, curve: Curve) -> CurveStatistics:
     extent = per_run.groupby(["point", curve.axis])["value"].agg(run_min="min", run_max="max")
     statistics = statistics.merge(extent.reset_index(), on=["point", curve.axis], how="left")
     frame = statistics.rename(columns={curve.axis: "x"}).sort_values(["point", "x"])
-    return CurveStatistics(frame, binning)
+    runs = per_run[["run", "point", curve.axis, "value"]].rename(columns={curve.axis: "x"})
+    reference = None
+    if curve.reference is not None:
+        found = curve_statistics(long, Curve(curve.table, curve.reference, curve.axis, ""))
+        reference = None if found.empty else found.frame
+    return CurveStatistics(frame, binning, runs.sort_values(["run", "x"]), reference)
 
 
 def _log_x(statistics: list[CurveStatistics], decades: float | None) -> bool:
@@ -374,7 +388,8 @@ def _log_y(frame: pd.DataFrame) -> bool:
 
 
 def _limit_to_runs(ax, statistics: pd.DataFrame, log: bool = False) -> None:
-    """Cut confidence bands that reach beyond every run's values at the axes' edge."""
+    """Cut confidence bands that reach beyond every run's values (and a reference line's) at
+    the axes' edge."""
     if log:
         values = statistics[["run_min", "run_max", "mean"]].to_numpy(dtype=float).ravel()
         values = values[np.isfinite(values) & (values > 0)]
@@ -456,8 +471,18 @@ def _draw_curve_figure(
     points = sorted({int(p) for s in statistics for p in s.frame["point"].unique()})
     # many overlapping bands would hide the lines
     alpha = 0.2 if len(points) <= 3 else 0.12 if len(points) <= 6 else 0.08
+    counts = [repetitions.get(p, 0) for p in points]
+    draw_runs = 1 < max(counts) < BAND_FROM_REPETITIONS
+    x_scale = HOUR if spec.panels[0].axis == "time" else 1.0
     for ax, curve, stats in zip(axes[:, 0], spec.panels, statistics, strict=True):
         frame = stats.frame
+        if stats.reference is not None:  # the axes hold the reference line too
+            reference = stats.reference.assign(run_min=stats.reference["mean"])
+            frame_for_limits = pd.concat(
+                [frame, reference.assign(run_max=stats.reference["mean"])], ignore_index=True
+            )
+        else:
+            frame_for_limits = frame
         log = _log_y(frame)
         if log:
             ax.set_yscale("log")
@@ -486,17 +511,33 @@ def _draw_curve_figure(
                 mew=1.1,
                 label=labels[int(point)],
             )
-            if line["n"].max() > 1:
+            if draw_runs and stats.runs is not None:
+                for _, run in stats.runs[stats.runs["point"] == point].groupby("run"):
+                    ax.plot(
+                        run["x"].to_numpy() / x_scale, run["value"].to_numpy(dtype=float),
+                        color=style.colour, linestyle=style.linestyle, lw=0.7, alpha=0.55,
+                    )  # fmt: skip
+            elif line["n"].max() > 1:
                 ax.fill_between(x, low, high, color=style.colour, alpha=alpha, lw=0)
+        if stats.reference is not None:
+            for point, line in stats.reference.groupby("point", sort=True):
+                ax.plot(
+                    line["x"].to_numpy() / x_scale, line["mean"].to_numpy(dtype=float),
+                    color=styles[int(point)].colour, linestyle="--", lw=1.1,
+                    label=f"{curve.reference_label or curve.reference}"
+                    + (f" ({labels[int(point)]})" if len(points) > 1 else ""),
+                )  # fmt: skip
         ax.set_ylabel(_log_label(curve.ylabel) if log else curve.ylabel)
         ax.grid(alpha=0.3, which="major")
         ax.grid(alpha=0.1, which="minor")
-        _limit_to_runs(ax, frame, log)
+        _limit_to_runs(ax, frame_for_limits, log)
+        if stats.reference is not None and len(points) == 1:
+            ax.legend(fontsize=8, frameon=False)
     bottom = axes[-1, 0]
-    bottom.set_xlabel("time (hours)" if spec.panels[0].axis == "time" else "round")
+    default_xlabel = "time (hours)" if spec.panels[0].axis == "time" else "round"
+    bottom.set_xlabel(spec.xlabel or default_xlabel)
     if _log_x(statistics, spec.log_x_over_decades):
         bottom.set_xscale("log")
-    counts = [repetitions.get(p, 0) for p in points]
     binned = _binning_text(spec.panels, statistics)
     title = [spec.title, repetitions_text(counts), *([binned] if binned else [])]
     axes[0, 0].set_title("\n".join(title), fontsize=10)
@@ -509,6 +550,7 @@ def _draw_curve_figure(
 
 def _draw_privacy_figure(
     statistics: pd.DataFrame,
+    runs: pd.DataFrame,
     labels: dict[int, str],
     styles: dict[int, LineStyle],
     repetitions: dict[int, int],
@@ -518,18 +560,24 @@ def _draw_privacy_figure(
     fig, ax = plt.subplots(figsize=(8.0, 4.6), layout="constrained")
     statistics = statistics.sort_values("point")
     positions = np.arange(len(statistics))
+    counts = [repetitions.get(int(p), 0) for p in statistics["point"]]
+    draw_runs = 1 < max(counts) < BAND_FROM_REPETITIONS
     for position, row in zip(positions, statistics.itertuples(index=False), strict=True):
         below, above = row.mean - row.ci_low, row.ci_high - row.mean
         style = styles[int(row.point)]
         ax.errorbar(
             [position],
             [row.mean],
-            yerr=[[below], [above]],
+            yerr=None if draw_runs else [[below], [above]],
             fmt=style.marker,
             capsize=5,
             color=style.colour,
             ms=6,
         )
+        if draw_runs:
+            values = runs.loc[runs["point"] == row.point, "value"].to_numpy(dtype=float)
+            ax.plot(np.full(values.size, position + 0.12), values, "x", color=style.colour,
+                    ms=5, alpha=0.7)  # fmt: skip
     names = [labels[int(p)] for p in statistics["point"]]
     rotate = sum(len(n) for n in names) > 80
     ax.set_xticks(
@@ -547,8 +595,8 @@ def _draw_privacy_figure(
     if tops.size:  # ε spent is never negative; an infinite one leaves the axis to matplotlib
         ax.set_ylim(bottom=0, top=max(1e-9, float(tops.max())) * 1.15)
     ax.grid(alpha=0.3, axis="y")
-    counts = [repetitions.get(int(p), 0) for p in statistics["point"]]
     text = repetitions_text(counts).replace("band", "error bars")
+    text = text.replace("thin lines: the runs", "crosses: the runs")
     ax.set_title(f"{PRIVACY_FIGURE.title}\n{text}", fontsize=10)
     return save_figure(fig, out, tight=True)
 
@@ -607,18 +655,26 @@ def draw_figures(
     how its runs were binned ("" if they were not)."""
     labels = point_labels(source)
     styles = point_styles(source)
-    drawn = {}
-    for spec in (*figures, *table_figures(long, figures)):
-        statistics = [curve_statistics(long, curve) for curve in spec.panels]
-        if any(s.empty for s in statistics):
-            continue
-        drawn[spec] = _draw_curve_figure(
-            spec, statistics, labels, styles, repetitions, out / spec.file
-        )
+    drawn: dict[FigureSpec, str] = {}
+
+    def draw(specs: Sequence[FigureSpec]) -> None:
+        for spec in specs:
+            statistics = [curve_statistics(long, curve) for curve in spec.panels]
+            if any(s.empty for s in statistics):
+                continue
+            drawn[spec] = _draw_curve_figure(
+                spec, statistics, labels, styles, repetitions, out / spec.file
+            )
+
+    draw(figures)
+    # a table no drawn figure shows (e.g. broadcasts with other thresholds) gets its own
+    draw(table_figures(long, tuple(drawn)))
     privacy = long[(long["table"] == "privacy") & (long["metric"] == "epsilon_spent_max")]
     if _spent_epsilon(privacy):
         statistics = summarize(privacy, CONFIDENCE)
-        _draw_privacy_figure(statistics, labels, styles, repetitions, out / PRIVACY_FIGURE.file)
+        _draw_privacy_figure(
+            statistics, privacy, labels, styles, repetitions, out / PRIVACY_FIGURE.file
+        )
         drawn[PRIVACY_FIGURE] = ""
     return drawn
 
@@ -637,7 +693,15 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 def _number(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.4g}"
+    """A summary value as a person reads it: counts as integers with thousands separators
+    (10,000, not 1e+04), large values to the unit, others to 4 significant digits."""
+    if math.isnan(value):
+        return "–"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if abs(value) < 1e15 and (float(value).is_integer() or abs(value) >= 1e4):
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -685,7 +749,7 @@ def failure_lines(status: pd.DataFrame) -> list[str]:
     return lines
 
 
-def summary_lines(long: pd.DataFrame, points: Sequence[int]) -> list[str]:
+def summary_lines(long: pd.DataFrame, points: Sequence[int], single: bool = False) -> list[str]:
     """The one-row summary metrics as a Markdown table: one row per ``table.metric``, one
     column per grid point, ``mean ± half-width of the CI`` (just the mean for n = 1)."""
     indexed = long["time"].notna() | long["round"].notna()
@@ -712,7 +776,63 @@ def summary_lines(long: pd.DataFrame, points: Sequence[int]) -> list[str]:
         [f"{table}.{metric}", *(cells.get((table, metric, p), "–") for p in points)]
         for table, metric in keys
     ]
-    return _table(["metric", *(f"point {p}" for p in points)], rows)
+    columns = ["value"] if len(points) == 1 and single else [f"point {p}" for p in points]
+    return _table(["metric", *columns], rows)
+
+
+def _single_run_head(source: SweepSource) -> list[str]:
+    """The top of a one-run report: the run, its seed and parameters (no grid or repetitions
+    to speak of)."""
+    row = source.plan.iloc[0]
+    parameters = ", ".join(f"{p} = {format_value(row[p])}" for p in source.parameters)
+    given = f"; parameters: {parameters}" if parameters else ""
+    return [
+        f"# Report: {source.name}",
+        "",
+        f"Run `{row['run_id']}` in `{source.path}`, seed {int(row['seed'])}{given}.",
+        "",
+    ]
+
+
+def _sweep_head(source: SweepSource, status: pd.DataFrame) -> list[str]:
+    """The top of a report of several runs: where they are, how many completed, the grid and
+    the failed runs."""
+    counts = status["status"].value_counts()
+    if source.directories is None:
+        where = f"Sweep directory `{source.path}`"
+        if source.scenario:
+            where += f", scenario `{source.scenario}`"
+    elif source.path is not None:
+        where = f"Run directories in `{source.path}`"
+    else:
+        where = f"{len(source.directories)} run directories"
+    most = max(status[status["status"] == "complete"].groupby("point").size(), default=0)
+    spread = (
+        f"± half the width of the {CONFIDENCE:.0%} Student t confidence interval of the mean "
+        "(no ± with one repetition or equal values)"
+    )
+    drawing = (
+        "In the figures, bands reaching beyond every run's values are cut at the edge of the "
+        "axes."
+        if most >= BAND_FROM_REPETITIONS
+        else "With fewer than three repetitions the figures draw every run instead of a band."
+    )
+    return [
+        f"# Report: {source.name}",
+        "",
+        f"{where}. {counts.get('complete', 0)} of {len(status)} planned runs complete, "
+        f"{counts.get('failed', 0)} failed, {counts.get('missing', 0)} missing. Values are the "
+        f"mean over the complete repetitions of a grid point {spread}. {drawing}",
+        "",
+        "## Grid",
+        "",
+        *grid_lines(source, status),
+        "",
+        "## Failed runs",
+        "",
+        *failure_lines(status),
+        "",
+    ]
 
 
 def write_report(path: Path | Sequence[Path], out: Path | None = None) -> Path:
@@ -745,39 +865,14 @@ def write_report(path: Path | Sequence[Path], out: Path | None = None) -> Path:
         if stale.name not in drawn_files:
             stale.unlink()
     points = sorted(int(p) for p in source.plan["point"].unique())
-    counts = status["status"].value_counts()
     if source.single_run:
-        where = f"Run directory `{source.path}`"
-    elif source.directories is None:
-        where = f"Sweep directory `{source.path}`"
-        if source.scenario:
-            where += f", scenario `{source.scenario}`"
-    elif source.path is not None:
-        where = f"Run directories in `{source.path}`"
+        lines = _single_run_head(source)
     else:
-        where = f"{len(source.directories)} run directories"
-    lines = [
-        f"# Report: {source.name}",
-        "",
-        where
-        + f". {counts.get('complete', 0)} of {len(status)} planned runs complete, "
-        f"{counts.get('failed', 0)} failed, {counts.get('missing', 0)} missing. Values are the "
-        f"mean over the complete repetitions of a grid point ± half the width of the "
-        f"{CONFIDENCE:.0%} Student t confidence interval of the mean (no ± with one repetition "
-        "or equal values). In the figures, bands reaching beyond every run's values are cut "
-        "at the edge of the axes.",
-        "",
-        "## Grid",
-        "",
-        *grid_lines(source, status),
-        "",
-        "## Failed runs",
-        "",
-        *failure_lines(status),
-        "",
+        lines = _sweep_head(source, status)
+    lines += [
         "## Summary metrics",
         "",
-        *summary_lines(long, points),
+        *summary_lines(long, points, single=source.single_run),
         "",
         "## Figures",
         "",

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from netsim.api import BuildContext, ComponentConfig, GossipApplication
+from netsim.api import BuildContext, ComponentConfig, Curve, FigureSpec, GossipApplication
 from netsim.distributions import Duration, PositiveDuration
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
@@ -99,10 +99,29 @@ class BroadcastConfig(ComponentConfig):
         return tuple(sorted(value))
 
 
+#: How fast each update spread (Hegedűs et al. 2016 §4.3: the walk's progress travels by this
+#: broadcast), for the default thresholds; other thresholds get the generic table figure.
+BROADCAST_FIGURE = FigureSpec(
+    file="broadcast_times.png",
+    caption="time to reach 50, 90 and 99% of the online nodes, per update",
+    sentence=(
+        "Seconds from an update's start until it had reached 50, 90 and 99% of the nodes "
+        "online at its start, against the update's number."
+    ),
+    title="Broadcast: time to reach a share of the online nodes",
+    panels=tuple(
+        Curve("broadcasts", f"t{share}", "round", f"time to {share}% (s)")
+        for share in (50, 90, 99)
+    ),
+    xlabel="update",
+)
+
+
 class Broadcast(GossipApplication):
     """The broadcast application of push-pull gossip (exact and round mode)."""
 
     Config = BroadcastConfig
+    figures = (BROADCAST_FIGURE,)
     requires = {"gossip": "it spreads updates by gossip"}  # noqa: RUF012
 
     def __init__(
