@@ -12,6 +12,7 @@ import pytest
 
 from netsim.traces.intervals import IntervalTrace, StunnerUser, cut_segments, read_stunner_users
 from netsim.traces.stats import (
+    figure_bin_seconds,
     format_statistics,
     online_curves,
     statistics_dict,
@@ -150,6 +151,38 @@ def test_trace_figure_for_the_hand_trace(tmp_path, hand_trace):
     assert png_size(half_hours) == (width, height)
     with pytest.raises(ValueError, match="bin_seconds"):
         trace_figure(hand_trace, tmp_path / "c.png", bin_seconds=0)
+
+
+def test_a_long_trace_gets_few_wide_bars_and_a_coarse_curve(tmp_path, monkeypatch):
+    """The FTA LANL trace spans 10.3 years: one bar per hour meant 90,000 bars and minutes of
+    drawing. Fig. 1 keeps at most MAX_FIGURE_BARS bars and MAX_FIGURE_POINTS curve points."""
+    from netsim.traces import stats
+
+    assert figure_bin_seconds(2 * DAY, HOUR) == HOUR  # the paper's figure is unchanged
+    assert figure_bin_seconds(325_348_380.0, HOUR) == 30 * DAY
+    assert figure_bin_seconds(40 * DAY, HOUR) == 6 * HOUR  # 160 bars
+    assert figure_bin_seconds(400 * 365 * DAY, HOUR) == 609 * DAY  # past the table: days
+    for span in (1.0, DAY, 10 * DAY, 325_348_380.0, 1e12):
+        assert span / figure_bin_seconds(span, HOUR) <= stats.MAX_FIGURE_BARS
+    rng = np.random.default_rng(3)
+    years = 10 * 365 * DAY
+    starts = np.sort(rng.uniform(0, years, size=(200, 30)), axis=1)
+    rows = {f"n{i}": [(a, a + HOUR) for a in row] for i, row in enumerate(starts)}
+    trace = make_trace(rows, span=years)
+    drawn = []
+    real_bar = stats._bin_counts
+    monkeypatch.setattr(
+        stats, "_bin_counts", lambda *a: drawn.append(real_bar(*a).size) or real_bar(*a)
+    )
+    curves = []
+    real_curves = stats.online_curves
+    monkeypatch.setattr(
+        stats, "online_curves", lambda t, step: curves.append(real_curves(t, step)[0].size)
+        or real_curves(t, step)
+    )  # fmt: skip
+    out = trace_figure(trace, tmp_path / "long.png")
+    assert png_size(out)[0] >= 600
+    assert drawn == [122, 122] and curves == [stats.MAX_FIGURE_POINTS]  # 30-day bars
 
 
 # --- the real STUNner trace (research-only data, skipped when absent) ----------------------

@@ -257,6 +257,45 @@ def online_curves(
     return times, online / nodes, ever / nodes
 
 
+#: Fig. 1 draws at most this many login/logout bars and curve points: a 10-year trace at one
+#: bar per hour (90,000 bars) took minutes and drew bars thinner than a pixel.
+MAX_FIGURE_BARS = 240
+MAX_FIGURE_POINTS = 4000
+#: Bar widths Fig. 1 chooses from when the requested one would give too many bars.
+FIGURE_BIN_WIDTHS = (
+    HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, DAY, 2 * DAY, 7 * DAY, 14 * DAY, 30 * DAY,
+    91 * DAY, 182 * DAY, 365 * DAY,
+)  # fmt: skip
+
+
+def figure_bin_seconds(span: float, requested: float) -> float:
+    """The bar width of Fig. 1: ``requested``, or the first of :data:`FIGURE_BIN_WIDTHS`
+    that gives at most :data:`MAX_FIGURE_BARS` bars over ``span``."""
+    if span <= requested * MAX_FIGURE_BARS:
+        return requested
+    for width in FIGURE_BIN_WIDTHS:
+        if width >= requested and span <= width * MAX_FIGURE_BARS:
+            return width
+    return math.ceil(span / MAX_FIGURE_BARS / DAY) * DAY
+
+
+def _time_unit(span: float) -> tuple[float, str]:
+    """The x-axis unit of Fig. 1: hours up to four days (the paper's), days up to two years,
+    then years (of 365 days)."""
+    if span <= 4 * DAY:
+        return HOUR, "hours"
+    if span <= 2 * 365 * DAY:
+        return DAY, "days"
+    return 365 * DAY, "years"
+
+
+def _width_text(seconds: float) -> str:
+    for unit, name in ((365 * DAY, "y"), (DAY, "d"), (HOUR, "h")):
+        if seconds >= unit and (seconds / unit).is_integer():
+            return f"{seconds / unit:g} {name}"
+    return f"{seconds / HOUR:.3g} h"
+
+
 def trace_figure(
     trace: IntervalTrace,
     out: Path,
@@ -266,11 +305,15 @@ def trace_figure(
 ) -> Path:
     """Draw Hegedűs et al. (2016) Fig. 1 for ``trace`` into the PNG ``out``.
 
-    Top: the proportion of nodes online and ever online (since time 0) every 5 minutes.
-    Bottom: per ``bin_seconds`` bin, the proportion of nodes logging in (bars up) and logging
-    out (bars down), as a rate per hour. Time is in hours from the window start (GMT for the
-    STUNner segments).
+    Top: the proportion of nodes online and ever online (since time 0) every 5 minutes (or
+    coarser, at most :data:`MAX_FIGURE_POINTS` points). Bottom: per bin, the proportion of
+    nodes logging in (bars up) and logging out (bars down), as a rate per hour; the bin is
+    ``bin_seconds``, or wider for long traces (:func:`figure_bin_seconds`). Time is in
+    hours from the window start (GMT for the STUNner segments), or days or years for long
+    traces.
     """
+    from matplotlib.ticker import MaxNLocator
+
     from netsim.analysis.figures import _pyplot
 
     if bin_seconds <= 0:
@@ -278,35 +321,39 @@ def trace_figure(
     plt = _pyplot()
     span = _span(trace)
     stats_nodes = max(trace.node_count, 1)
-    times, online, ever = online_curves(trace)
+    times, online, ever = online_curves(trace, step=max(5 * MINUTE, span / MAX_FIGURE_POINTS))
     _, start, end = _sessions(trace)
+    bin_seconds = figure_bin_seconds(span, bin_seconds)
     per_hour = HOUR / bin_seconds / stats_nodes
     logins = _bin_counts(start[start > 0], span, bin_seconds) * per_hour
     logouts = _bin_counts(end[end < span], span, bin_seconds) * per_hour
-    centres = (np.arange(logins.size) + 0.5) * bin_seconds / HOUR
+    unit, unit_name = _time_unit(span)
+    centres = (np.arange(logins.size) + 0.5) * bin_seconds / unit
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8.0, 6.4), sharex=True)
-    top.plot(times / HOUR, ever, color="tab:orange", linewidth=1.4, label="ever online")
-    top.plot(times / HOUR, online, color="tab:blue", linewidth=1.4, label="online")
+    top.plot(times / unit, ever, color="tab:orange", linewidth=1.4, label="ever online")
+    top.plot(times / unit, online, color="tab:blue", linewidth=1.4, label="online")
     top.set_ylabel("proportion of nodes")
     top.set_ylim(0, 1)
     top.grid(alpha=0.3)
     top.legend(loc="center right")
-    width = 0.85 * bin_seconds / HOUR
+    width = 0.85 * bin_seconds / unit
     bottom.bar(centres, logins, width=width, color="tab:green", label="log in")
     bottom.bar(centres, -logouts, width=width, color="tab:red", label="log out (negative)")
     bottom.axhline(0, color="black", linewidth=0.6)
-    bottom.set_ylabel("proportion of nodes per hour")
-    bottom.set_xlabel("time (hours, GMT)")
+    bottom.set_ylabel(f"proportion of nodes per hour\n(bins of {_width_text(bin_seconds)})")
+    bottom.set_xlabel(f"time ({unit_name}, GMT)")
     bottom.grid(alpha=0.3)
     low, high = -float(logouts.max(initial=0.0)), float(logins.max(initial=0.0))
     if high - low > 0:  # headroom above the bars for the legend
         bottom.set_ylim(low - 0.05 * (high - low), high + 0.35 * (high - low))
     bottom.legend(loc="upper center", ncol=2, fontsize=8)
     if span > 0:
-        bottom.set_xlim(0, span / HOUR)
-        tick = 6 if span >= DAY else max(1, math.ceil(span / HOUR / 8))
-        bottom.set_xticks(np.arange(0, span / HOUR + 1e-9, tick))
+        bottom.set_xlim(0, span / unit)
+        if unit == HOUR and span >= DAY:  # the paper's 6-hour ticks
+            bottom.set_xticks(np.arange(0, span / HOUR + 1e-9, 6))
+        else:
+            bottom.xaxis.set_major_locator(MaxNLocator(nbins=10, steps=[1, 2, 3, 5, 6, 10]))
     if title is None:
         fraction = float(np.sum(trace.end - trace.start)) / (stats_nodes * span) if span else 0.0
         title = (
