@@ -64,6 +64,43 @@ def test_trace_replay_reproduces_every_interval_exactly(tmp_path):
     assert nodes.online.tolist() == [False, True, True]
 
 
+
+def test_a_replay_can_start_partway_into_the_trace(tmp_path):
+    """churn.start_at: the run's time 0 is 15 s into the trace; intervals that ended before
+    it are gone, the one under way is cut, every trace node keeps its place."""
+    rows = [("a", 0, 10.5), ("a", 20, 30), ("b", 5, 6), ("c", 0, 100), ("b", 6, 9), ("b", 50, 70)]
+    trace = read_canonical_trace(write_csv(tmp_path / "t.csv", rows))
+    later = trace.starting_at(15.0)
+    assert later.labels == trace.labels and later.span is None
+    schedule, _ = churn.from_trace(later, 3, 60.0, np.random.default_rng(0), "in_order")
+    frame, _ = replay(schedule, 60.0)
+    assert intervals_from_churn_table(frame, 60.0) == [
+        (0, 5.0, 15.0), (1, 35.0, 55.0), (2, 0.0, 60.0)
+    ]  # fmt: skip
+    assert trace.starting_at(0.0) is trace
+    assert trace.starting_at(200.0).start.size == 0
+
+
+def test_start_at_is_a_scenario_key_and_past_the_trace_it_warns(tmp_path):
+    from netsim.scenario.build import check_inputs
+    from netsim.scenario.loader import validate_scenario
+    from netsim.scenario.runner import run_in_memory
+
+    path = write_csv(tmp_path / "t.csv", [("a", 0, 10.5), ("a", 20, 30), ("b", 5, 600)])
+    scenario = validate_scenario(
+        {"nodes": 2, "duration": 60, "topology": {"kind": "complete"},
+         "churn": {"kind": "trace", "path": str(path), "assign": "in_order", "start_at": "15s"},
+         "seed": 1},
+        source="test", base_dir=None,
+    )  # fmt: skip
+    _, tables = run_in_memory(scenario)
+    online = tables["churn"].groupby("node")["time"].apply(list).to_dict()
+    assert online == {0: [5.0, 15.0], 1: [0.0]}
+    late_churn = scenario.churn.model_copy(update={"start_at": 900.0})
+    late = scenario.model_copy(update={"churn": late_churn})
+    assert any("after its last online interval ends" in w for w in check_inputs(late))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.floats(0.1, 20.0), min_size=0, max_size=12), min_size=1, max_size=6))
 def test_replay_of_random_interval_sets(gaps_per_node):

@@ -273,25 +273,30 @@ def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_run
         scenario_hash,
         scenario_to_data,
     )
-    from netsim.scenario.schema import Scenario
-
     scenario = load_scenario(write(tmp_path / "s.yaml", BASE))
     before = scenario_to_data(scenario)
     for *sections, key in HASH_NEUTRAL_DEFAULTS:
         parent = before
         for section in sections:
-            parent = parent[section]
-        del parent[key]
+            parent = parent.get(section, {})
+        parent.pop(key, None)
     canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert scenario_hash(scenario) == hashlib.sha256(canonical.encode()).hexdigest()
     totals = load_scenario(write(tmp_path / "t.yaml", BASE), ["metrics.privacy_ledger=totals"])
     assert scenario_hash(totals) != scenario_hash(scenario)
-    # each neutral value is the schema's default (the table cannot drift from it)
+    # each neutral value is the schema's default (the table cannot drift from it): resolved,
+    # a scenario that leaves the keys out has exactly those values
+    stunner = BASE.replace(
+        f"churn: {{kind: trace, path: {TRACE}}}",
+        f"churn: {{kind: stunner, path: {tmp_path / 'absent.txt'}, "
+        f"fallback: {{kind: trace, path: {TRACE}}}}}",
+    )
+    resolved = scenario_to_data(load_scenario(write(tmp_path / "u.yaml", stunner)))
     for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
-        model = Scenario
+        parent = resolved
         for section in sections:
-            model = model.model_fields[section].annotation
-        assert model().model_dump(mode="json", by_alias=True)[key] == neutral
+            parent = parent[section]
+        assert parent[key] == neutral, key
 
 
 def test_a_run_with_a_damaged_table_is_not_taken_for_done_and_load_run_says_why(tmp_path):

@@ -340,8 +340,23 @@ class _Replay(ChurnModel):
     """What the trace replays share: warnings about the trace's span and size."""
 
     def replay(
-        self, trace: IntervalTrace, nodes: int, horizon: float, assign: str
+        self,
+        trace: IntervalTrace,
+        nodes: int,
+        horizon: float,
+        assign: str,
+        start_at: float = 0.0,
     ) -> ChurnSchedule:
+        """Replay ``trace`` from ``start_at`` seconds on (time 0 of the run), with warnings
+        when the run outlasts the trace or the window holds nothing."""
+        if start_at > 0:
+            last = float(trace.end.max()) if trace.end.size else 0.0
+            if start_at >= last:
+                self.ctx.warn(
+                    f"churn starts at {start_at:g} s into {trace.source}, after its last "
+                    f"online interval ends ({last:g} s): every node stays offline"
+                )
+            trace = trace.starting_at(start_at)
         if trace.span is not None and horizon > trace.span:
             self.ctx.warn(
                 f"the run lasts {horizon:g} s but trace segments cover {trace.span:g} s; "
@@ -365,12 +380,15 @@ class TraceReplay(_Replay):
         kind: Literal["trace"] = "trace"
         path: Path
         assign: Literal["random", "in_order"] = "random"
+        #: Where in the trace the run's time 0 is: a long trace (years of FTA) replayed
+        #: from a chosen window instead of its first days.
+        start_at: Duration = Field(default=0.0, ge=0.0)
 
         _path = field_validator("path")(existing_file)
 
     def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
         trace = read_canonical_trace(self.config.path)
-        return self.replay(trace, nodes, horizon, self.config.assign)
+        return self.replay(trace, nodes, horizon, self.config.assign, self.config.start_at)
 
 
 class StunnerReplay(_Replay):
@@ -384,6 +402,8 @@ class StunnerReplay(_Replay):
         segment_step: PositiveDuration = DAY
         local_time: bool = False
         assign: Literal["random", "in_order"] = "random"
+        #: Where in each segment the run's time 0 is (e.g. 12h: start at noon).
+        start_at: Duration = Field(default=0.0, ge=0.0)
         fallback: TraceReplay.Config | None = None
 
         _path = field_validator("path")(resolved_path)
@@ -408,4 +428,4 @@ class StunnerReplay(_Replay):
             config.path, length=config.segment_length, step=config.segment_step,
             local_time=config.local_time,
         )  # fmt: skip
-        return self.replay(trace, nodes, horizon, config.assign)
+        return self.replay(trace, nodes, horizon, config.assign, config.start_at)

@@ -251,7 +251,8 @@ def network_parts(
         warnings.append(
             f"churn: nodes are online {online:.2%} of the time over the run's "
             f"{scenario.duration:g} s, so almost nothing can happen; check the churn model (a "
-            "long trace replayed from its start may begin with nobody online)"
+            "long trace replayed from its start may begin with nobody online: churn.start_at "
+            "replays a later window)"
         )
     return topology, model, schedule
 

@@ -293,6 +293,8 @@ def scenario_to_yaml(scenario: Scenario) -> str:
 HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("metrics", "privacy_ledger"): "charges",
     ("metrics", "omit_tables"): [],
+    ("churn", "start_at"): 0.0,
+    ("churn", "fallback", "start_at"): 0.0,
 }
 
 

@@ -97,11 +97,16 @@ class FtaTrace(IntervalTrace):
     """An :class:`IntervalTrace` read from an FTA file.
 
     ``origin`` is the Unix time (s) that became time 0 (the earliest ``event_start_time``);
-    ``event_count`` the number of events read, available and unavailable.
+    ``event_count`` the number of events read, available and unavailable;
+    ``observed_start`` and ``observed_end`` per node the first event's start and the last
+    event's stop (s from the origin): the time the node was observed, up or down, outside
+    which segmenting cuts no windows.
     """
 
     origin: float = 0.0
     event_count: int = 0
+    observed_start: np.ndarray | None = None
+    observed_end: np.ndarray | None = None
 
 
 def _allowed() -> str:
@@ -195,6 +200,8 @@ def _read_fta(path: Path) -> FtaTrace:
     starts = array("d")
     ends = array("d")
     lines = array("q")
+    observed_start = array("d")  # per node code
+    observed_end = array("d")
     origin = math.inf
     events = 0
     header_seen = False
@@ -253,6 +260,12 @@ def _read_fta(path: Path) -> FtaTrace:
             events += 1
             origin = min(origin, start)
             code = names.code(node)
+            if code == len(observed_start):  # a node seen for the first time
+                observed_start.append(start)
+                observed_end.append(stop)
+            else:
+                observed_start[code] = min(observed_start[code], start)
+                observed_end[code] = max(observed_end[code], stop)
             if event_type == FTA_AVAILABLE and stop > start:
                 codes.append(code)
                 starts.append(start)
@@ -282,6 +295,8 @@ def _read_fta(path: Path) -> FtaTrace:
         source=packed.source,
         origin=float(origin),
         event_count=events,
+        observed_start=np.frombuffer(observed_start, dtype=np.float64) - origin,
+        observed_end=np.frombuffer(observed_end, dtype=np.float64) - origin,
     )
 
 
@@ -417,10 +432,13 @@ def segment_trace(
 ) -> IntervalTrace:
     """Cut each node's record into windows of ``length`` every ``step``.
 
-    A node's record is ``[0, trace.span)``, or ``[0, last interval end)`` when the span is
-    unknown; windows start at 0, step, 2 step, ... and lie wholly inside it. Each window becomes
-    a trace node labelled ``node@start`` (start in s, an integer when whole) with its intervals
-    clipped to the window and made relative to its start; the result's span is ``length``.
+    A node's record is the time it was observed when the trace says (an FTA trace: from its
+    first event to its last, up or down), else ``[0, trace.span)``, or ``[0, last interval
+    end)`` when the span is unknown; windows start at multiples of ``step`` and lie wholly
+    inside it (an FTA node that joined the system in year 6 gets no windows before). Each
+    window becomes a trace node labelled ``node@start`` (start in s, an integer when whole)
+    with its intervals clipped to the window and made relative to its start; the result's
+    span is ``length``.
     """
     if not (length > 0 and step > 0):
         raise TraceError(f"{trace.source}: segment length and step must be positive")
@@ -428,13 +446,22 @@ def segment_trace(
     starts: list[np.ndarray] = []
     ends: list[np.ndarray] = []
     counts: list[np.ndarray] = []
+    observed_start = getattr(trace, "observed_start", None)
+    observed_end = getattr(trace, "observed_end", None)
     for node, label in enumerate(trace.labels):
         on_start, on_end = trace.intervals(node)
-        record = trace.span if trace.span is not None else (on_end[-1] if on_end.size else 0.0)
-        count = int(np.floor((record - length) / step + 1e-9)) + 1
+        if observed_start is not None and observed_end is not None:
+            first = math.ceil(observed_start[node] / step - 1e-9)
+            record = float(observed_end[node])
+        else:
+            first = 0
+            record = trace.span if trace.span is not None else (
+                on_end[-1] if on_end.size else 0.0
+            )
+        count = int(np.floor((record - length) / step + 1e-9)) + 1 - first
         if count <= 0:
             continue
-        window_starts = step * np.arange(count)
+        window_starts = step * (first + np.arange(count))
         # rows lo[w]:hi[w] of the node meet window w; expand them into (window, row) pairs
         lo = np.searchsorted(on_end, window_starts, side="right")
         hi = np.searchsorted(on_start, window_starts + length, side="left")

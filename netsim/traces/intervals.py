@@ -67,6 +67,27 @@ class IntervalTrace:
         """The trace node of every interval row."""
         return np.repeat(np.arange(self.node_count), np.diff(self.offsets))
 
+    def starting_at(self, start: float) -> IntervalTrace:
+        """The trace from ``start`` seconds on, as time 0: intervals clipped at ``start`` and
+        shifted, those that ended before it dropped, the span shortened (every trace node
+        kept, so the assignment of trace nodes to nodes does not change)."""
+        if start <= 0:
+            return self
+        end = self.end - start
+        keep = end > 0
+        counts = np.bincount(self.node_index()[keep], minlength=self.node_count)
+        offsets = np.zeros(self.node_count + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        span = None if self.span is None else max(self.span - start, 0.0)
+        return IntervalTrace(
+            labels=self.labels,
+            offsets=offsets,
+            start=np.maximum(self.start[keep] - start, 0.0),
+            end=end[keep],
+            span=span,
+            source=self.source,
+        )
+
     @classmethod
     def from_pieces(
         cls,
