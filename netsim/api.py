@@ -561,12 +561,15 @@ def run(
 
     ``overrides`` are ``dotted.key=value`` strings as ``--set`` takes them; ``seed`` replaces
     the scenario's. With ``out`` the run directory is published under it (as ``netsim run``
-    does) and the tables are read back from it; without, the run stays in memory.
+    does, its manifest recording the overrides' resolved values as the run's parameters) and
+    the tables are read back from it; without, the run stays in memory.
     """
     from netsim.analysis.runs import load_run
     from netsim.scenario.loader import (
         apply_overrides,
         load_scenario,
+        override_keys,
+        resolved_parameters,
         scenario_to_data,
         validate_scenario,
     )
@@ -587,7 +590,8 @@ def run(
         built, frames = run_in_memory(resolved)
         manifest = {"status": "complete", "seed": resolved.seed, "warnings": built.warnings}
         return RunOutcome(frames, None, resolved, manifest, tuple(built.warnings))
-    result = run_scenario(resolved, out=Path(out))
+    keys = [key for key in override_keys(overrides) if key != "seed"]  # the seed has its own
+    result = run_scenario(resolved, out=Path(out), parameters=resolved_parameters(resolved, keys))
     return RunOutcome(
         load_run(result.directory), result.directory, result.scenario, result.manifest,
         result.warnings,
