@@ -65,6 +65,35 @@ def test_trace_replay_reproduces_every_interval_exactly(tmp_path):
 
 
 
+def test_the_streaming_csv_reader_and_the_line_reader_read_the_same_trace(tmp_path):
+    """pyarrow reads clean files; the line reader reads the rest and names the bad line."""
+    from netsim.errors import TraceError
+    from netsim.traces import intervals
+
+    text = "node,start,end\n a ,0,10.5\nb,5,6\nquiet,,\na,20,3e1\nb , 6 ,9\nc,0,100\n"
+    (tmp_path / "t.csv").write_text(text)
+    fast = intervals._read_canonical_csv_arrow(tmp_path / "t.csv")
+    slow = intervals._read_canonical_csv(tmp_path / "t.csv")
+    assert fast is not None and fast.labels == slow.labels == ("a", "b", "quiet", "c")
+    for name in ("offsets", "start", "end"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name))
+    for bad, line in (
+        (text + "\nd,1,2\n", None),  # a blank line: the line reader, which skips it
+        (text + "d,1,x\n", 8),
+        (text + "d,5,1\n", 8),
+        (text + "a,1,2\n", 8),  # earlier than a's last interval
+        (text + "d,1\n", 8),
+        (text + "d,,2\n", 8),
+    ):
+        (tmp_path / "bad.csv").write_text(bad)
+        assert intervals._read_canonical_csv_arrow(tmp_path / "bad.csv") is None
+        if line is None:
+            assert read_canonical_trace(tmp_path / "bad.csv").labels[-1] == "d"
+        else:
+            with pytest.raises(TraceError, match=f"bad.csv:line {line}: "):
+                read_canonical_trace(tmp_path / "bad.csv")
+
+
 def test_a_replay_can_start_partway_into_the_trace(tmp_path):
     """churn.start_at: the run's time 0 is 15 s into the trace; intervals that ended before
     it are gone, the one under way is cut, every trace node keeps its place."""

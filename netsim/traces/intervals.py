@@ -199,7 +199,8 @@ def read_canonical_trace(path: Path, *, any_extension: bool = False) -> Interval
     if suffix == ".parquet" or (suffix != ".csv" and _starts_with(path, b"PAR1")):
         return _read_canonical_parquet(path)
     try:
-        return _read_canonical_csv(path)
+        fast = _read_canonical_csv_arrow(path)
+        return fast if fast is not None else _read_canonical_csv(path)
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not UTF-8 text; a canonical trace is a UTF-8 CSV") from None
 
@@ -207,6 +208,55 @@ def read_canonical_trace(path: Path, *, any_extension: bool = False) -> Interval
 def _starts_with(path: Path, magic: bytes) -> bool:
     with path.open("rb") as handle:
         return handle.read(len(magic)) == magic
+
+
+def _read_canonical_csv_arrow(path: Path) -> IntervalTrace | None:
+    """The canonical CSV read by pyarrow's streaming reader (about ten times faster than the
+    line-by-line reader, in compact columns); None when the file is anything but a clean
+    trace — then :func:`_read_canonical_csv` reads it again, and its error names the line.
+    Both give the same trace for a clean file (labels stripped, in order of first sight)."""
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    strings = {name: pa.string() for name in CANONICAL_COLUMNS}
+    try:
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(ignore_empty_lines=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=strings, strings_can_be_null=False, include_columns=None
+            ),
+        )
+        if tuple(reader.schema.names) != CANONICAL_COLUMNS:
+            return None
+        table = reader.read_all()
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    if table.num_rows == 0:
+        return None
+    node = pc.utf8_trim_whitespace(table.column("node"))
+    start_text = pc.utf8_trim_whitespace(table.column("start"))
+    end_text = pc.utf8_trim_whitespace(table.column("end"))
+    never = pc.and_(pc.equal(start_text, ""), pc.equal(end_text, ""))
+    if pc.any(pc.equal(node, "")).as_py():
+        return None  # blank lines and empty labels: the line reader decides
+    try:
+        encoded = pc.dictionary_encode(node).combine_chunks()
+        online = pc.invert(never)
+        start = pc.cast(pc.filter(start_text, online), pa.float64()).to_numpy()
+        end = pc.cast(pc.filter(end_text, online), pa.float64()).to_numpy()
+    except (pa.ArrowException, ValueError):
+        return None
+    labels = encoded.dictionary.to_pylist()
+    codes = encoded.indices.to_numpy().astype(np.int64)
+    rows = np.flatnonzero(np.asarray(online.to_numpy(zero_copy_only=False), dtype=bool))
+    try:
+        return _trace_from_rows(
+            codes[rows], labels, start, end, rows + 2, path=path, unit="line"
+        )
+    except TraceError:
+        return None  # the line reader names the line (this one cannot see quoted newlines)
 
 
 def _read_canonical_csv(path: Path) -> IntervalTrace:
