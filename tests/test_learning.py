@@ -332,3 +332,33 @@ def test_learning_without_a_learner_is_refused(tmp_path, capsys):
     )
     code, err = run_cli(tmp_path, capsys, text)
     assert code == 2 and "nothing learns" in err
+
+
+def test_dp_sgd_inf_past_a_thousand_uses_keeps_the_model_finite_and_says_so():
+    """The t-th use of a record under DP-SGD-∞ spends ε·2^−t: past about 1,000 uses the noise
+    scale overflows. Such a step is left out (its ε spent), the model stays finite, the
+    summary still counts every visit, and the run warns; past about 1,075 uses ε_t is 0 and
+    the record refuses."""
+    data = learning_scenario(
+        nodes=2,
+        steps=2400,
+        algorithm="dp-sgd-inf",
+        noise="k_norm_l2",
+        walk={"kind": "ideal", "sampling": "with_replacement", "agent": {"kind": "sgd"}},
+    )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # NaN weights warn in the matmul
+        built, frames = run({**data, "topology": {"kind": "complete"}})
+    visits, summary = frames["sgd_visits"], frames["learning_summary"].iloc[0]
+    assert np.isfinite(frames["accuracy"]["accuracy"]).all()
+    left_out = visits[~visits["updated"] & (visits["epsilon"] > 0)]
+    refused = visits[visits["epsilon"] == 0]
+    assert len(left_out) > 0 and len(refused) > 0
+    assert summary["visits"] == len(visits) == 2399  # a step a second from t = 1 s
+    assert summary["updates"] == visits["updated"].sum()
+    assert summary["refused"] == len(refused)
+    assert any(f"{len(left_out)} updates were left out" in w for w in built.warnings)
+    records = frames["privacy_records"]
+    assert (records["epsilon_spent"] <= 1.0).all()

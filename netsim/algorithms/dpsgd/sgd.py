@@ -27,7 +27,7 @@ Choices where the paper is silent:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -177,12 +177,23 @@ class PrivateSGD:
         self.sensitivity = model.sensitivity(self.norm)
         self.regularisation = regularisation
         self.rng = rng
+        #: Updates left out because the noisy step was not finite (see :meth:`step`).
+        self.non_finite = 0
 
     def initial_state(self) -> ModelState:
         return ModelState(self.model.zeros(), 0, 0)
 
-    def step(self, state: ModelState, record: int, now: float) -> tuple[ModelState, float | None]:
-        """The model after visiting ``record``, and the ε spent (``None``: no budget left)."""
+    def step(
+        self, state: ModelState, record: int, now: float
+    ) -> tuple[ModelState, float | None, bool]:
+        """The model after visiting ``record``, the ε spent (``None``: no budget left) and
+        whether the model was updated.
+
+        A noisy step that is not finite leaves the model as it was (the ε is spent all the
+        same): under DP-SGD-∞ the t-th use of a record spends ε·2^−t, so past about a
+        thousand uses the noise scale Δ/ε_t overflows and one such step would turn every
+        later model into NaN. :attr:`non_finite` counts them; the run warns.
+        """
         w = state.weights
         gradient = self.model.gradient(w, self.x[record], int(self.y[record]))
         try:
@@ -195,11 +206,15 @@ class PrivateSGD:
                 time=now,
             )
         except BudgetExhausted:
-            return ModelState(w, state.updates, state.visits + 1), None
+            return ModelState(w, state.updates, state.visits + 1), None, False
         t = state.updates + 1
         eta = 1.0 / math.sqrt(t)
-        updated = w - eta * (self.regularisation * w + noisy.reshape(w.shape))
-        return ModelState(updated, t, state.visits + 1), event.epsilon
+        with np.errstate(over="ignore", invalid="ignore"):  # checked right below
+            updated = w - eta * (self.regularisation * w + noisy.reshape(w.shape))
+        if not np.isfinite(updated).all():
+            self.non_finite += 1
+            return ModelState(w, state.updates, state.visits + 1), event.epsilon, False
+        return ModelState(updated, t, state.visits + 1), event.epsilon, True
 
 
 #: A registered data-set loader (:class:`~netsim.api.DatasetLoader`) or ``module:Class``.
@@ -308,6 +323,7 @@ class SGDAgent(Component):
         self.accuracy_table = sim.log.table(ACCURACY_TABLE)
         self.updates = 0
         self.refused = 0
+        self.warn: Callable[[str], None] | None = None  # set by build: the run's warnings
 
     @classmethod
     def build(cls, config: LearningConfig, ctx: BuildContext) -> SGDAgent:
@@ -330,7 +346,7 @@ class SGDAgent(Component):
             regularisation=config.regularisation,
             rng=ctx.stream("noise"),
         )
-        return cls(
+        agent = cls(
             ctx.sim,
             sgd,
             rows=rows,
@@ -338,6 +354,8 @@ class SGDAgent(Component):
             y_test=data.y_test,
             evaluate_every=config.evaluate_every,
         )
+        agent.warn = ctx.warn
+        return agent
 
     @classmethod
     def check_inputs(cls, config: LearningConfig, ctx: BuildContext) -> None:
@@ -372,10 +390,9 @@ class SGDAgent(Component):
 
     def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
         """Eq. (8) with the record of ``node`` (the record index is the node id)."""
-        new, epsilon = self.sgd.step(state, node, now)
-        updated = epsilon is not None
+        new, epsilon, updated = self.sgd.step(state, node, now)
         self.updates += updated
-        self.refused += not updated
+        self.refused += epsilon is None
         self.visits_table.append(
             now, walk, node, int(self.rows[node]), new.visits, new.updates, updated, epsilon or 0.0
         )
@@ -397,10 +414,21 @@ class SGDAgent(Component):
         return self.sgd.accountant
 
     def finish(self) -> None:
+        if self.sgd.non_finite and self.warn is not None:
+            self.warn(
+                f"{self.sgd.non_finite} updates were left out because the noisy step was not "
+                "finite (the noise of a record's late uses overflows under DP-SGD-inf past "
+                "about 1,000 uses); their ε was spent and the model kept"
+            )
         self.sgd.accountant.write_tables(self.sim.log)
         epsilon, delta, kind = self.guarantee()
         self.sim.log.table(SUMMARY_TABLE).append(
-            self.updates + self.refused, self.updates, self.refused, epsilon, delta, kind
+            self.updates + self.refused + self.sgd.non_finite,
+            self.updates,
+            self.refused,
+            epsilon,
+            delta,
+            kind,
         )
 
     @classmethod
