@@ -135,6 +135,38 @@ def draw_figures(sweep: Path, runs: pd.DataFrame, figures: Path) -> list[Path]:
     return written
 
 
+def draw_sensitivity(summary: pd.DataFrame, period: float, out: Path) -> Path:
+    """Restarts per hour and mean concurrent walks against the age error (in units of Δ), one
+    line per replace rule, one column per kill probability, with the 95% t intervals."""
+    from netsim.analysis.figures import _pyplot, save_figure
+
+    plt = _pyplot()
+    kills = sorted(summary["walk.kill_probability"].unique())
+    fig, axes = plt.subplots(2, len(kills), figsize=(5.2 * len(kills), 7.0), squeeze=False,
+                             sharex=True, layout="constrained")  # fmt: skip
+    for column, kill in enumerate(kills):
+        at_kill = summary[summary["walk.kill_probability"] == kill]
+        for rule, marker in (("paper", "o"), ("authors", "s")):
+            line = at_kill[at_kill["walk.replace_rule"] == rule].sort_values("walk.age_error")
+            x = line["walk.age_error"].to_numpy() / period
+            for row, metric in enumerate(("restarts_per_hour", "mean_walks")):
+                axes[row, column].errorbar(
+                    x, line[metric], yerr=line[f"{metric}_pm"], marker=marker, capsize=3,
+                    label={"paper": "paper's replace rule", "authors": "authors' rule"}[rule],
+                )  # fmt: skip
+        axes[0, column].set_title(f"kill probability {kill:g}", fontsize=10)
+        axes[0, column].set_yscale("log")
+        axes[1, column].set_xlabel("age error width w (units of Δ): U[−w/2, w/2] per adoption")
+    axes[0, 0].set_ylabel("restarts per hour (log scale)")
+    axes[1, 0].set_ylabel("mean concurrent walks")
+    axes[0, 0].legend(fontsize=8)
+    for ax in axes.ravel():
+        ax.grid(alpha=0.3)
+    fig.suptitle("Walk service vs age error (N = 10,000, 6 h, δ_rw = Δ, δ = δ_rw + 10Δ; "
+                 "mean of 3 seeds, 95% t interval)", fontsize=10)  # fmt: skip
+    return save_figure(fig, out, tight=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep", type=Path, help="sweep directory of the walk service")
@@ -152,9 +184,16 @@ def main(argv: list[str] | None = None) -> int:
         args.results.mkdir(parents=True, exist_ok=True)
         table = args.results / f"{args.sweep.name}.parquet"
         atomic_write_bytes(table, buffer.getvalue())
-        print(markdown(summary_table(runs, parameters)))
+        summary = summary_table(runs, parameters)
+        print(markdown(summary))
         print(f"\n{len(runs)} complete runs; per-run table: {table}")
-        if args.figures:
+        if args.figures and "walk.age_error" in summary:
+            period = load_run_scenario(
+                load_sweep(args.sweep).run_directory(runs["run_id"].iloc[0])
+            ).gossip.period
+            out = args.figures_dir / f"{args.sweep.name}.png"
+            print(draw_sensitivity(summary, period, out))
+        if args.figures and "walk.age_error" not in parameters:  # else: the figure above
             for path in draw_figures(args.sweep, runs, args.figures_dir):
                 print(path)
     except NetsimError as exc:
