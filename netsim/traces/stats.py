@@ -312,13 +312,12 @@ def trace_figure(
     hours from the window start (GMT for the STUNner segments), or days or years for long
     traces.
     """
-    from matplotlib.ticker import MaxNLocator
-
     from netsim.analysis.figures import _pyplot
 
     if bin_seconds <= 0:
         raise ValueError(f"bin_seconds must be positive, got {bin_seconds}")
-    plt = _pyplot()
+    plt = _pyplot()  # a clear error when matplotlib is missing, before importing from it
+    from matplotlib.ticker import MaxNLocator
     span = _span(trace)
     stats_nodes = max(trace.node_count, 1)
     times, online, ever = online_curves(trace, step=max(5 * MINUTE, span / MAX_FIGURE_POINTS))
