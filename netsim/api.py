@@ -568,8 +568,7 @@ def run(
     from netsim.scenario.loader import (
         apply_overrides,
         load_scenario,
-        override_keys,
-        resolved_parameters,
+        override_parameters,
         scenario_to_data,
         validate_scenario,
     )
@@ -590,8 +589,8 @@ def run(
         built, frames = run_in_memory(resolved)
         manifest = {"status": "complete", "seed": resolved.seed, "warnings": built.warnings}
         return RunOutcome(frames, None, resolved, manifest, tuple(built.warnings))
-    keys = [key for key in override_keys(overrides) if key != "seed"]  # the seed has its own
-    result = run_scenario(resolved, out=Path(out), parameters=resolved_parameters(resolved, keys))
+    parameters = override_parameters(resolved, overrides)
+    result = run_scenario(resolved, out=Path(out), parameters=parameters)
     return RunOutcome(
         load_run(result.directory), result.directory, result.scenario, result.manifest,
         result.warnings,

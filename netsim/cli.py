@@ -72,16 +72,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from netsim.analysis import load_run, summarize_run
     from netsim.progress import RunProgressBar
     from netsim.scenario import load_scenario
-    from netsim.scenario.loader import override_keys, resolved_parameters
+    from netsim.scenario.loader import override_parameters
     from netsim.scenario.runner import check_run_name, run_scenario, with_seed
     from netsim.sweep.spec import has_sweep
 
     if args.name is not None:
         check_run_name(args.name)
     scenario = with_seed(load_scenario(args.scenario, args.set or ()), args.seed)
-    # the seed is a run's own column, not a parameter
-    keys = [key for key in override_keys(args.set or ()) if key != "seed"]
-    parameters = resolved_parameters(scenario, keys)
+    parameters = override_parameters(scenario, args.set or ())
     if has_sweep(args.scenario) and not args.quiet:
         print(
             f"netsim: note: {args.scenario} has a sweep section; netsim run runs its base "

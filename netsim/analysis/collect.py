@@ -41,7 +41,7 @@ from scipy import stats
 
 from netsim.analysis.runs import load_manifest
 from netsim.errors import RunDirectoryError
-from netsim.scenario.loader import parameter_value
+from netsim.scenario.loader import dotted_value, parameter_value
 from netsim.scenario.yamlfile import load_yaml
 from netsim.storage import (
     SCENARIO,
@@ -309,15 +309,6 @@ def _configuration(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-def _resolved_value(data: Mapping[str, Any], key: str) -> Any:
-    """The value at dotted ``key`` of resolved scenario data, as a parameter column holds it
-    (None if absent)."""
-    current: Any = data
-    for part in key.split("."):
-        current = current.get(part) if isinstance(current, Mapping) else None
-    return parameter_value(current)
-
-
 def _one_column_type(values: list[Any]) -> list[Any]:
     """A parameter column's values, as text if runs recorded different types for it (one
     Parquet column has one type)."""
@@ -365,7 +356,9 @@ def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
         repetitions[point] = repetitions.get(point, 0) + 1
         for key in parameters:  # a key the run was not given: its scenario's value
             rows[key].append(
-                recorded[key] if key in recorded else _resolved_value(configuration, key)
+                recorded[key]
+                if key in recorded
+                else parameter_value(dotted_value(configuration, key))
             )
     plan = pd.DataFrame({key: _one_column_type(values) for key, values in rows.items()})
     plan = plan.astype({"run_id": "str", "run": "int64", "point": "int64",

@@ -477,10 +477,9 @@ def _draw_curve_figure(
     for ax, curve, stats in zip(axes[:, 0], spec.panels, statistics, strict=True):
         frame = stats.frame
         if stats.reference is not None:  # the axes hold the reference line too
-            reference = stats.reference.assign(run_min=stats.reference["mean"])
-            frame_for_limits = pd.concat(
-                [frame, reference.assign(run_max=stats.reference["mean"])], ignore_index=True
-            )
+            mean = stats.reference["mean"]
+            reference = stats.reference.assign(run_min=mean, run_max=mean)
+            frame_for_limits = pd.concat([frame, reference], ignore_index=True)
         else:
             frame_for_limits = frame
         log = _log_y(frame)

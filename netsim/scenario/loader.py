@@ -268,17 +268,25 @@ def parameter_value(value: Any) -> Any:
     return value
 
 
+def dotted_value(data: Any, key: str) -> Any:
+    """The value at dotted ``key`` (``a.b.c``) of nested plain data; None when absent."""
+    for part in key.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
 def resolved_parameters(scenario: Scenario, keys: Iterable[str]) -> dict[str, Any]:
     """The resolved value of each dotted key in ``scenario`` (durations in seconds, as
     :func:`scenario_to_data`; a key the scenario does not have is None)."""
     data = scenario_to_data(scenario)
-    found: dict[str, Any] = {}
-    for key in keys:
-        current: Any = data
-        for part in key.split("."):
-            current = current.get(part) if isinstance(current, dict) else None
-        found[key] = parameter_value(current)
-    return found
+    return {key: parameter_value(dotted_value(data, key)) for key in keys}
+
+
+def override_parameters(scenario: Scenario, overrides: Iterable[str]) -> dict[str, Any]:
+    """What a run made with ``dotted.key=value`` overrides records as its parameters: each
+    overridden key's resolved value, the seed left out (a run records it on its own)."""
+    keys = [key for key in override_keys(overrides) if key != "seed"]
+    return resolved_parameters(scenario, keys)
 
 
 def scenario_to_yaml(scenario: Scenario) -> str:
@@ -303,9 +311,7 @@ def scenario_hash(scenario: Scenario) -> str:
     Keys at a value of :data:`HASH_NEUTRAL_DEFAULTS` are left out."""
     data = scenario_to_data(scenario)
     for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
-        parent: Any = data
-        for section in sections:
-            parent = parent.get(section) if isinstance(parent, dict) else None
+        parent = dotted_value(data, ".".join(sections))
         if isinstance(parent, dict) and key in parent and parent[key] == neutral:
             del parent[key]
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
