@@ -127,16 +127,34 @@ def test_bandit_leakage_and_reports_carry_the_bound():
 
 
 def test_bandit_estimate_is_unbiased_for_a_linear_loss():
-    """Flaxman et al. Lemma 1: E[(d/δ) f(w + δe) e] = ∇f̂(w), which is a for f = ⟨a, w⟩ + b."""
+    """Flaxman et al. Lemma 1 on the users' own reports: E[(d/δ) f(w + δe) e + v] = ∇f̂(w),
+    which is ∇f for a linear f. The absolute loss |⟨u, x⟩ − y| is y − ⟨u, x⟩ (gradient −x) on
+    the whole sphere of radius δ around w when y > ⟨w, x⟩ + δ‖x‖. Each coordinate's mean over n
+    reports (fixed seed) must be within 5 standard errors (≈ 0.013) of −x: a factor d − 1 for d
+    is a bias of x/4 (≥ 7 standard errors here), e inside the ball rather than on the sphere
+    one of x/3 (≥ 9). The points played must be w + δe with e uniform on the sphere: each
+    coordinate of e has the law of 2B − 1, B ~ Beta((d − 1)/2, (d − 1)/2), which also catches
+    directions that are unbiased for a linear f but not uniform (a normalised cube point)."""
+    d, n, smoothing = 4, 60_000, 0.3
+    config = problem(dimension=d, rounds=100, setting="bandit", sigma=0.5, smoothing=smoothing)
+    x = np.array([0.6, -0.5, 0.5, 0.374])
+    w = np.array([0.1, 0.2, -0.3, 0.4])
+    y = float(w @ x) + 1.5 * smoothing * float(np.linalg.norm(x))
     rng = np.random.default_rng(11)
-    d, delta, n = 4, 0.3, 200_000
-    a, b, w = np.array([0.5, -1.0, 2.0, 0.0]), 0.7, np.array([0.1, 0.2, -0.3, 0.4])
-    e = rng.standard_normal((n, d))
-    e /= np.linalg.norm(e, axis=1, keepdims=True)
-    estimates = (d / delta) * ((w + delta * e) @ a + b)[:, None] * e
+    reports = [user_report(config, w, x, y, rng) for _ in range(n)]
+    estimates = np.array([report.vector for report in reports])
+    played = np.array([report.played for report in reports])
+    losses = np.array([report.loss for report in reports])
+    np.testing.assert_allclose(losses, y - played @ x, rtol=1e-12)  # linear where played
     mean = estimates.mean(axis=0)
-    se = estimates.std(axis=0, ddof=1) / math.sqrt(n)
-    assert (np.abs(mean - a) < 5 * se).all()
+    standard_error = estimates.std(axis=0, ddof=1) / math.sqrt(n)
+    z = (mean + x) / standard_error
+    assert (np.abs(z) < 5).all(), f"mean {mean} vs gradient {-x}: {z} standard errors"
+    e = (played - w) / smoothing
+    np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1.0, rtol=1e-9)
+    marginal = stats.beta((d - 1) / 2, (d - 1) / 2, loc=-1, scale=2)
+    for coordinate in range(d):
+        assert stats.kstest(e[:, coordinate], marginal.cdf).pvalue > 1e-3
 
 
 def test_losses_and_bounds_helpers():
