@@ -50,12 +50,18 @@ class TableSchema:
     round: str | None = None
     series: str | None = None
     metrics: tuple[str, ...] | None = None
+    #: (column, reference) pairs: the column is a small difference of quantities of the
+    #: reference column's size (a solver's certified gap), so the reproducibility contract
+    #: compares it across machines relative to the reference's magnitude, not its own
+    #: (``docs/reproducibility.md``).
+    scaled_by: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in TABLE_ROLES:
             raise ValueError(f"table {self.name}: role {self.role!r} is not one of {TABLE_ROLES}")
         names = {name for name, _ in self.columns}
-        for column in (self.time, self.round, self.series, *(self.metrics or ())):
+        scaled = [column for pair in self.scaled_by for column in pair]
+        for column in (self.time, self.round, self.series, *(self.metrics or ()), *scaled):
             if column is not None and column not in names:
                 raise ValueError(f"table {self.name}: no column {column!r}")
 
@@ -69,6 +75,7 @@ class TableSchema:
             "round": self.round,
             "series": self.series,
             "metrics": list(self.metrics) if self.metrics is not None else None,
+            "scaled_by": dict(self.scaled_by),
         }
 
     def arrow_schema(self) -> pa.Schema:

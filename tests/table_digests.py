@@ -1,18 +1,30 @@
-"""Before/after check of a refactor: a digest of every table of every shipped scenario.
+"""Before/after check of a change, under netsim's reproducibility contract: every table of
+every shipped scenario at a fixed seed.
 
 A refactor must change no number. This script runs each shipped scenario (shortened with
 overrides so that the whole set takes minutes, not days) at a fixed seed, in memory, and
-records for every table its row count, its columns with their types, and a SHA-256 over the
-exact values (pandas' per-row hash of the raw bits, so 0.1 + 0.2 and 0.3 differ).
+compares every table with the reference recorded in ``tests/reference_tables/`` under the
+contract of :mod:`netsim.analysis.reproducibility`: row counts, columns and types and every
+non-floating-point column identical, floating-point columns within the contract's tolerance.
+It also says whether a table is byte-identical to the reference (a SHA-256 over the exact
+values, pandas' per-row hash of the raw bits, so 0.1 + 0.2 and 0.3 differ), which the same
+machine and library versions must give.
 
-    python -m tests.table_digests --write   # record the digests (on the commit before)
-    python -m tests.table_digests           # compare with the recorded ones (after)
+    python -m tests.table_digests --write   # record the references (on the commit before)
+    python -m tests.table_digests           # compare with them (after)
     python -m tests.table_digests --only quickstart dola/synthetic
+    python -m tests.table_digests --second-machine   # the same, as another machine computes
 
-``tests/table_digests.json`` holds the recorded digests; ``tests/test_table_digests.py``
-checks a fast subset in the default test run. The churn of the ``paper-*`` walk scenarios
-falls back to the shipped synthetic trace where the research-only STUNner file is absent:
-the digest records which one a run used, and a comparison skips runs whose data differ.
+``--second-machine`` reruns the comparison in a child process that computes as another x86-64
+machine would: another OpenBLAS kernel (``OPENBLAS_CORETYPE=Sandybridge``), numpy's AVX-512
+loops switched off (``NPY_DISABLE_CPU_FEATURES``) and numba compiling for a generic CPU
+(``NUMBA_CPU_NAME=generic``).
+
+``tests/table_digests.json`` holds each table's digest; ``tests/reference_tables/<case>/``
+its values (Parquet); ``tests/test_table_digests.py`` checks a fast subset in the default test
+run, also as a second machine. The churn of the ``paper-*`` walk scenarios falls back to the
+shipped synthetic trace where the research-only STUNner file is absent: the digest records
+which one a run used, and a comparison skips runs whose data differ.
 """
 
 from __future__ import annotations
@@ -20,14 +32,23 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import platform
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from netsim.analysis.reproducibility import table_differences
 
 REPO = Path(__file__).resolve().parents[1]
 DIGESTS = Path(__file__).with_name("table_digests.json")
+REFERENCES = Path(__file__).with_name("reference_tables")
 SEED = 7
 
 #: Shipped scenario (relative to ``scenarios/``) → overrides that keep its run short. Every
@@ -71,8 +92,13 @@ def frame_digest(frame: pd.DataFrame) -> dict[str, object]:
     }
 
 
+def case_directory(case: str) -> Path:
+    """Where the reference tables of ``case`` are kept."""
+    return REFERENCES / case.replace("/", "__").replace("#", "--")
+
+
 def run_case(case: str) -> dict[str, object]:
-    """Run one case in memory and digest its tables."""
+    """Run one case in memory: its tables, their digests and schemas' ``scaled_by``."""
     from netsim.scenario.loader import load_scenario
     from netsim.scenario.runner import run_in_memory
 
@@ -80,22 +106,39 @@ def run_case(case: str) -> dict[str, object]:
     path = REPO / "scenarios" / f"{file}.yaml"
     scenario = load_scenario(path, CASES[case])
     scenario = scenario.model_copy(update={"seed": SEED})
-    _, frames = run_in_memory(scenario)
+    built, frames = run_in_memory(scenario)
     churn = getattr(scenario, "churn", None)
     trace = getattr(churn, "path", None)
     if trace is not None and not Path(trace).is_file() and getattr(churn, "fallback", None):
         trace = churn.fallback.path
+    schemas = built.sim.log.schemas()
     return {
         "churn_source": Path(trace).name if trace is not None else None,
         "tables": {name: frame_digest(frame) for name, frame in sorted(frames.items())},
+        "scaled_by": {name: schemas[name].get("scaled_by", {}) for name in sorted(frames)},
+        "frames": frames,
     }
 
 
-def compare(case: str, recorded: dict, now: dict) -> list[str]:
-    """Differences between a recorded digest and the current one (empty: identical)."""
+def write_references(case: str, now: dict[str, object]) -> None:
+    """Record the tables of ``case`` as Parquet (replacing the old ones)."""
+    directory = case_directory(case)
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    for name, frame in now["frames"].items():
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        pq.write_table(table, directory / f"{name}.parquet", compression="zstd")
+
+
+def compare(case: str, recorded: dict, now: dict) -> tuple[list[str], list[str]]:
+    """Differences beyond the contract between the recorded tables and the current ones
+    (first list; empty: the contract holds) and the tables that are within the contract but
+    not byte-identical (second list)."""
     if recorded.get("churn_source") != now.get("churn_source"):
-        return []  # different input data (research-only trace present on one machine only)
-    problems = []
+        return [], []  # different input data (research-only trace present on one machine only)
+    problems: list[str] = []
+    inexact: list[str] = []
     old_tables, new_tables = recorded["tables"], now["tables"]
     for name in sorted(set(old_tables) | set(new_tables)):
         old, new = old_tables.get(name), new_tables.get(name)
@@ -104,17 +147,55 @@ def compare(case: str, recorded: dict, now: dict) -> list[str]:
         elif new is None:
             problems.append(f"{case}: table {name} is no longer written")
         elif old != new:
-            what = [key for key in ("rows", "columns", "sha256") if old[key] != new[key]]
-            problems.append(f"{case}: table {name} differs in {', '.join(what)}")
-    return problems
+            if old["columns"] != new["columns"] or old["rows"] != new["rows"]:
+                what = [key for key in ("rows", "columns") if old[key] != new[key]]
+                problems.append(f"{case}: table {name} differs in {', '.join(what)}")
+                continue
+            reference = pd.read_parquet(case_directory(case) / f"{name}.parquet")
+            found = table_differences(
+                name, reference, now["frames"][name], recorded.get("scaled_by", {}).get(name)
+            )
+            problems.extend(f"{case}: {problem}" for problem in found)
+            if not found:
+                inexact.append(name)
+    return problems, inexact
+
+
+def second_machine_environment() -> dict[str, str]:
+    """The environment in which this machine computes as another x86-64 machine would: another
+    OpenBLAS kernel, numpy without its AVX-512 loops, numba for a generic CPU (on other
+    architectures only the last)."""
+    env = dict(os.environ, NUMBA_CPU_NAME="generic")
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        env["OPENBLAS_CORETYPE"] = "Sandybridge"
+        try:
+            from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+        except ImportError:  # a numpy without these: leave its dispatch as it is
+            return env
+        wide = [
+            feature
+            for feature in __cpu_dispatch__
+            if __cpu_features__.get(feature) and ("AVX512" in feature or feature == "X86_V4")
+        ]
+        if wide:
+            env["NPY_DISABLE_CPU_FEATURES"] = " ".join(wide)
+    return env
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--write", action="store_true", help="record the digests")
+    parser.add_argument("--write", action="store_true", help="record the references")
     parser.add_argument("--only", nargs="+", metavar="CASE", help="these cases only")
+    parser.add_argument(
+        "--second-machine",
+        action="store_true",
+        help="compare in a child process that computes as another x86-64 machine would",
+    )
     args = parser.parse_args(argv)
     cases = args.only or list(CASES)
+    if args.second_machine:
+        command = [sys.executable, "-m", "tests.table_digests", "--only", *cases]
+        return subprocess.run(command, cwd=REPO, env=second_machine_environment()).returncode
     recorded = json.loads(DIGESTS.read_text()) if DIGESTS.is_file() else {}
     problems: list[str] = []
     for case in cases:
@@ -122,15 +203,22 @@ def main(argv: list[str] | None = None) -> int:
         now = run_case(case)
         wall = time.perf_counter() - started
         if args.write:
-            recorded[case] = now
+            write_references(case, now)
+            recorded[case] = {key: value for key, value in now.items() if key != "frames"}
             print(f"{case}: {len(now['tables'])} tables recorded ({wall:.1f} s)")
             continue
         if case not in recorded:
             problems.append(f"{case}: no recorded digest")
             continue
-        found = compare(case, recorded[case], now)
+        found, inexact = compare(case, recorded[case], now)
         problems.extend(found)
-        print(f"{case}: {'DIFFERS' if found else 'identical'} ({wall:.1f} s)")
+        if found:
+            verdict = "DIFFERS"
+        elif inexact:
+            verdict = f"within the contract, not byte-identical: {', '.join(inexact)}"
+        else:
+            verdict = "identical"
+        print(f"{case}: {verdict} ({wall:.1f} s)")
     if args.write:
         DIGESTS.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
         return 0

@@ -403,9 +403,9 @@ def test_gaussian_noise_scale_follows_the_formula(calibration):
 def test_no_example_exceeds_the_stated_budget(
     algorithm, epsilon, nodes, batch, rounds, max_passes, churn, seed
 ):
-    """The scenario states ε per release and how many passes it allows: a run that would use
-    an example more often is refused, and no example of a run spends more than
-    max_passes · ε (Li et al.: each example is used once per pass over its node's shard)."""
+    """The scenario states ε per example over the run (a ceiling) and how many passes it
+    allows: a run that would use an example more often is refused, and no example of a run
+    spends more than ε, however many passes it makes (each release gets ε/passes)."""
     data = tiny_data(n_train=40, features=3, seed=seed)
     config = dola(
         algorithm=algorithm, epsilon=epsilon, batch=batch, rounds=rounds, sparsity=0.1,
@@ -424,7 +424,7 @@ def test_no_example_exceeds_the_stated_budget(
         learner.round(t, *_csr(identity(nodes)), online)
     accountant = learner.accountant
     records = accountant.records_frame()
-    ceiling = epsilon * max_passes * (1 + 1e-9)
+    ceiling = epsilon * (1 + 1e-9)
     assert (records["epsilon_spent"] <= ceiling).all()
     assert records["uses"].max() <= max_passes
     ledger = accountant.ledger_frame()
@@ -442,14 +442,31 @@ def test_a_run_past_the_stated_budget_is_refused_naming_both_numbers():
         DolaLearner(config, data, 2, shard_seed=0, rng=np.random.default_rng(0))
     assert str(info.value) == (
         "T·batch = 30·1 exceeds the smallest node's data (20 examples), so an example would "
-        "be used 2 times and the run would spend ε = 2 per example, 2× the stated epsilon 1; "
-        "lower rounds or batch, or allow it with max_passes: 2"
+        "be used 2 times (passes) and each release could spend only ε = 0.5 of the stated "
+        "budget epsilon = 1; lower rounds or batch, or allow it with max_passes: 2"
     )
     allowed = DolaLearner(
         dola(epsilon=1.0, rounds=30, max_passes=2), data, 2, shard_seed=0,
         rng=np.random.default_rng(0),
     )  # fmt: skip
-    assert allowed.accountant.epsilon == 2.0
+    assert allowed.accountant.epsilon == 1.0 and allowed.release_epsilon == 0.5
+
+
+def test_a_printed_gaussian_that_spends_more_than_stated_is_refused_with_the_fix():
+    """Issue 26: J² as printed, ε = 0.1, λ = 1, 1,000 rounds ran and reported ε = 0.2262."""
+    data = tiny_data(n_train=64_000, features=10)
+    config = dola(algorithm="gaussian", calibration="printed", epsilon=0.1, rounds=1000)
+    with pytest.raises(DolaConfigError) as info:
+        DolaLearner(config, data, 64, shard_seed=0, rng=np.random.default_rng(0))
+    message = str(info.value)
+    assert "ε' = 0.2262 at δ = 1e-05, more than its share 0.1 of the stated budget" in message
+    assert "use calibration: analytic" in message
+    analytic = DolaLearner(
+        config.model_copy(update={"calibration": "analytic"}), data, 64, shard_seed=0,
+        rng=np.random.default_rng(0),
+    )  # fmt: skip
+    assert analytic.gaussian_event(1000).epsilon == pytest.approx(0.1)
+    assert analytic.accountant.report()["stated_epsilon"] == 0.1
 
 
 def test_bad_learner_configuration():
@@ -651,7 +668,7 @@ def test_the_manifest_states_the_budget_and_the_guarantee_reached(tmp_path):
 
     result = run_scenario(scenario(dola_algorithm="laplace", dola_epsilon=0.5), out=tmp_path)
     report = json.loads((result.directory / "manifest.json").read_text())["privacy"]["dola"]
-    assert report["policy"] == "dp-sgd-1" and report["budget_epsilon"] == 0.5
-    assert report["epsilon"] == 0.5 and report["delta"] == 0.0
+    assert report["policy"] == "dp-sgd-1" and report["stated_epsilon"] == 0.5
+    assert report["spent_epsilon"] == 0.5 and report["spent_delta"] == 0.0
     assert report["differentially_private"] is True and report["refused"] == 0
     assert report["uses"] == 200 * 16  # one example per node and round

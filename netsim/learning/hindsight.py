@@ -72,9 +72,15 @@ the rounding of such sums in practice, not interval arithmetic.)
 Only ``x @ w`` and ``x.T @ v`` touch the data, so dense arrays and scipy CSR matrices are
 handled by the same code, and each iteration costs one product with x and one with its
 transpose (the line searches reuse the product along the search direction). Elementwise work
-on the N margins goes to arrays allocated once, dense x with few columns is copied to
-column-major order, and BLAS runs on one thread during the solve (see
-:func:`hindsight_minimum`).
+on the N margins goes to arrays allocated once, and dense x with few columns is also kept in
+column-major order (for x @ w).
+
+Reproducibility. Every sum of the solver is order-defined (:mod:`netsim.learning.ordered`
+for dense products, norms and inner products; scipy's sequential loops for CSR products): no
+BLAS, whose kernels differ between CPUs. The iterates, the stopping point and so the
+reported value and gap are therefore the same on every machine whose elementwise functions
+agree (netsim's reproducibility contract, ``docs/reproducibility.md``); with BLAS they moved
+by up to 8e-4 of the gap under a second OpenBLAS kernel.
 
 Limits. First-order methods converge slowly on badly conditioned instances; the ones seen are
 the hinge with φ = 0, an interior optimum and rows of very different scale, and the logistic
@@ -91,8 +97,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
 
+from netsim.learning import ordered
 from netsim.learning.losses import BINARY_LOSSES, check_loss, loss_values
 
 # SPG2 constants (Birgin et al. 2000 §3): history length of the non-monotone line search,
@@ -119,8 +125,8 @@ _ROUNDING = 1e-13
 # and the other one, if it is faster by a factor _CLEAR, else they take turns.
 _WINDOW, _LEAD, _CLEAR = 30, 8, 2.0
 _INSIDE = 1e-3  # w is interior if ‖w‖ < (1 − _INSIDE) R
-# Dense inputs with at most this many features are copied to column-major order (if the copy
-# takes at most _COPY_BYTES): their products are about twice as fast.
+# Dense inputs with at most this many features are also kept in column-major order (if the
+# copy takes at most _COPY_BYTES): x @ w then runs down the columns, about 1.7 times faster.
 _FEW_FEATURES = 1024
 _COPY_BYTES = 1 << 28
 
@@ -187,7 +193,7 @@ def _validate(x, y, weights, loss: str, regularisation: float):
 
 def project_to_ball(w: np.ndarray, radius: float) -> np.ndarray:
     """Euclidean projection onto the ball ‖w‖₂ ≤ radius (``w`` itself when inside)."""
-    norm = float(np.linalg.norm(w))
+    norm = ordered.norm(w)
     return w * (radius / norm) if norm > radius else w
 
 
@@ -198,9 +204,12 @@ def objective(w, x, y, weights, loss: str, regularisation: float = 0.0) -> float
     w = np.asarray(w, dtype=np.float64)
     if w.shape != (x.shape[1],):
         raise ValueError(f"w must have shape ({x.shape[1]},) to match x, got {w.shape}")
-    margins = x @ w - y if loss == "absolute" else y * (x @ w)
-    total = float(weights.sum())
-    return float(weights @ loss_values(loss, margins)) + 0.5 * regularisation * total * float(w @ w)
+    products = x @ w if sp.issparse(x) else ordered.matvec(x, w, np.empty(x.shape[0]))
+    margins = products - y if loss == "absolute" else y * products
+    total = ordered.total(weights)
+    return ordered.dot(weights, loss_values(loss, margins)) + (
+        0.5 * regularisation * total * ordered.dot(w, w)
+    )
 
 
 class _Bracket:
@@ -251,7 +260,14 @@ class _DataTerm:
         # residuals r = x@w − y
         self.signed = weights if self.absolute else weights * y
         self.dense = not sp.issparse(x)
-        self.transposed = x.T  # a view for ndarrays, CSC for CSR: both multiply without copies
+        # CSR products are scipy's (order-defined C++ loops); dense ones the module
+        # ``ordered``'s, with a column-major copy for x @ v where the copy is small enough
+        self.transposed = x.T if not self.dense else None  # CSC for CSR: no copy
+        self.columns = (
+            np.asfortranarray(x)
+            if self.dense and x.shape[1] <= _FEW_FEATURES and x.nbytes <= _COPY_BYTES
+            else x
+        )
         self.first, self.second, self.third = np.empty(n), np.empty(n), np.empty(n)
         self.fourth = np.empty(n) if self.absolute else self.third
         self.last: np.ndarray | None = None  # the margins of the last evaluation
@@ -263,7 +279,7 @@ class _DataTerm:
         point, or x @ v for a direction (``point`` False: margins are linear in v, residuals
         affine)."""
         if self.dense:
-            np.matmul(self.x, v, out=out)
+            ordered.matvec(self.columns, v, out)
         else:
             out[...] = self.x @ v
         if self.absolute:
@@ -276,7 +292,13 @@ class _DataTerm:
     def combine(self, coefficients: np.ndarray) -> np.ndarray:
         """Σ_k coefficients_k y_k x_k = xᵀ (y ⊙ coefficients), a new array."""
         np.multiply(self.y, coefficients, out=self.third)
-        return np.asarray(self.transposed @ self.third).ravel()
+        return self.transpose_times(self.third)
+
+    def transpose_times(self, c: np.ndarray) -> np.ndarray:
+        """xᵀ c, a new array (order-defined for dense x, scipy's CSC product for CSR)."""
+        if self.dense:
+            return ordered.rmatvec(self.x, c, np.empty(self.x.shape[1]))
+        return np.asarray(self.transposed @ c).ravel()
 
     def evaluate(self, z: np.ndarray, mu: float) -> float:
         """Σ c ℓ_μ(z): the smoothed hinge h_μ, or the logistic loss (μ unused)."""
@@ -306,7 +328,7 @@ class _DataTerm:
             np.negative(z, out=second)
             np.maximum(second, 0.0, out=second)
             third += second
-        self.last_value = float(self.weights @ third)
+        self.last_value = ordered.dot(self.weights, third)
         return self.last_value
 
     def true_hinge(self, z: np.ndarray) -> float:
@@ -314,7 +336,7 @@ class _DataTerm:
         self.last = None
         np.subtract(1.0, z, out=self.third)
         np.maximum(self.third, 0.0, out=self.third)
-        return float(self.weights @ self.third)
+        return ordered.dot(self.weights, self.third)
 
     def gradient(self) -> tuple[np.ndarray, float, float]:
         """At the margins of the last ``evaluate``: the gradient of Σ c ℓ_μ in w,
@@ -325,11 +347,11 @@ class _DataTerm:
         slope = second
         if self.hinge:  # s = r, already in place; t = 1 − z in ``first``
             np.multiply(slope, slope, out=third)
-            bonus = 0.5 * self.mu * float(self.weights @ third)
+            bonus = 0.5 * self.mu * ordered.dot(self.weights, third)
             np.maximum(first, 0.0, out=third)
-            exact = float(self.weights @ third)
+            exact = ordered.dot(self.weights, third)
         elif self.absolute:  # s = −h_μ'(r) in place; |r| in ``first``
-            bonus, exact = 0.0, float(self.weights @ first)
+            bonus, exact = 0.0, ordered.dot(self.weights, first)
         else:  # s = 1/(1 + e^{z}): e^{−|z|}/(1 + e^{−|z|}) for z ≥ 0, 1/(1 + e^{−|z|}) else
             np.add(first, 1.0, out=slope)
             np.reciprocal(slope, out=slope)
@@ -337,7 +359,7 @@ class _DataTerm:
             np.copyto(slope, third, where=self.last >= 0.0)
             bonus, exact = 0.0, self.last_value
         np.multiply(self.signed, slope, out=third)
-        grad = np.asarray(self.transposed @ third).ravel()
+        grad = self.transpose_times(third)
         np.negative(grad, out=grad)
         return grad, bonus, exact
 
@@ -355,8 +377,8 @@ def _gradient_bound(f: float, g: np.ndarray, w: np.ndarray, radius: float, stron
     ``strong``-strongly convex function with value f and gradient g at w (module docstring)."""
     if strong > 0.0:
         step = project_to_ball(w - g / strong, radius) - w
-        return f + float(g @ step) + 0.5 * strong * float(step @ step)
-    return f - float(g @ w) - radius * float(np.linalg.norm(g))
+        return f + ordered.dot(g, step) + 0.5 * strong * ordered.dot(step, step)
+    return f - ordered.dot(g, w) - radius * ordered.norm(g)
 
 
 class _Primal:
@@ -367,7 +389,7 @@ class _Primal:
     ) -> None:
         n = data.y.size
         self.data, self.radius, self.reg, self.bracket = data, radius, reg, bracket
-        self.total = float(data.weights.sum())
+        self.total = ordered.total(data.weights)
         self.w = w
         self.z, self.trial_z, self.dz = np.empty(n), np.empty(n), np.empty(n)
         self.mu = 1.0 if data.smoothed else 0.0
@@ -379,7 +401,7 @@ class _Primal:
     def reset(self) -> tuple[float, np.ndarray]:
         """F_μ and its gradient at w, from freshly computed margins."""
         self.data.margins(self.w, out=self.z)
-        self.sq = float(self.w @ self.w)
+        self.sq = ordered.dot(self.w, self.w)
         self.since_refresh = 0
         return self._evaluate()
 
@@ -403,7 +425,7 @@ class _Primal:
     def prepare(self, direction: np.ndarray) -> None:
         self.direction_ = direction
         self.data.margins(direction, out=self.dz, point=False)
-        self.wd, self.dd = float(self.w @ direction), float(direction @ direction)
+        self.wd, self.dd = ordered.dot(self.w, direction), ordered.dot(direction, direction)
 
     def trial(self, alpha: float) -> float:
         np.multiply(self.dz, alpha, out=self.trial_z)
@@ -416,7 +438,7 @@ class _Primal:
         """Move to w + α d, where α is the step of the last ``trial``."""
         self.w = self.w + alpha * self.direction_
         self.z, self.trial_z = self.trial_z, self.z
-        self.sq = float(self.w @ self.w)
+        self.sq = ordered.dot(self.w, self.w)
         self.since_refresh += 1
         if self.since_refresh >= _REFRESH_EVERY:
             return self.reset()
@@ -456,7 +478,7 @@ class _Dual:
 
     def _inner(self, v: np.ndarray) -> tuple[float, float]:
         """min_{‖w‖ ≤ R} −⟨v, w⟩ + reg ‖w‖², and the scale s of its minimiser w = s v."""
-        norm, reg, radius = float(np.linalg.norm(v)), self.reg, self.radius
+        norm, reg, radius = ordered.norm(v), self.reg, self.radius
         if reg > 0.0 and norm <= 2.0 * reg * radius:
             return -norm * norm / (4.0 * reg), 1.0 / (2.0 * reg)
         return -radius * norm + reg * radius * radius, (radius / norm if norm > 0 else 0.0)
@@ -469,12 +491,12 @@ class _Dual:
     def _evaluate(self) -> tuple[float, np.ndarray]:
         data = self.data
         inner, scale = self._inner(self.v)
-        total = float(self.alpha.sum())
+        total = ordered.total(self.alpha)
         dual = total + inner
         lower = dual - data.slack
         w = scale * self.v
         data.margins(w, out=self.z)
-        value = data.true_hinge(self.z) + self.reg * float(w @ w)
+        value = data.true_hinge(self.z) + self.reg * ordered.dot(w, w)
         self.bracket.offer(value, w, lower)
         np.subtract(self.z, 1.0, out=self.g)  # ∇(−D)(α) = y ⊙ (x @ w(α)) − 1 (Danskin)
         return -dual, self.g
@@ -489,7 +511,7 @@ class _Dual:
 
     def prepare(self, direction: np.ndarray) -> None:
         self.u = self.data.combine(direction)
-        self.base, self.rise = float(self.alpha.sum()), float(direction.sum())
+        self.base, self.rise = ordered.total(self.alpha), ordered.total(direction)
 
     def trial(self, alpha: float) -> float:
         return -(self.base + alpha * self.rise + self._inner(self.v + alpha * self.u)[0])
@@ -528,7 +550,7 @@ class _Spg:
             size = float(np.max(np.abs(problem.direction(1.0, g)), initial=0.0))
             self.step = min(_STEP_MAX, max(_STEP_MIN, 1.0 / size)) if size > 0 else 1.0
         direction = problem.direction(self.step, g)
-        slope = float(g @ direction)
+        slope = ordered.dot(g, direction)
         if not slope < 0.0:
             return False
         problem.prepare(direction)
@@ -543,10 +565,10 @@ class _Spg:
             alpha = candidate if _SIGMA1 <= candidate <= _SIGMA2 * alpha else 0.5 * alpha
             if alpha < _SMALLEST_STEP:
                 return False
-        dd = float(direction @ direction)
+        dd = ordered.dot(direction, direction)
         self.f, self.g = problem.accept(alpha)
         # Spectral step ⟨s, s⟩/⟨s, r⟩ with s = α d and r = g_new − g (⟨d, g⟩ = slope).
-        curv = float(direction @ self.g) - slope
+        curv = ordered.dot(direction, self.g) - slope
         self.step = min(_STEP_MAX, max(_STEP_MIN, alpha * dd / curv)) if curv > 0 else _STEP_MAX
         self.history.append(self.f)
         mass = _AVERAGING * self.mass + 1.0
@@ -582,9 +604,8 @@ def hindsight_minimum(
     stages) have run, or no solver can make progress at working precision; in the latter cases
     the bracket is still valid, only wider. ``start`` (projected onto the ball) warm-starts the
     primal solver. Rows with c_k = 0 are dropped (copying x) when they are at least a quarter
-    of all rows. BLAS is limited to one thread for the duration of the call (threadpoolctl):
-    these memory-bound products gain little from threads, and OpenBLAS's threads slowed them
-    down by an order of magnitude when other processes competed for the cores.
+    of all rows. Every sum is order-defined (module docstring: the same result on any
+    machine), and no BLAS runs.
 
     Raises ValueError for an unknown loss, radius ≤ 0, negative or non-finite weights,
     regularisation < 0, labels other than ±1, non-finite data, or mismatched shapes.
@@ -608,22 +629,15 @@ def hindsight_minimum(
             raise ValueError("start must contain only finite values")
         w = project_to_ball(w, radius)
 
-    total = float(weights.sum())
+    total = ordered.total(weights)
     if total == 0.0:  # F ≡ 0
         return HindsightSolution(w=np.zeros(d), value=0.0, lower_bound=0.0, iterations=0)
     keep = weights > 0
     if np.count_nonzero(keep) < 0.75 * keep.size:  # drop the rows that do not count
         x, y, weights = x[keep], y[keep], weights[keep]
-    if (
-        not sp.issparse(x)
-        and x.shape[1] <= _FEW_FEATURES
-        and not x.flags.f_contiguous
-        and x.nbytes <= _COPY_BYTES
-    ):
-        x = np.asfortranarray(x)
-    # One BLAS thread (restored on return): see the docstring.
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _solve(x, y, weights, w, loss, radius, regularisation, tolerance, max_iterations)
+    if not sp.issparse(x):
+        x = np.ascontiguousarray(x)  # rows for xᵀc; _DataTerm adds the columns for x @ w
+    return _solve(x, y, weights, w, loss, radius, regularisation, tolerance, max_iterations)
 
 
 def _solve(
@@ -644,10 +658,10 @@ def _solve(
     if sp.issparse(x):
         row_norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
     else:
-        row_norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+        row_norms = ordered.row_norms(x)
     scale = 1.0 + radius * row_norms + (np.abs(y) if data.absolute else 0.0)
-    data.slack = _ROUNDING * float(weights @ scale)
-    reg = 0.5 * regularisation * float(weights.sum())  # F = Σ c ℓ + reg ‖w‖²
+    data.slack = _ROUNDING * ordered.dot(weights, scale)
+    reg = 0.5 * regularisation * ordered.total(weights)  # F = Σ c ℓ + reg ‖w‖²
     bracket = _Bracket(tolerance)  # of both solvers
     primal_bracket = _Bracket(tolerance, parent=bracket)
     primal = _Primal(data, radius, reg, primal_bracket, w)
@@ -726,16 +740,16 @@ def _solve(
     # Report F at the best point from freshly computed margins.
     assert bracket.w is not None
     w = bracket.w
-    norm = float(np.linalg.norm(w))
+    norm = ordered.norm(w)
     if norm > radius:  # rounding in the convex combinations
         w = w * (radius / norm)
     z = data.margins(w, out=np.empty(y.size))
     if data.hinge:
-        value = data.true_hinge(z) + reg * float(w @ w)
+        value = data.true_hinge(z) + reg * ordered.dot(w, w)
     elif data.absolute:
-        value = float(weights @ np.abs(z)) + reg * float(w @ w)
+        value = ordered.dot(weights, np.abs(z)) + reg * ordered.dot(w, w)
     else:
-        value = data.evaluate(z, 0.0) + reg * float(w @ w)
+        value = data.evaluate(z, 0.0) + reg * ordered.dot(w, w)
     return HindsightSolution(
         w=w, value=value, lower_bound=min(bracket.lower, value), iterations=iterations
     )

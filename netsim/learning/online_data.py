@@ -45,6 +45,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from netsim.api import ComponentConfig
 from netsim.fields import resolved_path
+from netsim.learning import ordered
 from netsim.learning.datasets import (
     DataError,
     Dataset,
@@ -133,7 +134,7 @@ def row_norms(x: np.ndarray | sp.csr_matrix) -> np.ndarray:
     if sp.issparse(x):
         rows = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
         return np.sqrt(np.bincount(rows, weights=x.data * x.data, minlength=x.shape[0]))
-    return np.sqrt(np.einsum("ij,ij->i", x, x))
+    return ordered.row_norms(x)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -517,7 +518,7 @@ def _ball(n: int, d: int, noise: float, seed: int) -> _Generated:
     rng = np.random.default_rng(seed)
     normal = _unit(rng.standard_normal(d))
     x = unit_ball_points(n, d, rng)
-    clean = np.where(x @ normal >= 0.0, 1.0, -1.0)
+    clean = np.where(ordered.matvec_new(x, normal) >= 0.0, 1.0, -1.0)
     flipped = rng.random(n) < noise
     return _Generated(x, np.where(flipped, -clean, clean), normal, 0.0, flipped)
 
@@ -535,7 +536,7 @@ def _sparse(n: int, d: int, k: int, m: int, noise: float, seed: int) -> _Generat
     frequency = np.bincount(columns.ravel(), minlength=d)
     idf = 1.0 + np.log((1.0 + n) / (1.0 + frequency))
     values = (1.0 + rng.standard_exponential((n, k))) * idf[columns]
-    values /= np.sqrt(np.einsum("ij,ij->i", values, values))[:, None]
+    values /= ordered.row_norms(values)[:, None]
     index_type = np.int32 if d <= np.iinfo(np.int32).max else np.int64
     x = sp.csr_matrix(
         (values.ravel(), columns.ravel().astype(index_type), np.arange(0, n * k + 1, k)),
@@ -597,7 +598,7 @@ def _gumbel_top(rng: np.random.Generator, log_prob: np.ndarray, k: int) -> np.nd
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
-    length = float(np.linalg.norm(v))
+    length = ordered.norm(v)
     if length == 0.0:  # pragma: no cover - probability zero
         v = np.zeros_like(v)
         v[0], length = 1.0, 1.0

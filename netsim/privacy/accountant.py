@@ -488,10 +488,11 @@ class PrivacyAccountant:
 
         return {
             "policy": self.policy.name,
-            "budget_epsilon": number(self.epsilon) if self.policy.private else None,
-            "budget_delta": number(self.delta),
-            "epsilon": number(run.epsilon),
-            "delta": number(run.delta),
+            # what the scenario states (a ceiling per record) and what the ledger spent
+            "stated_epsilon": number(self.epsilon) if self.policy.private else None,
+            "stated_delta": number(self.delta),
+            "spent_epsilon": number(run.epsilon),
+            "spent_delta": number(run.delta),
             "differentially_private": bool(self.policy.private and run.is_dp),
             "mutual_information": number(float(self.mutual_information_spent.max())),
             "records": int(self.records),

@@ -49,7 +49,7 @@ class DolaConfig(RoundsConfig):
     loss: Literal["hinge", "logistic"] = "hinge"
     epsilon: float = Field(default=1.0, allow_inf_nan=True)  # .inf: no noise
     delta: float = 1e-5
-    calibration: Literal["printed", "analytic"] = "printed"
+    calibration: Literal["printed", "analytic"] = "analytic"
     batch: int = 1
     max_passes: int = Field(default=1, ge=1)
     step: Literal["strongly_convex", "convex"] = "strongly_convex"

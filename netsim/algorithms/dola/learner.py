@@ -51,6 +51,7 @@ import numpy as np
 from netsim.algorithms.dola import calibration, kernels
 from netsim.algorithms.dola.config import DolaConfig
 from netsim.errors import DolaConfigError
+from netsim.learning import ordered
 from netsim.learning.online_data import OnlineData, passes, shard_rows, stream_rows
 from netsim.privacy import mechanisms
 from netsim.privacy.accountant import KUses, PrivacyAccountant, Unlimited
@@ -77,17 +78,33 @@ class RoundReport:
 
 
 def budget_exceeded(config: DolaConfig, used: int, rounds: int, shortest: int) -> str:
-    """Why a run that would use an example ``used`` times is refused: with parallel
-    composition over a node's shard each pass spends ε (and δ) once more per example, and the
-    scenario states ε per example unless it allows more passes (``max_passes``)."""
-    spent = f"ε = {used * config.epsilon:g}"
+    """Why a run that would use an example ``used`` times is refused: ``epsilon`` (and
+    ``delta``) is the budget of an example over the whole run, so k passes over a node's shard
+    leave each release ε/k (sequential composition), and the scenario must allow that many
+    passes (``max_passes``)."""
+    share = f"ε = {config.epsilon / used:g}"
     if config.algorithm == "gaussian":
-        spent += f", δ = {used * config.delta:g}"
+        share += f", δ = {config.delta / used:g}"
     return (
         f"T·batch = {rounds}·{config.batch} exceeds the smallest node's data ({shortest} "
-        f"examples), so an example would be used {used} times and the run would spend {spent} "
-        f"per example, {used}× the stated epsilon {config.epsilon:g}; lower rounds or batch, "
-        f"or allow it with max_passes: {used}"
+        f"examples), so an example would be used {used} times (passes) and each release could "
+        f"spend only {share} of the stated budget epsilon = {config.epsilon:g}; lower rounds "
+        f"or batch, or allow it with max_passes: {used}"
+    )
+
+
+def printed_gaussian_overspends(config: DolaConfig, spent: float, delta: float, passes: int) -> str:
+    """Why ``calibration: printed`` is refused when its noise gives a release more than its
+    share of the stated budget (DESIGN principle 5: a run never spends more than it states)."""
+    share = config.epsilon / passes
+    over = f" over {passes} passes" if passes > 1 else ""
+    return (
+        f"dola.calibration printed: J² as printed in Li et al. (TKDE 2018, Alg. 2) gives a release "
+        f"ε' = {spent:.4g} at δ = {delta:g}, more than its share {share:g} of the stated "
+        f"budget epsilon = {config.epsilon:g} per example{over} ({spent / share:.3g}×: J² "
+        f"carries α_t² although the noise is added before the step multiplies it); use "
+        f"calibration: analytic, which solves σ so that every release is ({share:g}, "
+        f"{delta:g})-DP"
     )
 
 
@@ -134,6 +151,9 @@ class DolaLearner:
         self.passes = passes(self.lengths, self.rounds, config.batch)
         if config.private and self.passes > config.max_passes:
             raise DolaConfigError(budget_exceeded(config, self.passes, self.rounds, shortest))
+        # each release's share of the stated budget (sequential composition over the passes)
+        self.release_epsilon = config.epsilon / self.passes
+        self.release_delta = (config.delta if config.algorithm == "gaussian" else 0.0) / self.passes
         self.accountant = self._accountant()
         self.weights = np.zeros((nodes, self.n))
         self.weight_sum = np.zeros(self.n)  # Σ_i w_i, kept by the step kernel
@@ -157,20 +177,22 @@ class DolaLearner:
         self.labels = data.y_train
 
     def _accountant(self) -> PrivacyAccountant:
-        """One record per training example; each is planned to be used ``passes`` times."""
+        """One record per training example with the stated budget (ε, δ), used at most
+        ``passes`` times with ε/passes (and δ/passes) each. The printed Gaussian calibration is
+        refused if its noise would give a release more than that share."""
         config = self.config
         records = self.data.n_train
         if not config.private:
             return PrivacyAccountant(records, epsilon=math.inf, policy=Unlimited())
-        per_release = config.epsilon
         delta = config.delta if config.algorithm == "gaussian" else 0.0
         if config.algorithm == "gaussian" and config.calibration == "printed":
-            per_release = max(self.gaussian_event(t).epsilon for t in range(1, self.rounds + 1))
+            worst = max(self.gaussian_event(t).epsilon for t in range(1, self.rounds + 1))
+            if not worst <= self.release_epsilon * (1.0 + 1e-12):
+                raise DolaConfigError(
+                    printed_gaussian_overspends(config, worst, self.release_delta, self.passes)
+                )
         return PrivacyAccountant(
-            records,
-            epsilon=per_release * self.passes,
-            delta=delta * self.passes,
-            policy=KUses(self.passes),
+            records, epsilon=config.epsilon, delta=delta, policy=KUses(self.passes)
         )
 
     def gaussian_event(self, t: int) -> PrivacyEvent:
@@ -181,8 +203,8 @@ class DolaLearner:
             dimension=self.n,
             lipschitz=LIPSCHITZ,
             rounds=self.rounds,
-            epsilon=config.epsilon,
-            delta=config.delta,
+            epsilon=self.release_epsilon,
+            delta=self.release_delta,
             batch=config.batch,
             calibration=config.calibration,
         )[1]
@@ -232,7 +254,7 @@ class DolaLearner:
             if config.private and nodes.size:
                 target = self.released if everyone else block
                 event = calibration.dola_laplace_rows(
-                    block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=config.epsilon,
+                    block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=self.release_epsilon,
                     rng=self.rng, batch=config.batch, out=target,
                 )  # fmt: skip
                 if not everyone:
@@ -244,7 +266,7 @@ class DolaLearner:
             if nodes.size and config.private:
                 event = calibration.dola_gaussian_rows(
                     noise, alpha=alpha, lipschitz=LIPSCHITZ, rounds=self.rounds,
-                    epsilon=config.epsilon, delta=config.delta, rng=self.rng,
+                    epsilon=self.release_epsilon, delta=self.release_delta, rng=self.rng,
                     batch=config.batch, calibration=config.calibration,
                 )  # fmt: skip
             assert self._next is not None
@@ -264,7 +286,7 @@ class DolaLearner:
             block = self._next if everyone else self._next[nodes]
             if nodes.size and config.private:
                 event = calibration.dola_laplace_rows(
-                    block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=config.epsilon,
+                    block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=self.release_epsilon,
                     rng=self.rng, batch=config.batch,
                 )  # fmt: skip
             self.released[nodes] = block
@@ -296,8 +318,8 @@ class DolaLearner:
 
     def consensus(self) -> float:
         """Σ_i ‖w_i − w̄‖² (TKDE Fig. 6c: the nodes approach each other)."""
-        centred = self.weights - self.weights.mean(axis=0)
-        return float(np.einsum("ij,ij->", centred, centred))
+        centred = self.weights - ordered.column_means(self.weights)
+        return ordered.sum_squares(centred)
 
     def sparsity_of(self, w: np.ndarray) -> float:
         """Fraction of exactly zero weights."""

@@ -36,6 +36,7 @@ from netsim.algorithms.dola.mixing import (
 )
 from netsim.api import BuildContext, Curve, FigureSpec, RoundLearner
 from netsim.distributions import Constant
+from netsim.learning import ordered
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import OnlineData, load_online_data
 from netsim.log import F64, I64, STR, TableSchema
@@ -94,7 +95,7 @@ REGRET_TABLE = TableSchema(
         "hindsight_gap its certified distance to the minimum; average_regret = R_D/t, and "
         "per node R_D/(t·m)."
     ),
-    role="rounds", round="round",
+    role="rounds", round="round", scaled_by=(("hindsight_gap", "hindsight_loss"),),
 )
 SUMMARY_TABLE = TableSchema(
     name="dola_summary",
@@ -162,7 +163,11 @@ def accuracies(models: list[np.ndarray], x: object, y: np.ndarray) -> list[float
     counts as +1); one pass over the test data for all of them."""
     if y.size == 0:
         return [math.nan] * len(models)
-    margins = np.asarray(x @ np.column_stack(models))
+    stacked = np.vstack(models)
+    if sp.issparse(x):
+        margins = np.asarray(x @ stacked.T)
+    else:  # order-defined: a sign must not depend on the machine's BLAS
+        margins = ordered.scores(np.ascontiguousarray(x, dtype=np.float64), stacked)
     correct = np.where(margins >= 0, 1.0, -1.0) == y[:, None]
     return [float(v) for v in correct.mean(axis=0)]
 

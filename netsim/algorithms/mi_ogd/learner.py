@@ -29,6 +29,7 @@ import numpy as np
 from netsim.algorithms.mi_ogd import calibration
 from netsim.algorithms.mi_ogd.config import Loss, MiOgdConfig
 from netsim.errors import MiOgdConfigError
+from netsim.learning import ordered
 from netsim.learning.hindsight import project_to_ball
 from netsim.learning.losses import loss_value
 from netsim.learning.losses import per_example_gradient as subgradient
@@ -165,7 +166,7 @@ class Stream:
     @property
     def lipschitz(self) -> float:
         """L = max ‖x‖: every loss here is L-Lipschitz in w."""
-        return float(np.sqrt(np.einsum("ij,ij->i", self.x, self.x)).max())
+        return float(ordered.row_norms(self.x).max())
 
 
 def synthetic_regression(
@@ -177,7 +178,7 @@ def synthetic_regression(
     rng = np.random.default_rng(seed)
     w_star = scale * unit_sphere(dimension, rng)
     points = unit_ball_points(examples, dimension, rng)
-    y = points @ w_star + noise * rng.standard_normal(points.shape[0])
+    y = ordered.matvec_new(points, w_star) + noise * rng.standard_normal(points.shape[0])
     source = (
         f"{points.shape[0]:,} points uniform in the unit ball of R^{dimension}, y = <w*, x> + "
         f"N(0, {noise:g}²), ‖w*‖ = {scale:g} (seed {seed})"

@@ -85,7 +85,7 @@ REGRET_TABLE = TableSchema(
         "lower bound; hindsight_gap is its certified distance), and the theorems' bound for "
         "that many played rounds at the run's η (and δ)."
     ),
-    role="rounds", round="round",
+    role="rounds", round="round", scaled_by=(("hindsight_gap", "hindsight_loss"),),
 )
 SUMMARY_TABLE = TableSchema(
     name="mi_ogd_summary",
