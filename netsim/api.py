@@ -45,7 +45,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 from pydantic import ConfigDict, Field
@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERFACES",
+    "Baseline",
     "BuildContext",
     "ChurnModel",
     "Component",
@@ -160,6 +161,21 @@ class BuildContext:
         self.warnings.append(f"{self.key}: {message}")
 
 
+class Baseline(NamedTuple):
+    """A horizontal dashed line in a :class:`Curve`'s panel at the value of ``column`` of the
+    one-row table ``table`` of the runs (their mean when the figure has several runs), named
+    ``label`` in the legend — e.g. a learning result's yardsticks (principle 9)::
+
+        Baseline("learning_summary", "majority_accuracy", "majority class")
+
+    A plain ``(table, column, label)`` tuple works the same. Runs without the column draw no
+    line."""
+
+    table: str
+    column: str
+    label: str
+
+
 @dataclass(frozen=True)
 class Curve:
     """One metric of one table against ``axis`` (``time``, ``round`` or ``point``) in one
@@ -173,6 +189,12 @@ class Curve:
     #: named in the legend by ``reference_label``.
     reference: str | None = None
     reference_label: str = ""
+    #: Two more metrics of the table (low, high), drawn dotted in each line's colour around
+    #: it (e.g. the lowest and highest model's accuracy), named by ``spread_label``.
+    spread: tuple[str, str] | None = None
+    spread_label: str = ""
+    #: Horizontal dashed lines read from other tables of the runs (:class:`Baseline`).
+    baselines: tuple[Baseline, ...] = ()
 
 
 @dataclass(frozen=True)

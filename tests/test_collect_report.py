@@ -303,7 +303,13 @@ def test_collected_values_are_the_tables_values(walk_sweep):
     for metric, value in zip(summary["metric"], summary["value"], strict=True):
         assert value == float(walk_summary[metric])
     learning = rows[rows["table"] == "learning_summary"]
-    assert set(learning["metric"]) == {"visits", "updates", "refused", "epsilon", "delta"}
+    assert set(learning["metric"]) == {
+        "visits", "updates", "refused", "epsilon", "delta",
+        "majority_accuracy", "centralised_accuracy",  # the yardsticks (principle 9)
+    }  # fmt: skip
+    learning_summary = read_table(run_dir, "learning_summary").iloc[0]
+    for metric, value in zip(learning["metric"], learning["value"], strict=True):
+        assert value == float(learning_summary[metric])
 
 
 def test_every_row_carries_its_runs_plan_values(walk_sweep, dola_sweep):

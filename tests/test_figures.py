@@ -127,3 +127,93 @@ def test_dola_curves_and_figures_from_run_directories(tmp_path):
     assert png_size(sparsity_figure(points, tmp_path / "s.png", title="t"))[0] > 500
     with pytest.raises(RunDirectoryError, match="no consensus values"):
         curve_figure(curves.iloc[:0], tmp_path / "none.png", metric="consensus", title="t")
+
+
+def report_figures(monkeypatch, path, out):
+    """Write the report of ``path`` and keep its figures open: file name -> Figure."""
+    import netsim.analysis.report as report
+
+    drawn = {}
+
+    def keep(fig, file, **_options):
+        drawn[file.name] = fig
+        return file
+
+    monkeypatch.setattr(report, "save_figure", keep)
+    report.write_report(path, out)
+    return drawn
+
+
+def dashed_lines(ax):
+    """The horizontal dashed lines of ``ax`` as {legend label: y}."""
+    return {
+        line.get_label(): float(line.get_ydata()[0])
+        for line in ax.get_lines()
+        if line.get_linestyle() == "--" and len(set(line.get_ydata())) == 1
+    }
+
+
+def test_the_accuracy_figure_draws_the_baselines_dashed(tmp_path, monkeypatch):
+    """Principle 9: the report's accuracy figure draws the runs' majority-class and
+    centralised accuracy (learning_summary) as dashed horizontal lines named in the legend."""
+    from netsim.analysis.runs import load_run
+
+    runs = [learning_run(tmp_path, seed) for seed in (1, 2)]
+    figures = report_figures(monkeypatch, runs, tmp_path / "report")
+    (ax,) = figures["accuracy_vs_time.png"].axes
+    summary = load_run(runs[0], parameters=False)["learning_summary"].iloc[0]
+    lines = dashed_lines(ax)
+    majority = summary["majority_accuracy"]
+    centralised = summary["centralised_accuracy"]
+    assert lines == {
+        f"majority class ({majority:.3f})": pytest.approx(majority),
+        f"centralised non-private ({centralised:.3f})": pytest.approx(centralised),
+    }
+    low, high = ax.get_ylim()
+    assert low <= majority <= high and low <= centralised <= high
+    legend = [text.get_text() for legend in ax.figure.legends for text in legend.get_texts()]
+    assert f"majority class ({majority:.3f})" in legend
+    assert ax.get_ylabel() == "test accuracy (fraction correct)"
+    assert ax.get_xlabel() == "time (hours)"
+
+
+def test_the_gossip_learning_figure_draws_the_spread_and_the_baselines(tmp_path, monkeypatch):
+    data = {
+        "name": "fig-gossip",
+        "seed": 1,
+        "nodes": 60,
+        "duration": 20,
+        "topology": {"kind": "k_out", "k": 8},
+        "gossip_learning": {"period": 1.0},
+        "learning": {"dataset": {"name": "breast_cancer"}, "algorithm": "sgd"},
+        "metrics": {"sample_every": 2},
+    }
+    run = run_scenario(validate_scenario(data, source="<t>", base_dir=None), out=tmp_path)
+    figures = report_figures(monkeypatch, run.directory, tmp_path / "report")
+    (ax,) = figures["gossip_learning_accuracy.png"].axes
+    labels = sorted(label.split(" (")[0] for label in dashed_lines(ax))
+    assert labels == ["centralised non-private", "majority class"]
+    dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert len(dotted) == 2  # the lowest and the highest model
+    spread = pd.read_parquet(run.directory / "gossip_learning_accuracy.parquet")
+    assert dotted[0].get_ydata().tolist() == pytest.approx(spread["accuracy_min"].tolist())
+    assert dotted[1].get_ydata().tolist() == pytest.approx(spread["accuracy_max"].tolist())
+
+
+def test_baselines_of_several_runs_are_their_mean_with_the_range():
+    from netsim.analysis.report import baseline_lines
+
+    long = pd.DataFrame(
+        {
+            "run": [0, 1, 0, 1],
+            "table": ["learning_summary"] * 4,
+            "metric": ["majority_accuracy"] * 2 + ["other"] * 2,
+            "value": [0.6, 0.7, 1.0, 1.0],
+        }
+    )
+    (line,) = baseline_lines(
+        long,
+        [("learning_summary", "majority_accuracy", "majority"), ("absent", "x", "gone")],
+    )
+    assert line.value == pytest.approx(0.65) and (line.low, line.high, line.runs) == (0.6, 0.7, 2)
+    assert line.text() == "majority (mean of 2 runs 0.650, 0.600–0.700)"

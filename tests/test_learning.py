@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn.linear_model import SGDClassifier
+from sklearn.linear_model import LogisticRegression, SGDClassifier
 
 from netsim.cli import main as cli_main
 from netsim.learning.datasets import load_dataset, preprocess
@@ -258,6 +258,94 @@ def test_gossip_learning_spends_the_budgets_of_all_records_at_once():
     assert visits["updates"].max() <= 12
     walk = run(learning_scenario(nodes=200, steps=20, algorithm="dp-sgd-1"))[1]
     assert walk["sgd_visits"]["updates"].max() == 19  # one walk: every visit updates it
+
+
+# --- yardsticks (DESIGN principle 9, issue 26) ---------------------------------------------
+
+
+def test_the_summary_carries_the_splits_majority_and_centralised_accuracy():
+    """On the bundled Spambase split, learning_summary holds the test share of the training
+    split's majority class and scikit-learn's logistic regression (C = 1) fitted on the whole
+    pre-processed training split — each computed here independently."""
+    _built, frames = run(learning_scenario(nodes=100, steps=50, noise="l1"))
+    summary = frames["learning_summary"].iloc[0]
+    data = preprocess(load_dataset("spambase"), normalisation="local", norm="L1")
+    mode = np.bincount(data.y_train).argmax()
+    assert summary["majority_accuracy"] == np.mean(data.y_test == mode)
+    assert summary["majority_accuracy"] == pytest.approx(282 / 461)
+    centralised = LogisticRegression(C=1.0, max_iter=5000).fit(data.x_train, data.y_train)
+    assert summary["centralised_accuracy"] == centralised.score(data.x_test, data.y_test)
+    assert summary["centralised_accuracy"] > summary["majority_accuracy"] + 0.2
+
+
+def test_the_summary_lines_print_the_yardsticks_beside_the_accuracy():
+    from netsim.algorithms.dpsgd.sgd import SGDAgent
+
+    _built, frames = run(learning_scenario(nodes=100, steps=120))
+    lines = SGDAgent.summary_lines(frames)
+    accuracy = next(line for line in lines if line.startswith("test accuracy after"))
+    summary = frames["learning_summary"].iloc[0]
+    assert f"majority class {summary['majority_accuracy']:.3f}" in accuracy
+    assert f"centralised non-private {summary['centralised_accuracy']:.3f}" in accuracy
+
+
+def gossip_run(nodes=60, steps=12, algorithm="sgd"):
+    data = learning_scenario(
+        nodes=nodes, steps=steps, algorithm=algorithm, gossip_learning={"period": 1.0}
+    )
+    data["metrics"] = {"sample_every": 4}
+    return run(data)
+
+
+def test_gossip_learning_records_the_spread_of_accuracy_across_models():
+    """Every metrics.sample_every and at the end: mean, min, median and max test accuracy of
+    every node's current model, as each model alone would score."""
+    built, frames = gossip_run()
+    spread = frames["gossip_learning_accuracy"]
+    assert spread["time"].tolist() == [4.0, 8.0, 12.0]  # the last one at the end of the run
+    assert (spread["models"] == 60).all()
+    agent, models = built["learning"], built["gossip_learning"].models
+    final = np.array([agent.accuracy(state) for state in models.models])
+    last = spread.iloc[-1]
+    assert last["accuracy_mean"] == pytest.approx(final.mean())
+    assert last["accuracy_min"] == final.min() and last["accuracy_max"] == final.max()
+    assert last["accuracy_median"] == np.median(final)
+    assert last["visits_mean"] == pytest.approx(np.mean([m.visits for m in models.models]))
+    assert last["accuracy_max"] > last["accuracy_min"]  # the models differ
+    lines = type(built["gossip_learning"]).summary_lines(frames)
+    assert "60 models at 12 s" in lines[0] and "majority class" in lines[0]
+
+
+def test_gossip_learning_samples_models_from_its_own_stream(monkeypatch):
+    """Past EVALUATED_MODELS nodes a fixed sample of nodes is evaluated, drawn from a stream
+    of its own: every other table is unchanged."""
+    import netsim.algorithms.gossip_learning.application as application
+
+    reference, everyone = gossip_run(algorithm="dp-sgd-5")  # draws noise while running
+    monkeypatch.setattr(application, "EVALUATED_MODELS", 25)
+    built, sampled = gossip_run(algorithm="dp-sgd-5")
+    assert (sampled["gossip_learning_accuracy"]["models"] == 25).all()
+    assert len(set(built["gossip_learning"].evaluated.tolist())) == 25
+    for table in ("sgd_visits", "privacy_records"):
+        assert sampled[table].equals(everyone[table]), table
+    for ours, theirs in zip(
+        built["gossip_learning"].models.models,
+        reference["gossip_learning"].models.models,
+        strict=True,
+    ):  # the same noise went into every model
+        assert np.array_equal(ours.weights, theirs.weights)
+
+
+@pytest.mark.parametrize("classes", [2, 4])
+def test_batched_model_accuracies_match_one_model_at_a_time(classes):
+    from netsim.algorithms.gossip_learning.application import model_accuracies
+
+    rng = np.random.default_rng(classes)
+    model = LinearModel("logreg", classes, 6)
+    x, y = rng.normal(size=(50, 6)), rng.integers(0, classes, 50)
+    weights = [rng.normal(size=model.shape) for _ in range(7)]
+    expected = [model.accuracy(w, x, y) for w in weights]
+    assert model_accuracies(model, weights, x, y).tolist() == expected
 
 
 # --- bad input ------------------------------------------------------------------------------

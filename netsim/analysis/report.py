@@ -319,15 +319,67 @@ def curve_binning(samples: pd.DataFrame, axis: str) -> Binning | None:
 
 
 @dataclass(frozen=True)
+class BaselineLine:
+    """A :class:`~netsim.api.Baseline` of a panel: its label and the mean, lowest and highest
+    value over the runs that have it."""
+
+    label: str
+    value: float
+    low: float
+    high: float
+    runs: int
+
+    def text(self) -> str:
+        """The legend entry: "majority class (0.612)", with the runs' range when they
+        differ."""
+        if self.runs > 1 and self.high - self.low > 5e-4:
+            return (
+                f"{self.label} (mean of {self.runs} runs {self.value:.3f}, "
+                f"{self.low:.3f}–{self.high:.3f})"
+            )
+        return f"{self.label} ({self.value:.3f})"
+
+
+#: Colours of a panel's baselines, in the order they are declared.
+BASELINE_COLOURS = ("0.45", "black", "tab:brown", "tab:olive")
+
+
+def baseline_lines(
+    long: pd.DataFrame, baselines: Sequence[tuple[str, str, str]]
+) -> list[BaselineLine]:
+    """The value of each baseline (a :class:`~netsim.api.Baseline` or ``(table, column,
+    label)``) over the runs of ``long``: per run the mean of the column (one row in a summary
+    table), then the mean over runs. Baselines no run has are left out."""
+    lines = []
+    for table, column, label in baselines:
+        rows = long[(long["table"] == table) & (long["metric"] == column)]
+        per_run = rows.groupby("run")["value"].mean().dropna()
+        if per_run.empty:
+            continue
+        lines.append(
+            BaselineLine(
+                label,
+                float(per_run.mean()),
+                float(per_run.min()),
+                float(per_run.max()),
+                len(per_run),
+            )
+        )
+    return lines
+
+
+@dataclass(frozen=True)
 class CurveStatistics:
     """A panel's statistics per grid point and x, how its runs were binned (if at all), each
-    run's values (``run, point, x, value``) and the statistics of the curve's reference
-    metric (None without one)."""
+    run's values (``run, point, x, value``), the statistics of the curve's reference metric
+    and of its spread metrics (low, high) (None without them) and its baselines."""
 
     frame: pd.DataFrame
     binning: Binning | None = None
     runs: pd.DataFrame | None = None
     reference: pd.DataFrame | None = None
+    spread: tuple[pd.DataFrame, pd.DataFrame] | None = None
+    baselines: tuple[BaselineLine, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -365,7 +417,21 @@ def curve_statistics(long: pd.DataFrame, curve: Curve) -> CurveStatistics:
     if curve.reference is not None:
         found = curve_statistics(long, Curve(curve.table, curve.reference, curve.axis, ""))
         reference = None if found.empty else found.frame
-    return CurveStatistics(frame, binning, runs.sort_values(["run", "x"]), reference)
+    spread = None
+    if curve.spread is not None:
+        low, high = (
+            curve_statistics(long, Curve(curve.table, metric, curve.axis, ""))
+            for metric in curve.spread
+        )
+        spread = None if low.empty or high.empty else (low.frame, high.frame)
+    return CurveStatistics(
+        frame,
+        binning,
+        runs.sort_values(["run", "x"]),
+        reference,
+        spread,
+        tuple(baseline_lines(long, curve.baselines)),
+    )
 
 
 def _log_x(statistics: list[CurveStatistics], decades: float | None) -> bool:
@@ -476,12 +542,14 @@ def _draw_curve_figure(
     x_scale = HOUR if spec.panels[0].axis == "time" else 1.0
     for ax, curve, stats in zip(axes[:, 0], spec.panels, statistics, strict=True):
         frame = stats.frame
-        if stats.reference is not None:  # the axes hold the reference line too
-            mean = stats.reference["mean"]
-            reference = stats.reference.assign(run_min=mean, run_max=mean)
-            frame_for_limits = pd.concat([frame, reference], ignore_index=True)
-        else:
-            frame_for_limits = frame
+        extra = []  # the axes hold the reference, spread and baseline lines too
+        for other in (stats.reference, *(stats.spread or ())):
+            if other is not None:
+                extra.append(other.assign(run_min=other["mean"], run_max=other["mean"]))
+        if stats.baselines:
+            values = [b.value for b in stats.baselines]
+            extra.append(pd.DataFrame({"mean": values, "run_min": values, "run_max": values}))
+        frame_for_limits = pd.concat([frame, *extra], ignore_index=True) if extra else frame
         log = _log_y(frame)
         if log:
             ax.set_yscale("log")
@@ -526,11 +594,32 @@ def _draw_curve_figure(
                     label=f"{curve.reference_label or curve.reference}"
                     + (f" ({labels[int(point)]})" if len(points) > 1 else ""),
                 )  # fmt: skip
+        if stats.spread is not None:
+            assert curve.spread is not None
+            name = curve.spread_label or " / ".join(curve.spread)
+            low, high = stats.spread
+            for k, point in enumerate(sorted(set(low["point"]) & set(high["point"]))):
+                for bound, line in enumerate((low, high)):
+                    line = line[line["point"] == point]
+                    ax.plot(
+                        line["x"].to_numpy() / x_scale, line["mean"].to_numpy(dtype=float),
+                        color=styles[int(point)].colour, linestyle=":", lw=1.0,
+                        label=name if k == 0 and bound == 0 else "_nolegend_",
+                    )  # fmt: skip
+        for k, baseline in enumerate(stats.baselines):
+            ax.axhline(
+                baseline.value,
+                color=BASELINE_COLOURS[k % len(BASELINE_COLOURS)],
+                linestyle="--",
+                lw=1.2,
+                label=baseline.text(),
+            )
         ax.set_ylabel(_log_label(curve.ylabel) if log else curve.ylabel)
         ax.grid(alpha=0.3, which="major")
         ax.grid(alpha=0.1, which="minor")
         _limit_to_runs(ax, frame_for_limits, log)
-        if stats.reference is not None and len(points) == 1:
+        decorated = stats.reference is not None or stats.spread is not None or stats.baselines
+        if decorated and len(points) == 1 and panels > 1:
             ax.legend(fontsize=8, frameon=False)
     bottom = axes[-1, 0]
     default_xlabel = "time (hours)" if spec.panels[0].axis == "time" else "round"
@@ -540,9 +629,10 @@ def _draw_curve_figure(
     binned = _binning_text(spec.panels, statistics)
     title = [spec.title, repetitions_text(counts), *([binned] if binned else [])]
     axes[0, 0].set_title("\n".join(title), fontsize=10)
-    if len(points) > 1:
-        # below the axes: a legend never hides a line
-        _fit_legend(fig, *axes[0, 0].get_legend_handles_labels())
+    handles, names = axes[0, 0].get_legend_handles_labels()
+    if len(points) > 1 or (panels == 1 and len(names) > 1):
+        # below the axes: a legend never hides a line (nor a baseline across the whole axes)
+        _fit_legend(fig, handles, names)
     save_figure(fig, out, tight=True)
     return binned
 

@@ -37,6 +37,7 @@ import pandas as pd
 from pydantic import Field, ValidationInfo, field_validator
 
 from netsim.api import (
+    Baseline,
     BuildContext,
     Component,
     ComponentConfig,
@@ -47,6 +48,7 @@ from netsim.api import (
 )
 from netsim.errors import BudgetExhausted
 from netsim.fields import resolved_path
+from netsim.learning.baselines import LearningBaselines, learning_baselines
 from netsim.learning.datasets import (
     DataError,
     Dataset,
@@ -113,16 +115,28 @@ SUMMARY_TABLE = TableSchema(
         ("epsilon", F64),
         ("delta", F64),
         ("guarantee", STR),
+        ("majority_accuracy", F64),
+        ("centralised_accuracy", F64),
     ),
     description=(
         "One row at the end: visits and updates over all models, visits refused for lack of "
-        "budget, and the run's guarantee by parallel composition over the records (the worst "
+        "budget, the run's guarantee by parallel composition over the records (the worst "
         "record's ε and δ; guarantee epsilon-DP, (epsilon,delta)-DP, none — some release had "
-        "no DP guarantee, e.g. the paper's L2 noise — or non-private)."
+        "no DP guarantee, e.g. the paper's L2 noise — or non-private), and the yardsticks of "
+        "the accuracy on the same pre-processed split (netsim.learning.baselines): the test "
+        "accuracy of predicting the training split's majority class and of a centralised "
+        "non-private logistic regression trained on the whole training split."
     ),
     role="summary",
 )
 
+
+#: The yardsticks of a learning figure (principle 9): dashed lines at the split's
+#: majority-class and centralised non-private accuracy, read from ``learning_summary``.
+LEARNING_BASELINES: tuple[Baseline, ...] = (
+    Baseline("learning_summary", "majority_accuracy", "majority class"),
+    Baseline("learning_summary", "centralised_accuracy", "centralised non-private"),
+)
 
 #: Test accuracy against simulated time (Hegedűs et al. 2016, Figs. 4–7).
 ACCURACY_FIGURE = FigureSpec(
@@ -130,10 +144,20 @@ ACCURACY_FIGURE = FigureSpec(
     caption="test accuracy over time",
     sentence=(
         "Test accuracy of the learned models against simulated time, first averaged over "
-        "the models (walks) evaluated in each time bin of a run."
+        "the models (walks) evaluated in each time bin of a run; dashed, the accuracy of "
+        "predicting the training split's majority class and of a centralised non-private "
+        "logistic regression on the same split."
     ),
     title="Test accuracy",
-    panels=(Curve("accuracy", "accuracy", "time", "accuracy (fraction correct)"),),
+    panels=(
+        Curve(
+            "accuracy",
+            "accuracy",
+            "time",
+            "test accuracy (fraction correct)",
+            baselines=LEARNING_BASELINES,
+        ),
+    ),
 )
 
 
@@ -310,6 +334,7 @@ class SGDAgent(Component):
         x_test: np.ndarray,
         y_test: np.ndarray,
         evaluate_every: int,
+        baselines: LearningBaselines | None = None,
     ) -> None:
         if evaluate_every < 1:
             raise ValueError(f"evaluate_every must be at least 1, got {evaluate_every}")
@@ -319,6 +344,8 @@ class SGDAgent(Component):
         self.x_test = x_test
         self.y_test = y_test
         self.evaluate_every = evaluate_every
+        #: The split's majority-class and centralised accuracies (principle 9); NaN if unknown.
+        self.baselines = baselines or LearningBaselines(math.nan, math.nan, "")
         self.visits_table = sim.log.table(VISITS_TABLE)
         self.accuracy_table = sim.log.table(ACCURACY_TABLE)
         self.updates = 0
@@ -353,6 +380,7 @@ class SGDAgent(Component):
             x_test=data.x_test,
             y_test=data.y_test,
             evaluate_every=config.evaluate_every,
+            baselines=learning_baselines(data.x_train, data.y_train, data.x_test, data.y_test),
         )
         agent.warn = ctx.warn
         return agent
@@ -429,6 +457,8 @@ class SGDAgent(Component):
             epsilon,
             delta,
             kind,
+            self.baselines.majority,
+            self.baselines.centralised,
         )
 
     @classmethod
@@ -448,12 +478,32 @@ class SGDAgent(Component):
             f"learning: {row['updates']} updates, {row['refused']} visits refused (budget spent); "
             f"privacy per record: {guarantee}"
         ]
+        yardsticks = baseline_text(summary)
         accuracy = tables.get("accuracy")
         if accuracy is not None and len(accuracy):
             last = accuracy[accuracy["visits"] == accuracy["visits"].max()]
             visits, accuracy_mean = last["visits"].iloc[0], last["accuracy"].mean()
-            lines.append(f"test accuracy after {visits} visits: {accuracy_mean:.3f}")
+            models = f" (mean of {len(last)} models)" if len(last) > 1 else ""
+            lines.append(
+                f"test accuracy after {visits} visits: {accuracy_mean:.3f}{models}"
+                + (f"; {yardsticks}" if yardsticks else "")
+            )
+        elif yardsticks:
+            lines.append(f"test accuracy: {yardsticks}")
         return lines
+
+
+def baseline_text(summary: pd.DataFrame) -> str:
+    """The yardsticks of a ``learning_summary`` table as printed beside an accuracy
+    (principle 9): "majority class 0.612, centralised non-private 0.907" ("" when the table
+    predates them)."""
+    if not {"majority_accuracy", "centralised_accuracy"} <= set(summary.columns):
+        return ""
+    row = summary.iloc[0]
+    return (
+        f"majority class {row['majority_accuracy']:.3f}, centralised non-private "
+        f"{row['centralised_accuracy']:.3f}"
+    )
 
 
 class SGDWalkAgent(WalkAgent):
