@@ -3,6 +3,7 @@
     python analysis/learning_grid.py run spambase --reps 20 [--jobs 2 | --scheduler ADDRESS]
                                      [--out DIR] [--models logreg svm]
     python analysis/learning_grid.py figures
+    python analysis/learning_grid.py baselines
 
 ``run`` varies ``scenarios/learning/<dataset>.yaml`` over the paper's grid — model (LogReg,
 SVM) × algorithm (DP-SGD-1, -5, -∞) × noise (L1, the paper's L2, the ε-DP K-norm L2) ×
@@ -16,12 +17,18 @@ The accuracy curves of the run directories go to ``analysis/results/learning-<da
 (atomically, when all runs are done). ``figures`` draws
 ``analysis/figures/learning-fig{4,5,6}-{paper-l2,k-norm}.png`` and
 ``learning-fig7-{paper-l2,k-norm}.png`` from every results file, and prints the final
-accuracies as a Markdown table.
+accuracies as a Markdown table. Every figure draws, dashed, each data set's majority-class and
+centralised non-private accuracy (local L2 normalisation, as the scenario files), and every row
+of the table carries them for its own pre-processing (principle 9 of ``docs/architecture.md``).
+They are computed here from the scenario files with the code the runs use
+(:func:`netsim.analysis.learning.scenario_baselines`) for results collected before the runs
+recorded them. ``baselines`` prints them per data set as a Markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import sys
 from pathlib import Path
@@ -37,13 +44,19 @@ from experiments import (
     runner_from,
 )
 
+from netsim.algorithms.dpsgd.sgd import learning_data
 from netsim.analysis.learning import (
     ALGORITHM_LABELS,
+    BASELINE_COLUMNS,
     NOISE_LABELS,
     curves_from_run,
     learning_figure,
+    scenario_baselines,
 )
 from netsim.errors import NetsimError
+from netsim.learning.baselines import LearningBaselines
+from netsim.scenario.loader import load_scenario
+from netsim.scenario.schema import Scenario
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +69,10 @@ MODELS = ("logreg", "svm")
 
 
 DATASETS = ("spambase", "segmentation", "mnist")
+#: Adult is no grid of the paper; its yardsticks are printed when this project's copy exists.
+ADULT = REPO.parent / "shared" / "data" / "uci" / "adult-complete-rows.csv"
+#: The pre-processing of the scenario files (local normalisation; the paper's L2 noise).
+SCENARIO_PREPROCESSING = ("local", "l2_paper")
 
 
 def grid(models: tuple[str, ...] = MODELS) -> list[dict[str, Any]]:
@@ -127,14 +144,84 @@ def run_grid(dataset: str, reps: int, runner: SweepRunner, models: tuple[str, ..
     )  # fmt: skip
 
 
+def dataset_scenario(dataset: str, *overrides: str) -> Scenario:
+    """``scenarios/learning/<dataset>.yaml`` with ``overrides``; Adult, which has no scenario
+    file, is ``spambase.yaml`` on :data:`ADULT`."""
+    if dataset == "adult":
+        file = SCENARIOS / "spambase.yaml"
+        overrides = ("learning.dataset.name=adult", f"learning.dataset.path={ADULT}", *overrides)
+    else:
+        file = SCENARIOS / f"{dataset}.yaml"
+    return load_scenario(file, overrides)
+
+
+def configuration_baselines(dataset: str, normalisation: str, noise: str) -> LearningBaselines:
+    """The yardsticks of ``dataset``'s scenario with that normalisation and noise (whose norm
+    the data are normalised in), as its runs compute them."""
+    scenario = dataset_scenario(
+        dataset, f"learning.normalisation={normalisation}", f"learning.noise={noise}"
+    )
+    return scenario_baselines(scenario)
+
+
+def with_baselines(curves: pd.DataFrame) -> pd.DataFrame:
+    """``curves`` with :data:`BASELINE_COLUMNS` filled in where the runs did not record them
+    (results collected before learning_summary had them): per data set, normalisation and
+    noise, from the scenario file."""
+    curves = curves.copy()
+    for column in BASELINE_COLUMNS:
+        if column not in curves:
+            curves[column] = float("nan")
+    missing = curves[list(BASELINE_COLUMNS)].isna().any(axis=1)
+    keys = ["dataset", "normalisation", "noise"]
+    for (dataset, normalisation, noise), rows in curves[missing].groupby(keys).groups.items():
+        found = configuration_baselines(dataset, normalisation, noise)
+        curves.loc[rows, list(BASELINE_COLUMNS)] = [found.majority, found.centralised]
+    return curves
+
+
 def final_accuracies(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration: mean and standard deviation over seeds of the last evaluation, and
-    the mean curve's best value."""
+    """Per configuration: mean and standard deviation over seeds of the last evaluation, the
+    mean curve's best value, and the configuration's majority-class and centralised
+    non-private accuracy (its data set, split and pre-processing)."""
     keys = ["dataset", "model", "algorithm", "noise", "normalisation", "sampling", "epsilon"]
+    curves = with_baselines(curves)
     last = curves[curves["visits"] == curves.groupby([*keys, "seed"])["visits"].transform("max")]
     summary = last.groupby(keys)["accuracy"].agg(["mean", "std", "count"])
     best = curves.groupby([*keys, "visits"])["accuracy"].mean().groupby(keys).max()
-    return summary.assign(best=best).reset_index()
+    yardsticks = curves.groupby(keys)[list(BASELINE_COLUMNS)].mean()
+    return summary.assign(best=best).join(yardsticks).reset_index()
+
+
+def dataset_baselines(datasets: tuple[str, ...] = DATASETS) -> pd.DataFrame:
+    """Per data set whose data are here: its split and the yardsticks — majority class and
+    the centralised model under each pre-processing of the grid (and Adult's, when this
+    project's copy exists)."""
+    preprocessings = {
+        "centralised, local L2": ("local", "l2_paper"),
+        "centralised, local L1": ("local", "l1"),
+        "centralised, global L2": ("global", "l2_paper"),
+    }
+    rows = []
+    for name in (*datasets, *(("adult",) if ADULT.is_file() else ())):
+        try:
+            scenario = dataset_scenario(name)
+            assert scenario.learning is not None
+            data = learning_data(scenario.learning, 1)
+        except NetsimError as exc:  # e.g. MNIST without ../shared/data
+            print(f"{name}: left out ({exc})", file=sys.stderr)
+            continue
+        row: dict[str, Any] = {
+            "data set": name,
+            "train / test rows": f"{data.n_train:,} / {data.n_test:,}",
+            "classes": data.classes,
+        }
+        for label, (normalisation, noise) in preprocessings.items():
+            found = configuration_baselines(name, normalisation, noise)
+            row.setdefault("majority class", found.majority)
+            row[label] = found.centralised
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -149,8 +236,20 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def draw(curves: pd.DataFrame) -> list[Path]:
-    """Fig. 4–6 (one per algorithm) and Fig. 7, each with the paper's L2 and with K-norm."""
+    """Fig. 4–6 (one per algorithm) and Fig. 7, each with the paper's L2 and with K-norm;
+    dashed in every panel, its data set's majority class and centralised model (with the
+    scenario files' pre-processing: the panels mix normalisations)."""
     made = []
+    rows = []
+    for name in sorted(curves["dataset"].unique()):
+        found = configuration_baselines(name, *SCENARIO_PREPROCESSING)
+        rows.append([name, found.majority, found.centralised])
+    baselines = pd.DataFrame(rows, columns=["dataset", *BASELINE_COLUMNS])
+    figure = functools.partial(
+        learning_figure,
+        baselines=baselines,
+        centralised_label="centralised non-private (local L2 normalisation)",
+    )
     eps1 = curves[curves["epsilon"] == 1.0]
     baseline = eps1[eps1["algorithm"] == "sgd"]
     for number, algorithm in zip((4, 5, 6), ALGORITHMS, strict=True):
@@ -158,11 +257,10 @@ def draw(curves: pd.DataFrame) -> list[Path]:
             chosen = eps1[(eps1["algorithm"] == algorithm) & eps1["noise"].isin(["l1", l2])]
             title = (
                 f"Fig. {number}: {ALGORITHM_LABELS[algorithm]}, ε = 1, L1 vs "
-                f"{NOISE_LABELS[l2]}; dashed: SGD without noise"
+                f"{NOISE_LABELS[l2]}; dash-dotted: SGD without noise"
             )
             both = pd.concat([chosen, baseline.assign(noise="none", normalisation="local")])
-            made.append(learning_figure(both, FIGURES / f"learning-fig{number}-{tag}.png",
-                                        title=title))  # fmt: skip
+            made.append(figure(both, FIGURES / f"learning-fig{number}-{tag}.png", title=title))
     for l2, tag in (("l2_paper", "paper-l2"), ("k_norm_l2", "k-norm")):
         chosen = curves[
             (curves["noise"] == l2)
@@ -171,7 +269,7 @@ def draw(curves: pd.DataFrame) -> list[Path]:
             & (curves["algorithm"] != "sgd")
         ]
         title = f"Fig. 7: ε = 0.1 vs 1, {NOISE_LABELS[l2]}, local normalisation, w/o replacement"
-        made.append(learning_figure(chosen, FIGURES / f"learning-fig7-{tag}.png", title=title))
+        made.append(figure(chosen, FIGURES / f"learning-fig7-{tag}.png", title=title))
     return made
 
 
@@ -184,12 +282,18 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     add_runner_arguments(run)
     commands.add_parser("figures", help="draw the figures from analysis/results")
+    commands.add_parser(
+        "baselines", help="print each data set's majority-class and centralised accuracy"
+    )
     args = parser.parse_args(argv)
 
     def act() -> int:
         if args.command == "run":
             failed = run_grid(args.dataset, args.reps, runner_from(args), tuple(args.models))
             return 1 if failed else 0
+        if args.command == "baselines":
+            print(markdown(dataset_baselines()))
+            return 0
         files = sorted(RESULTS.glob("learning-*.parquet"))
         if not files:
             raise NetsimError(f"no results in {RESULTS}: run `learning_grid.py run` first")

@@ -10,8 +10,10 @@ normalisation) with and without replacement, seeds 1..reps. Each variant is a sw
 ``<--out>/learning-service-<variant>/`` (default ``analysis/sweeps``; runs already complete
 there are kept, so a rerun only draws). It draws
 ``analysis/figures/learning-service-vs-ideal.png`` from those run directories (accuracy
-against walk steps; how many times each record was used) and prints the figures that matter:
-accuracy, restarts, concurrent walks, refused visits.
+against walk steps, with Spambase's majority-class and centralised non-private accuracy
+dashed; how many times each record was used) and prints the figures that matter: accuracy
+beside those two yardsticks (principle 9 of ``docs/architecture.md``), restarts, concurrent
+walks, refused visits.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pandas as pd
 from experiments import SweepRunner, add_runner_arguments, guarded, run_plan, runner_from
 
 from netsim.analysis.figures import _pyplot, save_figure
-from netsim.analysis.learning import curves_from_run
+from netsim.analysis.learning import curves_from_run, run_baselines
 from netsim.analysis.runs import load_run
 from netsim.errors import NetsimError
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
@@ -77,9 +79,12 @@ def summarise(label: str, directories: list[Path]) -> dict[str, object]:
         summary = tables["learning_summary"].iloc[0]
         uses = tables["privacy_records"]["uses"]
         walk = tables.get("walk_summary")
+        majority, centralised = run_baselines(directory)
         rows.append(
             {
                 "final accuracy": curves_from_run(directory)["accuracy"].iloc[-1],
+                "majority class": majority,
+                "centralised non-private": centralised,
                 "updates": summary["updates"],
                 "refused visits": summary["refused"],
                 "records never used": float((uses == 0).mean()),
@@ -108,6 +113,11 @@ def draw(runs: dict[str, list[Path]]) -> Path:
         share = np.bincount(uses, minlength=6)[:6] / uses.size
         offset = (position - (len(runs) - 1) / 2) * width  # bars side by side, centred
         right.bar(np.arange(6) + offset, share, width, label=label)
+    yardsticks = np.array([run_baselines(d) for dirs in runs.values() for d in dirs]).mean(axis=0)
+    for value, name, colour in zip(
+        yardsticks, ("majority class", "centralised non-private"), ("0.45", "black"), strict=True
+    ):
+        left.axhline(value, color=colour, linestyle="--", lw=1.2, label=f"{name} ({value:.3f})")
     left.set_xlabel("walk steps (multiples of the 4,140 records)")
     left.set_ylabel("test accuracy (fraction correct)")
     left.set_ylim(0.0, 1.0)

@@ -217,3 +217,39 @@ def test_baselines_of_several_runs_are_their_mean_with_the_range():
     )
     assert line.value == pytest.approx(0.65) and (line.low, line.high, line.runs) == (0.6, 0.7, 2)
     assert line.text() == "majority (mean of 2 runs 0.650, 0.600–0.700)"
+
+
+def test_learning_figure_draws_each_data_sets_baselines_dashed(tmp_path, monkeypatch):
+    """The analysis figures (Fig. 4-7): each panel has its data set's majority-class and
+    centralised accuracy as dashed lines, from the runs' learning_summary."""
+    import netsim.analysis.learning as learning
+    from netsim.analysis.runs import load_run
+
+    run = learning_run(tmp_path, 1)
+    curves = learning.curves_from_run(run)
+    summary = load_run(run, parameters=False)["learning_summary"].iloc[0]
+    assert (curves["majority_accuracy"] == summary["majority_accuracy"]).all()
+    assert (curves["centralised_accuracy"] == summary["centralised_accuracy"]).all()
+    assert learning.run_baselines(run) == (
+        summary["majority_accuracy"],
+        summary["centralised_accuracy"],
+    )
+    drawn = []
+    monkeypatch.setattr(learning, "save_figure", lambda fig, out: drawn.append(fig) or out)
+    learning.learning_figure(curves, tmp_path / "fig.png", title="t")
+    (ax,) = [ax for ax in drawn[0].axes if ax.get_visible()]
+    assert dashed_lines(ax) == {
+        "majority class": pytest.approx(summary["majority_accuracy"]),
+        "centralised non-private": pytest.approx(summary["centralised_accuracy"]),
+    }
+    # results collected before the runs recorded them: computed from the run's scenario
+    old = curves.drop(columns=["majority_accuracy", "centralised_accuracy"])
+    learning.learning_figure(old, tmp_path / "old.png", title="t")
+    (ax,) = [ax for ax in drawn[1].axes if ax.get_visible()]
+    assert dashed_lines(ax) == {}  # nothing to draw from
+    scenario = learning.load_run_scenario(run)
+    expected = learning.scenario_baselines(scenario)
+    assert (expected.majority, expected.centralised) == (
+        summary["majority_accuracy"],
+        summary["centralised_accuracy"],
+    )

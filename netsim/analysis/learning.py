@@ -2,10 +2,14 @@
 
 A *curve table* has one row per (run, evaluation): the configuration columns of
 :data:`CONFIG_COLUMNS`, ``seed``, ``records`` (one per node), ``visits`` (the model's walk
-steps so far, the paper's x-axis "updates") and ``accuracy``. :func:`curves_from_run` makes
-one from a run directory or from in-memory tables; :func:`learning_figure` averages over seeds
-and draws one panel per (data set, model) with one line per configuration, as the paper does
-(20 repetitions).
+steps so far, the paper's x-axis "updates"), ``accuracy`` and the run's yardsticks
+(:data:`BASELINE_COLUMNS`, NaN for runs written before ``learning_summary`` had them).
+:func:`curves_from_run` makes one from a run directory or from in-memory tables;
+:func:`learning_figure` averages over seeds and draws one panel per (data set, model) with one
+line per configuration, as the paper does (20 repetitions), and the data set's majority-class
+and centralised non-private accuracy as dashed lines (principle 9 of
+``docs/architecture.md``). :func:`scenario_baselines` computes those for a scenario's data set
+and pre-processing, with the code a run uses.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import RunDirectoryError
+from netsim.learning.baselines import LearningBaselines, learning_baselines
 from netsim.protocols.walk import IdealWalkConfig
 from netsim.scenario.schema import Scenario
 
@@ -32,6 +38,9 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "epsilon",
     "walk_kind",
 )
+
+#: The yardsticks of a run (``learning_summary``, netsim.learning.baselines).
+BASELINE_COLUMNS: tuple[str, ...] = ("majority_accuracy", "centralised_accuracy")
 
 NOISE_LABELS = {"l1": "L1", "l2_paper": "L2 (paper)", "k_norm_l2": "L2 (K-norm)"}
 ALGORITHM_LABELS = {
@@ -77,7 +86,24 @@ def curves_from_tables(tables: dict[str, pd.DataFrame], scenario: Scenario) -> p
         curve[column] = value
     curve["seed"] = scenario.seed
     curve["records"] = scenario.nodes
-    return curve[[*CONFIG_COLUMNS, "seed", "records", "visits", "accuracy"]]
+    summary = tables.get("learning_summary")
+    for column in BASELINE_COLUMNS:
+        found = summary is not None and len(summary) and column in summary.columns
+        curve[column] = float(summary[column].iloc[0]) if found else np.nan
+    return curve[[*CONFIG_COLUMNS, "seed", "records", "visits", "accuracy", *BASELINE_COLUMNS]]
+
+
+def scenario_baselines(scenario: Scenario) -> LearningBaselines:
+    """The majority-class and centralised non-private accuracy on the data set of a learning
+    scenario, loaded and pre-processed as its runs do
+    (:func:`netsim.algorithms.dpsgd.sgd.learning_data`): what ``learning_summary`` of its runs
+    records, for results collected before it did."""
+    from netsim.algorithms.dpsgd.sgd import learning_data
+
+    if scenario.learning is None:
+        raise RunDirectoryError(f"scenario {scenario.name!r} has no learning section")
+    data = learning_data(scenario.learning, scenario.nodes)
+    return learning_baselines(data.x_train, data.y_train, data.x_test, data.y_test)
 
 
 def curves_from_run(run_dir: Path) -> pd.DataFrame:
@@ -106,9 +132,45 @@ def _line_label(row: pd.Series, varying: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
-def learning_figure(curves: pd.DataFrame, out: Path, *, title: str, columns: int = 2) -> Path:
+def run_baselines(run_dir: Path) -> tuple[float, float]:
+    """The majority-class and centralised accuracy of a run directory: its
+    ``learning_summary``'s, or for a run written before it had them, computed from its
+    scenario (:func:`scenario_baselines`)."""
+    summary = load_run(run_dir, parameters=False).get("learning_summary")
+    if summary is not None and len(summary) and set(BASELINE_COLUMNS) <= set(summary.columns):
+        majority, centralised = (float(summary[c].iloc[0]) for c in BASELINE_COLUMNS)
+        return majority, centralised
+    found = scenario_baselines(load_run_scenario(run_dir))
+    return found.majority, found.centralised
+
+
+#: Colours of the majority-class and centralised lines.
+_BASELINE_STYLE = {"majority_accuracy": "0.45", "centralised_accuracy": "black"}
+
+
+def figure_baselines(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per data set, the mean of the runs' yardsticks in ``curves`` (:data:`BASELINE_COLUMNS`;
+    data sets whose runs lack them are left out)."""
+    if not set(BASELINE_COLUMNS) <= set(curves.columns):
+        return pd.DataFrame(columns=["dataset", *BASELINE_COLUMNS])
+    runs = curves.drop_duplicates([*CONFIG_COLUMNS, "seed"])
+    return runs.groupby("dataset", as_index=False)[list(BASELINE_COLUMNS)].mean().dropna()
+
+
+def learning_figure(
+    curves: pd.DataFrame,
+    out: Path,
+    *,
+    title: str,
+    columns: int = 2,
+    baselines: pd.DataFrame | None = None,
+    centralised_label: str = "centralised non-private",
+) -> Path:
     """One panel per (data set, model): mean accuracy over seeds against walk steps (as a
-    multiple of the training-set size), one line per configuration. Writes the PNG ``out``."""
+    multiple of the training-set size), one line per configuration, and, dashed, the data
+    set's majority-class and centralised accuracy: ``baselines`` (a row per ``dataset`` with
+    :data:`BASELINE_COLUMNS`; default :func:`figure_baselines` of ``curves``), the
+    centralised line named ``centralised_label``. Writes the PNG ``out``."""
     if curves.empty:
         raise RunDirectoryError(f"no accuracy curves to draw for {title!r}")
     plt = _pyplot()
@@ -118,7 +180,10 @@ def learning_figure(curves: pd.DataFrame, out: Path, *, title: str, columns: int
     ]
     columns = min(columns, len(panels))
     rows = math.ceil(len(panels) / columns)
-    lines = curves.groupby(varying or ["dataset"]).ngroups
+    lines = curves.groupby(varying or ["dataset"]).ngroups + 2
+    if baselines is None:
+        baselines = figure_baselines(curves)
+    yardsticks = baselines.set_index("dataset") if len(baselines) else None
     height = 4.4 * rows + 0.35 + 0.22 * math.ceil(lines / 3)
     fig, axes = plt.subplots(rows, columns, figsize=(6.4 * columns, height), squeeze=False)
     for ax, (dataset, model) in zip(axes.ravel(), panels, strict=False):
@@ -128,10 +193,22 @@ def learning_figure(curves: pd.DataFrame, out: Path, *, title: str, columns: int
         for _key, line in panel.groupby(varying or ["dataset"], sort=True):
             mean = line.groupby("visits")["accuracy"].mean()
             label = _line_label(line.iloc[0], varying)
-            dashed = line.iloc[0].get("algorithm") == "sgd"
+            noise_free = line.iloc[0].get("algorithm") == "sgd"
             ax.plot(
-                mean.index / size, mean.to_numpy(), "--" if dashed else "-", label=label, lw=1.3
-            )
+                mean.index / size, mean.to_numpy(), "-." if noise_free else "-", label=label,
+                lw=1.3,
+            )  # fmt: skip
+        if yardsticks is not None and dataset in yardsticks.index:
+            for column, name in zip(
+                BASELINE_COLUMNS, ("majority class", centralised_label), strict=True
+            ):
+                value = float(yardsticks.loc[dataset, column])
+                colour = _BASELINE_STYLE[column]
+                ax.axhline(value, color=colour, linestyle="--", lw=1.2, label=name)
+                ax.text(
+                    1.005, value, f"{value:.3f}", transform=ax.get_yaxis_transform(),
+                    va="center", fontsize=7, color=colour,
+                )  # fmt: skip
         runs = f"{seeds} run{'s' if seeds != 1 else ''} averaged"
         ax.set_title(f"{dataset}, {'LogReg' if model == 'logreg' else 'SVM'} ({runs})")
         ax.set_xlabel("walk steps (multiples of the training-set size)")
