@@ -51,11 +51,13 @@ from typing import Any
 import pandas as pd
 from experiments import SweepRunner, describe, experiment_main, run_experiments
 
+from netsim.algorithms.dola.config import DolaConfig
 from netsim.algorithms.dola.figures import curve_figure, dola_curves, final_values, sparsity_figure
 from netsim.analysis import load_run, load_run_scenario
 from netsim.network.topology import random_geometric
 from netsim.rng import RandomStreams
 from netsim.scenario.loader import load_scenario
+from netsim.storage import atomic_write_text
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,8 +84,33 @@ def experiment_base(name: str) -> dict[str, Any]:
     return base
 
 
-#: The passes the data-set experiment allows (Spambase on 64 nodes needs 19 in 1,000 rounds).
+#: The passes the data-set experiment allows (Spambase on 64 nodes needs 16 in 1,000 rounds).
 DATASET_PASSES = 25
+#: R and λ chosen by the ``tuning`` experiment (the defaults of ``dola.radius`` and
+#: ``dola.strong_convexity``), set explicitly where the base scenario has the unit ball's.
+DEFAULT_SHAPE = {
+    f"dola.{key}": DolaConfig.model_fields[key].default for key in ("radius", "strong_convexity")
+}
+
+
+#: The tuning grid (``tuning``): ball radii R, step constants λ of α_t = 1/(λt), the share of
+#: the training rows held out for validation, and the rounds of each run.
+TUNING_RADII = (1.0, 3.0, 10.0, 30.0, 100.0)
+TUNING_STRONG_CONVEXITY = (1.0, 0.1, 0.01, 0.001, 0.0001)
+TUNING_VALIDATION = 0.2
+TUNING_ROUNDS = 400
+
+
+def real_datasets(validation: float | None = None) -> list[dict[str, Any]]:
+    """The ``dola.data`` sections of the real binary data sets: Adult (if ../shared/data is
+    there), Spambase and breast cancer (bundled); with ``validation``, evaluated on that share
+    of the training rows instead of the test split."""
+    sets: list[dict[str, Any]] = [{"name": "spambase"}, {"name": "breast_cancer"}]
+    if ADULT.is_file():
+        sets.insert(0, {"name": "adult", "path": str(ADULT)})
+    if validation is not None:
+        sets = [{**data, "validation": validation} for data in sets]
+    return sets
 
 
 def training_rows(examples: int) -> int:
@@ -103,16 +130,16 @@ def points(name: str, base: dict[str, Any]) -> list[SweepPoint]:
         add({"dola.algorithm": "non_private"}, range(1, 4))
         for eps in (1.0, 0.1, 0.01):
             add({"dola.epsilon": eps}, range(1, 4))
+            # the analytic calibration: J² as printed spends more than the stated ε (refused)
             add({"dola.algorithm": "gaussian", "dola.epsilon": eps}, range(1, 4))
-        add({"dola.algorithm": "gaussian", "dola.calibration": "analytic"}, range(1, 4))
     elif name == "nodes":
         for m in (1, 4, 64):
             topology = {"kind": "complete"} if m < 64 else base["topology"]
             add({"nodes": m, "topology": topology}, range(1, 4))
     elif name == "batch":
         for h in (1, 5):
-            # T·h = 5,000 examples per node cycle through a shard of ~1,171 five times: the
-            # run is 5ε-DP per example, which the scenario must allow (max_passes)
+            # T·h = 5,000 examples per node cycle through a shard of ~1,171 five times: each
+            # release gets ε/5, so h = 1 and h = 5 both spend the stated ε per example
             add({"dola.batch": h, "dola.max_passes": h}, range(1, 11))
             add({"dola.batch": h, "dola.algorithm": "non_private"}, range(1, 11))
     elif name == "topology":
@@ -129,13 +156,35 @@ def points(name: str, base: dict[str, Any]) -> list[SweepPoint]:
         if ADULT.is_file():
             sets.insert(0, {"name": "adult", "path": str(ADULT)})
         for data in sets:
+            # the data set's validated R and λ (the defaults) for real data, the unit ball's
+            # for the synthetic set (the base scenario's)
+            # (four regret checkpoints on real data: at R = 30 the hindsight solver needs
+            # about 6 s per checkpoint on Adult, whose optimum lies inside the ball)
+            shape = (
+                {} if data["name"] == "synthetic_ball"
+                else {**DEFAULT_SHAPE, "dola.regret_checkpoints": 4}
+            )  # fmt: skip
+            add({"dola.data": data, "dola.algorithm": "non_private", **shape}, range(1, 4))
             for eps in (1.0, 0.1):
-                # 1,000 rounds cycle through the small shards of Adult (about 20 passes on
-                # 64 nodes) and Spambase: the results table reports the ε reached
+                # 1,000 rounds cycle through the small shards of Adult (3 passes on 64 nodes)
+                # and Spambase (16): each release gets ε/passes of the stated budget
                 add(
-                    {"dola.data": data, "dola.epsilon": eps, "dola.max_passes": DATASET_PASSES},
+                    {"dola.data": data, "dola.epsilon": eps, "dola.max_passes": DATASET_PASSES,
+                     **shape},
                     range(1, 4),
-                )
+                )  # fmt: skip
+    elif name == "tuning":
+        # R and λ chosen on a validation split of the training rows (never the test set):
+        # non-private DOLA, 400 rounds, every real binary data set
+        for data in real_datasets(validation=TUNING_VALIDATION):
+            for radius in TUNING_RADII:
+                for strong in TUNING_STRONG_CONVEXITY:
+                    add({
+                        "dola.data": data, "dola.algorithm": "non_private",
+                        "dola.radius": radius, "dola.strong_convexity": strong,
+                        "duration": float(TUNING_ROUNDS), "dola.regret_checkpoints": 0,
+                        "dola.evaluate_every": TUNING_ROUNDS // 4,
+                    }, range(1, 3))  # fmt: skip
     elif name == "table3":
         data = {"name": "synthetic_sparse", "options": RCV1_LIKE}
         train = training_rows(RCV1_LIKE["examples"])
@@ -146,8 +195,7 @@ def points(name: str, base: dict[str, Any]) -> list[SweepPoint]:
                 overrides: dict[str, Any] = {
                     "nodes": m, "topology": topology, "duration": float(rounds),
                     "dola.data": data, "dola.regret_checkpoints": 0,
-                    "dola.evaluate_every": max(rounds // 20, 1),
-                    "dola.strong_convexity": 0.01,
+                    "dola.evaluate_every": max(rounds // 20, 1), **DEFAULT_SHAPE,
                 }  # fmt: skip
                 if eps is None:
                     overrides["dola.algorithm"] = "non_private"
@@ -165,6 +213,7 @@ def points(name: str, base: dict[str, Any]) -> list[SweepPoint]:
                     "duration": float(rounds), "dola.data": data, "dola.algorithm": "sparse",
                     "dola.epsilon": eps, "dola.sparsity": rho, "dola.regret_checkpoints": 0,
                     "dola.evaluate_every": max(rounds // 10, 1), "dola.strong_convexity": 0.01,
+                    "dola.radius": 1.0,
                 }, seeds)  # fmt: skip
     else:
         raise SystemExit(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
@@ -195,16 +244,27 @@ def connected_seeds(nodes: int, radius: float, count: int) -> list[int]:
     return seeds
 
 
-EXPERIMENTS = ("epsilon", "nodes", "batch", "topology", "datasets", "table3", "sparsity")
+EXPERIMENTS = (
+    "tuning", "epsilon", "nodes", "batch", "topology", "datasets", "table3", "sparsity"
+)
 
 
 def reduce_run(name: str, directory: Path) -> pd.DataFrame:
     """One run directory's curve rows, with the final accuracies and sparsity of its summary."""
     tables = load_run(directory, parameters=False)
-    curves = dola_curves(tables, load_run_scenario(directory))
+    scenario = load_run_scenario(directory)
+    curves = dola_curves(tables, scenario)
     summary = tables["dola_summary"].iloc[0]
     for column in SUMMARY_COLUMNS:
         curves[f"final_{column}"] = summary[column]
+    curves["radius"] = scenario.dola.radius
+    curves["strong_convexity"] = scenario.dola.strong_convexity
+    # the ε (and δ) the ledger spent per example, beside the stated budget ``epsilon``
+    curves["epsilon_spent"] = summary["epsilon_spent_max"]
+    curves["delta_spent"] = summary["delta_spent_max"]
+    for column in ("majority_accuracy", "centralised_accuracy"):
+        if column in summary.index:
+            curves[column] = summary[column]
     return curves
 
 
@@ -268,6 +328,9 @@ FIGURE_SPECS: list[tuple[str, str, Callable[[pd.DataFrame], pd.DataFrame], dict[
      lambda c: c[c["algorithm"] == "gaussian"],
      {"metric": "average_regret_per_node", "log_y": True, "varying": ["topology"],
       "title": "Regret vs topology, Alg. 2 (J² printed), ε = 1, 64 nodes"}),
+    ("datasets", "dola-accuracy-vs-dataset.png", lambda c: c[c["dataset"] != "synthetic_ball"],
+     {"metric": "accuracy_averaged", "varying": ["dataset", "epsilon"],
+      "title": "Accuracy of ŵ_t on real data, Alg. 1, 64 nodes, validated R and λ"}),
     ("datasets", "dola-regret-vs-dataset.png", lambda c: c,
      {"metric": "average_regret_per_node", "log_y": True, "varying": ["dataset", "epsilon"],
       "title": "Regret vs data set, Alg. 1, 64 nodes"}),
@@ -275,7 +338,9 @@ FIGURE_SPECS: list[tuple[str, str, Callable[[pd.DataFrame], pd.DataFrame], dict[
 
 
 def draw() -> None:
-    """Every figure whose results exist, and the Markdown tables."""
+    """Every figure whose results exist, the Markdown tables, and analysis/README.md's
+    generated tables."""
+    write_tables()
     for name, file, select, options in FIGURE_SPECS:
         curves = _load(name)
         if curves is None:
@@ -319,6 +384,174 @@ def draw() -> None:
         print(f"wrote {path.relative_to(REPO)}")
         print("\n### Accuracy vs sparsity (Alg. 3)\n")
         print(_markdown(points.drop(columns="seed").round(4)))
+
+
+# --- tables generated into analysis/README.md -------------------------------------------------
+
+README = REPO / "analysis" / "README.md"
+#: Configuration columns of a results table (one row per run and logged round).
+CONFIG = ["dataset", "algorithm", "calibration", "epsilon", "nodes", "batch", "topology",
+          "radius", "strong_convexity"]  # fmt: skip
+
+
+def _finals(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: its configuration, seed and final values."""
+    return curves.sort_values("round").groupby([*CONFIG, "seed"], dropna=False).tail(1)
+
+
+def _mean_sd(values: pd.Series, digits: int = 3) -> str:
+    """``mean ± sd`` over runs (the mean alone for one run)."""
+    if len(values) < 2:
+        return f"{values.mean():.{digits}f}"
+    return f"{values.mean():.{digits}f} ± {values.std():.{digits}f}"
+
+
+def _epsilon(value: float) -> str:
+    return "non-private" if not math.isfinite(value) else f"{value:g}"
+
+
+def tuning_table(curves: pd.DataFrame) -> tuple[str, dict[str, float]]:
+    """Validation accuracy of ŵ_T per (R, λ) and data set, mean of the seeds, and the mean
+    over the data sets; the best mean is the default (returned as {radius, strong_convexity})."""
+    finals = _finals(curves)
+    grid = finals.pivot_table(
+        index=["radius", "strong_convexity"], columns="dataset", values="accuracy_averaged"
+    )
+    grid["mean"] = grid.mean(axis=1)
+    grid = grid.sort_values("mean", ascending=False)
+    best = grid.index[0]
+    rows = ["| R | λ | " + " | ".join(grid.columns) + " |", "|" + "---|" * (len(grid.columns) + 2)]
+    for (radius, strong), values in grid.iterrows():
+        mark = " (default)" if (radius, strong) == best else ""
+        cells = " | ".join(f"{v:.4f}" for v in values)
+        rows.append(f"| {radius:g}{mark} | {strong:g} | {cells} |")
+    return "\n".join(rows), {"radius": best[0], "strong_convexity": best[1]}
+
+
+def datasets_table(curves: pd.DataFrame) -> str:
+    """Per data set and budget: ε stated and spent, test accuracy of ŵ_T and w̄_T, the regret
+    per node, and the yardsticks on the same split (mean ± sd over seeds)."""
+    finals = _finals(curves)
+    rows = [
+        "| data set | R, λ | ε stated | ε spent | accuracy ŵ_T | accuracy w̄_T | R_D/(mT) "
+        "| majority class | centralised |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    order = {"non_private": 0}
+    finals = finals.assign(
+        _order=finals["algorithm"].map(order).fillna(1), _eps=-finals["epsilon"].fillna(math.inf)
+    ).sort_values(["dataset", "_order", "_eps"])
+    for (dataset, algorithm, epsilon, radius, strong), runs in finals.groupby(
+        ["dataset", "algorithm", "epsilon", "radius", "strong_convexity"], sort=False
+    ):
+        stated = "non-private" if algorithm == "non_private" else _epsilon(epsilon)
+        spent = "—" if algorithm == "non_private" else f"{runs['epsilon_spent'].max():.4g}"
+        rows.append(
+            f"| {dataset} | {radius:g}, {strong:g} | {stated} | {spent} "
+            f"| {_mean_sd(runs['final_accuracy_averaged'])} "
+            f"| {_mean_sd(runs['final_accuracy_mean'])} "
+            f"| {_mean_sd(runs['average_regret_per_node'], 4)} "
+            f"| {runs['majority_accuracy'].iloc[0]:.3f} "
+            f"| {runs['centralised_accuracy'].iloc[0]:.3f} |"
+        )
+    return "\n".join(rows)
+
+
+def regret_table(curves: pd.DataFrame, by: Sequence[str]) -> str:
+    """Final regret per node and accuracy of ŵ_T per configuration, with ε stated and spent."""
+    finals = _finals(curves)
+    rows = [
+        "| " + " | ".join(by)
+        + " | ε stated | ε spent | runs | R_D/(mT) | accuracy ŵ_T | Σ‖w_i − w̄‖² "
+        "| majority class | centralised |",
+        "|" + "---|" * (len(by) + 8),
+    ]
+    finals = finals.assign(_eps=-finals["epsilon"])
+    for key, runs in finals.groupby([*by, "_eps"], dropna=False, sort=True):
+        key = key[:-1]
+        private = runs["algorithm"].iloc[0] != "non_private"
+        stated = _epsilon(runs["epsilon"].iloc[0]) if private else "non-private"
+        spent = f"{runs['epsilon_spent'].max():.4g}" if private else "—"
+        cells = " | ".join(_cell(v) for v in key)
+        rows.append(
+            f"| {cells} | {stated} | {spent} | {len(runs)} "
+            f"| {_mean_sd(runs['average_regret_per_node'], 4)} "
+            f"| {_mean_sd(runs['final_accuracy_averaged'])} "
+            f"| {runs['consensus'].mean():.2g} | {runs['majority_accuracy'].mean():.3f} "
+            f"| {runs['centralised_accuracy'].mean():.3f} |"
+        )
+    return "\n".join(rows)
+
+
+def table3_table(curves: pd.DataFrame) -> str:
+    """TKDE Table 3: test accuracy (%) of ŵ_T by ε and nodes, with ε spent and the yardsticks."""
+    finals = _finals(curves)
+    nodes = sorted(finals["nodes"].unique())
+    rows = [
+        "| ε stated (spent) | " + " | ".join(f"{m} node{'s' if m > 1 else ''}" for m in nodes)
+        + " |",
+        "|" + "---|" * (len(nodes) + 1),
+    ]  # fmt: skip
+    private = finals["algorithm"] != "non_private"
+    finals = finals.assign(_eps=finals["epsilon"].where(private, math.inf))
+    for epsilon, runs in sorted(finals.groupby("_eps"), key=lambda item: -item[0]):
+        runs = runs.set_index("nodes")
+        label = (
+            "non-private" if not math.isfinite(epsilon)
+            else f"{epsilon:g} ({runs['epsilon_spent'].max():.4g})"
+        )  # fmt: skip
+        cells = " | ".join(f"{100 * runs.loc[m, 'final_accuracy_averaged']:.2f}" for m in nodes)
+        rows.append(f"| {label} | {cells} |")
+    for column, label in (("majority_accuracy", "majority class"),
+                          ("centralised_accuracy", "centralised non-private")):  # fmt: skip
+        values = finals.groupby("nodes")[column].mean()
+        rows.append(f"| {label} | " + " | ".join(f"{100 * values[m]:.2f}" for m in nodes) + " |")
+    return "\n".join(rows)
+
+
+def generated_tables() -> dict[str, str]:
+    """Every table of analysis/README.md's DOLA section, from the results files."""
+    out: dict[str, str] = {}
+    # results written before ε spent and the yardsticks were recorded have no tables here
+    loaded = {
+        name: curves if curves is not None and "epsilon_spent" in curves else None
+        for name, curves in ((name, _load(name)) for name in EXPERIMENTS)
+    }
+    if loaded["tuning"] is not None:
+        out["dola-tuning"] = tuning_table(loaded["tuning"])[0]
+    if loaded["datasets"] is not None:
+        out["dola-datasets"] = datasets_table(loaded["datasets"])
+    if loaded["table3"] is not None:
+        out["dola-table3"] = table3_table(loaded["table3"])
+    for name, by in (
+        ("epsilon", ["algorithm"]), ("batch", ["batch", "algorithm"]), ("nodes", ["nodes"]),
+        ("topology", ["topology", "algorithm"]),
+    ):  # fmt: skip
+        if loaded[name] is not None:
+            out[f"dola-{name}"] = regret_table(loaded[name], by)
+    return out
+
+
+def with_tables(text: str, tables: dict[str, str]) -> str:
+    """``text`` with each block between ``<!-- generated: NAME -->`` and ``<!-- /generated
+    -->`` replaced by the table NAME (blocks of tables not given are left as they are)."""
+    for name, table in tables.items():
+        start, end = f"<!-- generated: {name} -->", "<!-- /generated -->"
+        if start not in text:
+            continue
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{start}\n{table}\n{end}{tail}"
+    return text
+
+
+def write_tables() -> None:
+    """Rewrite the generated tables of analysis/README.md from the results files."""
+    text = README.read_text(encoding="utf-8")
+    updated = with_tables(text, generated_tables())
+    if updated != text:
+        atomic_write_text(README, updated)
+        print(f"updated the generated tables of {README.relative_to(REPO)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,9 +31,13 @@ from tests.test_bad_input import cli_error, write
 # --- mixing matrices (Assumption 2) --------------------------------------------------------
 
 
+#: The papers' synthetic setting (data in the unit ball): λ = 1, R = 1 unless a test says.
+UNIT_BALL = {"strong_convexity": 1.0, "radius": 1.0}
+
+
 def dola(**keys: object) -> DolaConfig:
     """A ``dola`` section's config with ``keys`` (the data key is not read by the learner)."""
-    return DolaConfig(data={"name": "synthetic_ball"}, **keys)
+    return DolaConfig(data={"name": "synthetic_ball"}, **{**UNIT_BALL, **keys})
 
 
 @settings(max_examples=40)
@@ -495,6 +499,7 @@ BASE = {
         "algorithm": "non_private",
         "regret_checkpoints": 8,
         "evaluate_every": 20,
+        **UNIT_BALL,
     },
 }
 
@@ -672,3 +677,36 @@ def test_the_manifest_states_the_budget_and_the_guarantee_reached(tmp_path):
     assert report["spent_epsilon"] == 0.5 and report["spent_delta"] == 0.0
     assert report["differentially_private"] is True and report["refused"] == 0
     assert report["uses"] == 200 * 16  # one example per node and round
+
+
+# --- DOLA on real data, beside its yardsticks (issue 26) ------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+ADULT = REPO.parent / "shared" / "data" / "uci" / "adult-complete-rows.csv"
+
+
+@pytest.mark.skipif(
+    not ADULT.is_file(), reason="UCI Adult is read from ../shared/data (research data, not shipped)"
+)
+def test_dola_on_adult_with_the_shipped_defaults_learns_beside_its_baselines():
+    """With R = 1, λ = 1 every DOLA model on Adult was the constant classifier (0.746, the
+    majority share); the validated defaults learn, and the summary carries the yardsticks."""
+    from netsim.scenario.loader import load_scenario
+
+    _, tables = run_in_memory(load_scenario(REPO / "scenarios" / "dola" / "adult.yaml"))
+    row = tables["dola_summary"].iloc[0]
+    assert row["majority_accuracy"] == pytest.approx(0.746, abs=0.001)
+    assert row["centralised_accuracy"] > 0.83
+    assert row["accuracy_averaged"] >= row["majority_accuracy"] + 0.03
+    assert row["accuracy_mean"] >= row["centralised_accuracy"] - 0.03
+
+
+def test_the_summary_carries_the_majority_class_of_its_own_split():
+    """The yardsticks are computed on the run's own split: the majority accuracy is the share
+    of the training majority label among the test labels."""
+    built, tables = run_in_memory(scenario())
+    data = built.components["dola"].learner.data
+    majority = 1.0 if (data.y_train == 1).sum() > (data.y_train == -1).sum() else -1.0
+    row = tables["dola_summary"].iloc[0]
+    assert row["majority_accuracy"] == pytest.approx(float(np.mean(data.y_test == majority)))
+    assert row["majority_accuracy"] < row["centralised_accuracy"] <= 1.0

@@ -299,6 +299,35 @@ def from_dataset(data: Dataset) -> OnlineData:
     )
 
 
+def hold_out(data: OnlineData, fraction: float, seed: int) -> OnlineData:
+    """The training split of ``data`` cut in two: a random ``fraction`` of its rows (drawn with
+    ``seed``) becomes the evaluation set, the rest the training set; the test split is left
+    out entirely. For choosing hyper-parameters (DOLA's R and λ) without the test set."""
+    if not 0.0 < fraction < 1.0:
+        raise DataError(f"the validation fraction must be in (0, 1), got {fraction}")
+    rows = data.n_train
+    held = round(fraction * rows)
+    if not 0 < held < rows:
+        raise DataError(
+            f"data set {data.name!r}: a validation fraction {fraction:g} of {rows} training rows "
+            "leaves no row on one side"
+        )
+    order = np.random.default_rng(seed).permutation(rows)
+    evaluation, training = np.sort(order[:held]), np.sort(order[held:])
+    return OnlineData(
+        name=data.name,
+        x_train=data.x_train[training],
+        y_train=data.y_train[training],
+        x_test=data.x_train[evaluation],
+        y_test=data.y_train[evaluation],
+        source=(
+            f"{data.source} Validation: {held:,} of the {rows:,} training rows (fraction "
+            f"{fraction:g}, seed {seed}) evaluate, the other {rows - held:,} train; the test "
+            "split is not used."
+        ),
+    )
+
+
 def load_online_data(
     name: str,
     *,

@@ -303,6 +303,7 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("metrics", "omit_tables"): [],
     ("churn", "start_at"): 0.0,
     ("churn", "fallback", "start_at"): 0.0,
+    ("dola", "data", "validation"): None,
 }
 
 

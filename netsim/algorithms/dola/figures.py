@@ -135,6 +135,7 @@ def curve_figure(
             spread = stats["std"].fillna(0.0).to_numpy()
             ax.fill_between(rounds, mean - spread, mean + spread, alpha=0.2,
                             color=drawn.get_color(), lw=0)  # fmt: skip
+    yardsticks = metric.startswith("accuracy") and draw_yardsticks(ax, data)
     seeds = data.groupby(list(varying) if varying else ["dataset"])["seed"].nunique().min()
     ax.set_xlabel("round t")
     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
@@ -142,11 +143,39 @@ def curve_figure(
         ax.set_yscale("log")
     ax.set_xscale("log")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    if yardsticks:  # the dashed lines span the axes: the legend goes below them
+        fig.set_size_inches(6.6, 5.6)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    else:
+        ax.legend(fontsize=8)
     runs = f"mean ± sd of {seeds} runs" if seeds > 1 else "1 run"
     ax.set_title(f"{title} ({runs})", fontsize=10)
     fig.tight_layout()
     return save_figure(fig, out)
+
+
+#: The yardsticks an accuracy figure draws dashed, by column of the curves (run summaries).
+YARDSTICKS = (
+    ("majority_accuracy", "majority class", "0.35"),
+    ("centralised_accuracy", "centralised non-private logistic regression", "0.1"),
+)
+
+
+def draw_yardsticks(ax: object, curves: pd.DataFrame) -> bool:
+    """Dashed horizontal lines at the majority-class and centralised non-private accuracy of
+    the runs' split (DESIGN principle 9, ``docs/architecture.md``), where the curves carry them
+    (one line per data set; the mean over its runs, which share the split). Returns whether
+    any was drawn."""
+    drawn = False
+    for column, label, colour in YARDSTICKS:
+        if column not in curves:
+            continue
+        values = curves.dropna(subset=[column]).groupby("dataset")[column].mean()
+        for dataset, value in values.items():
+            named = f"{label} ({dataset})" if len(values) > 1 else label
+            ax.axhline(value, ls="--", lw=1.0, color=colour, label=f"{named}: {value:.3f}")
+            drawn = True
+    return drawn
 
 
 def sparsity_figure(points: pd.DataFrame, out: Path, *, title: str) -> Path:

@@ -34,11 +34,12 @@ from netsim.algorithms.dola.mixing import (
     check_round,
     union_components,
 )
-from netsim.api import BuildContext, Curve, FigureSpec, RoundLearner
+from netsim.api import Baseline, BuildContext, Curve, FigureSpec, RoundLearner
 from netsim.distributions import Constant
 from netsim.learning import ordered
+from netsim.learning.baselines import learning_baselines
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
-from netsim.learning.online_data import OnlineData, load_online_data
+from netsim.learning.online_data import OnlineData, hold_out, load_online_data
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.topology import Topology
 from netsim.privacy.accountant import (
@@ -117,12 +118,17 @@ SUMMARY_TABLE = TableSchema(
         ("epsilon_spent_max", F64),
         ("delta_spent_max", F64),
         ("passes", I64),
+        ("majority_accuracy", F64),
+        ("centralised_accuracy", F64),
     ),
     description=(
         "One row per DOLA run: configuration, final regret and average regret (NaN without "
         "checkpoints), final test accuracies and sparsity, consensus, and the privacy "
         "guarantee per example (basic composition over its uses; 'none' if any release had "
-        "no DP guarantee, 'non-private' for the baseline)."
+        "no DP guarantee, 'non-private' for the baseline): epsilon and delta are the stated "
+        "budget per example, epsilon_spent_max and delta_spent_max what the ledger spent; and "
+        "the yardsticks on the same split (netsim.learning.baselines): the test accuracy of "
+        "the training majority class and of centralised non-private logistic regression."
     ),
     role="summary",
 )
@@ -133,9 +139,20 @@ FIGURES = (
     FigureSpec(
         file="dola_accuracy_vs_round.png",
         caption="DOLA test accuracy by round",
-        sentence="Test accuracy of DOLA's running average ŵ_t = (1/t) Σ w̄_s against the round t.",
+        sentence=(
+            "Test accuracy of DOLA's running average ŵ_t = (1/t) Σ w̄_s against the round t, "
+            "beside the majority class and a centralised non-private model (dashed)."
+        ),
         title="DOLA: test accuracy of the averaged iterate",
-        panels=(Curve("dola_rounds", "accuracy_averaged", "round", "accuracy (fraction correct)"),),
+        panels=(
+            Curve(
+                "dola_rounds", "accuracy_averaged", "round", "test accuracy (fraction correct)",
+                baselines=(
+                    Baseline("dola_summary", "majority_accuracy", "majority class"),
+                    Baseline("dola_summary", "centralised_accuracy", "centralised non-private"),
+                ),
+            ),
+        ),
     ),
     FigureSpec(
         file="dola_regret_vs_round.png",
@@ -454,6 +471,7 @@ class DolaRounds(RoundLearner):
             guarantee = f"ε-DP with ε = {run.epsilon:.4g}"
         data = learner.data
         w_node = learner.weights[learner.regret_node]
+        yardsticks = learning_baselines(data.x_train, data.y_train, data.x_test, data.y_test)
         log.table(SUMMARY_TABLE).append(
             config.algorithm, learner.m, done,
             config.epsilon if config.private else math.inf,
@@ -464,7 +482,7 @@ class DolaRounds(RoundLearner):
                 data.x_test, data.y_test,
             ),
             learner.sparsity_of(w_node), learner.consensus(), guarantee,
-            run.epsilon, run.delta, learner.passes,
+            run.epsilon, run.delta, learner.passes, yardsticks.majority, yardsticks.centralised,
         )  # fmt: skip
 
     @classmethod
@@ -474,6 +492,7 @@ class DolaRounds(RoundLearner):
         if summary is None or not len(summary):
             return []
         row = summary.iloc[0]
+        stated_delta = f", δ = {row['delta']:g}" if row["delta"] > 0 else ""
         lines = [
             f"dola: {row['algorithm']}, {row['nodes']} nodes, {row['rounds']} rounds, batch "
             f"{row['batch']}; average regret R/T {row['average_regret']:.4g} "
@@ -481,7 +500,10 @@ class DolaRounds(RoundLearner):
             f"dola test accuracy: averaged iterate {row['accuracy_averaged']:.3f}, mean model "
             f"{row['accuracy_mean']:.3f}, regret node {row['accuracy_node']:.3f}; sparsity "
             f"{row['sparsity_node']:.1%}",
-            f"dola privacy per example: {row['guarantee']}",
+            f"dola yardsticks on the same split: majority class {row['majority_accuracy']:.3f}, "
+            f"centralised non-private logistic regression {row['centralised_accuracy']:.3f}",
+            f"dola privacy per example: {row['guarantee']} (stated budget ε = "
+            f"{row['epsilon']:g}{stated_delta})",
         ]
         return lines
 
@@ -489,7 +511,7 @@ class DolaRounds(RoundLearner):
 def dola_data(section: DolaConfig) -> OnlineData:
     """The data stream of a ``dola`` section (loaded sets pre-processed as Li et al. describe)."""
     data = section.data
-    return load_online_data(
+    loaded = load_online_data(
         data.name,
         path=data.path,
         label=data.label,
@@ -497,6 +519,9 @@ def dola_data(section: DolaConfig) -> OnlineData:
         test_fraction=data.test_fraction,
         options=data.options,
     )
+    if data.validation is None:
+        return loaded
+    return hold_out(loaded, data.validation, data.split_seed)
 
 
 def dola_parts(
