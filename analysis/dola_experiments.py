@@ -57,6 +57,7 @@ from netsim.analysis import load_run, load_run_scenario
 from netsim.network.topology import random_geometric
 from netsim.rng import RandomStreams
 from netsim.scenario.loader import load_scenario
+from netsim.scenario.schema import Scenario
 from netsim.storage import atomic_write_text
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
@@ -251,8 +252,12 @@ EXPERIMENTS = (
 
 def reduce_run(name: str, directory: Path) -> pd.DataFrame:
     """One run directory's curve rows, with the final accuracies and sparsity of its summary."""
-    tables = load_run(directory, parameters=False)
-    scenario = load_run_scenario(directory)
+    return run_curves(load_run(directory, parameters=False), load_run_scenario(directory))
+
+
+def run_curves(tables: dict[str, pd.DataFrame], scenario: Scenario) -> pd.DataFrame:
+    """One run's curve rows (:func:`dola_curves`) with its summary's final values, R and λ,
+    the ε and δ its ledger spent, and the yardsticks on its split."""
     curves = dola_curves(tables, scenario)
     summary = tables["dola_summary"].iloc[0]
     for column in SUMMARY_COLUMNS:

@@ -15,7 +15,6 @@ import pytest
 import yaml
 from pandas.testing import assert_frame_equal
 
-from netsim.algorithms.dola.figures import dola_curves
 from netsim.analysis import collect, collect_status
 from netsim.analysis.learning import curves_from_tables
 from netsim.errors import SweepError
@@ -151,11 +150,7 @@ def in_memory_dola(plan: SweepPlan) -> pd.DataFrame:
     frames = []
     for run in plan.runs:
         _built, tables = run_in_memory(run.scenario)
-        curves = dola_curves(tables, run.scenario)
-        summary = tables["dola_summary"].iloc[0]
-        for column in dola_experiments.SUMMARY_COLUMNS:
-            curves[f"final_{column}"] = summary[column]
-        frames.append(curves)
+        frames.append(dola_experiments.run_curves(tables, run.scenario))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -176,8 +171,8 @@ def in_memory_mi_ogd(name: str, plan: SweepPlan, labels: list[dict]) -> pd.DataF
 def test_a_shortened_dola_experiment_through_the_sweep_equals_in_memory_runs(tmp_path, capsys):
     """ε experiment, 20 rounds, seed 1 of each configuration, on 2 worker processes."""
     plan = only(dola_experiments.plan("epsilon", {"duration": 20.0}), lambda r: r.seed == 1)
-    assert len(plan.runs) == 8 and plan.spec.name == "dola-epsilon"
-    assert [r.seed for r in plan.runs] == [1] * 8
+    assert len(plan.runs) == 7 and plan.spec.name == "dola-epsilon"
+    assert [r.seed for r in plan.runs] == [1] * 7
     runner = experiments.SweepRunner(out=tmp_path / "sweeps", jobs=2)
     results = tmp_path / "results" / "dola-epsilon.parquet"
     failed = experiments.run_experiments(
@@ -194,7 +189,7 @@ def test_a_shortened_dola_experiment_through_the_sweep_equals_in_memory_runs(tmp
         ["epsilon"], runner,
         plan=lambda name: plan, reduce=dola_experiments.reduce_run, results=lambda name: results,
     )  # fmt: skip
-    assert "0 ran, 8 were already complete, 0 failed" in capsys.readouterr().out
+    assert "0 ran, 7 were already complete, 0 failed" in capsys.readouterr().out
     assert_frame_equal(pd.read_parquet(results), expected, check_exact=True)
 
 

@@ -449,6 +449,9 @@ def test_progress_on_a_terminal_shows_the_simulated_clock_and_sweeps_advance_wit
     assert status == 0
     running = [f for f in frames if "of 2h simulated" in f and 0 < (percent(f) or 0) < 100]
     assert running and all("sim s/s" in f for f in running), frames
+    # runs long enough (a few seconds each) for the bar to be read while the first one runs,
+    # also on a loaded machine
+    scenario["duration"] = "8h"
     scenario["sweep"] = {"grid": {"nodes": [400]}, "repetitions": 2}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(scenario))
     status, frames = on_a_terminal(
