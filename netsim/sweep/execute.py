@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from netsim.errors import SweepError
 from netsim.progress import PROGRESS_DIR, RunProgressWriter
-from netsim.scenario.loader import parameter_value, scenario_hash
+from netsim.scenario.loader import parameter_value, read_scenario_text, scenario_hash
 from netsim.scenario.runner import run_scenario
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
@@ -307,7 +307,7 @@ def run_sweep(
             path.mkdir(parents=True, exist_ok=True)
         source = plan.source_text
         if source is None:  # read from a sweep file: keep it as given
-            source = plan.source.read_text(encoding="utf-8")
+            source = read_scenario_text(plan.source, "sweep file")
         atomic_write_text(directory / SWEEP_SOURCE, source)
         atomic_write_parquet(directory / SWEEP_PLAN, plan_table(plan))
     except OSError as exc:
