@@ -17,6 +17,8 @@ from netsim import __version__
 from netsim.errors import NetsimError, RunDirectoryError, ScenarioError
 
 EXIT_USER_ERROR = 2
+#: ``netsim verify``: some run is damaged, unverified, failed or missing (2: not a run at all).
+EXIT_NOT_VERIFIED = 1
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
@@ -179,6 +181,23 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from netsim.analysis.verify import verdict_lines, verify
+
+    verdicts = verify(args.directory)
+    for line in verdict_lines(verdicts):
+        print(line)
+    bad = sum(verdict.state != "ok" for verdict in verdicts)
+    if bad:
+        print(
+            f"netsim: {bad} of {len(verdicts)} runs are not ok; running a sweep again redoes "
+            "its damaged and missing runs",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_VERIFIED
+    return 0
+
+
 def _read_for_cli(path: Path, fmt: str | None, whole: bool):
     from netsim.traces.formats import detect_format, read_trace
 
@@ -336,6 +355,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--out", type=Path, default=None, help="default: DIRECTORY/report")
     report.set_defaults(handler=_cmd_report)
+
+    verify_help = "check every run of a sweep, run directory or folder of runs against its manifest"
+    verify = commands.add_parser(
+        "verify",
+        help=verify_help,
+        description=(
+            f"{verify_help[0].upper()}{verify_help[1:]}: each table's SHA-256, size and row "
+            "count. Prints one line per run: ok, unverified (written before manifests recorded "
+            "checksums), damaged (and what is wrong), failed or missing. Exit status 0 if "
+            "every run is ok, 1 if not, 2 if the directory is not a run, folder or sweep."
+        ),
+    )
+    verify.add_argument(
+        "directory", type=Path, help="a sweep directory, a run directory or a folder of runs"
+    )
+    verify.set_defaults(handler=_cmd_verify)
 
     trace_help = "inspect, convert and synthesise churn traces"
     trace = commands.add_parser("trace", help=trace_help, description=trace_help)

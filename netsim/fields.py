@@ -75,8 +75,11 @@ def resolved_path(value: Path, info: ValidationInfo) -> Path:
 
 
 def existing_file(value: Path, info: ValidationInfo) -> Path:
-    """:func:`resolved_path`, which must name a file."""
+    """:func:`resolved_path`, which must name a regular file (a FIFO or a device is refused
+    here: reading one could wait or run for ever)."""
     path = resolved_path(value, info)
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"file not found: {path}")
+    if not path.is_file():
+        raise ValueError(f"not a regular file: {path}")
     return path

@@ -1,24 +1,37 @@
-"""Atomic file writes and the layout of a run directory.
+"""Atomic file writes, the layout of a run directory, and the check that a run is intact.
 
 A run directory holds ``scenario.yaml`` (the resolved scenario, with the seed actually used),
 one ``<table>.parquet`` per event table, and ``manifest.json``. A run is built in a hidden
 sibling directory ``.<name>.partial-<pid>`` and renamed into place only when every file is
 written, with the manifest last; so a directory without ``.partial`` in its name and with a
 manifest whose ``status`` is ``complete`` is a complete run, and nothing else is.
+
+The manifest's ``files`` records the SHA-256, the size in bytes and (for a table) the row count
+of every file of the run as published (:func:`file_records`). :func:`check_run` compares a run
+with it: a missing table, a table whose bytes changed (corrupted, or another run's), and a
+manifest whose row counts disagree with the tables make the run *damaged*. A run written
+before manifests recorded ``files`` is *unverified*: only its tables' footers (row counts and
+columns) are checked.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from netsim import files
+from netsim.errors import NetsimError, RunDirectoryError
 
 MANIFEST = "manifest.json"
 SCENARIO = "scenario.yaml"
@@ -30,6 +43,8 @@ SWEEP_RUNS = "runs"
 SWEEP_FAILURES = "failures"
 SWEEP_RESULTS = "results.parquet"
 SWEEP_SUMMARY = "summary.parquet"
+#: The manifest key that records each file's sha256, size and (tables) row count.
+FILES = "files"
 PARTIAL_MARK = ".partial-"
 RETIRED_MARK = ".old-"
 PUBLISH_ATTEMPTS = 5
@@ -154,14 +169,39 @@ def publish_directory(staging: Path, final: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
+def read_record(path: Path) -> Any:
+    """The JSON of a record netsim wrote (a manifest, ``sweep.json``, a failure record): a
+    regular file of at most :data:`~netsim.files.MAX_RECORD_BYTES`. Raises ``OSError``,
+    ``ValueError`` (not JSON) or :class:`RunDirectoryError` (not a regular file, too large)."""
+    return json.loads(
+        files.read_text(
+            path, what="run record", limit=files.MAX_RECORD_BYTES, error=RunDirectoryError
+        )
+    )
+
+
+def open_table(path: Path) -> BinaryIO:
+    """Open a run's or a sweep's Parquet table: a regular file of at most
+    :data:`~netsim.files.MAX_TABLE_BYTES` (a FIFO in its place is refused, not waited on)."""
+    return files.open_regular(
+        path, what="table", limit=files.MAX_TABLE_BYTES, error=RunDirectoryError
+    )
+
+
+def read_table(path: Path) -> pa.Table:
+    """The Parquet table at ``path`` (see :func:`open_table`)."""
+    with open_table(path) as handle:
+        return pq.read_table(handle)
+
+
 def complete_manifest(directory: Path) -> dict[str, Any] | None:
     """The manifest of a published run whose manifest says it completed, else None."""
     directory = Path(directory)
     if PARTIAL_MARK in directory.name:
         return None
     try:
-        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = read_record(directory / MANIFEST)
+    except (OSError, ValueError, NetsimError):
         return None
     if not isinstance(manifest, dict) or manifest.get("status") != "complete":
         return None
@@ -176,10 +216,13 @@ def table_problem(directory: Path, name: str, rows: object, schema: object) -> s
     """
     file = Path(directory) / f"{name}.parquet"
     try:
-        metadata = pq.read_metadata(file)
+        with open_table(file) as handle:
+            metadata = pq.read_metadata(handle)
         columns = list(metadata.schema.to_arrow_schema().names)
     except FileNotFoundError:
         return f"table file {file.name} is missing"
+    except RunDirectoryError as exc:  # not a regular file, or too large
+        return f"{file.name} {str(exc).removeprefix(f'{file}: ')}"
     except (OSError, ValueError, pa.ArrowException) as exc:
         return f"{file.name} is not a readable Parquet file ({exc})"
     if metadata.num_rows != rows:
@@ -193,20 +236,166 @@ def table_problem(directory: Path, name: str, rows: object, schema: object) -> s
     return None
 
 
-def run_problems(directory: Path, manifest: dict[str, Any]) -> list[str]:
-    """Every table of a complete-looking run that does not match its manifest."""
-    tables = manifest.get("tables")
-    schemas = manifest.get("schemas") or {}
-    if not isinstance(tables, dict):
-        return ["the manifest lists no tables"]
-    problems = []
-    for name, rows in tables.items():
-        problem = table_problem(directory, name, rows, schemas.get(name))
-        if problem is not None:
-            problems.append(problem)
-    return problems
-
-
 def is_complete_run(directory: Path) -> bool:
     """True iff ``directory`` is a published run whose manifest says it completed."""
     return complete_manifest(directory) is not None
+
+
+# --- checksums ---------------------------------------------------------------------------------
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """The SHA-256 (hex) and the size in bytes of the file ``path``, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open_table(path) as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def file_records(directory: Path, tables: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+    """The manifest's ``files``: for every table (name → rows) and for ``scenario.yaml``, the
+    SHA-256 and size of the file in ``directory`` as it will be published, and a table's rows.
+    Only reads the files: their bytes are what the run wrote."""
+    records: dict[str, dict[str, Any]] = {}
+    for name, rows in sorted(tables.items()):
+        digest, size = file_digest(Path(directory) / f"{name}.parquet")
+        records[f"{name}.parquet"] = {"sha256": digest, "bytes": size, "rows": rows}
+    digest, size = file_digest(Path(directory) / SCENARIO)
+    records[SCENARIO] = {"sha256": digest, "bytes": size}
+    return records
+
+
+RunState = Literal["ok", "unverified", "damaged"]
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """What :func:`check_run` found in one run directory.
+
+    ``state`` is ``ok`` (every file matches the manifest's checksums), ``unverified`` (a run
+    from before manifests recorded checksums, whose table footers match its manifest) or
+    ``damaged``; ``problems`` says what is wrong, one entry per file (``file``, ``text``);
+    ``found`` is the SHA-256 of each file whose bytes differ from its record (to recognise
+    another run's table)."""
+
+    directory: Path
+    run_id: str
+    state: RunState
+    problems: tuple[tuple[str, str], ...] = ()
+    found: Mapping[str, str] | None = None
+
+    @property
+    def reasons(self) -> list[str]:
+        """The problems as sentences."""
+        return [text for _, text in self.problems]
+
+
+def check_run(directory: Path, manifest: Mapping[str, Any] | None = None) -> RunCheck:
+    """Compare a run directory with its manifest (read unless given): see the module
+    docstring. Reads every file of the run once (SHA-256) besides the table footers."""
+    directory = Path(directory)
+    if manifest is None:
+        manifest = complete_manifest(directory)
+    if manifest is None:
+        return RunCheck(
+            directory, directory.name, "damaged",
+            ((MANIFEST, "no manifest.json with status 'complete'"),),
+        )  # fmt: skip
+    run_id = str(manifest.get("run_id", directory.name))
+    tables = manifest.get("tables")
+    schemas = manifest.get("schemas") or {}
+    if not isinstance(tables, dict):
+        return RunCheck(directory, run_id, "damaged", ((MANIFEST, "the manifest lists no tables"),))
+    problems: list[tuple[str, str]] = []
+    for name, rows in tables.items():
+        problem = table_problem(directory, name, rows, schemas.get(name))
+        if problem is not None:
+            problems.append((f"{name}.parquet", problem))
+    records = manifest.get(FILES)
+    if records is None:
+        return RunCheck(directory, run_id, "damaged" if problems else "unverified", tuple(problems))
+    if not isinstance(records, dict):
+        problems.append((MANIFEST, f"the manifest's {FILES!r} is not a mapping"))
+        return RunCheck(directory, run_id, "damaged", tuple(problems))
+    expected = [f"{name}.parquet" for name in tables] + [SCENARIO]
+    for file in sorted(set(records) - set(expected)):
+        problems.append((file, f"{file} has a checksum in the manifest but is not in its tables"))
+    found: dict[str, str] = {}
+    missing = {file for file, text in problems if text.endswith("is missing")}
+    for file in expected:
+        if file in missing:
+            continue
+        problem = _record_problem(directory, file, records.get(file), tables, found)
+        if problem is not None:
+            problems.append((file, problem))
+    return RunCheck(directory, run_id, "damaged" if problems else "ok", tuple(problems), found)
+
+
+def _record_problem(
+    directory: Path,
+    file: str,
+    record: object,
+    tables: Mapping[str, Any],
+    found: dict[str, str],
+) -> str | None:
+    """Why ``file`` does not match its ``record`` in the manifest's ``files`` (its SHA-256 goes
+    to ``found`` when its bytes differ), or None."""
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        return f"the manifest records no checksum of {file}"
+    name = file.removesuffix(".parquet")
+    if file != SCENARIO and record.get("rows") != tables.get(name):
+        return (
+            f"the manifest contradicts itself about {file}: {tables.get(name)} rows in its "
+            f"tables, {record.get('rows')} in its files"
+        )
+    try:
+        digest, size = file_digest(directory / file)
+    except FileNotFoundError:
+        return f"{file} is missing"
+    except RunDirectoryError as exc:
+        return f"{file} {str(exc).removeprefix(f'{directory / file}: ')}"
+    except OSError as exc:
+        return f"{file} cannot be read ({exc.strerror or exc})"
+    if digest == record["sha256"]:
+        return None
+    found[file] = digest
+    recorded = record.get("bytes")
+    if size != recorded:
+        shown = f"{recorded:,}" if isinstance(recorded, int) else repr(recorded)
+        return (
+            f"{file} is {size:,} bytes; the manifest records {shown} bytes (the file was "
+            "replaced or cut short)"
+        )
+    return f"{file} does not match the SHA-256 the manifest records (its bytes were changed)"
+
+
+def name_foreign_files(checks: Iterable[RunCheck], manifests: Mapping[Path, Any]) -> list[RunCheck]:
+    """``checks`` with each damaged file that is byte for byte a file another of
+    ``manifests`` records (run directory → manifest) named as that run's: a table copied or
+    moved from one run into another."""
+    owners: dict[str, tuple[str, str]] = {}
+    for directory, manifest in manifests.items():
+        records = manifest.get(FILES) if isinstance(manifest, dict) else None
+        if isinstance(records, dict):
+            for file, record in records.items():
+                if isinstance(record, dict) and isinstance(record.get("sha256"), str):
+                    run_id = str(manifest.get("run_id", Path(directory).name))
+                    owners.setdefault(record["sha256"], (run_id, file))
+    named = []
+    for check in checks:
+        problems = list(check.problems)
+        for i, (file, _) in enumerate(problems):
+            owner = owners.get((check.found or {}).get(file, ""))
+            if owner is not None and owner[0] != check.run_id:
+                problems[i] = (
+                    file,
+                    f"{file} is the {owner[1]} of run {owner[0]} (its SHA-256 is the one that "
+                    "run's manifest records), not this run's",
+                )
+        named.append(
+            RunCheck(check.directory, check.run_id, check.state, tuple(problems), check.found)
+        )
+    return named

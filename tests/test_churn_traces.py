@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netsim.distributions import Exponential, LogNormal
+from netsim.errors import ScenarioError
 from netsim.log import EventLog
 from netsim.network import churn
 from netsim.network.nodes import NodeStates
@@ -127,7 +128,8 @@ def test_start_at_is_a_scenario_key_and_past_the_trace_it_warns(tmp_path):
     assert online == {0: [5.0, 15.0], 1: [0.0]}
     late_churn = scenario.churn.model_copy(update={"start_at": 900.0})
     late = scenario.model_copy(update={"churn": late_churn})
-    assert any("after its last online interval ends" in w for w in check_inputs(late))
+    with pytest.raises(ScenarioError, match=r"churn.start_at: 900 s is at or after the end"):
+        check_inputs(late)
 
 
 @settings(max_examples=60, deadline=None)

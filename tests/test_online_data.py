@@ -393,8 +393,16 @@ def test_load_builtin_dispatch() -> None:
             {"options": {"examples": 2.5}},
             "examples must be an integer >= 2, got 2.5",
         ),
-        ("synthetic_ball", {"options": {"features": True}}, "features must be an integer >= 1"),
-        ("synthetic_ball", {"options": {"features": 0}}, "features must be an integer >= 1"),
+        (
+            "synthetic_ball",
+            {"options": {"features": True}},
+            r"features must be an integer in \[1, 10000000\]",
+        ),
+        (
+            "synthetic_ball",
+            {"options": {"features": 0}},
+            r"features must be an integer in \[1, 10000000\]",
+        ),
         (
             "synthetic_sparse",
             {"options": {"features": 100, "nonzeros": 101}},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -470,3 +471,63 @@ def test_a_sweep_on_a_full_disk_is_one_message(tmp_path, capsys, monkeypatch):
     assert err.endswith(
         f"netsim: error: {out / 'tiny-walk' / 'sweep.json'}: No space left on device\n"
     )
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state, ppid, ..., start time at
+    index 19), or None when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The processes whose parent is ``pid``, with their start times."""
+    found = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = _stat(int(entry.name))
+        if fields is not None and int(fields[1]) == pid:
+            found[int(entry.name)] = fields[19]
+    return found
+
+
+def _running(pid: int, started: str) -> bool:
+    """Whether that process still runs (not exited, not a zombie, not a reused pid)."""
+    fields = _stat(pid)
+    return fields is not None and fields[19] == started and fields[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
+def test_workers_exit_quietly_when_the_sweep_is_killed(tmp_path):
+    """Orphaned pool workers finished their runs, then printed BrokenPipeError tracebacks
+    when they sent the results to their dead parent; they now exit when it dies, quietly, and
+    leave no staging directory."""
+    path = sweep_file(
+        tmp_path,
+        "sweep:\n  grid:\n    walk.kill_probability: {from: 0, to: 0.1, count: 4}\n",
+        base=BASE.replace("duration: 2min", "duration: 20min"),
+    )
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "netsim", "sweep", str(path), "--out", str(out), "--workers", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    runs_dir = out / "tiny-walk" / RUNS
+    progress = runs_dir / ".progress"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if progress.is_dir() and len(list(progress.iterdir())) >= 2:
+            break  # both workers are in a run
+        time.sleep(0.05)
+    workers = _children(process.pid)
+    assert len(workers) >= 2 and process.poll() is None
+    process.kill()  # SIGKILL: the parent cannot stop its pool
+    _, err = process.communicate(timeout=60)  # ends when the last worker closed stderr
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_running(*w) for w in workers.items()):
+        time.sleep(0.05)
+    assert not any(_running(*w) for w in workers.items())
+    assert "Traceback" not in err and "Error" not in err, err
+    assert not any(".partial-" in p.name for p in runs_dir.iterdir())

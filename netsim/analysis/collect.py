@@ -13,7 +13,10 @@ time, round, series, value``
 ``value`` is the sample as a float (booleans as 0/1). The parameter columns are named by the
 dotted scenario keys a sweep varied, or that runs were given with ``--set``, and hold each
 run's resolved value. Failed runs and runs not (yet) complete are left out;
-:func:`collect_status` lists every planned run with its status. :func:`summarize` gives mean,
+:func:`collect_status` lists every planned run with its status. A *damaged* run (a table
+deleted, replaced, corrupted, or a manifest that disagrees with its tables: see
+:func:`netsim.storage.check_run`) is never read: :func:`collect` refuses the whole set, naming
+each damaged run and what is wrong with it. :func:`summarize` gives mean,
 standard deviation and a Student t confidence interval of the mean over the repetitions of
 each point.
 
@@ -35,10 +38,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 from scipy import stats
 
+from netsim import files
 from netsim.analysis.runs import load_manifest
 from netsim.errors import RunDirectoryError
 from netsim.scenario.loader import dotted_value, parameter_value
@@ -51,8 +54,14 @@ from netsim.storage import (
     SWEEP_RESULTS,
     SWEEP_RUNS,
     SWEEP_SUMMARY,
+    RunCheck,
     atomic_write_parquet,
+    check_run,
+    complete_manifest,
     is_complete_run,
+    name_foreign_files,
+    read_record,
+    read_table,
 )
 
 #: Columns of the plan (and of the long table) that identify a run; the parameters follow.
@@ -61,7 +70,7 @@ RUN_COLUMNS: tuple[str, ...] = ("run_id", "run", "point", "repetition", "seed")
 SAMPLE_COLUMNS: tuple[str, ...] = ("table", "metric", "time", "round", "series", "value")
 #: Columns of :func:`summarize` after the group keys.
 STATISTIC_COLUMNS: tuple[str, ...] = ("n", "mean", "std", "ci_low", "ci_high")
-STATUSES: tuple[str, ...] = ("complete", "failed", "missing")
+STATUSES: tuple[str, ...] = ("complete", "damaged", "failed", "missing")
 
 _PLAN_REQUIRED: tuple[str, ...] = ("run", "point", "repetition", "seed", "run_id")
 _SWEEP_EXPECTED = (
@@ -270,9 +279,9 @@ def load_sweep(path: Path | Sequence[Path]) -> SweepSource:
 
 def _load_sweep_directory(path: Path) -> SweepSource:
     try:
-        sweep = json.loads((path / SWEEP_MANIFEST).read_text(encoding="utf-8"))
-        plan = pq.read_table(path / SWEEP_PLAN).to_pandas()
-    except (OSError, ValueError, pa.ArrowException) as exc:
+        sweep = read_record(path / SWEEP_MANIFEST)
+        plan = read_table(path / SWEEP_PLAN).to_pandas()
+    except (OSError, ValueError, pa.ArrowException, RunDirectoryError) as exc:
         raise _not_a_sweep(path, f"sweep.json or plan.parquet is unreadable ({exc})") from None
     if not isinstance(sweep, dict) or not isinstance(sweep.get("parameters", []), list):
         raise _not_a_sweep(path, "sweep.json is not an object with a 'parameters' list")
@@ -300,7 +309,11 @@ def _configuration(run_dir: Path) -> dict[str, Any]:
     """The resolved scenario of a run without its seed, as plain data."""
     file = run_dir / SCENARIO
     try:
-        data = load_yaml(file.read_text(encoding="utf-8"))
+        data = load_yaml(
+            files.read_text(
+                file, what="run's scenario", limit=files.MAX_RECORD_BYTES, error=RunDirectoryError
+            )
+        )
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise RunDirectoryError(f"{file}: cannot read the run's scenario ({exc})") from None
     if not isinstance(data, dict):
@@ -385,29 +398,77 @@ def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
 def _failure_error(file: Path) -> str:
     """The error message of a failure record (a placeholder if it cannot be read)."""
     try:
-        record = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = read_record(file)
+    except (OSError, ValueError, RunDirectoryError):
         return "(failure record unreadable)"
     return str(record.get("error", "")) if isinstance(record, dict) else ""
 
 
-def run_status(source: SweepSource) -> pd.DataFrame:
-    """:func:`collect_status` of an already loaded sweep."""
+def check_runs(source: SweepSource) -> dict[str, RunCheck]:
+    """:func:`~netsim.storage.check_run` of every planned run whose directory holds a complete
+    manifest, by run id; a damaged file that is another of these runs' is named as that run's."""
+    manifests = {}
+    for run_id in source.plan["run_id"]:
+        directory = source.run_directory(str(run_id))
+        manifest = complete_manifest(directory)
+        if manifest is not None:
+            manifests[directory] = manifest
+    checks = [check_run(directory, manifest) for directory, manifest in manifests.items()]
+    by_directory = {c.directory: c for c in name_foreign_files(checks, manifests)}
+    return {
+        str(run_id): by_directory[source.run_directory(str(run_id))]
+        for run_id in source.plan["run_id"]
+        if source.run_directory(str(run_id)) in by_directory
+    }
+
+
+def run_status(source: SweepSource, checks: Mapping[str, RunCheck] | None = None) -> pd.DataFrame:
+    """:func:`collect_status` of an already loaded sweep (``checks``: its
+    :func:`check_runs`, computed unless given)."""
+    if checks is None:
+        checks = check_runs(source)
     rows = []
     for run, point, repetition, run_id in source.plan[
         ["run", "point", "repetition", "run_id"]
     ].itertuples(index=False):
         failure = source.failure_file(run_id) if source.directories is None else None
-        # a complete run directory wins over an old failure record: the run was retried
-        if is_complete_run(source.run_directory(run_id)):
+        check = checks.get(str(run_id))
+        failed = failure is not None and failure.is_file()
+        # a complete run directory wins over an old failure record: the run was retried; a
+        # failure record wins over a damaged directory: redoing the damaged run failed
+        if check is not None and check.state != "damaged":
             status, error = "complete", ""
-        elif failure is not None and failure.is_file():
+        elif failed:
             status, error = "failed", _failure_error(failure)
+        elif check is not None:
+            status, error = "damaged", "; ".join(check.reasons)
         else:
             status, error = "missing", ""
         rows.append((run, point, repetition, run_id, status, error))
     frame = pd.DataFrame(rows, columns=["run", "point", "repetition", "run_id", "status", "error"])
     return frame.astype({"run": "int64", "point": "int64", "repetition": "int64", "run_id": "str"})
+
+
+def refuse_damaged(source: SweepSource, status: pd.DataFrame) -> None:
+    """Raise :class:`RunDirectoryError` naming every damaged run of ``status`` and what is
+    wrong with it, and how to go on: a damaged run is never read as if it were complete."""
+    damaged = status[status["status"] == "damaged"]
+    if damaged.empty:
+        return
+    where = source.path if source.path is not None else "these runs"
+    lines = [
+        f"  - run {row.run_id} ({source.run_directory(row.run_id)}): {row.error}"
+        for row in damaged.itertuples(index=False)
+    ]
+    if source.directories is None:
+        redo = f"run the sweep again ('netsim sweep {source.scenario}' redoes damaged runs)"
+    else:
+        redo = "run them again, or remove them"
+    raise RunDirectoryError(
+        f"{where}: {len(damaged)} of {len(status)} runs are damaged and were not read:\n"
+        + "\n".join(lines)
+        + f"\n'netsim verify {where}' checks every run; {redo}"
+    )
 
 
 def collect_status(path: Path) -> pd.DataFrame:
@@ -484,7 +545,7 @@ def _run_samples(run_dir: Path, run: int) -> list[pd.DataFrame]:
             continue
         file = run_dir / f"{spec.file_table}.parquet"
         try:
-            frame = pq.read_table(file).to_pandas()
+            frame = read_table(file).to_pandas()
         except (OSError, pa.ArrowException) as exc:
             raise RunDirectoryError(f"{file}: cannot read the table ({exc})") from None
         if frame.empty:
@@ -541,7 +602,8 @@ def collect(path: Path | Sequence[Path], *, write: bool | None = None) -> pd.Dat
     ``write`` (default: unless ``path`` is a list) also writes the table to
     ``<path>/results.parquet`` and its :func:`summarize` to ``<path>/summary.parquet`` (each
     atomically); a list of runs has no directory to write to. Raises
-    :class:`RunDirectoryError` if ``path`` is none of these.
+    :class:`RunDirectoryError` if ``path`` is none of these, or if a run is damaged
+    (:func:`refuse_damaged`).
     """
     source = load_sweep(path)
     if write is None:
@@ -551,7 +613,9 @@ def collect(path: Path | Sequence[Path], *, write: bool | None = None) -> pd.Dat
             "collect(write=True): a list of run directories has no directory to write "
             "results.parquet to; collect a folder of runs or write the table yourself"
         )
-    long = long_table(source, run_status(source))
+    status = run_status(source)
+    refuse_damaged(source, status)
+    long = long_table(source, status)
     if write:
         assert source.path is not None
         _write_parquet(long, source.path / SWEEP_RESULTS)
@@ -562,9 +626,9 @@ def collect(path: Path | Sequence[Path], *, write: bool | None = None) -> pd.Dat
 def read_results(path: Path) -> pd.DataFrame:
     """The long table a previous :func:`collect` wrote to ``<path>/results.parquet``."""
     file = Path(path) / SWEEP_RESULTS
-    if not file.is_file():
+    if not file.exists():
         raise RunDirectoryError(f"{file}: no collected results (run collect first)")
-    return pq.read_table(file).to_pandas()
+    return read_table(file).to_pandas()
 
 
 # --- statistics over repetitions ---------------------------------------------------------------

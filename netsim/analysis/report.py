@@ -30,6 +30,7 @@ from netsim.analysis.collect import (
     load_sweep,
     long_table,
     parameter_columns,
+    refuse_damaged,
     run_status,
     summarize,
 )
@@ -931,10 +932,12 @@ def write_report(path: Path | Sequence[Path], out: Path | None = None) -> Path:
     list of runs needs ``out``) and write ``report.md`` there linking them; returns its path.
 
     Only the figures whose tables the complete runs have are drawn; figures of an earlier
-    report that no longer apply are removed so that the directory matches the page.
+    report that no longer apply are removed so that the directory matches the page. A damaged
+    run refuses the report (:func:`~netsim.analysis.collect.refuse_damaged`).
     """
     source = load_sweep(path)
     status = run_status(source)  # one snapshot: the grid table and the figures agree
+    refuse_damaged(source, status)  # a damaged run is not drawn as if it were complete
     long = long_table(source, status)
     if out is None and source.path is None:
         raise RunDirectoryError("write_report: a list of run directories needs out=")

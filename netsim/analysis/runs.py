@@ -7,13 +7,12 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from netsim.errors import RunDirectoryError
 from netsim.scenario.build import scenario_parts
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.schema import Scenario
-from netsim.storage import SCENARIO, complete_manifest, run_problems
+from netsim.storage import SCENARIO, check_run, complete_manifest, read_table
 from netsim.units import format_duration
 
 
@@ -27,6 +26,14 @@ def load_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
+def damaged_message(path: Path, reasons: list[str]) -> str:
+    """The message that refuses the damaged run at ``path``: what is wrong, and what to do."""
+    return (
+        f"{path}: damaged run directory: {'; '.join(reasons)}; it is not read (netsim verify "
+        "checks runs; run it again, or remove it)"
+    )
+
+
 def load_run(path: Path, *, parameters: bool = True) -> dict[str, pd.DataFrame]:
     """Every event table of a complete run. Each row is tagged with the run id (first column)
     and, with ``parameters``, then the run's parameters (the keys given on top of its
@@ -34,9 +41,9 @@ def load_run(path: Path, *, parameters: bool = True) -> dict[str, pd.DataFrame]:
     table has a column of that name). Code that merges a run's tables reads them without."""
     path = Path(path)
     manifest = load_manifest(path)
-    problems = run_problems(path, manifest)
-    if problems:
-        raise RunDirectoryError(f"{path}: damaged run directory: {'; '.join(problems)}")
+    check = check_run(path, manifest)
+    if check.state == "damaged":
+        raise RunDirectoryError(damaged_message(path, check.reasons))
     run_id = manifest["run_id"]
     # runs made before the manifest recorded them have none
     recorded = (manifest.get("parameters") or {}) if parameters else {}
@@ -44,7 +51,7 @@ def load_run(path: Path, *, parameters: bool = True) -> dict[str, pd.DataFrame]:
     for name in manifest["tables"]:
         file = path / f"{name}.parquet"
         try:
-            frame = pq.read_table(file).to_pandas()
+            frame = read_table(file).to_pandas()
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise RunDirectoryError(f"{path}: {file.name} cannot be read ({exc})") from None
         frame.insert(0, "run_id", run_id)

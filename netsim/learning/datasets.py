@@ -24,7 +24,6 @@ included), column or key at fault and what is allowed.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import itertools
 import math
@@ -40,6 +39,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from netsim import files
 from netsim.api import DatasetLoader, LoadedData
 from netsim.errors import ComponentError, DataError
 
@@ -54,6 +54,13 @@ BUILTIN: tuple[str, ...] = (
     "wine",
 )
 """The names of the built-in data sets."""
+
+#: Most values (rows × features, as float64: 8 GB) a data set may hold once densified; a
+#: LIBSVM file past it is refused before its rows are made dense.
+MAX_DATA_VALUES = 10**9
+#: Most features a data set may have (a LIBSVM feature index is at most this; the generated
+#: data sets' ``features`` too).
+MAX_FEATURES = 10**7
 
 USER_FORMATS: tuple[str, ...] = ("csv", "libsvm")
 """The names under which users' own files load (with ``path=``)."""
@@ -503,18 +510,18 @@ _Loaded = tuple[np.ndarray, np.ndarray, tuple[str, ...], str, str]
 
 
 def _read_bytes(path: Path) -> bytes:
-    """The bytes of ``path``, gunzipped when they start with the gzip magic number."""
+    """The bytes of ``path``, gunzipped when they start with the gzip magic number: a regular
+    file of at most :data:`~netsim.files.MAX_DATA_BYTES`, before and after gunzipping."""
+    bound = {"what": "data file", "limit": files.MAX_DATA_BYTES, "error": DataError}
     try:
-        data = path.read_bytes()
+        data = files.read_bytes(path, **bound)
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, expected a file") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read the file: {exc.strerror or exc}") from None
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            data = files.gunzip(path, data, **bound)
         except (OSError, EOFError, zlib.error) as exc:
             raise DataError(f"{path}: truncated or corrupt gzip file ({exc})") from None
     return data
@@ -913,9 +920,10 @@ def _load_libsvm(path: Path) -> _Loaded:
     data = _read_bytes(path)
     try:
         matrix, target = load_svmlight_file(io.BytesIO(data))
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         _diagnose_libsvm(path, data)
         raise DataError(f"{path}: not a valid LIBSVM / svmlight file: {exc}") from None
+    _check_dense_size(path, matrix, data)
     x = np.asarray(matrix.toarray(), dtype=np.float64)
     if not (np.isfinite(x).all() and np.isfinite(target).all()):
         _diagnose_libsvm(path, data)
@@ -929,6 +937,23 @@ def _load_libsvm(path: Path) -> _Loaded:
     )
     source = f"{path} (user LIBSVM / svmlight file, read with sklearn load_svmlight_file)"
     return x, y, names, str(path), source
+
+
+def _check_dense_size(path: Path, matrix: Any, data: bytes) -> None:
+    """Refuse a LIBSVM file whose largest feature index, or whose rows × features once made
+    dense, pass :data:`MAX_FEATURES` or :data:`MAX_DATA_VALUES` (before allocating them)."""
+    rows, columns = matrix.shape
+    if columns > MAX_FEATURES:
+        _diagnose_libsvm(path, data)  # names the line of an index past the bound
+        raise DataError(
+            f"{path}: {columns:,} features (one column per feature index: rows are made "
+            f"dense); at most {MAX_FEATURES:,}"
+        )
+    if rows * columns > MAX_DATA_VALUES:
+        raise DataError(
+            f"{path}: {rows:,} rows × {columns:,} features = {rows * columns:,} values once "
+            f"made dense; at most {MAX_DATA_VALUES:,} (8 GB)"
+        )
 
 
 def _diagnose_libsvm(path: Path, data: bytes) -> None:
@@ -962,3 +987,8 @@ def _diagnose_libsvm(path: Path, data: bytes) -> None:
                     f"increasing; {form}"
                 )
             previous = int(key)
+            if previous > MAX_FEATURES:
+                raise DataError(
+                    f"{path}:line {n}: feature index {previous:,} is above {MAX_FEATURES:,}, "
+                    "the most features a data set may have"
+                )

@@ -47,6 +47,8 @@ from netsim.api import ComponentConfig
 from netsim.fields import resolved_path
 from netsim.learning import ordered
 from netsim.learning.datasets import (
+    MAX_DATA_VALUES,
+    MAX_FEATURES,
     DataError,
     Dataset,
     TrainTestSplit,
@@ -158,16 +160,16 @@ def synthetic_ball(
     rows. The arXiv paper's experiment is the default: d = 10, 100,000 examples.
 
     Raises:
-        DataError: a parameter outside its range (examples ≥ 2, features ≥ 1, label_noise in
+        DataError: a parameter outside its range (examples ≥ 2, features in [1, 10⁷], label_noise in
             [0, 0.5), test_fraction in (0, 1) leaving both splits non-empty, seed ≥ 0).
     """
     where = "synthetic_ball"
-    n = _integer(where, "examples", examples, 2)
-    d = _integer(where, "features", features, 1)
-    _generated_size(where, n, d, "features")
+    n = integer_option(where, "examples", examples, 2)
+    d = integer_option(where, "features", features, 1, MAX_FEATURES)
+    check_generated_size(where, n, d, "features")
     noise = _label_noise(where, label_noise)
     n_test = _test_rows(where, test_fraction, n)
-    seed = _integer(where, "seed", seed, 0)
+    seed = integer_option(where, "seed", seed, 0)
     made = _ball(n, d, noise, seed)
     source = (
         f"Synthetic data as in Li et al. (arXiv 2017, §6): {n:,} points uniform in the "
@@ -215,19 +217,19 @@ def synthetic_sparse(
         OnlineData with CSR ``x_train`` and ``x_test``.
 
     Raises:
-        DataError: a parameter outside its range (examples ≥ 2, features ≥ 1, nonzeros in
+        DataError: a parameter outside its range (examples ≥ 2, features in [1, 10⁷], nonzeros in
             [1, features], relevant in [1, features], label_noise in [0, 0.5), test_fraction in
             (0, 1) leaving both splits non-empty, seed ≥ 0).
     """
     where = "synthetic_sparse"
-    n = _integer(where, "examples", examples, 2)
-    d = _integer(where, "features", features, 1)
-    k = _integer(where, "nonzeros", nonzeros, 1, d, "features")
-    _generated_size(where, n, k, "nonzeros")
-    m = _integer(where, "relevant", relevant, 1, d, "features")
+    n = integer_option(where, "examples", examples, 2)
+    d = integer_option(where, "features", features, 1, MAX_FEATURES)
+    k = integer_option(where, "nonzeros", nonzeros, 1, d, "features")
+    check_generated_size(where, n, k, "nonzeros")
+    m = integer_option(where, "relevant", relevant, 1, d, "features")
     noise = _label_noise(where, label_noise)
     n_test = _test_rows(where, test_fraction, n)
-    seed = _integer(where, "seed", seed, 0)
+    seed = integer_option(where, "seed", seed, 0)
     made = _sparse(n, d, k, m, noise, seed)
     source = (
         f"Synthetic sparse text-like data (our stand-in for real-sim / RCV1 of Li et al., TKDE "
@@ -392,7 +394,7 @@ def load_online_data(
                 f"data set {name!r}: unknown option {key!r}{hint}; the options are "
                 f"{_listing(allowed)}"
             )
-    _integer(name, "split_seed", split_seed, 0)
+    integer_option(name, "split_seed", split_seed, 0)
     fraction = _DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction
     generator = synthetic_ball if name == "synthetic_ball" else synthetic_sparse
     return generator(**options, test_fraction=fraction, seed=split_seed)  # type: ignore[arg-type]
@@ -419,9 +421,9 @@ def shard_rows(n_train: int, nodes: int, seed: int) -> tuple[np.ndarray, np.ndar
             training rows (every node needs at least one example).
     """
     where = "shard_rows"
-    n = _integer(where, "n_train", n_train, 1)
-    m = _integer(where, "nodes", nodes, 1)
-    seed = _integer(where, "seed", seed, 0)
+    n = integer_option(where, "n_train", n_train, 1)
+    m = integer_option(where, "nodes", nodes, 1)
+    seed = integer_option(where, "seed", seed, 0)
     if m > n:
         raise DataError(
             f"{m:,} nodes but only {n:,} training rows; every node needs at least one example "
@@ -459,7 +461,7 @@ def stream_rows(
     """
     where = "stream_rows"
     if np.ndim(round_index) == 0:
-        start: int | np.ndarray = _integer(where, "round_index", round_index, 0)
+        start: int | np.ndarray = integer_option(where, "round_index", round_index, 0)
     else:
         start = np.asarray(round_index, dtype=np.int64)
         if start.shape != np.shape(nodes) or (start.size and start.min() < 0):
@@ -468,7 +470,7 @@ def stream_rows(
                 f"shape {start.shape} for {np.size(nodes)} nodes"
             )
         start = start[:, None]
-    size = _integer(where, "batch", batch, 1)
+    size = integer_option(where, "batch", batch, 1)
     table = np.asarray(table)
     lengths = np.asarray(lengths)
     ids = np.asarray(nodes)
@@ -508,7 +510,7 @@ def passes(lengths: np.ndarray, rounds: int, batch: int) -> int:
         DataError: empty lengths, a length below 1, negative rounds or a batch below 1.
     """
     where = "passes"
-    total = _integer(where, "rounds", rounds, 0) * _integer(where, "batch", batch, 1)
+    total = integer_option(where, "rounds", rounds, 0) * integer_option(where, "batch", batch, 1)
     own = np.asarray(lengths)
     if own.ndim != 1 or own.size == 0 or own.dtype.kind not in "iu" or own.min() < 1:
         raise DataError(
@@ -693,11 +695,11 @@ def _as_labels(name: str, part: str, y: object) -> np.ndarray:
     return out
 
 
-#: Most values a generated data set may hold (8 GB of float64).
-MAX_GENERATED_VALUES = 10**9
+#: Most values a generated data set may hold (8 GB of float64), as a data set read from a file.
+MAX_GENERATED_VALUES = MAX_DATA_VALUES
 
 
-def _generated_size(where: str, examples: int, per_row: int, what: str) -> None:
+def check_generated_size(where: str, examples: int, per_row: int, what: str) -> None:
     """Refuse a generated data set too large to build, before allocating it."""
     if examples * per_row > MAX_GENERATED_VALUES:
         raise DataError(
@@ -706,7 +708,7 @@ def _generated_size(where: str, examples: int, per_row: int, what: str) -> None:
         )
 
 
-def _integer(
+def integer_option(
     where: str, key: str, value: object, low: int, high: int | None = None, bound: str = ""
 ) -> int:
     """``value`` as an int in [low, high]; integral floats (``1e5``) are accepted."""

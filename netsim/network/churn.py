@@ -19,6 +19,7 @@ from pydantic import Field, field_validator, model_validator
 
 from netsim.api import ChurnModel, ComponentConfig
 from netsim.distributions import Distribution, Duration, PositiveDuration
+from netsim.errors import ScenarioError
 from netsim.fields import existing_file, resolved_path
 from netsim.log import BOOL, F64, I32, TableSchema
 from netsim.network.nodes import NodeStates
@@ -348,13 +349,15 @@ class _Replay(ChurnModel):
         start_at: float = 0.0,
     ) -> ChurnSchedule:
         """Replay ``trace`` from ``start_at`` seconds on (time 0 of the run), with warnings
-        when the run outlasts the trace or the window holds nothing."""
+        when the run outlasts the trace; a ``start_at`` after the trace's last online interval
+        is refused (every node would stay offline: the run would replay nothing)."""
         if start_at > 0:
             last = float(trace.end.max()) if trace.end.size else 0.0
             if start_at >= last:
-                self.ctx.warn(
-                    f"churn starts at {start_at:g} s into {trace.source}, after its last "
-                    f"online interval ends ({last:g} s): every node stays offline"
+                raise ScenarioError(
+                    f"churn.start_at: {start_at:g} s is at or after the end of the last online "
+                    f"interval of {trace.source} ({last:g} s), so every node would stay "
+                    f"offline; start_at must be less than {last:g} s"
                 )
             trace = trace.starting_at(start_at)
         if trace.span is not None and horizon > trace.span:

@@ -18,6 +18,7 @@ import networkx as nx
 import numpy as np
 from pydantic import Field, field_validator
 
+from netsim import files
 from netsim.api import ComponentConfig, TopologyBuilder
 from netsim.errors import TopologyError
 from netsim.fields import Probability, existing_file
@@ -197,7 +198,9 @@ def edge_list(path: Path, n: int, *, directed: bool = False) -> Topology:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_text(
+            path, what="edge list", limit=files.MAX_EDGE_LIST_BYTES, error=TopologyError
+        )
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read edge list: {exc.strerror}") from None
     except UnicodeDecodeError:

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from netsim import files
 from netsim.errors import NetsimError, ScenarioError
 from netsim.registry import REGISTRY, SLOT_NAMES
 from netsim.scenario.schema import Scenario
@@ -24,7 +25,7 @@ def load_scenario(path: Path, overrides: Iterable[str] = ()) -> Scenario:
     ``sweep`` section is left out (the file's base scenario is what ``netsim run`` runs)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_scenario_text(path)
     except FileNotFoundError:
         raise ScenarioError(f"{path}: scenario file not found") from None
     except UnicodeDecodeError as exc:
@@ -37,6 +38,12 @@ def load_scenario(path: Path, overrides: Iterable[str] = ()) -> Scenario:
     data.pop("sweep", None)  # read by netsim sweep (netsim.sweep.spec); a run is the base case
     data = apply_overrides(data, overrides, source=str(path))
     return validate_scenario(data, source=str(path), base_dir=path.resolve().parent)
+
+
+def read_scenario_text(path: Path, what: str = "scenario file") -> str:
+    """The text of a scenario or sweep file: a regular file of at most
+    :data:`~netsim.files.MAX_SCENARIO_BYTES` (a FIFO or device is refused, not waited on)."""
+    return files.read_text(path, what=what, limit=files.MAX_SCENARIO_BYTES, error=ScenarioError)
 
 
 def parse_yaml(text: str, *, source: str) -> dict[str, Any]:

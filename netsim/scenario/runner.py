@@ -8,9 +8,11 @@ The run id is ``<name>-seed<seed>-<first 10 hex digits of the scenario hash>``: 
 scenario and seed always give the same id and byte-identical tables. A run may be given a
 readable id instead (``netsim run --name``); publishing it never replaces another run.
 
-The manifest records the run's ``parameters``: the resolved value of every key the run was
-given on top of its scenario file (``--set`` overrides, or a sweep point's keys), which
-:func:`netsim.analysis.load_run` and :func:`netsim.analysis.collect` put on every row.
+The manifest records each file's SHA-256, size and row count (``files``: see
+:func:`netsim.storage.check_run`) and the run's ``parameters``: the resolved value of every
+key the run was given on top of its scenario file (``--set`` overrides, or a sweep point's
+keys), which :func:`netsim.analysis.load_run` and :func:`netsim.analysis.collect` put on
+every row.
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ from netsim.scenario.build import BuiltRun, build_run, component_references
 from netsim.scenario.loader import scenario_hash, scenario_to_yaml
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
+    FILES,
     MANIFEST,
     SCENARIO,
     atomic_write_text,
     complete_manifest,
+    file_records,
     partial_directory,
     publish_directory,
     write_json,
@@ -163,6 +167,8 @@ def run_scenario(
             "simulated_seconds": scenario.duration,
             "wall_time_seconds": round(wall, 3),
             "tables": counts,
+            # the bytes as published (the staging directory is renamed, not copied)
+            FILES: file_records(staging, counts),
             "schemas": log.schemas(),
             "components": component_references(scenario),
             "warnings": built.warnings,

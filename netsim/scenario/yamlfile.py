@@ -29,12 +29,17 @@ class DuplicateKeyError(YamlBoundError, ConstructorError):
     """A mapping gives a key twice."""
 
 
+class BoundConstructorError(YamlBoundError, ConstructorError):
+    """A value too large to construct (an integer of thousands of digits)."""
+
+
 #: Deepest nesting of sections and lists a file may have (aliases included).
 MAX_DEPTH = 64
 #: Most values (scalars, lists, mappings) a file may hold once its aliases are expanded.
 MAX_VALUES = 200_000
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
+INT_TAG = "tag:yaml.org,2002:int"
 
 
 class BoundedSafeLoader(yaml.SafeLoader):
@@ -64,6 +69,21 @@ class BoundedSafeLoader(yaml.SafeLoader):
             return None
         check_expanded_size(node)
         return self.construct_document(node)
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        """An integer, refused with its line when it has more digits than Python converts
+        (4,300): PyYAML would raise a bare ``ValueError``."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            digits = sum(c.isdigit() for c in str(node.value))
+            raise BoundConstructorError(
+                None,
+                None,
+                f"a {digits:,}-digit integer is out of range; numbers are at most 2**63 - 1 "
+                "in magnitude",
+                node.start_mark,
+            ) from None
 
     def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, MappingNode):
@@ -139,3 +159,6 @@ def load_yaml(text: str) -> Any:
         return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+BoundedSafeLoader.add_constructor(INT_TAG, BoundedSafeLoader.construct_yaml_int)

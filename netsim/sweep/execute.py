@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -35,7 +36,7 @@ import pyarrow as pa
 
 from netsim.errors import SweepError
 from netsim.progress import PROGRESS_DIR, RunProgressWriter
-from netsim.scenario.loader import parameter_value, scenario_hash
+from netsim.scenario.loader import parameter_value, read_scenario_text, scenario_hash
 from netsim.scenario.runner import run_scenario
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
@@ -46,8 +47,8 @@ from netsim.storage import (
     SWEEP_SOURCE,
     atomic_write_parquet,
     atomic_write_text,
+    check_run,
     complete_manifest,
-    run_problems,
     write_json,
 )
 from netsim.sweep.expressions import is_missing
@@ -104,15 +105,54 @@ class Backend(Protocol):
     def run(self, tasks: list[RunTask]) -> Iterator[RunOutcome]: ...
 
 
+#: Seconds between two looks of a pool worker at whether its parent is still there.
+ORPHAN_CHECK_SECONDS = 0.5
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
 def _worker_started() -> None:
     """Pool workers leave Ctrl-C to the parent (which stops them) and unwind on SIGTERM, so
-    ``run_scenario`` removes a half-written run's staging directory."""
+    ``run_scenario`` removes a half-written run's staging directory. A worker whose parent
+    dies (killed: it could not stop its pool) gets SIGTERM too and exits quietly, instead of
+    finishing its run and printing a ``BrokenPipeError`` traceback on sending the result."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_term)
+    _terminate_with_parent(os.getppid())
+
+
+def _terminate_with_parent(parent: int) -> None:
+    """SIGTERM this process as soon as ``parent`` is gone: by the kernel on Linux
+    (``PR_SET_PDEATHSIG``), and by a thread that looks every :data:`ORPHAN_CHECK_SECONDS`
+    elsewhere (or if the parent died before the first was set)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_CHECK_SECONDS)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="netsim-orphan-watch", daemon=True).start()
 
 
 def _exit_on_term(signum: int, frame: object) -> None:
+    if os.getppid() == 1 or not _parent_alive():
+        # orphaned: nobody reads what this process would print while it winds down
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
     raise SystemExit(128 + signum)
+
+
+def _parent_alive() -> bool:
+    """Whether the process that started this one still runs (a pool worker's sweep)."""
+    parent = multiprocessing.parent_process()
+    return parent is None or parent.is_alive()
 
 
 class ProcessPool:
@@ -262,14 +302,16 @@ def plan_table(plan: SweepPlan) -> pa.Table:
 
 
 def is_done(run: PlannedRun, runs_dir: Path) -> bool:
-    """True iff the run's directory is complete, was made from exactly its scenario, and every
-    table matches its manifest (a damaged table is run again, not taken for done)."""
+    """True iff the run's directory is complete, was made from exactly its scenario, and is
+    not damaged (:func:`~netsim.storage.check_run`: every file matches the checksums its
+    manifest records; a deleted, swapped or corrupted table is run again, not taken for
+    done)."""
     directory = runs_dir / run.run_id
     manifest = complete_manifest(directory)
     return (
         manifest is not None
         and manifest.get("scenario_hash") == scenario_hash(run.scenario)
-        and not run_problems(directory, manifest)
+        and check_run(directory, manifest).state != "damaged"
     )
 
 
@@ -307,7 +349,7 @@ def run_sweep(
             path.mkdir(parents=True, exist_ok=True)
         source = plan.source_text
         if source is None:  # read from a sweep file: keep it as given
-            source = plan.source.read_text(encoding="utf-8")
+            source = read_scenario_text(plan.source, "sweep file")
         atomic_write_text(directory / SWEEP_SOURCE, source)
         atomic_write_parquet(directory / SWEEP_PLAN, plan_table(plan))
     except OSError as exc:

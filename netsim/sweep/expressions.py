@@ -53,6 +53,9 @@ _UNIT_NUMBER = re.compile(
 
 #: Largest magnitude an expression may compute (as an integer or a float).
 MAX_MAGNITUDE = 2.0**63
+#: Longest expression (in characters): derived values are short formulas, and Python's parser
+#: runs out of memory on, e.g., 100,000 nested unary minus signs.
+MAX_EXPRESSION_CHARS = 1000
 
 
 def _power(base: float, exponent: float) -> float:
@@ -97,10 +100,22 @@ def _parse(expression: str, *, where: str) -> ast.Expression:
     body = expression.lstrip()[len(EXPRESSION_MARK) :].strip()
     if not body:
         raise SweepError(f"{where}: the expression {expression!r} is empty after '='")
+    if len(body) > MAX_EXPRESSION_CHARS:
+        raise SweepError(
+            f"{where}: the expression {_shown(expression)} is {len(body):,} characters long; "
+            f"an expression may have at most {MAX_EXPRESSION_CHARS:,}"
+        )
     try:
         return ast.parse(_with_units_in_seconds(body), mode="eval")
     except SyntaxError:
         raise SweepError(f"{where}: {expression!r} is not a valid expression") from None
+    except (MemoryError, RecursionError):
+        raise SweepError(f"{where}: {_shown(expression)} nests too deeply to be read") from None
+
+
+def _shown(expression: str) -> str:
+    """``expression`` quoted, cut to its first 60 characters in messages."""
+    return repr(expression[:60] + "..." if len(expression) > 60 else expression)
 
 
 def evaluate(expression: str, lookup: Callable[[str], Any], *, where: str) -> float:
@@ -143,6 +158,8 @@ def evaluate(expression: str, lookup: Callable[[str], Any], *, where: str) -> fl
         result = value(tree)
     except (ArithmeticError, ValueError) as exc:
         raise SweepError(f"{where}: {expression!r} cannot be computed: {exc}") from None
+    except RecursionError:
+        raise SweepError(f"{where}: {_shown(expression)} nests too deeply to be computed") from None
     if not math.isfinite(result) or abs(result) > MAX_MAGNITUDE:
         raise SweepError(
             f"{where}: {expression!r} is {result:.6g}; an expression's value must be finite "

@@ -44,6 +44,7 @@ from netsim.errors import ScenarioError, SweepError
 from netsim.scenario.loader import (
     parameter_value,
     parse_yaml,
+    read_scenario_text,
     scenario_to_data,
     set_dotted,
     validate_scenario,
@@ -355,7 +356,7 @@ def _resolve_point(
 def has_sweep(path: Path) -> bool:
     """True iff the (readable, valid YAML) scenario file has a ``sweep`` section."""
     try:
-        data = parse_yaml(Path(path).read_text(encoding="utf-8"), source=str(path))
+        data = parse_yaml(read_scenario_text(Path(path)), source=str(path))
     except (OSError, UnicodeDecodeError, ScenarioError):
         return False
     return SWEEP_KEY in data
@@ -364,9 +365,11 @@ def has_sweep(path: Path) -> bool:
 def _read_yaml_file(path: Path, what: str) -> dict[str, Any]:
     """The plain data of the YAML file ``path`` (``what`` names it in messages)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_scenario_text(path, what)
     except FileNotFoundError:
         raise SweepError(f"{path}: {what} not found") from None
+    except ScenarioError as exc:  # not a regular file, or too large
+        raise SweepError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SweepError(f"{path}: cannot read the {what}: {exc}") from None
     return parse_yaml(text, source=str(path))

@@ -63,6 +63,8 @@ from netsim.traces.intervals import (
     IntervalTrace,
     LabelCodes,
     _trace_from_rows,
+    check_trace_exists,
+    open_trace,
     read_canonical_trace,
     read_stunner_segments,
     read_stunner_users,
@@ -131,12 +133,11 @@ def detect_format(path: Path) -> TraceFormat:
     is 0 or 1 is STUNner.
     """
     path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"{path}: trace file not found")
+    check_trace_exists(path)
     known = _EXTENSIONS.get(path.suffix.lower())
     if known is not None:
         return known
-    with path.open("rb") as handle:
+    with open_trace(path, text=False) as handle:
         if handle.read(4) == b"PAR1":
             return "canonical"
         handle.seek(0)
@@ -186,8 +187,7 @@ def read_fta_trace(path: Path) -> FtaTrace:
     time order or overlap.
     """
     path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"{path}: trace file not found")
+    check_trace_exists(path)
     try:
         return _read_fta(path)
     except UnicodeDecodeError:
@@ -205,7 +205,7 @@ def _read_fta(path: Path) -> FtaTrace:
     origin = math.inf
     events = 0
     header_seen = False
-    with path.open(encoding="utf-8") as handle:
+    with open_trace(path) as handle:
         for line_no, raw in enumerate(handle, start=1):
             fields = _fta_fields(raw)
             if not fields:

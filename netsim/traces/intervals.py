@@ -24,6 +24,7 @@ segments with a one-day overlap and gave each simulated node its own segment;
 from __future__ import annotations
 
 import csv
+import re
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +33,46 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from netsim import files
 from netsim.errors import TraceError
 from netsim.units import DAY, HOUR
 
 CANONICAL_COLUMNS = ("node", "start", "end")
+#: Latest time a trace may give, in seconds from its origin (about 317 years): a later time is
+#: a mistake, and the per-hour statistics of such a span could not be held in memory.
+MAX_TRACE_SECONDS = 1e10
+#: Characters a node label may not hold (NUL and the other control characters).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def open_trace(path: Path, *, text: bool = True, newline: str | None = None):
+    """Open the trace file ``path`` for streaming: a regular file of at most
+    :data:`~netsim.files.MAX_TRACE_BYTES` (a FIFO or device is refused, not waited on)."""
+    bound = {"what": "trace file", "limit": files.MAX_TRACE_BYTES, "error": TraceError}
+    if text:
+        return files.open_text(path, newline=newline, **bound)
+    return files.open_regular(path, **bound)
+
+
+def check_trace_exists(path: Path) -> None:
+    """A trace path must exist (:func:`open_trace` says what is wrong with one that is not a
+    regular file)."""
+    if not path.exists():
+        raise TraceError(f"{path}: trace file not found")
+
+
+def _check_labels(labels: list[str], codes: np.ndarray, where: np.ndarray, path, unit) -> None:
+    """Refuse a node label holding a control character (a NUL byte, a line break): it
+    cannot be shown, and most likely comes from a damaged file."""
+    for code, label in enumerate(labels):
+        found = _CONTROL.search(label)
+        if found is not None:
+            rows = np.flatnonzero(codes == code)
+            at = f":{unit} {where[rows[0]]}" if rows.size else ""
+            raise TraceError(
+                f"{path}{at}: node label {label!r} holds the control character "
+                f"U+{ord(found.group()):04X}; a label is printable text"
+            )
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,6 +189,13 @@ def _trace_from_rows(
         raise TraceError(
             f"{path}:{unit} {where[bad[0]]}: negative start {start[bad[0]]}; times are >= 0 s"
         )
+    bad = np.flatnonzero(end > MAX_TRACE_SECONDS)
+    if bad.size:
+        raise TraceError(
+            f"{path}:{unit} {where[bad[0]]}: time {end[bad[0]]:g} s is past the latest time a "
+            f"trace may give, {MAX_TRACE_SECONDS:g} s (about 317 years after its origin)"
+        )
+    _check_labels(labels, codes, where, path, unit)
     bad = np.flatnonzero(end <= start)
     if bad.size:
         k = bad[0]
@@ -191,8 +235,7 @@ def read_canonical_trace(path: Path, *, any_extension: bool = False) -> Interval
     Parquet magic bytes, CSV otherwise.
     """
     path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"{path}: trace file not found")
+    check_trace_exists(path)
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".parquet") and not any_extension:
         raise TraceError(f"{path}: unknown trace file type {path.suffix!r}; use .csv or .parquet")
@@ -206,7 +249,7 @@ def read_canonical_trace(path: Path, *, any_extension: bool = False) -> Interval
 
 
 def _starts_with(path: Path, magic: bytes) -> bool:
-    with path.open("rb") as handle:
+    with open_trace(path, text=False) as handle:
         return handle.read(len(magic)) == magic
 
 
@@ -215,13 +258,19 @@ def _read_canonical_csv_arrow(path: Path) -> IntervalTrace | None:
     line-by-line reader, in compact columns); None when the file is anything but a clean
     trace — then :func:`_read_canonical_csv` reads it again, and its error names the line.
     Both give the same trace for a clean file (labels stripped, in order of first sight)."""
+    with open_trace(path, text=False) as handle:
+        return _read_csv_arrow(path, handle)
+
+
+def _read_csv_arrow(path: Path, handle) -> IntervalTrace | None:
+    """:func:`_read_canonical_csv_arrow` on the opened file ``handle``."""
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
     strings = {name: pa.string() for name in CANONICAL_COLUMNS}
     try:
         reader = pacsv.open_csv(
-            path,
+            handle,
             read_options=pacsv.ReadOptions(block_size=1 << 24),
             parse_options=pacsv.ParseOptions(ignore_empty_lines=False),
             convert_options=pacsv.ConvertOptions(
@@ -266,7 +315,7 @@ def _read_canonical_csv(path: Path) -> IntervalTrace:
     starts = array("d")
     ends = array("d")
     lines = array("q")
-    with path.open(newline="", encoding="utf-8") as handle:
+    with open_trace(path, newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or tuple(h.strip() for h in header) != CANONICAL_COLUMNS:
@@ -311,7 +360,8 @@ def _read_canonical_csv(path: Path) -> IntervalTrace:
 
 def _read_canonical_parquet(path: Path) -> IntervalTrace:
     try:
-        table = pq.read_table(path)
+        with open_trace(path, text=False) as handle:
+            table = pq.read_table(handle)
     except (pa.ArrowException, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file: {exc}") from None
     missing = [c for c in CANONICAL_COLUMNS if c not in table.column_names]
@@ -322,6 +372,10 @@ def _read_canonical_parquet(path: Path) -> IntervalTrace:
     if table.num_rows == 0:
         raise TraceError(f"{path}: the trace has no intervals")
     nodes = table.column("node").to_pylist()
+    if None in nodes:
+        raise TraceError(
+            f"{path}:row {nodes.index(None)}: the node label is null; every row names its node"
+        )
     try:
         start = table.column("start").to_numpy(zero_copy_only=False).astype(np.float64)
         end = table.column("end").to_numpy(zero_copy_only=False).astype(np.float64)
@@ -402,10 +456,9 @@ def _parse_stunner(path: Path) -> list[StunnerUser]:
     without overlap. Errors name the file and line.
     """
     path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"{path}: trace file not found")
+    check_trace_exists(path)
     per_user: dict[str, list[tuple[int, int, float, np.ndarray, int]]] = {}
-    with path.open(encoding="utf-8") as handle:
+    with open_trace(path) as handle:
         for line_no, raw in enumerate(handle, start=1):
             fields = raw.split()
             if not fields:

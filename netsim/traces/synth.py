@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import ndtr
 
+from netsim import files
 from netsim.errors import TraceError
 from netsim.network.churn import alternating_renewal
 from netsim.storage import atomic_write_text
@@ -297,9 +298,15 @@ def load_params(path: Path) -> ChurnModelParams:
     """Read parameters written by :func:`save_params`; errors name the file and the key."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(
+            files.read_text(
+                path, what="parameter file", limit=files.MAX_SCENARIO_BYTES, error=TraceError
+            )
+        )
     except FileNotFoundError:
         raise TraceError(f"{path}: churn model parameters not found") from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read the parameters: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise TraceError(f"{path}: not a JSON file of churn model parameters: {exc}") from None
     fields = ChurnModelParams.__dataclass_fields__

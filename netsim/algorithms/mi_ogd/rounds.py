@@ -35,8 +35,14 @@ from netsim.algorithms.mi_ogd.learner import (
 )
 from netsim.api import BuildContext, Curve, FigureSpec, RoundLearner
 from netsim.errors import ScenarioError
+from netsim.learning.datasets import MAX_FEATURES
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
-from netsim.learning.online_data import load_online_data, shard_rows
+from netsim.learning.online_data import (
+    check_generated_size,
+    integer_option,
+    load_online_data,
+    shard_rows,
+)
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.links import Transfer
 from netsim.privacy.accountant import (
@@ -308,13 +314,16 @@ def mi_ogd_parts(section: MiOgdConfig, duration: float) -> tuple[MiOgdProblem, S
                 f"synthetic_regression takes {', '.join(REGRESSION_OPTIONS)}"
             )
         options = {**REGRESSION_OPTIONS, **data.options}
-        if options["examples"] < 1 or options["dimension"] < 1 or options["noise"] < 0:
-            raise ScenarioError(
-                "mi_ogd.data.options: examples and dimension must be >= 1 and noise >= 0"
-            )
+        where = "mi_ogd.data.options"
+        # integers, bounded before anything of that size is allocated
+        examples = integer_option(where, "examples", options["examples"], 1)
+        dimension = integer_option(where, "dimension", options["dimension"], 1, MAX_FEATURES)
+        check_generated_size(where, examples, dimension, "dimension")
+        if options["noise"] < 0:
+            raise ScenarioError(f"{where}: noise must be >= 0, got {options['noise']:g}")
         stream = synthetic_regression(
-            examples=int(options["examples"]),
-            dimension=int(options["dimension"]),
+            examples=examples,
+            dimension=dimension,
             noise=float(options["noise"]),
             scale=float(options["scale"]),
             seed=data.split_seed,

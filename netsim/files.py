@@ -1,0 +1,168 @@
+"""Reading files with bounds: only regular files, and never more bytes than a kind allows.
+
+A path can name something that is not a file: a FIFO (reading it waits for a writer, for
+ever), a device (``/dev/zero`` never ends), a directory. And a regular file can be far larger
+than anything netsim should read. Every file netsim reads is opened here: the open does not
+block (``O_NONBLOCK``, so a FIFO is seen and refused instead of waited on), the opened file
+must be a regular file, and its size must be within the bound of its kind, each stated in the
+message that refuses it:
+
+==========================  ===========================================================
+scenario and sweep files     :data:`MAX_SCENARIO_BYTES` (YAML; also the parameter files
+                             of ``netsim trace synth``)
+edge lists                   :data:`MAX_EDGE_LIST_BYTES`
+churn traces                 :data:`MAX_TRACE_BYTES`
+data sets                    :data:`MAX_DATA_BYTES` (on disk, and again once gunzipped)
+run-directory records        :data:`MAX_RECORD_BYTES` (``manifest.json``, ``sweep.json``,
+                             failure records, a run's ``scenario.yaml``)
+run-directory tables         :data:`MAX_TABLE_BYTES` (the Parquet tables of runs and sweeps)
+==========================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import stat
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+from netsim.errors import NetsimError
+
+MiB = 1 << 20
+GiB = 1 << 30
+#: A scenario or sweep file (YAML holds at most 200,000 values anyway).
+MAX_SCENARIO_BYTES = 64 * MiB
+#: A topology's edge list (``topology.kind: edge_list``).
+MAX_EDGE_LIST_BYTES = 1 * GiB
+#: A churn trace (canonical CSV or Parquet, STUNner, FTA); the STUNner trace is ~0.4 GiB.
+MAX_TRACE_BYTES = 4 * GiB
+#: A data set file (CSV, LIBSVM, idx), before and after gunzipping.
+MAX_DATA_BYTES = 2 * GiB
+#: A JSON or YAML record netsim writes next to its tables.
+MAX_RECORD_BYTES = 64 * MiB
+#: One Parquet table of a run or a sweep.
+MAX_TABLE_BYTES = 64 * GiB
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def size_text(size: int) -> str:
+    """A byte count as a person reads it (``64 MiB``, ``3.2 GiB``, ``512 bytes``)."""
+    if size < 1024:
+        return f"{size} bytes"
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if value.is_integer() else f"{value:.1f} {unit}"
+    raise AssertionError  # pragma: no cover
+
+
+def _kind(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(
+    path: Path, *, what: str, limit: int, error: type[NetsimError] = NetsimError
+) -> BinaryIO:
+    """Open ``path`` for reading in binary if it is a regular file of at most ``limit``
+    bytes; else raise ``error`` naming the path, what it is and the bound (``what`` names the
+    kind of file in the message, e.g. "scenario file").
+
+    A missing or unreadable path raises the ``OSError`` of ``open`` (callers word those).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(
+                f"{path}: is {_kind(info.st_mode)}, not a regular file; a {what} must be a "
+                "regular file"
+            )
+        check_size(path, info.st_size, what=what, limit=limit, error=error)
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_text(
+    path: Path,
+    *,
+    what: str,
+    limit: int,
+    error: type[NetsimError] = NetsimError,
+    newline: str | None = None,
+) -> io.TextIOWrapper:
+    """:func:`open_regular` as UTF-8 text, for readers that stream line by line."""
+    handle = open_regular(path, what=what, limit=limit, error=error)
+    return io.TextIOWrapper(handle, encoding="utf-8", newline=newline)
+
+
+def check_size(
+    path: Path, size: int, *, what: str, limit: int, error: type[NetsimError] = NetsimError
+) -> None:
+    """Refuse ``size`` bytes of ``path`` when more than ``limit``, naming the bound."""
+    if size > limit:
+        raise error(
+            f"{path}: {size_text(size)}; a {what} may be at most {size_text(limit)} (netsim "
+            "refuses larger files rather than read them)"
+        )
+
+
+def read_bytes(
+    path: Path, *, what: str, limit: int, error: type[NetsimError] = NetsimError
+) -> bytes:
+    """The bytes of the regular file ``path`` (see :func:`open_regular`); a file that grows
+    past ``limit`` while it is read is refused too."""
+    with open_regular(path, what=what, limit=limit, error=error) as handle:
+        data = handle.read(limit + 1)
+    check_size(path, len(data), what=what, limit=limit, error=error)
+    return data
+
+
+def read_text(
+    path: Path, *, what: str, limit: int, error: type[NetsimError] = NetsimError
+) -> str:
+    """:func:`read_bytes` decoded as UTF-8 (``UnicodeDecodeError`` for callers to word)."""
+    return read_bytes(path, what=what, limit=limit, error=error).decode("utf-8")
+
+
+def gunzip(
+    path: Path, data: bytes, *, what: str, limit: int, error: type[NetsimError] = NetsimError
+) -> bytes:
+    """The gzip ``data`` of ``path`` decompressed, refused once it passes ``limit`` bytes (a
+    small file can expand a thousandfold). Raises ``zlib.error`` or ``EOFError`` for a
+    corrupt or truncated stream."""
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    out = bytearray()
+    pending = data
+    while True:
+        out += inflate.decompress(pending, limit + 1 - len(out))
+        if len(out) > limit:
+            raise error(
+                f"{path}: more than {size_text(limit)} once decompressed; a {what} may be at "
+                f"most {size_text(limit)}"
+            )
+        pending = inflate.unconsumed_tail
+        if inflate.eof:
+            if inflate.unused_data:  # a second gzip member follows (as gzip.decompress reads)
+                pending = inflate.unused_data
+                inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+                continue
+            return bytes(out)
+        if not pending:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
