@@ -430,6 +430,11 @@ def tuning_table(curves: pd.DataFrame) -> tuple[str, dict[str, float]]:
         mark = " (default)" if (radius, strong) == best else ""
         cells = " | ".join(f"{v:.4f}" for v in values)
         rows.append(f"| {radius:g}{mark} | {strong:g} | {cells} |")
+    for column, label in (("majority_accuracy", "majority class"),
+                          ("centralised_accuracy", "centralised non-private")):  # fmt: skip
+        values = finals.groupby("dataset")[column].mean().reindex(grid.columns[:-1])
+        cells = " | ".join(f"{v:.4f}" for v in values)
+        rows.append(f"| {label} | | {cells} | {values.mean():.4f} |")
     return "\n".join(rows), {"radius": best[0], "strong_convexity": best[1]}
 
 

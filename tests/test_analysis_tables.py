@@ -36,7 +36,7 @@ def test_a_typed_number_in_a_generated_table_is_found() -> None:
 
 
 def test_every_private_dola_result_spends_at_most_its_stated_epsilon() -> None:
-    for name in ("epsilon", "batch", "nodes", "topology", "datasets", "table3"):
+    for name in ("tuning", "epsilon", "batch", "nodes", "topology", "datasets", "table3"):
         results = pd.read_parquet(dola_experiments.results_file(name))
         private = results[results["algorithm"] != "non_private"]
         assert (private["epsilon_spent"] <= private["epsilon"] * (1 + 1e-9)).all(), name
