@@ -311,6 +311,7 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("churn", "start_at"): 0.0,
     ("churn", "fallback", "start_at"): 0.0,
     ("dola", "data", "validation"): None,
+    ("learning", "delta"): 0.0,
 }
 
 

@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from netsim.api import (
     Baseline,
@@ -66,7 +66,7 @@ from netsim.privacy.accountant import (
     policy_by_name,
 )
 from netsim.privacy.sensitivity import Norm
-from netsim.registry import component_name, named_component
+from netsim.registry import build_spec, component_name, component_spec, spec_class, spec_kind
 from netsim.sim import Simulation
 
 VISITS_TABLE = TableSchema(
@@ -224,7 +224,7 @@ class PrivateSGD:
             noisy, event = self.accountant.release(
                 record,
                 gradient.ravel(),
-                mechanism=self.mechanism.release,
+                mechanism=self.mechanism,
                 sensitivity=self.sensitivity,
                 rng=self.rng,
                 time=now,
@@ -243,15 +243,35 @@ class PrivateSGD:
 
 #: A registered data-set loader (:class:`~netsim.api.DatasetLoader`) or ``module:Class``.
 DatasetName = component_name("dataset")
-#: A registered noise mechanism (:class:`~netsim.api.Mechanism`) or ``module:Class``.
+#: A registered noise mechanism (:class:`~netsim.api.Mechanism`) or ``module:Class`` by name.
 MechanismName = component_name("mechanism")
+#: A noise mechanism by name, or as ``{kind: <name>, <its settings>}``.
+MechanismSpec = component_spec("mechanism")
 
 
-def mechanism(name: str, ctx: BuildContext | None = None) -> Mechanism:
-    """The noise mechanism registered as ``name`` (or ``module:Class``)."""
-    built = named_component("mechanism", name, ctx)
+def mechanism(spec: str | ComponentConfig, ctx: BuildContext | None = None) -> Mechanism:
+    """The noise mechanism of a ``noise`` value: a registered name (or ``module:Class``)
+    built with its default settings, or ``{kind: …, <settings>}``."""
+    built = build_spec("mechanism", spec, ctx)
     assert isinstance(built, Mechanism)
     return built
+
+
+def delta_budget_problem(
+    spec: str | ComponentConfig, delta: float, keys: tuple[str, str]
+) -> str:
+    """Why the mechanism ``spec`` cannot run with the δ budget ``delta`` ("" when it can): a
+    mechanism that spends δ would be refused on every use without one. ``keys`` name the
+    mechanism's and the budget's keys in the message."""
+    cls = spec_class("mechanism", spec)
+    if not (issubclass(cls, Mechanism) and cls.spends_delta()) or delta > 0:
+        return ""
+    return (
+        f"{keys[0]} {spec_kind(spec)} is (epsilon,delta)-DP: every release spends δ, but "
+        f"{keys[1]} (the δ budget of a record) is {delta:g}, so every use would be refused; "
+        f"set {keys[1]} to the δ a record may spend (e.g. 1e-5, well below 1/records) or "
+        "choose an ε-DP mechanism (k_norm_l2, l1)"
+    )
 
 
 class DatasetConfig(ComponentConfig):
@@ -277,10 +297,23 @@ class LearningConfig(ComponentConfig):
     normalisation: Literal["local", "global", "none"] = "local"
     model: Literal["logreg", "svm"] = "logreg"
     algorithm: Annotated[str, Field(pattern=r"^(sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")] = "dp-sgd-1"
-    noise: MechanismName = "k_norm_l2"
+    noise: MechanismSpec = "k_norm_l2"
     epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    #: The δ budget of a record, split over its uses as ε is (0: only mechanisms that spend
+    #: no δ can run; a mechanism that spends δ is refused when the scenario is validated).
+    delta: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
     regularisation: float = Field(default=1e-4, ge=0.0, allow_inf_nan=False)
     evaluate_every: int = Field(default=100, ge=1)
+
+    @model_validator(mode="after")
+    def _delta_budget(self) -> LearningConfig:
+        if self.algorithm != "sgd":
+            problem = delta_budget_problem(
+                self.noise, self.delta, ("learning.noise", "learning.delta")
+            )
+            if problem:
+                raise ValueError(problem)
+        return self
 
 
 def learning_data(config: LearningConfig, n: int) -> Dataset:
@@ -362,7 +395,9 @@ class SGDAgent(Component):
         rows = ctx.stream("rows").permutation(data.n_train)[:n]
         model = LinearModel(config.model, data.classes, data.features)
         policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
-        accountant = PrivacyAccountant(n, epsilon=config.epsilon, policy=policy)
+        accountant = PrivacyAccountant(
+            n, epsilon=config.epsilon, delta=config.delta, policy=policy
+        )
         accountant.stream_ledger(ledger_sink(ctx.sim.log, ctx.scenario.metrics.privacy_ledger))
         sgd = PrivateSGD(
             model,
@@ -442,6 +477,19 @@ class SGDAgent(Component):
         return self.sgd.accountant
 
     def finish(self) -> None:
+        accountant = self.sgd.accountant
+        if self.refused and not (self.updates or self.sgd.non_finite) and self.warn is not None:
+            reason = accountant.last_refusal or ""
+            hint = ""
+            if "δ" in reason and not self.sgd.mechanism.spends_delta():
+                hint = (
+                    f"; {type(self.sgd.mechanism).__name__} spends δ but does not declare it "
+                    "(guarantee = '(epsilon,delta)-DP'), so learning.delta was not checked"
+                )
+            self.warn(
+                f"the noise mechanism was refused on every use: {self.refused} visits and no "
+                f"update (last refusal: {reason}){hint}; no model learned anything"
+            )
         if self.sgd.non_finite and self.warn is not None:
             self.warn(
                 f"{self.sgd.non_finite} updates were left out because the noisy step was not "
