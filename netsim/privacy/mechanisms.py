@@ -39,9 +39,10 @@ import numpy as np
 from pydantic import Field
 from scipy.special import log_ndtr, ndtr
 
-from netsim.api import ComponentConfig, Mechanism
+from netsim.api import BuildContext, ComponentConfig, Mechanism
 from netsim.privacy import laplace_kernel
 from netsim.privacy.events import PrivacyEvent
+from netsim.registry import build_spec, component_spec, spec_class, spec_kind
 
 NoiseFn = Callable[[int, int, float, np.random.Generator], np.ndarray]
 
@@ -411,3 +412,36 @@ class GaussianMechanism(Mechanism):
             "gaussian_fixed", guarantee, spent, delta, sensitivity, "L2", sigma, x.size,
             accounting=gaussian_dp_event(sigma, sensitivity),
         )  # fmt: skip
+
+
+# --- a mechanism named in a scenario --------------------------------------------------------
+
+#: The annotation of a scenario key naming a noise mechanism: a registered name or
+#: ``module:Class`` (``noise: k_norm_l2``), or a mapping with its settings
+#: (``noise: {kind: gaussian, calibration: classic}``).
+MechanismSpec = component_spec("mechanism")
+
+
+def build_mechanism(spec: str | ComponentConfig, ctx: BuildContext | None = None) -> Mechanism:
+    """The noise mechanism of a :data:`MechanismSpec` value: a name built with its default
+    settings, a mapping with its own (``ctx`` is ``None`` outside a run)."""
+    built = build_spec("mechanism", spec, ctx)
+    assert isinstance(built, Mechanism)
+    return built
+
+
+def delta_budget_problem(
+    spec: str | ComponentConfig, delta: float, keys: tuple[str, str]
+) -> str:
+    """Why the mechanism ``spec`` cannot run with the δ budget ``delta`` ("" when it can): a
+    mechanism that spends δ would be refused on every use without one. ``keys`` name the
+    mechanism's key and the budget's in the message."""
+    cls = spec_class("mechanism", spec)
+    if not (issubclass(cls, Mechanism) and cls.spends_delta()) or 0 < delta < 1:
+        return ""
+    return (
+        f"{keys[0]} {spec_kind(spec)} is (epsilon,delta)-DP: every release spends δ, but "
+        f"{keys[1]} (the δ budget of a record) is {delta:g}, so every use would be refused; "
+        f"set {keys[1]} to the δ a record may spend (e.g. 1e-5, well below 1/records) or "
+        "choose an ε-DP mechanism (k_norm_l2, l1)"
+    )

@@ -312,6 +312,8 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("churn", "fallback", "start_at"): 0.0,
     ("dola", "data", "validation"): None,
     ("learning", "delta"): 0.0,
+    ("dola", "mechanism"): None,
+    ("mi_ogd", "mechanism"): None,
 }
 
 

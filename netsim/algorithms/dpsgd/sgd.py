@@ -58,6 +58,7 @@ from netsim.learning.datasets import (
 )
 from netsim.learning.models import LinearModel
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
+from netsim.privacy import mechanisms
 from netsim.privacy.accountant import (
     LEDGER_TABLE,
     RECORDS_TABLE,
@@ -65,8 +66,9 @@ from netsim.privacy.accountant import (
     ledger_sink,
     policy_by_name,
 )
+from netsim.privacy.mechanisms import delta_budget_problem
 from netsim.privacy.sensitivity import Norm
-from netsim.registry import build_spec, component_name, component_spec, spec_class, spec_kind
+from netsim.registry import component_name
 from netsim.sim import Simulation
 
 VISITS_TABLE = TableSchema(
@@ -246,32 +248,9 @@ DatasetName = component_name("dataset")
 #: A registered noise mechanism (:class:`~netsim.api.Mechanism`) or ``module:Class`` by name.
 MechanismName = component_name("mechanism")
 #: A noise mechanism by name, or as ``{kind: <name>, <its settings>}``.
-MechanismSpec = component_spec("mechanism")
-
-
-def mechanism(spec: str | ComponentConfig, ctx: BuildContext | None = None) -> Mechanism:
-    """The noise mechanism of a ``noise`` value: a registered name (or ``module:Class``)
-    built with its default settings, or ``{kind: …, <settings>}``."""
-    built = build_spec("mechanism", spec, ctx)
-    assert isinstance(built, Mechanism)
-    return built
-
-
-def delta_budget_problem(
-    spec: str | ComponentConfig, delta: float, keys: tuple[str, str]
-) -> str:
-    """Why the mechanism ``spec`` cannot run with the δ budget ``delta`` ("" when it can): a
-    mechanism that spends δ would be refused on every use without one. ``keys`` name the
-    mechanism's and the budget's keys in the message."""
-    cls = spec_class("mechanism", spec)
-    if not (issubclass(cls, Mechanism) and cls.spends_delta()) or delta > 0:
-        return ""
-    return (
-        f"{keys[0]} {spec_kind(spec)} is (epsilon,delta)-DP: every release spends δ, but "
-        f"{keys[1]} (the δ budget of a record) is {delta:g}, so every use would be refused; "
-        f"set {keys[1]} to the δ a record may spend (e.g. 1e-5, well below 1/records) or "
-        "choose an ε-DP mechanism (k_norm_l2, l1)"
-    )
+MechanismSpec = mechanisms.MechanismSpec
+#: The noise mechanism of a ``noise`` value (:func:`netsim.privacy.mechanisms.build_mechanism`).
+mechanism = mechanisms.build_mechanism
 
 
 class DatasetConfig(ComponentConfig):
