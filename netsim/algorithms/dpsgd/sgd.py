@@ -66,7 +66,7 @@ from netsim.privacy.accountant import (
     ledger_sink,
     policy_by_name,
 )
-from netsim.privacy.mechanisms import delta_budget_problem
+from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.privacy.sensitivity import Norm
 from netsim.registry import component_name
 from netsim.sim import Simulation
@@ -247,8 +247,6 @@ class PrivateSGD:
 DatasetName = component_name("dataset")
 #: A registered noise mechanism (:class:`~netsim.api.Mechanism`) or ``module:Class`` by name.
 MechanismName = component_name("mechanism")
-#: A noise mechanism by name, or as ``{kind: <name>, <its settings>}``.
-MechanismSpec = mechanisms.MechanismSpec
 #: The noise mechanism of a ``noise`` value (:func:`netsim.privacy.mechanisms.build_mechanism`).
 mechanism = mechanisms.build_mechanism
 
