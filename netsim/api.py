@@ -51,7 +51,7 @@ import numpy as np
 from pydantic import ConfigDict, Field
 
 from netsim.distributions import PositiveDuration
-from netsim.errors import DataError
+from netsim.errors import DataError, PrivacyError
 from netsim.fields import CheckedModel
 from netsim.log import EventTable, TableSchema
 
@@ -404,26 +404,101 @@ class NetworkProtocol(Component):
 
 class Mechanism(Component):
     """A noise mechanism: perturbs a value of bounded sensitivity and says what guarantee the
-    release really has (named where a scenario chooses noise, e.g. ``learning.noise``).
+    release really has (named where a scenario chooses noise: ``learning.noise``,
+    ``dola.mechanism``, ``mi_ogd.mechanism``), either by name (``noise: k_norm_l2``) or with
+    its settings (``noise: {kind: gaussian, calibration: classic}``), which its ``Config``
+    validates like any component's.
 
-    :meth:`release` returns the noisy value and a :class:`~netsim.privacy.events.PrivacyEvent`
-    whose ``guarantee`` is ``epsilon-DP``, ``(epsilon,delta)-DP`` or ``none`` — the guarantee
-    the noise gives, not the one asked for. ``norm`` is the norm the sensitivity is measured
-    in (the data are normalised in it). A mechanism that implements :meth:`noise` (the noise
-    alone) can be audited empirically (:mod:`netsim.privacy.audit`); the contract test audits
-    every registered mechanism that claims ε-DP.
+    :attr:`guarantee` states what every release of the mechanism claims: ``epsilon-DP``
+    (it spends ε only), ``(epsilon,delta)-DP`` (it spends ε and δ: :meth:`release` then takes
+    ``delta``, the share of the δ budget it may spend, and a scenario must give the algorithm
+    a δ budget) or ``none`` (no DP guarantee in general). :meth:`release` returns the noisy
+    value and a :class:`~netsim.privacy.events.PrivacyEvent` whose ``guarantee`` is the one the
+    noise gives, not the one asked for, and whose ``accounting`` is the release in Google's
+    ``dp_accounting`` vocabulary (e.g. ``GaussianDpEvent(σ/Δ)``; ``None``: composed by the basic
+    sum only). ``norm`` is the norm the sensitivity is measured in (the data are normalised in
+    it). A mechanism that implements :meth:`noise` (the noise alone) can be audited
+    empirically (:mod:`netsim.privacy.audit`); the contract test audits every registered
+    mechanism that claims ε-DP, and checks the declared ``dp_accounting`` event of one that
+    claims (ε, δ)-DP against its noise and its claim.
+
+    Algorithms call :meth:`spend` (one release) or :meth:`release_rows` (one release per row
+    of an array, as DOLA perturbs every node of a round at once), which pass ``delta`` only to
+    a mechanism that spends δ, so a mechanism written for ε alone needs nothing more.
     """
 
     slot = "mechanism"
     slot_title = "noise mechanism"
     #: The norm of the sensitivity: ``L1`` or ``L2``.
     norm: ClassVar[str] = "L2"
+    #: What every release claims: ``epsilon-DP``, ``(epsilon,delta)-DP`` or ``none``.
+    guarantee: ClassVar[str] = "epsilon-DP"
 
     @abstractmethod
     def release(
         self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
     ) -> tuple[np.ndarray, PrivacyEvent]:
-        """``value`` plus noise calibrated to ``sensitivity`` / ``epsilon``, and its event."""
+        """``value`` plus noise calibrated to ``sensitivity`` / ``epsilon``, and its event
+        (a mechanism that spends δ takes ``delta`` too)."""
+
+    @classmethod
+    def spends_delta(cls) -> bool:
+        """Whether the releases spend δ (the guarantee is ``(epsilon,delta)-DP``)."""
+        return cls.guarantee == "(epsilon,delta)-DP"
+
+    def spend(
+        self,
+        value: np.ndarray,
+        *,
+        sensitivity: float,
+        epsilon: float,
+        delta: float = 0.0,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """One release with the share (ε, δ) of a budget: ``delta`` goes to the mechanism
+        only when it spends δ, and must then be positive."""
+        if not self.spends_delta():
+            return self.release(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+        if not 0 < delta < 1:
+            raise PrivacyError(
+                f"{type(self).__name__} is (epsilon,delta)-DP and needs a share of a δ budget "
+                f"in (0, 1), got δ = {delta:g}: give the algorithm a δ budget"
+            )
+        return self.release(  # type: ignore[call-arg]
+            value, sensitivity=sensitivity, epsilon=epsilon, delta=delta, rng=rng
+        )
+
+    def release_rows(
+        self,
+        values: np.ndarray,
+        *,
+        sensitivity: float,
+        epsilon: float,
+        delta: float = 0.0,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """Every row of ``values`` (releases × dimension) released on its own with the same
+        sensitivity and share: the noisy rows and the event of each row (rows whose events
+        differ are an error). By default :meth:`spend` row by row; override to vectorise."""
+        rows = np.asarray(values, dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[0] < 1:
+            raise ValueError("release_rows needs a (releases, dimension) array of >= 1 row")
+        out = np.empty_like(rows)
+        first = None
+        for i in range(rows.shape[0]):
+            noisy, event = self.spend(
+                rows[i], sensitivity=sensitivity, epsilon=epsilon, delta=delta, rng=rng
+            )
+            out[i] = noisy
+            if first is None:
+                first = event
+            elif event != first:
+                raise ValueError(
+                    f"{type(self).__name__}: the releases of one batch have different events "
+                    f"({first} and {event}); override release_rows"
+                )
+        assert first is not None
+        return out, first
 
     def noise(
         self, count: int, dimension: int, scale: float, rng: np.random.Generator

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     PlainValidator,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
@@ -60,6 +61,7 @@ BUILTIN: tuple[str, ...] = (
     "l1 = netsim.privacy.mechanisms:LaplaceMechanism",
     "l2_paper = netsim.privacy.mechanisms:PaperL2Mechanism",
     "k_norm_l2 = netsim.privacy.mechanisms:KNormL2Mechanism",
+    "gaussian = netsim.privacy.mechanisms:GaussianMechanism",
     *(
         f"{name} = netsim.learning.datasets:BuiltinDataset"
         for name in (
@@ -330,6 +332,48 @@ def component_name(*slots: str, also: tuple[str, ...] = ()) -> Any:
         return value
 
     return Annotated[str, AfterValidator(validate)]
+
+
+def component_spec(slot: str) -> Any:
+    """The annotation of a config field that names a component of ``slot`` either by a plain
+    string (a registered name or ``package.module:Class``, kept as the string) or as a mapping
+    with ``kind`` and the component's settings (validated by its ``Config``, errors at the
+    user's key path): ``noise: k_norm_l2`` or ``noise: {kind: gaussian, calibration: classic}``.
+    Build it with :func:`build_spec`; :func:`spec_kind` is its name."""
+    by_name = component_name(slot)
+
+    def validate(value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str):
+            return _NAME_ADAPTERS.setdefault(slot, TypeAdapter(by_name)).validate_python(value)
+        return validate_component_config(value, (slot,), info.context)
+
+    return Annotated[
+        Any,
+        PlainValidator(validate),
+        WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "object"}]}),
+    ]
+
+
+_NAME_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+
+
+def spec_kind(spec: str | ComponentConfig) -> str:
+    """The name of a :func:`component_spec` value (the string, or the mapping's ``kind``)."""
+    return spec if isinstance(spec, str) else str(spec.kind)  # type: ignore[attr-defined]
+
+
+def spec_class(slot: str, spec: str | ComponentConfig) -> type[Component]:
+    """The component class of a :func:`component_spec` value."""
+    cls, _ = REGISTRY.lookup((slot,), spec_kind(spec))
+    return cls
+
+
+def build_spec(slot: str, spec: str | ComponentConfig, ctx: Any = None) -> Component:
+    """The component of a :func:`component_spec` value: a name built from its default
+    config, a mapping from its own settings. ``ctx`` is ``None`` outside a run."""
+    if isinstance(spec, str):
+        return named_component(slot, spec, ctx)
+    return spec_class(slot, spec).build(spec, ctx)
 
 
 def named_component(slot: str, name: str, ctx: Any = None) -> Component:

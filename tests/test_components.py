@@ -33,8 +33,9 @@ from netsim.api import (
 )
 from netsim.errors import ScenarioError
 from netsim.log import F64, I64, TableSchema
-from netsim.privacy.mechanisms import k_norm_l2
+from netsim.privacy.mechanisms import gaussian, k_norm_l2
 from netsim.registry import REGISTRY
+from tests.test_contract import check_declared_noise
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "netsim-examples"
@@ -370,3 +371,83 @@ def test_bad_data_set_and_mechanism_names_list_what_is_allowed():
         netsim.run(learning_with(dataset={"name": "iris"}))
     with pytest.raises(ScenarioError, match=r"is a noise mechanism; here a data-set loader"):
         netsim.run(learning_with(dataset={"name": "tests.test_components:RenamedKNorm"}))
+
+
+# --- an (ε, δ) mechanism with settings from a package of its own ----------------------------
+
+
+def fixed_gaussian_run(tmp_path: Path, **learning: object) -> netsim.api.RunOutcome:
+    scenario = learning_with(
+        noise={"kind": "fixed_gaussian", "sigma": 6.0}, algorithm="dp-sgd-2", epsilon=4.0,
+        **learning,
+    )  # fmt: skip
+    return netsim.run(scenario, out=tmp_path)
+
+
+def test_an_epsilon_delta_mechanism_with_settings_spends_and_reports_delta(
+    example_paths, tmp_path
+):
+    """The example package's fixed_gaussian (entry point, setting sigma) under DP-SGD-2 with
+    a δ budget: every use spends δ/2 and the ε that σ gives at δ/2 (exact profile), the
+    ledger, the records, the summary and the manifest report them, and tight accounting
+    reads the declared GaussianDpEvent."""
+    from netsim.algorithms.dpsgd.sgd import mechanism
+    from netsim.privacy.mechanisms import gaussian_epsilon
+
+    assert "fixed_gaussian" in REGISTRY.names("mechanism")
+    outcome = fixed_gaussian_run(tmp_path, delta=1e-5)
+    ledger, records = outcome["privacy_ledger"], outcome["privacy_records"]
+    assert len(ledger) > 0 and set(ledger["mechanism"]) == {"fixed_gaussian"}
+    assert set(ledger["guarantee"]) == {"(epsilon,delta)-DP"}
+    assert np.allclose(ledger["delta"], 1e-5 / 2) and (ledger["noise_scale"] == 6.0).all()
+    sensitivity = ledger["sensitivity"].iloc[0]
+    assert sensitivity > 0 and (ledger["sensitivity"] == sensitivity).all()
+    assert np.allclose(ledger["epsilon"], gaussian_epsilon(6.0, sensitivity, 1e-5 / 2))
+    assert records["delta_spent"].max() == pytest.approx(1e-5)
+    assert records["refused"].sum() == outcome["learning_summary"]["refused"].iloc[0] > 0
+    summary = outcome["learning_summary"].iloc[0]
+    assert summary["guarantee"] == "(epsilon,delta)-DP" and summary["delta"] == pytest.approx(1e-5)
+    privacy = outcome.manifest["privacy"]["learning"]
+    assert privacy["stated_delta"] == 1e-5 and privacy["spent_delta"] == pytest.approx(1e-5)
+    assert privacy["spent_epsilon"] == pytest.approx(float(records["epsilon_spent"].max()))
+    assert privacy["refused"] == records["refused"].sum()
+    # the event the mechanism declares is the one tight accounting composes
+    built = mechanism(outcome.scenario.learning.noise)
+    _, event = built.spend(
+        np.zeros(3), sensitivity=2.0, epsilon=1.0, delta=1e-6, rng=np.random.default_rng(0)
+    )
+    assert event.dp_event().noise_multiplier == 3.0
+    check_declared_noise(built)  # the declared event is the noise it adds, and its claim holds
+
+
+def test_an_epsilon_delta_mechanism_without_a_delta_budget_is_refused(example_paths, tmp_path):
+    with pytest.raises(
+        ScenarioError,
+        match=r"learning\.noise fixed_gaussian is \(epsilon,delta\)-DP.*learning\.delta .*is 0"
+        r".*set learning\.delta",
+    ):
+        fixed_gaussian_run(tmp_path)
+    with pytest.raises(ScenarioError, match=r"learning\.noise\.sigma: Input should be greater"):
+        netsim.run(learning_with(noise={"kind": "fixed_gaussian", "sigma": 0}, delta=1e-5))
+
+
+class UndeclaredGaussian(Mechanism):
+    """A mechanism written before δ budgets: it spends δ without declaring it."""
+
+    def release(self, value, *, sensitivity, epsilon, rng):
+        return gaussian(value, sensitivity=sensitivity, epsilon=epsilon, delta=1e-5, rng=rng)
+
+
+def test_a_run_whose_mechanism_is_refused_on_every_use_says_so(tmp_path):
+    """The silent run of issue 28: a Gaussian that does not declare its δ, under DP-SGD with
+    no δ budget, makes no update; the manifest counts every refusal and the run warns."""
+    outcome = netsim.run(
+        learning_with(noise="tests.test_components:UndeclaredGaussian"), out=tmp_path
+    )
+    summary = outcome["learning_summary"].iloc[0]
+    assert summary["updates"] == 0 and summary["refused"] > 0
+    assert outcome.manifest["privacy"]["learning"]["refused"] == summary["refused"]
+    assert outcome["privacy_records"]["refused"].sum() == summary["refused"]
+    (warning,) = [w for w in outcome.warnings if "refused on every use" in w]
+    assert "δ 1e-05" in warning and "does not declare it" in warning
+    assert warning in outcome.manifest["warnings"]

@@ -23,13 +23,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import dp_accounting
 import numpy as np
 import pandas as pd
 import pytest
 
 from netsim.api import Component, Mechanism, supports_rounds
 from netsim.privacy.audit import audit
-from netsim.privacy.mechanisms import l2_laplace_radius, l2_laplace_radius_noise
+from netsim.privacy.mechanisms import (
+    gaussian,
+    gaussian_delta,
+    l2_laplace_radius,
+    l2_laplace_radius_noise,
+)
 from netsim.registry import REGISTRY, named_component
 from netsim.scenario.build import scenario_parts
 from netsim.scenario.loader import validate_scenario
@@ -125,8 +131,10 @@ def _walk_agent(**sections: Any) -> Host:
 
 
 def _mechanism(name: str, tmp: Path) -> dict[str, Any]:
+    cls, _ = REGISTRY.lookup(("mechanism",), name)
+    delta = {"delta": 1e-5} if cls.spends_delta() else {}  # type: ignore[attr-defined]
     return _with(
-        learning={**LEARNING, "algorithm": "dp-sgd-2", "noise": name},
+        learning={**LEARNING, "algorithm": "dp-sgd-2", "noise": name, **delta},
         walk={"kind": "ideal", "agent": {"kind": "sgd"}},
     )
 
@@ -190,6 +198,7 @@ HOSTS: dict[tuple[str, str], Host] = {
     ("mechanism", "l1"): _mechanism,
     ("mechanism", "l2_paper"): _mechanism,
     ("mechanism", "k_norm_l2"): _mechanism,
+    ("mechanism", "gaussian"): _mechanism,
     ("dataset", "spambase"): _dataset(_none),
     ("dataset", "segmentation"): _dataset(_none),
     ("dataset", "digits"): _dataset(_none),
@@ -287,10 +296,21 @@ def test_round_mode_agrees_with_exact_mode(slot, name, tmp_path):
 AUDIT_SAMPLES = 200_000
 
 
-def _claim(mechanism: Mechanism, dimension: int) -> str:
-    _, event = mechanism.release(
-        np.zeros(dimension), sensitivity=1.0, epsilon=1.0, rng=np.random.default_rng(0)
+def _release(mechanism: Mechanism, value: np.ndarray, seed: int = 0) -> tuple[np.ndarray, Any]:
+    """One release at Δ = 1 with the share (ε, δ) = (1, 1e-5) (δ only if it spends δ)."""
+    return mechanism.spend(
+        value, sensitivity=1.0, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(seed)
     )
+
+
+def _claim(mechanism: Mechanism, dimension: int) -> str:
+    event = _release(mechanism, np.zeros(dimension))[1]
+    # the events never claim more than the class states, nor spend δ it does not declare
+    if mechanism.guarantee == "epsilon-DP":
+        assert event.guarantee == "epsilon-DP" and event.delta == 0, event
+    elif mechanism.guarantee == "(epsilon,delta)-DP":
+        assert event.guarantee in ("epsilon-DP", "(epsilon,delta)-DP"), event
+        assert event.delta <= 1e-5, event
     return event.guarantee
 
 
@@ -313,6 +333,50 @@ def test_a_mechanism_that_claims_epsilon_dp_passes_the_audit(name):
             continue
         assert mechanism.noise(1, dimension, 1.0, np.random.default_rng(0)) is not None
         assert _audited_loss(mechanism.noise, dimension, seed=dimension) <= 1.0
+
+
+@pytest.mark.parametrize("name", [n for s, n in sorted(HOSTS) if s == "mechanism"])
+def test_a_mechanism_that_claims_epsilon_delta_dp_declares_the_noise_it_adds(name):
+    """An (ε, δ)-DP mechanism declares its dp_accounting event; the event's noise is the
+    noise the release adds (standard deviation of 40,000 draws), and its exact privacy profile
+    at the stated ε is at most the stated δ."""
+    mechanism = named_component("mechanism", name)
+    assert isinstance(mechanism, Mechanism)
+    if mechanism.guarantee != "(epsilon,delta)-DP":
+        return
+    check_declared_noise(mechanism)
+
+
+def check_declared_noise(mechanism: Mechanism) -> None:
+    noisy, event = _release(mechanism, np.zeros(40_000))
+    declared = event.dp_event()
+    if isinstance(declared, dp_accounting.GaussianDpEvent):
+        sigma = declared.noise_multiplier  # Δ = 1
+        assert noisy.std() == pytest.approx(sigma, rel=0.03)
+        assert gaussian_delta(sigma, 1.0, event.epsilon) <= event.delta * (1 + 1e-6)
+    elif isinstance(declared, dp_accounting.LaplaceDpEvent):
+        scale = declared.noise_multiplier
+        assert noisy.std() == pytest.approx(math.sqrt(2) * scale, rel=0.03)
+        assert 1.0 / scale <= event.epsilon * (1 + 1e-9)
+    else:
+        pytest.fail(f"{event.mechanism}: declare a Gaussian or Laplace dp_accounting event")
+
+
+class _Undernoised(Mechanism):
+    """Declares the analytic Gaussian's event but adds half of its noise."""
+
+    guarantee = "(epsilon,delta)-DP"
+
+    def release(self, value, *, sensitivity, epsilon, delta, rng):
+        noisy, event = gaussian(
+            value, sensitivity=sensitivity, epsilon=epsilon, delta=delta, rng=rng
+        )
+        return value + (noisy - value) / 2, event
+
+
+def test_the_declared_noise_check_catches_too_little_noise():
+    with pytest.raises(AssertionError):
+        check_declared_noise(_Undernoised(_Undernoised.Config(), None))
 
 
 class _FalseClaim(Mechanism):

@@ -119,10 +119,12 @@ def test_the_privacy_page_agrees_with_the_mechanisms() -> None:
         "l1": ["epsilon-DP", "epsilon-DP"],
         "l2_paper": ["epsilon-DP", "none"],  # ε-DP in one dimension only
         "k_norm_l2": ["epsilon-DP", "epsilon-DP"],
+        "gaussian": ["(epsilon,delta)-DP", "(epsilon,delta)-DP"],
     }
     prose = (DOCS / "explanation" / "privacy.md").read_text(encoding="utf-8")
     assert "in more it is **not** ε-DP" in prose
     assert "is ε-DP for the L1 sensitivity" in prose and "is ε-DP for the L2" in prose
+    assert "(`gaussian` in a scenario) is (ε, δ)-DP" in prose
 
 
 def test_the_home_page_shows_the_readme_commands() -> None:

@@ -19,7 +19,7 @@ from netsim.algorithms.dola.config import DolaConfig
 from netsim.algorithms.dola.learner import LOSS_CODES, DolaLearner
 from netsim.algorithms.dola.mixing import MixingSchedule, check_round, union_components
 from netsim.cli import main
-from netsim.errors import DolaConfigError
+from netsim.errors import DolaConfigError, ScenarioError
 from netsim.learning.losses import loss_derivative, loss_values
 from netsim.learning.online_data import OnlineData, passes, shard_rows, synthetic_ball
 from netsim.network import topology as topologies
@@ -710,3 +710,59 @@ def test_the_summary_carries_the_majority_class_of_its_own_split():
     row = tables["dola_summary"].iloc[0]
     assert row["majority_accuracy"] == pytest.approx(float(np.mean(data.y_test == majority)))
     assert row["majority_accuracy"] < row["centralised_accuracy"] <= 1.0
+
+
+# --- a registered mechanism for DOLA's releases (dola.mechanism) ---------------------------
+
+
+def mechanism_ledger(rounds: int = 6, **keys: object) -> tuple[DolaLearner, pd.DataFrame]:
+    config = dola(epsilon=0.5, strong_convexity=0.5, rounds=rounds, **keys)
+    learner = DolaLearner(config, tiny_data(n_train=600, features=8), 4, shard_seed=0,
+                          rng=np.random.default_rng(7))  # fmt: skip
+    for t in range(rounds):
+        learner.round(t, *_csr(identity(4)), np.arange(4))
+    return learner, learner.accountant.ledger_frame()
+
+
+@pytest.mark.parametrize("algorithm", ["laplace", "sparse"])
+def test_a_registered_mechanism_gets_each_release_sensitivity_in_its_norm(algorithm):
+    """Output perturbation: the L1 mechanism gets S(t) = 2 α_t √n L / h (the scale of DOLA's
+    own Laplace), an L2 mechanism 2 α_t L / h; each release spends the per-release ε."""
+    alphas = np.repeat(1 / (0.5 * np.arange(1, 7)), 4)
+    _, own = mechanism_ledger(algorithm=algorithm)
+    _, l1 = mechanism_ledger(algorithm=algorithm, mechanism="l1")
+    _, l2 = mechanism_ledger(algorithm=algorithm, mechanism="k_norm_l2")
+    np.testing.assert_allclose(l1["noise_scale"], own["noise_scale"])
+    np.testing.assert_allclose(l1["sensitivity"], 2 * alphas * math.sqrt(8))
+    np.testing.assert_allclose(l2["sensitivity"], 2 * alphas)
+    np.testing.assert_allclose(l2["noise_scale"], 2 * alphas / 0.5)
+    assert set(l1["mechanism"]) == {"laplace"} and set(l2["mechanism"]) == {"k_norm_l2"}
+    assert (l1["epsilon"] == 0.5).all() and (l2["delta"] == 0).all()
+
+
+def test_a_delta_mechanism_perturbs_the_gradient_with_its_share_of_delta():
+    """Gradient perturbation (algorithm gaussian) with the registered Gaussian: the same σ as
+    DOLA's analytic calibration (L2 sensitivity 2L/h), δ spent from dola.delta."""
+    learner, ledger = mechanism_ledger(algorithm="gaussian", mechanism="gaussian", delta=1e-6)
+    _, own = mechanism_ledger(algorithm="gaussian", delta=1e-6)
+    np.testing.assert_allclose(ledger["noise_scale"], own["noise_scale"], rtol=1e-12)
+    assert (ledger["sensitivity"] == 2.0).all() and (ledger["delta"] == 1e-6).all()
+    assert learner.accountant.run_guarantee().delta == pytest.approx(1e-6)
+    # output perturbation with a δ mechanism spends δ too
+    learner, ledger = mechanism_ledger(algorithm="laplace", mechanism="gaussian", delta=1e-6)
+    assert (ledger["delta"] == 1e-6).all() and set(ledger["mechanism"]) == {"gaussian_analytic"}
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"mechanism": "gaussian", "delta": 0.0}, r"mechanism gaussian is \(epsilon,delta\)-DP"),
+        ({"mechanism": "l1", "algorithm": "non_private"}, "algorithm non_private adds none"),
+        ({"mechanism": "gaussian", "algorithm": "gaussian", "calibration": "printed"},
+         "leave calibration out"),
+        ({"mechanism": {"kind": "gaussian", "sigma": 1}}, r"mechanism\.sigma"),
+    ],
+)  # fmt: skip
+def test_bad_dola_mechanisms_are_refused(keys, message):
+    with pytest.raises(ScenarioError, match=message):
+        scenario(**{f"dola_{key}": v for key, v in {"algorithm": "laplace", **keys}.items()})

@@ -20,6 +20,7 @@ from netsim.algorithms.mi_ogd.learner import (
     synthetic_regression,
     user_report,
 )
+from netsim.errors import ScenarioError
 from netsim.learning.hindsight import hindsight_minimum
 from netsim.scenario.loader import validate_scenario
 from netsim.scenario.runner import run_in_memory
@@ -287,3 +288,47 @@ def test_classification_losses_on_a_binary_data_set(loss):
     assert (regret["regret"] < regret["bound"]).all()
     leakage = frames["mi_ogd_summary"]["leakage_per_report"].iloc[0]
     assert leakage == pytest.approx(57 / 2 * math.log1p(1 / (57 * 0.25)))
+
+
+# --- a registered mechanism for the users' reports (mi_ogd.mechanism) ----------------------
+
+
+def test_a_registered_mechanism_perturbs_the_reports_within_the_examples_budget():
+    """Every report is a release of sensitivity 2√P = 2L (full information) in the
+    mechanism's norm, charged to its example against mi_ogd.epsilon / delta over at most
+    ``uses`` reports; reports past an example's budget are refused and not sent."""
+    built, frames = run_in_memory(
+        scenario(
+            mi_mechanism={"kind": "gaussian"}, mi_epsilon=1.0, mi_delta=1e-5, mi_uses=2,
+            mi_eta=0.05, mi_data={"name": "synthetic_regression", "options": {"examples": 40}},
+        )
+    )  # fmt: skip
+    ledger, records = frames["privacy_ledger"], frames["privacy_records"]
+    problem = built.components["mi_ogd"].problem
+    assert set(ledger["mechanism"]) == {"gaussian_analytic"}
+    np.testing.assert_allclose(ledger["sensitivity"], 2 * problem.lipschitz)
+    assert (ledger["epsilon"] == 0.5).all() and (ledger["delta"] == 5e-6).all()
+    assert records["epsilon_spent"].max() == pytest.approx(1.0)
+    assert records["delta_spent"].max() == pytest.approx(1e-5)
+    refused = int(records["refused"].sum())
+    assert refused > 0 and len(ledger) == (records["uses"] == 2).sum() * 2 + (
+        records["uses"] == 1
+    ).sum()
+    summary = frames["mi_ogd_summary"].iloc[0]
+    assert summary["played"] == 300 and summary["applied"] == 300 - refused
+    assert math.isnan(summary["sigma"]) and math.isnan(summary["bound"])
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"mi_mechanism": "l1", "mi_eta": 0.1}, "mechanism needs epsilon"),
+        ({"mi_mechanism": "l1", "mi_epsilon": 1.0}, "mechanism needs eta"),
+        ({"mi_mechanism": "gaussian", "mi_epsilon": 1.0, "mi_eta": 0.1},
+         r"mechanism gaussian is \(epsilon,delta\)-DP.*delta .*is 0"),
+        ({"mi_epsilon": 1.0}, "the budget of a mechanism's releases"),
+    ],
+)  # fmt: skip
+def test_bad_mi_ogd_mechanisms_are_refused(keys, message):
+    with pytest.raises(ScenarioError, match=message):
+        scenario(**keys)

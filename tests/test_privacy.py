@@ -1,8 +1,10 @@
 """Privacy core: calibration, an empirical audit of each guarantee, and the accountant."""
 
+import dataclasses
 import math
 from fractions import Fraction
 
+import dp_accounting
 import numpy as np
 import pandas.testing as pd_testing
 import pytest
@@ -28,6 +30,7 @@ from netsim.privacy.accountant import (
 )
 from netsim.privacy.audit import audit
 from netsim.privacy.events import PrivacyEvent
+from netsim.registry import REGISTRY
 
 N = 50_000  # draws per calibration check
 
@@ -499,3 +502,96 @@ def test_a_streamed_ledger_keeps_memory_flat_and_writes_the_same_rows():
 
 
 EVENT = PrivacyEvent("laplace", "epsilon-DP", 0.5, 0.0, 1.0, "L1", 2.0, 1)
+
+
+# --- mechanisms as components: settings, δ shares, declared dp_accounting events ------------
+
+
+def gaussian_mechanism(**settings):
+    """The registered ``gaussian`` mechanism with ``settings`` as a scenario gives them."""
+    _, config = REGISTRY.lookup(("mechanism",), "gaussian")
+    return m.build_mechanism(config(kind="gaussian", **settings))
+
+
+def test_tight_accounting_reads_the_event_the_mechanism_declares_not_its_name():
+    """A Gaussian release under any name is composed as the GaussianDpEvent it declares; an
+    event named like a Gaussian but declaring nothing has only basic composition."""
+    _, event = m.gaussian(
+        np.zeros(3), sensitivity=2.0, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(0)
+    )
+    assert event.dp_event() == dp_accounting.GaussianDpEvent(event.noise_scale / 2.0)
+    renamed = dataclasses.replace(event, mechanism="my_noise")
+    undeclared = dataclasses.replace(event, accounting=None)
+    assert renamed.dp_event() == event.dp_event()
+    with pytest.raises(UnaccountableEventError, match="basic composition only"):
+        undeclared.dp_event()
+    accountant = PrivacyAccountant(1, epsilon=10.0, delta=1e-4, policy=KUses(10))
+    for _ in range(10):
+        accountant.charge(0, renamed)
+    assert accountant.record_tight_epsilon(0, 1e-4, "pld") < 0.5 * 10.0
+    _, laplace_event = m.laplace(
+        np.zeros(2), sensitivity=1.0, epsilon=0.5, rng=np.random.default_rng(0)
+    )
+    assert laplace_event.dp_event() == dp_accounting.LaplaceDpEvent(2.0)
+
+
+@pytest.mark.parametrize(
+    ("policy", "shares"),
+    [(SingleUse(), [1.0]), (KUses(4), [0.25] * 4), (Halving(), [0.5, 0.25, 0.125, 0.0625])],
+)
+def test_the_policies_split_delta_as_they_split_epsilon(policy, shares):
+    """Each use of a δ-spending mechanism component gets the same fraction of the δ budget
+    as of the ε budget, so no record ever spends more than (ε, δ)."""
+    accountant = PrivacyAccountant(1, epsilon=2.0, delta=1e-5, policy=policy)
+    mechanism, rng = gaussian_mechanism(), np.random.default_rng(0)
+    for share in shares:
+        _, event = accountant.release(
+            0, np.zeros(3), mechanism=mechanism, sensitivity=1.0, rng=rng
+        )
+        assert event.epsilon == pytest.approx(2.0 * share)
+        assert event.delta == pytest.approx(1e-5 * share)
+        # the analytic calibration is exact: δ(σ) at the stated ε is the stated δ
+        assert m.gaussian_delta(event.noise_scale, 1.0, event.epsilon) == pytest.approx(
+            event.delta, rel=1e-6
+        )
+    spent = accountant.record_guarantee(0)
+    assert spent.epsilon <= 2.0 * (1 + 1e-9) and spent.delta <= 1e-5 * (1 + 1e-9)
+
+
+def test_a_delta_mechanism_needs_a_share_of_a_delta_budget():
+    accountant = PrivacyAccountant(1, epsilon=1.0, policy=SingleUse())  # δ budget 0
+    with pytest.raises(PrivacyError, match="needs a share of a δ budget"):
+        accountant.release(
+            0, np.zeros(2), mechanism=gaussian_mechanism(), sensitivity=1.0,
+            rng=np.random.default_rng(0),
+        )  # fmt: skip
+
+
+def test_a_fixed_noise_multiplier_states_the_epsilon_it_gives_and_is_refused_beyond():
+    """noise_multiplier fixes σ = m·Δ: the event states the ε of the exact profile at the δ
+    share (whatever ε share was offered); past the budget the release is refused and
+    counted."""
+    mechanism = gaussian_mechanism(noise_multiplier=2.0)
+    accountant = PrivacyAccountant(1, epsilon=4.0, delta=1e-5, policy=Halving())
+    rng = np.random.default_rng(0)
+    _, event = accountant.release(0, np.zeros(2), mechanism=mechanism, sensitivity=3.0, rng=rng)
+    assert event.noise_scale == 6.0 and event.delta == pytest.approx(5e-6)
+    assert event.epsilon == pytest.approx(m.gaussian_epsilon(6.0, 3.0, 5e-6))
+    assert m.gaussian_delta(6.0, 3.0, event.epsilon) <= event.delta * (1 + 1e-9)
+    assert event.epsilon > 2.0  # more than its share: the second release (share 1) overspends
+    with pytest.raises(BudgetExhausted, match="would bring it to"):
+        accountant.release(0, np.zeros(2), mechanism=mechanism, sensitivity=3.0, rng=rng)
+    assert accountant.refused[0] == 1 and accountant.uses[0] == 1
+
+
+def test_the_gaussian_mechanism_adds_the_noise_it_declares():
+    """The declared GaussianDpEvent's σ/Δ is the noise the release really draws."""
+    sigma_draws = []
+    mechanism = gaussian_mechanism(calibration="classic")
+    noisy, event = mechanism.spend(
+        np.zeros(20_000), sensitivity=0.5, epsilon=0.5, delta=1e-5, rng=np.random.default_rng(3)
+    )
+    sigma_draws.append(noisy.std())
+    assert event.noise_scale == pytest.approx(m.classic_gaussian_sigma(0.5, 0.5, 1e-5))
+    assert event.dp_event().noise_multiplier == pytest.approx(event.noise_scale / 0.5)
+    assert sigma_draws[0] == pytest.approx(event.noise_scale, rel=0.03)

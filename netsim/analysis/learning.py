@@ -26,6 +26,7 @@ from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import RunDirectoryError
 from netsim.learning.baselines import LearningBaselines, learning_baselines
 from netsim.protocols.walk import IdealWalkConfig
+from netsim.registry import spec_kind
 from netsim.scenario.schema import Scenario
 
 CONFIG_COLUMNS: tuple[str, ...] = (
@@ -67,7 +68,7 @@ def configuration(scenario: Scenario) -> dict[str, object]:
         "dataset": learning.dataset.name,
         "model": learning.model,
         "algorithm": learning.algorithm,
-        "noise": learning.noise,
+        "noise": spec_kind(learning.noise),
         "normalisation": learning.normalisation,
         "sampling": sampling,
         "epsilon": learning.epsilon,

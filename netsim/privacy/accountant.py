@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NoReturn, Protocol
 
 import dp_accounting
 import numpy as np
@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 from dp_accounting import pld, rdp
 
+from netsim.api import Mechanism
 from netsim.errors import BudgetExhausted, PrivacyError
 from netsim.log import F64, I64, STR, EventLog, EventTable, TableSchema
 from netsim.privacy import mechanisms
@@ -244,6 +245,8 @@ class PrivacyAccountant:
         self.epsilon_spent = np.zeros(records)
         self.delta_spent = np.zeros(records)
         self.refused = np.zeros(records, dtype=np.int64)
+        #: Why the last refused release was refused (None: none was).
+        self.last_refusal: str | None = None
         self.mutual_information_spent = np.zeros(records)
         self.not_dp = np.zeros(records, dtype=bool)
         # the ledger as chunks (time, records, their use numbers, event): a round of a
@@ -385,45 +388,70 @@ class PrivacyAccountant:
             self.not_dp[unique] = True
         self._keep(_LedgerChunk(time, records.copy(), use_numbers, event))
 
+    def delta_for_use(self, epsilon: float) -> float:
+        """The share of the δ budget a use that spends ``epsilon`` of the ε budget may spend:
+        the same fraction, δ·ε_use/ε. So the policies split δ as they split ε: DP-SGD-1 gives
+        its one use δ, DP-SGD-k δ/k per use, DP-SGD-∞ δ/2^t to the t-th use (0 without a δ
+        budget or under the unlimited policy)."""
+        if not self.policy.private or self.delta == 0 or not math.isfinite(self.epsilon):
+            return 0.0
+        return self.delta * epsilon / self.epsilon
+
     def release(
         self,
         record: int,
         value: np.ndarray | float,
         *,
-        mechanism: str | Release,
+        mechanism: str | Release | Mechanism,
         sensitivity: float,
         rng: np.random.Generator,
         time: float = math.nan,
         **options: Any,
     ) -> tuple[np.ndarray, PrivacyEvent]:
-        """Spend the policy's next ε of ``record`` on ``value`` with ``mechanism``, in one call.
+        """Spend the policy's next ε (and δ) of ``record`` on ``value`` with ``mechanism``, in
+        one call.
 
         ``accountant.release(17, gradient, mechanism="k_norm_l2", sensitivity=2.0, rng=rng)``
         under DP-SGD-5 adds K-norm noise calibrated to ε/5 and charges record 17, or raises
-        :class:`BudgetExhausted` (counted in ``refused``) when record 17 has no budget left.
-        Under the unlimited policy the value is returned unchanged (non-private baseline).
-        ``options`` go to the mechanism (``calibration`` for the Gaussian); a Gaussian spends
-        the per-use share of the δ budget in the same proportion as ε. ``mechanism`` is a name
-        of :data:`MECHANISMS` or a release function with their signature (e.g. the
-        ``release`` method of a :class:`~netsim.api.Mechanism` component).
+        :class:`BudgetExhausted` (counted in ``refused``) when record 17 has no budget left or
+        the release would take it past its budget (a mechanism with a fixed noise may spend
+        more than the share it was given). Under the unlimited policy the value is returned
+        unchanged (non-private baseline). ``mechanism`` is a :class:`~netsim.api.Mechanism`
+        component (given the share :meth:`delta_for_use` of δ when it spends δ), a name of
+        :data:`MECHANISMS` or a release function with their signature; ``options`` go to the
+        latter two (``calibration`` for the Gaussian, which spends the share of δ too).
         """
         if isinstance(mechanism, str) and mechanism not in MECHANISMS:
             raise ValueError(f"unknown mechanism {mechanism!r}; known: {', '.join(MECHANISMS)}")
-        release = MECHANISMS[mechanism] if isinstance(mechanism, str) else mechanism
         eps = self.next_epsilon(record)
         if eps is None:
-            self.refused[record] += 1
-            raise BudgetExhausted(
+            self._refuse(
                 record, f"budget spent ({self.policy.name}, {int(self.uses[record])} uses)"
             )
         if not self.policy.private:
             noisy, event = mechanisms.no_noise(value)
+        elif isinstance(mechanism, Mechanism):
+            noisy, event = mechanism.spend(
+                mechanisms.as_vector(value), sensitivity=sensitivity, epsilon=eps,
+                delta=self.delta_for_use(eps), rng=rng,
+            )  # fmt: skip
         else:
             if mechanism == "gaussian":
-                options.setdefault("delta", self.delta * eps / self.epsilon)
+                options.setdefault("delta", self.delta_for_use(eps))
+            release = MECHANISMS[mechanism] if isinstance(mechanism, str) else mechanism
             noisy, event = release(value, sensitivity=sensitivity, epsilon=eps, rng=rng, **options)
+        try:
+            self.check(record, event)
+        except BudgetExhausted as exc:
+            self._refuse(record, str(exc).removeprefix(f"record {record}: "))
         self.charge(record, event, time=time)
         return noisy, event
+
+    def _refuse(self, record: int, reason: str) -> NoReturn:
+        """Count a refused release of ``record`` and raise :class:`BudgetExhausted`."""
+        self.refused[record] += 1
+        self.last_refusal = reason
+        raise BudgetExhausted(record, reason)
 
     # --- guarantees ------------------------------------------------------------------------
 

@@ -7,8 +7,12 @@ was added but the mechanism is not differentially private, e.g. the L2 variant p
 Hegedűs et al. for d > 1), ``"mutual-information"`` (a bound on the mutual information between
 the private input and the release, in nats, as Zhang & Venkitasubramaniam measure privacy; no
 DP guarantee) or ``"non-private"`` (no noise at all), and carries what an accountant needs:
-sensitivity and its norm, ε, δ, the noise scale and dimension, and the mutual-information
-bound.
+sensitivity and its norm, ε, δ, the noise scale and dimension, the mutual-information
+bound, and the event in Google's ``dp_accounting`` vocabulary that the mechanism declares for
+tight (RDP / PLD) composition (``accounting``: e.g. ``GaussianDpEvent(σ/Δ)``; ``None`` when
+the mechanism has none, and its releases are then composed by the basic sum only). The
+mechanism declares it, as each of dp_accounting's frozen event classes names one mechanism:
+nothing is inferred from the mechanism's name.
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ class PrivacyEvent:
     noise_scale: float
     dimension: int
     mutual_information: float = 0.0
+    #: The release in ``dp_accounting``'s vocabulary, declared by the mechanism (``None``:
+    #: none, so only basic composition applies). It describes the noise, whatever the claim.
+    accounting: dp_accounting.DpEvent | None = None
 
     def __post_init__(self) -> None:
         if self.epsilon < 0 or self.delta < 0 or self.delta >= 1:
@@ -59,25 +66,18 @@ class PrivacyEvent:
         return self.guarantee in ("epsilon-DP", "(epsilon,delta)-DP")
 
     def dp_event(self) -> dp_accounting.DpEvent:
-        """The event in Google's ``dp_accounting`` vocabulary, for RDP / PLD accounting.
-
-        Gaussian releases become ``GaussianDpEvent(σ / Δ₂)``; Laplace releases with L1
-        sensitivity become ``LaplaceDpEvent(b / Δ₁)``. Releases without a DP guarantee cannot be
-        accounted and raise :class:`UnaccountableEventError`.
+        """The event in Google's ``dp_accounting`` vocabulary, for RDP / PLD accounting: the
+        one the mechanism declared in :attr:`accounting` (``NonPrivateDpEvent`` for a
+        non-private release). A release whose mechanism declared none raises
+        :class:`UnaccountableEventError`: it is accounted by basic composition only.
         """
         if self.guarantee == "non-private":
             return dp_accounting.NonPrivateDpEvent()
-        if self.mechanism.startswith("gaussian") and self.norm == "L2" and self.sensitivity > 0:
-            return dp_accounting.GaussianDpEvent(
-                noise_multiplier=self.noise_scale / self.sensitivity
-            )
-        if self.mechanism.startswith("laplace") and self.norm == "L1" and self.sensitivity > 0:
-            return dp_accounting.LaplaceDpEvent(
-                noise_multiplier=self.noise_scale / self.sensitivity
-            )
+        if self.accounting is not None:
+            return self.accounting
         raise UnaccountableEventError(
-            f"{self.mechanism} ({self.guarantee}) has no RDP/PLD representation; "
-            "use basic composition"
+            f"{self.mechanism} ({self.guarantee}) declares no dp_accounting event, so it has no "
+            "RDP/PLD representation: its releases are accounted by basic composition only"
         )
 
     def noise_multiplier(self) -> float:

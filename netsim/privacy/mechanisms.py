@@ -34,12 +34,15 @@ import math
 from collections.abc import Callable
 from typing import ClassVar, Literal
 
+import dp_accounting
 import numpy as np
+from pydantic import Field
 from scipy.special import log_ndtr, ndtr
 
-from netsim.api import Mechanism
+from netsim.api import BuildContext, ComponentConfig, Mechanism
 from netsim.privacy import laplace_kernel
 from netsim.privacy.events import PrivacyEvent
+from netsim.registry import build_spec, component_spec, spec_class, spec_kind
 
 NoiseFn = Callable[[int, int, float, np.random.Generator], np.ndarray]
 
@@ -133,6 +136,22 @@ def gaussian_noise(
     return rng.normal(0.0, scale, (count, dimension))
 
 
+def laplace_dp_event(scale: float, sensitivity: float) -> dp_accounting.DpEvent:
+    """What a Laplace(0, ``scale``) release of L1 sensitivity Δ is in ``dp_accounting``:
+    ``LaplaceDpEvent(b/Δ)`` (``NoOpDpEvent`` for Δ = 0: it reveals nothing)."""
+    if sensitivity == 0:
+        return dp_accounting.NoOpDpEvent()
+    return dp_accounting.LaplaceDpEvent(noise_multiplier=scale / sensitivity)
+
+
+def gaussian_dp_event(sigma: float, sensitivity: float) -> dp_accounting.DpEvent:
+    """What an N(0, σ² I) release of L2 sensitivity Δ is in ``dp_accounting``:
+    ``GaussianDpEvent(σ/Δ)`` (``NoOpDpEvent`` for Δ = 0)."""
+    if sensitivity == 0:
+        return dp_accounting.NoOpDpEvent()
+    return dp_accounting.GaussianDpEvent(noise_multiplier=sigma / sensitivity)
+
+
 def add_noise(x: np.ndarray, noise: NoiseFn, scale: float, rng: np.random.Generator) -> np.ndarray:
     """``x`` plus one draw of ``noise`` at ``scale`` (a copy of ``x`` when the scale is 0)."""
     return x + noise(1, x.size, scale, rng)[0] if scale > 0 else x.copy()
@@ -147,8 +166,9 @@ def laplace(
     scale = sensitivity / epsilon
     noisy = add_noise(x, laplace_noise, scale, rng)
     return noisy, PrivacyEvent(
-        "laplace", "epsilon-DP", epsilon, 0.0, sensitivity, "L1", scale, x.size
-    )
+        "laplace", "epsilon-DP", epsilon, 0.0, sensitivity, "L1", scale, x.size,
+        accounting=laplace_dp_event(scale, sensitivity),
+    )  # fmt: skip
 
 
 def l2_laplace_radius(
@@ -285,6 +305,7 @@ def gaussian(
         "L2",
         sigma,
         x.size,
+        accounting=gaussian_dp_event(sigma, sensitivity),
     )
 
 
@@ -328,6 +349,7 @@ class PaperL2Mechanism(_NoiseOfThisModule):
     Laplace(0, Δ/ε) length; **not ε-DP for d > 1** (its events say ``none``)."""
 
     norm = "L2"
+    guarantee = "none"
     release_function = staticmethod(l2_laplace_radius)
     noise_function = staticmethod(l2_laplace_radius_noise)
 
@@ -339,3 +361,87 @@ class KNormL2Mechanism(_NoiseOfThisModule):
     norm = "L2"
     release_function = staticmethod(k_norm_l2)
     noise_function = staticmethod(k_norm_l2_noise)
+
+
+class GaussianConfig(ComponentConfig):
+    """The ``gaussian`` mechanism's settings: how σ is chosen for a release's share (ε, δ)."""
+
+    #: ``analytic``: the smallest σ with δ(σ) ≤ δ at ε (Balle & Wang 2018, any ε);
+    #: ``classic``: σ = Δ √(2 ln(1.25/δ)) / ε (Dwork & Roth, Thm A.1; ε < 1 only).
+    calibration: Literal["analytic", "classic"] = "analytic"
+    #: A fixed σ/Δ instead of a calibrated σ: each release then states the ε this σ really
+    #: gives at its δ (the exact privacy profile), which the accountant charges (and refuses
+    #: when it exceeds what is left of the budget).
+    noise_multiplier: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+
+
+class GaussianMechanism(Mechanism):
+    """``gaussian``: N(0, σ² I), (ε, δ)-DP for L2 sensitivity Δ, σ calibrated to each
+    release's share (ε, δ) (``calibration``) or fixed at ``noise_multiplier``·Δ. Its events
+    declare ``GaussianDpEvent(σ/Δ)`` for tight composition."""
+
+    Config = GaussianConfig
+    norm = "L2"
+    guarantee = "(epsilon,delta)-DP"
+
+    def release(  # type: ignore[override]
+        self,
+        value: np.ndarray,
+        *,
+        sensitivity: float,
+        epsilon: float,
+        delta: float,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        config: GaussianConfig = self.config  # type: ignore[assignment]
+        if config.noise_multiplier is None:
+            return gaussian(
+                value, sensitivity=sensitivity, epsilon=epsilon, delta=delta, rng=rng,
+                calibration=config.calibration,
+            )  # fmt: skip
+        check_budget(epsilon, sensitivity)
+        check_delta(delta)
+        x = as_vector(value)
+        sigma = config.noise_multiplier * sensitivity
+        spent = gaussian_epsilon(sigma, sensitivity, delta) if sensitivity > 0 else 0.0
+        guarantee: Literal["(epsilon,delta)-DP", "none"] = (
+            "(epsilon,delta)-DP" if math.isfinite(spent) else "none"
+        )
+        noisy = add_noise(x, gaussian_noise, sigma, rng)
+        return noisy, PrivacyEvent(
+            "gaussian_fixed", guarantee, spent, delta, sensitivity, "L2", sigma, x.size,
+            accounting=gaussian_dp_event(sigma, sensitivity),
+        )  # fmt: skip
+
+
+# --- a mechanism named in a scenario --------------------------------------------------------
+
+#: The annotation of a scenario key naming a noise mechanism: a registered name or
+#: ``module:Class`` (``noise: k_norm_l2``), or a mapping with its settings
+#: (``noise: {kind: gaussian, calibration: classic}``).
+MechanismSpec = component_spec("mechanism")
+
+
+def build_mechanism(spec: str | ComponentConfig, ctx: BuildContext | None = None) -> Mechanism:
+    """The noise mechanism of a :data:`MechanismSpec` value: a name built with its default
+    settings, a mapping with its own (``ctx`` is ``None`` outside a run)."""
+    built = build_spec("mechanism", spec, ctx)
+    assert isinstance(built, Mechanism)
+    return built
+
+
+def delta_budget_problem(
+    spec: str | ComponentConfig, delta: float, keys: tuple[str, str]
+) -> str:
+    """Why the mechanism ``spec`` cannot run with the δ budget ``delta`` ("" when it can): a
+    mechanism that spends δ would be refused on every use without one. ``keys`` name the
+    mechanism's key and the budget's in the message."""
+    cls = spec_class("mechanism", spec)
+    if not (issubclass(cls, Mechanism) and cls.spends_delta()) or 0 < delta < 1:
+        return ""
+    return (
+        f"{keys[0]} {spec_kind(spec)} is (epsilon,delta)-DP: every release spends δ, but "
+        f"{keys[1]} (the δ budget of a record) is {delta:g}, so every use would be refused; "
+        f"set {keys[1]} to the δ a record may spend (e.g. 1e-5, well below 1/records) or "
+        "choose an ε-DP mechanism (k_norm_l2, l1)"
+    )

@@ -311,6 +311,9 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("churn", "start_at"): 0.0,
     ("churn", "fallback", "start_at"): 0.0,
     ("dola", "data", "validation"): None,
+    ("learning", "delta"): 0.0,
+    ("dola", "mechanism"): None,
+    ("mi_ogd", "mechanism"): None,
 }
 
 

@@ -110,7 +110,9 @@ def registered_mechanisms() -> list[tuple[str, Release]]:
             mechanism = named_component("mechanism", name)
 
             def release(x: np.ndarray, rng: np.random.Generator, m: object = mechanism) -> object:
-                return m.release(x, sensitivity=1.0, epsilon=1.0, rng=rng)[1]  # type: ignore[attr-defined]
+                return m.spend(  # type: ignore[attr-defined]
+                    x, sensitivity=1.0, epsilon=1.0, delta=1e-5, rng=rng
+                )[1]
 
             found.append((name, release))
     return found
@@ -145,6 +147,20 @@ def spent_cell(events: list[PrivacyEvent]) -> str:
         else:
             delta = f", δ = {event.delta:g}" if event.delta else ""
             texts.append(f"ε = {event.epsilon:.4g}{delta}")
+    return by_dimension(texts)
+
+
+def accounting_cell(events: list[PrivacyEvent]) -> str:
+    """The ``dp_accounting`` event the releases declare (none: basic composition only)."""
+    texts = []
+    for event in events:
+        declared = event.accounting
+        if declared is None:
+            texts.append("none (basic composition)")
+        else:
+            multiplier = getattr(declared, "noise_multiplier", None)
+            shown = "" if multiplier is None else f"{multiplier:.4g}"
+            texts.append(code(f"{type(declared).__name__}({shown})"))
     return by_dimension(texts)
 
 
@@ -189,7 +205,7 @@ def render() -> str:
         ])  # fmt: skip
     header = ["function", "event mechanism", "called with", "guarantee", "recorded"]
     mechanisms = [
-        [code(name), code(events[0].mechanism), guarantee_cell(events)]
+        [code(name), code(events[0].mechanism), guarantee_cell(events), accounting_cell(events)]
         for name, release in registered_mechanisms()
         for events in [guarantees(release)]
     ]
@@ -198,8 +214,13 @@ def render() -> str:
         + " and d = ".join(str(d) for d in DIMENSIONS)
         + " dimensions when the site was built; the columns show what its events say.\n",
         table(header, rows),
-        "The noise mechanisms a scenario names in `learning.noise` (Δ = 1, ε = 1):\n",
-        table(["`learning.noise`", "event mechanism", "guarantee"], mechanisms),
+        "The noise mechanisms a scenario names in `learning.noise`, `dola.mechanism` and "
+        "`mi_ogd.mechanism` (Δ = 1, ε = 1, and δ = 10⁻⁵ for a mechanism that spends δ), with "
+        "the `dp_accounting` event each declares for tight composition:\n",
+        table(
+            ["`learning.noise`", "event mechanism", "guarantee", "dp_accounting event"],
+            mechanisms,
+        ),
         f"The ε′ that DOLA's printed Gaussian calibration records per release (n = 10, "
         f"L = 1, T = {DOLA_ROUNDS}, δ = 10⁻⁵, asked for ε = {DOLA_EPSILON:g}) as the step "
         "size α_t falls:\n",

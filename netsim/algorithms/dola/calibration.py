@@ -32,9 +32,11 @@ from netsim.privacy.mechanisms import (
     as_vector,
     check_budget,
     check_delta,
+    gaussian_dp_event,
     gaussian_epsilon,
     gaussian_noise,
     laplace,
+    laplace_dp_event,
 )
 
 
@@ -61,8 +63,9 @@ def dola_laplace(
     sensitivity = dola_sensitivity(alpha, x.size, lipschitz, batch)
     noisy, event = laplace(x, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
     return noisy, PrivacyEvent(
-        "laplace_dola", event.guarantee, epsilon, 0.0, sensitivity, "L1", event.noise_scale, x.size
-    )
+        "laplace_dola", event.guarantee, epsilon, 0.0, sensitivity, "L1", event.noise_scale,
+        x.size, accounting=event.accounting,
+    )  # fmt: skip
 
 
 def dola_gaussian_variance(
@@ -132,8 +135,9 @@ def dola_laplace_rows(
     scale = sensitivity / epsilon
     add_laplace_noise(values if out is None else out, scale, rng, source=values)
     return PrivacyEvent(
-        "laplace_dola", "epsilon-DP", epsilon, 0.0, sensitivity, "L1", scale, dimension
-    )
+        "laplace_dola", "epsilon-DP", epsilon, 0.0, sensitivity, "L1", scale, dimension,
+        accounting=laplace_dp_event(scale, sensitivity),
+    )  # fmt: skip
 
 
 def dola_gaussian_sigma(
@@ -174,7 +178,7 @@ def dola_gaussian_sigma(
         raise ValueError(f"calibration must be 'printed' or 'analytic', got {calibration!r}")
     event = PrivacyEvent(
         f"gaussian_dola_{calibration}", guarantee, epsilon, delta, sensitivity, "L2", sigma,
-        dimension,
+        dimension, accounting=gaussian_dp_event(sigma, sensitivity),
     )  # fmt: skip
     return sigma, event
 

@@ -14,7 +14,8 @@ from pydantic import Field, model_validator
 
 from netsim.api import ComponentConfig, RoundsConfig
 from netsim.learning.online_data import SYNTHETIC, StreamDataConfig
-from netsim.registry import component_name
+from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
+from netsim.registry import component_name, spec_class
 
 Algorithm = Literal["laplace", "gaussian", "sparse", "non_private"]
 
@@ -53,6 +54,11 @@ class DolaConfig(RoundsConfig):
     epsilon: float = Field(default=1.0, allow_inf_nan=True)  # .inf: no noise
     delta: float = 1e-5
     calibration: Literal["printed", "analytic"] = "analytic"
+    #: A registered noise mechanism for every release instead of the algorithm's own noise
+    #: (None: Laplace for laplace and sparse, the calibrated Gaussian for gaussian). It gets
+    #: each release's sensitivity in its norm and its share (ε, δ) of the budget
+    #: (``docs/components.md``, "Noise mechanisms").
+    mechanism: MechanismSpec | None = None
     batch: int = 1
     max_passes: int = Field(default=1, ge=1)
     step: Literal["strongly_convex", "convex"] = "strongly_convex"
@@ -85,7 +91,9 @@ class DolaConfig(RoundsConfig):
                 "one release, and the noise scale is proportional to 1/ε (ε = .inf, or "
                 "algorithm non_private, for no noise)"
             )
-        if self.algorithm == "gaussian" and not 0 < self.delta < 1:
+        if self.mechanism is not None:
+            out.extend(self._mechanism_problems())
+        elif self.algorithm == "gaussian" and not 0 < self.delta < 1:
             out.append(
                 f"delta must be in (0, 1) for the Gaussian mechanism, got {self.delta}: it is "
                 "the probability with which the ε bound may fail"
@@ -102,6 +110,31 @@ class DolaConfig(RoundsConfig):
         if self.regularisation < 0 or self.sparsity < 0:
             out.append("regularisation φ and sparsity ρ must be >= 0")
         return out
+
+    def _mechanism_problems(self) -> list[str]:
+        assert self.mechanism is not None
+        if self.algorithm == "non_private":
+            return [
+                "mechanism adds noise but algorithm non_private adds none: leave mechanism "
+                "out, or choose algorithm laplace, gaussian or sparse"
+            ]
+        if self.algorithm == "gaussian" and self.calibration == "printed":
+            return [
+                "calibration printed is the J² noise of Li et al.'s Alg. 2; with a mechanism "
+                "the mechanism calibrates the noise: leave calibration out"
+            ]
+        problem = delta_budget_problem(self.mechanism, self.delta, ("mechanism", "delta"))
+        return [problem] if problem else []
+
+    @property
+    def spends_delta(self) -> bool:
+        """Whether the releases spend δ: the algorithm's own Gaussian, or a mechanism that
+        spends δ (``delta`` is then the budget of an example, else unused)."""
+        if not self.private:
+            return False
+        if self.mechanism is None:
+            return self.algorithm == "gaussian"
+        return bool(spec_class("mechanism", self.mechanism).spends_delta())  # type: ignore[attr-defined]
 
     @property
     def private(self) -> bool:

@@ -83,7 +83,7 @@ def budget_exceeded(config: DolaConfig, used: int, rounds: int, shortest: int) -
     leave each release ε/k (sequential composition), and the scenario must allow that many
     passes (``max_passes``)."""
     share = f"ε = {config.epsilon / used:g}"
-    if config.algorithm == "gaussian":
+    if config.spends_delta:
         share += f", δ = {config.delta / used:g}"
     return (
         f"T·batch = {rounds}·{config.batch} exceeds the smallest node's data ({shortest} "
@@ -153,7 +153,11 @@ class DolaLearner:
             raise DolaConfigError(budget_exceeded(config, self.passes, self.rounds, shortest))
         # each release's share of the stated budget (sequential composition over the passes)
         self.release_epsilon = config.epsilon / self.passes
-        self.release_delta = (config.delta if config.algorithm == "gaussian" else 0.0) / self.passes
+        self.release_delta = (config.delta if config.spends_delta else 0.0) / self.passes
+        #: The registered mechanism of ``dola.mechanism`` (None: the algorithm's own noise).
+        self.mechanism = (
+            None if config.mechanism is None else mechanisms.build_mechanism(config.mechanism)
+        )
         self.accountant = self._accountant()
         self.weights = np.zeros((nodes, self.n))
         self.weight_sum = np.zeros(self.n)  # Σ_i w_i, kept by the step kernel
@@ -184,8 +188,10 @@ class DolaLearner:
         records = self.data.n_train
         if not config.private:
             return PrivacyAccountant(records, epsilon=math.inf, policy=Unlimited())
-        delta = config.delta if config.algorithm == "gaussian" else 0.0
-        if config.algorithm == "gaussian" and config.calibration == "printed":
+        delta = config.delta if config.spends_delta else 0.0
+        if self.mechanism is None and config.algorithm == "gaussian" and (
+            config.calibration == "printed"
+        ):
             worst = max(self.gaussian_event(t).epsilon for t in range(1, self.rounds + 1))
             if not worst <= self.release_epsilon * (1.0 + 1e-12):
                 raise DolaConfigError(
@@ -251,7 +257,10 @@ class DolaLearner:
                 self.weight_sum,
             )  # fmt: skip
             block = self.weights if everyone else self.weights[nodes]
-            if config.private and nodes.size:
+            if config.private and nodes.size and self.mechanism is not None:
+                noisy, event = self._mechanism_rows(block, self.output_sensitivity(alpha))
+                self.released[nodes] = noisy
+            elif config.private and nodes.size:
                 target = self.released if everyone else block
                 event = calibration.dola_laplace_rows(
                     block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=self.release_epsilon,
@@ -263,7 +272,9 @@ class DolaLearner:
                 self.released[nodes] = block
         elif config.algorithm == "gaussian":
             noise = np.zeros((nodes.size if config.private else 0, self.n))
-            if nodes.size and config.private:
+            if nodes.size and config.private and self.mechanism is not None:
+                noise, event = self._mechanism_rows(noise, self.gradient_sensitivity())
+            elif nodes.size and config.private:
                 event = calibration.dola_gaussian_rows(
                     noise, alpha=alpha, lipschitz=LIPSCHITZ, rounds=self.rounds,
                     epsilon=self.release_epsilon, delta=self.release_delta, rng=self.rng,
@@ -284,7 +295,9 @@ class DolaLearner:
             loss_at_node = self._loss(self.weights[self.regret_node], rows)
             self.weight_sum = self.weights.sum(axis=0)
             block = self._next if everyone else self._next[nodes]
-            if nodes.size and config.private:
+            if nodes.size and config.private and self.mechanism is not None:
+                block, event = self._mechanism_rows(block, self.output_sensitivity(alpha))
+            elif nodes.size and config.private:
                 event = calibration.dola_laplace_rows(
                     block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=self.release_epsilon,
                     rng=self.rng, batch=config.batch,
@@ -296,6 +309,33 @@ class DolaLearner:
             self.accountant.charge_batch(rows.reshape(-1), event, time=time)
         self.steps[nodes] += 1
         return RoundReport(t, int(nodes.size), loss_at_node, event)
+
+    # --- a registered mechanism (dola.mechanism) -------------------------------------------
+
+    def _in_norm(self, l2: float) -> float:
+        """A sensitivity bounded in L2 as the mechanism's norm needs it (‖·‖₁ ≤ √n ‖·‖₂)."""
+        assert self.mechanism is not None
+        return l2 * math.sqrt(self.n) if self.mechanism.norm == "L1" else l2
+
+    def output_sensitivity(self, alpha: float) -> float:
+        """The sensitivity of a released iterate (laplace, sparse): 2 α_t L / h in L2 (Li et
+        al., Lemma 1), √n times that in L1 (= S(t))."""
+        return self._in_norm(2.0 * alpha * LIPSCHITZ / self.config.batch)
+
+    def gradient_sensitivity(self) -> float:
+        """The sensitivity of a perturbed (mini-batch mean) gradient (gaussian): 2L/h in L2."""
+        return self._in_norm(2.0 * LIPSCHITZ / self.config.batch)
+
+    def _mechanism_rows(
+        self, rows: np.ndarray, sensitivity: float
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """``rows`` (one release per node) perturbed by the section's mechanism with each
+        release's share (ε, δ), and each row's event."""
+        assert self.mechanism is not None
+        return self.mechanism.release_rows(
+            rows, sensitivity=sensitivity, epsilon=self.release_epsilon,
+            delta=self.release_delta, rng=self.rng,
+        )  # fmt: skip
 
     def _loss(self, w: np.ndarray, rows: np.ndarray) -> float:
         dense, (data, indices, indptr) = self._dense, self._csr

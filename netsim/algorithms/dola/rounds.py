@@ -475,7 +475,7 @@ class DolaRounds(RoundLearner):
         log.table(SUMMARY_TABLE).append(
             config.algorithm, learner.m, done,
             config.epsilon if config.private else math.inf,
-            config.delta if config.algorithm == "gaussian" else 0.0, config.batch,
+            config.delta if config.spends_delta else 0.0, config.batch,
             regret, regret / done if done else math.nan,
             *accuracies(
                 [self.averaged / max(done, 1), learner.weights.mean(axis=0), w_node],

@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from netsim.api import (
     Baseline,
@@ -58,6 +58,7 @@ from netsim.learning.datasets import (
 )
 from netsim.learning.models import LinearModel
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
+from netsim.privacy import mechanisms
 from netsim.privacy.accountant import (
     LEDGER_TABLE,
     RECORDS_TABLE,
@@ -65,8 +66,9 @@ from netsim.privacy.accountant import (
     ledger_sink,
     policy_by_name,
 )
+from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.privacy.sensitivity import Norm
-from netsim.registry import component_name, named_component
+from netsim.registry import component_name
 from netsim.sim import Simulation
 
 VISITS_TABLE = TableSchema(
@@ -224,7 +226,7 @@ class PrivateSGD:
             noisy, event = self.accountant.release(
                 record,
                 gradient.ravel(),
-                mechanism=self.mechanism.release,
+                mechanism=self.mechanism,
                 sensitivity=self.sensitivity,
                 rng=self.rng,
                 time=now,
@@ -243,15 +245,10 @@ class PrivateSGD:
 
 #: A registered data-set loader (:class:`~netsim.api.DatasetLoader`) or ``module:Class``.
 DatasetName = component_name("dataset")
-#: A registered noise mechanism (:class:`~netsim.api.Mechanism`) or ``module:Class``.
+#: A registered noise mechanism (:class:`~netsim.api.Mechanism`) or ``module:Class`` by name.
 MechanismName = component_name("mechanism")
-
-
-def mechanism(name: str, ctx: BuildContext | None = None) -> Mechanism:
-    """The noise mechanism registered as ``name`` (or ``module:Class``)."""
-    built = named_component("mechanism", name, ctx)
-    assert isinstance(built, Mechanism)
-    return built
+#: The noise mechanism of a ``noise`` value (:func:`netsim.privacy.mechanisms.build_mechanism`).
+mechanism = mechanisms.build_mechanism
 
 
 class DatasetConfig(ComponentConfig):
@@ -277,10 +274,23 @@ class LearningConfig(ComponentConfig):
     normalisation: Literal["local", "global", "none"] = "local"
     model: Literal["logreg", "svm"] = "logreg"
     algorithm: Annotated[str, Field(pattern=r"^(sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")] = "dp-sgd-1"
-    noise: MechanismName = "k_norm_l2"
+    noise: MechanismSpec = "k_norm_l2"
     epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    #: The δ budget of a record, split over its uses as ε is (0: only mechanisms that spend
+    #: no δ can run; a mechanism that spends δ is refused when the scenario is validated).
+    delta: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
     regularisation: float = Field(default=1e-4, ge=0.0, allow_inf_nan=False)
     evaluate_every: int = Field(default=100, ge=1)
+
+    @model_validator(mode="after")
+    def _delta_budget(self) -> LearningConfig:
+        if self.algorithm != "sgd":
+            problem = delta_budget_problem(
+                self.noise, self.delta, ("learning.noise", "learning.delta")
+            )
+            if problem:
+                raise ValueError(problem)
+        return self
 
 
 def learning_data(config: LearningConfig, n: int) -> Dataset:
@@ -362,7 +372,9 @@ class SGDAgent(Component):
         rows = ctx.stream("rows").permutation(data.n_train)[:n]
         model = LinearModel(config.model, data.classes, data.features)
         policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
-        accountant = PrivacyAccountant(n, epsilon=config.epsilon, policy=policy)
+        accountant = PrivacyAccountant(
+            n, epsilon=config.epsilon, delta=config.delta, policy=policy
+        )
         accountant.stream_ledger(ledger_sink(ctx.sim.log, ctx.scenario.metrics.privacy_ledger))
         sgd = PrivateSGD(
             model,
@@ -442,6 +454,19 @@ class SGDAgent(Component):
         return self.sgd.accountant
 
     def finish(self) -> None:
+        accountant = self.sgd.accountant
+        if self.refused and not (self.updates or self.sgd.non_finite) and self.warn is not None:
+            reason = accountant.last_refusal or ""
+            hint = ""
+            if "δ" in reason and not self.sgd.mechanism.spends_delta():
+                hint = (
+                    f"; {type(self.sgd.mechanism).__name__} spends δ but does not declare it "
+                    "(guarantee = '(epsilon,delta)-DP'), so learning.delta was not checked"
+                )
+            self.warn(
+                f"the noise mechanism was refused on every use: {self.refused} visits and no "
+                f"update (last refusal: {reason}){hint}; no model learned anything"
+            )
         if self.sgd.non_finite and self.warn is not None:
             self.warn(
                 f"{self.sgd.non_finite} updates were left out because the noisy step was not "

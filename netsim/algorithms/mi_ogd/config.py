@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from netsim.api import RoundsConfig
 from netsim.learning.online_data import SYNTHETIC, StreamDataConfig
+from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.registry import component_name
 
 Setting = Literal["full", "bandit"]
@@ -38,10 +39,20 @@ class MiOgdConfig(RoundsConfig):
     smoothing: float | None = None
     learner: int = Field(default=0, ge=0)
     regret_checkpoints: int = Field(default=20, ge=0)
+    #: A registered noise mechanism for the users' reports instead of the Gaussian channel of
+    #: σ (None: the paper's N(0, σ² I), accounted in nats). With one, every report is a
+    #: differentially private release of sensitivity 2√P (``docs/components.md``, "Noise
+    #: mechanisms"), charged to its example against the budget ``epsilon`` (and ``delta``),
+    #: which an example may spend over at most ``uses`` reports (ε/uses, δ/uses each; later
+    #: reports of it are refused and not sent).
+    mechanism: MechanismSpec | None = None
+    epsilon: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    delta: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
+    uses: int = Field(default=1, ge=1)
 
     @model_validator(mode="after")
     def _runnable(self) -> MiOgdConfig:
-        problems = []
+        problems = self._mechanism_problems()
         if not self.sigma >= 0:
             problems.append(
                 f"sigma must be >= 0, got {self.sigma}: it is the standard deviation of the "
@@ -66,3 +77,25 @@ class MiOgdConfig(RoundsConfig):
                 "(use loss absolute, or a binary data set)"
             )
         return self
+
+    def _mechanism_problems(self) -> list[str]:
+        given = self.model_fields_set
+        if self.mechanism is None:
+            budget = sorted({"epsilon", "delta", "uses"} & given)
+            if budget:
+                return [
+                    f"{', '.join(budget)}: the budget of a mechanism's releases; without "
+                    "mechanism the reports carry the Gaussian channel's noise σ (in nats)"
+                ]
+            return []
+        out = []
+        if self.epsilon is None:
+            out.append("mechanism needs epsilon, the ε budget of an example over its reports")
+        if self.eta is None:
+            out.append(
+                "mechanism needs eta: the theorems' step η assumes the Gaussian channel of σ"
+            )
+        if "sigma" in given:
+            out.append("sigma is the Gaussian channel's noise; with mechanism, leave it out")
+        problem = delta_budget_problem(self.mechanism, self.delta, ("mechanism", "delta"))
+        return [*out, problem] if problem else out

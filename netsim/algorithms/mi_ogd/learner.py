@@ -84,9 +84,17 @@ class MiOgdProblem:
             return self.lipschitz**2
         return (self.dimension * (self.max_loss / self.delta + self.lipschitz)) ** 2
 
+    def report_sensitivity(self, norm: str) -> float:
+        """The sensitivity of a report z (‖z‖₂ ≤ √P) to its example, for a mechanism
+        (``mi_ogd.mechanism``): 2√P in L2, √d times that in L1 (‖·‖₁ ≤ √d ‖·‖₂)."""
+        l2 = 2.0 * math.sqrt(self.power_bound())
+        return l2 * math.sqrt(self.dimension) if norm == "L1" else l2
+
     def leakage(self) -> float:
         """C in nats: Theorem 1 or Theorem 3, the channel capacity at the report's power
-        bound (∞ for σ = 0)."""
+        bound (∞ for σ = 0; NaN when a mechanism perturbs the reports)."""
+        if self.config.mechanism is not None:
+            return math.nan
         return calibration.gaussian_channel_capacity(
             self.dimension, self.power_bound(), self.config.sigma
         )
@@ -94,7 +102,10 @@ class MiOgdProblem:
     def regret_bound(self) -> float:
         """Theorem 2's B²/(2η) + (η/2) T (L² + dσ²) (full information; = B√((L²+dσ²)T) at
         the default η), or Theorem 4's B²/(2η) + (η/2) T (d²(F/δ + L)² + dσ²) + 3 T L δ: both
-        B²/(2η) + (η/2) T (P + dσ²), plus the smoothing bias in the bandit setting."""
+        B²/(2η) + (η/2) T (P + dσ²), plus the smoothing bias in the bandit setting. NaN when
+        a mechanism perturbs the reports (the theorems assume the Gaussian channel)."""
+        if self.config.mechanism is not None:
+            return math.nan
         eta, t, d = self.step, self.rounds, self.dimension
         radius, sigma = self.config.radius, self.config.sigma
         bound = radius**2 / (2 * eta) + eta / 2 * t * (self.power_bound() + d * sigma**2)
@@ -114,10 +125,11 @@ class Report:
     event: PrivacyEvent
 
 
-def user_report(
+def user_gradient(
     problem: MiOgdProblem, w: np.ndarray, x: np.ndarray, y: float, rng: np.random.Generator
-) -> Report:
-    """The encryption layer at the user (Alg. 1 lines 1–4, Alg. 2 lines 1–7)."""
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The user's report before noise, the point it played and its loss (Alg. 1 lines 1–3,
+    Alg. 2 lines 1–6)."""
     if problem.config.setting == "full":
         played = w
         loss = loss_value(problem.config.loss, w, x, y)
@@ -127,6 +139,14 @@ def user_report(
         played = w + problem.delta * e
         loss = loss_value(problem.config.loss, played, x, y)
         z = (problem.dimension / problem.delta) * loss * e
+    return z, played, loss
+
+
+def user_report(
+    problem: MiOgdProblem, w: np.ndarray, x: np.ndarray, y: float, rng: np.random.Generator
+) -> Report:
+    """The encryption layer at the user (Alg. 1 lines 1–4, Alg. 2 lines 1–7)."""
+    z, played, loss = user_gradient(problem, w, x, y, rng)
     mechanism = "gaussian_mi" if problem.config.setting == "full" else "gaussian_mi_bandit"
     noisy, event = calibration.mutual_information_report(
         z, power_bound=problem.power_bound(), sigma=problem.config.sigma, rng=rng,

@@ -28,13 +28,15 @@ from netsim.algorithms.mi_ogd.config import MiOgdConfig
 from netsim.algorithms.mi_ogd.learner import (
     LazyProjectionOGD,
     MiOgdProblem,
+    Report,
     Stream,
     max_loss,
     synthetic_regression,
+    user_gradient,
     user_report,
 )
 from netsim.api import BuildContext, Curve, FigureSpec, RoundLearner
-from netsim.errors import ScenarioError
+from netsim.errors import BudgetExhausted, ScenarioError
 from netsim.learning.datasets import MAX_FEATURES
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import (
@@ -48,10 +50,12 @@ from netsim.network.links import Transfer
 from netsim.privacy.accountant import (
     LEDGER_TABLE,
     RECORDS_TABLE,
+    KUses,
     PrivacyAccountant,
     Unlimited,
     ledger_sink,
 )
+from netsim.privacy.mechanisms import build_mechanism
 
 ROUNDS_TABLE = TableSchema(
     name="mi_ogd_rounds",
@@ -170,7 +174,21 @@ class MiOgdRounds(RoundLearner):
         self.position = np.zeros(self.users.size, dtype=np.int64)
         self.pick_rng = ctx.stream("users")
         self.noise_rng = ctx.stream("noise")
-        self.accountant = PrivacyAccountant(stream.x.shape[0], epsilon=math.inf, policy=Unlimited())
+        #: The registered mechanism of ``mi_ogd.mechanism`` (None: the Gaussian channel).
+        self.mechanism = (
+            None if config.mechanism is None else build_mechanism(config.mechanism, ctx)
+        )
+        if self.mechanism is None:
+            self.accountant = PrivacyAccountant(
+                stream.x.shape[0], epsilon=math.inf, policy=Unlimited()
+            )
+        else:
+            assert config.epsilon is not None  # validated
+            self.accountant = PrivacyAccountant(
+                stream.x.shape[0], epsilon=config.epsilon, delta=config.delta,
+                policy=KUses(config.uses),
+            )  # fmt: skip
+        self.refused = 0
         self.accountant.stream_ledger(ledger_sink(sim.log, ctx.scenario.metrics.privacy_ledger))
         self.checkpoints = checkpoint_rounds(problem.rounds, config.regret_checkpoints)
         self.rows: list[list[object]] = []  # one per round played, as ROUNDS_TABLE
@@ -221,9 +239,17 @@ class MiOgdRounds(RoundLearner):
         example = int(self.table[k, self.position[k] % self.lengths[k]])
         self.position[k] += 1
         stream = self.stream
-        report = user_report(self.problem, w, stream.x[example], float(stream.y[example]),
-                             self.noise_rng)  # fmt: skip
-        self.accountant.charge(example, report.event, time=self.sim.now)
+        if self.mechanism is None:
+            report = user_report(self.problem, w, stream.x[example], float(stream.y[example]),
+                                 self.noise_rng)  # fmt: skip
+            self.accountant.charge(example, report.event, time=self.sim.now)
+        else:
+            report, loss = self._mechanism_report(w, example)
+            if report is None:  # refused: the user played but reports nothing
+                self.refused += 1
+                self.rows.append([t, sent_at, int(transfer.dst), example, loss, math.nan, -1,
+                                  0.0])  # fmt: skip
+                return
         row = [t, sent_at, int(transfer.dst), example, report.loss, math.nan, -1,
                report.event.mutual_information]  # fmt: skip
         self.rows.append(row)
@@ -232,6 +258,24 @@ class MiOgdRounds(RoundLearner):
             payload=(report.vector, updates, row), on_deliver=self._at_learner,
             size=8.0 * report.vector.size,
         )  # fmt: skip
+
+    def _mechanism_report(self, w: np.ndarray, example: int) -> tuple[Report | None, float]:
+        """The user's report perturbed by the section's mechanism and charged to its
+        example (None when the example's budget refuses it), and the user's loss."""
+        assert self.mechanism is not None
+        stream = self.stream
+        z, played, loss = user_gradient(
+            self.problem, w, stream.x[example], float(stream.y[example]), self.noise_rng
+        )
+        try:
+            noisy, event = self.accountant.release(
+                example, z, mechanism=self.mechanism,
+                sensitivity=self.problem.report_sensitivity(self.mechanism.norm),
+                rng=self.noise_rng, time=self.sim.now,
+            )  # fmt: skip
+        except BudgetExhausted:
+            return None, loss
+        return Report(noisy, played, loss, event), loss
 
     def _at_learner(self, transfer: Transfer) -> None:
         vector, updates, row = transfer.payload
@@ -270,8 +314,14 @@ class MiOgdRounds(RoundLearner):
                                 solution.value - solution.lower_bound, regret, bound)  # fmt: skip
         self.accountant.write_tables(log)
         applied = sum(1 for row in self.rows if not math.isnan(row[5]))
+        if self.refused and not applied_or_sent(self.rows, self.refused):
+            self.ctx.warn(
+                f"the noise mechanism was refused on every report: {self.refused} reports "
+                f"(last refusal: {self.accountant.last_refusal}); the learner learned nothing"
+            )
+        sigma = config.sigma if self.mechanism is None else math.nan
         log.table(SUMMARY_TABLE).append(
-            config.setting, config.loss, problem.dimension, config.sigma, problem.step,
+            config.setting, config.loss, problem.dimension, sigma, problem.step,
             problem.delta if config.setting == "bandit" else math.nan, problem.rounds,
             len(self.rows), applied, regret, bound, problem.leakage(),
             float(self.accountant.mutual_information_spent.max()),
@@ -284,14 +334,32 @@ class MiOgdRounds(RoundLearner):
         if summary is None or not len(summary):
             return []
         row = summary.iloc[0]
+        records = tables.get("privacy_records")
+        if math.isnan(row["sigma"]) and records is not None and len(records):
+            noise = "noise by a mechanism"
+            privacy = (
+                f"mi_ogd privacy per example: ε = {records['epsilon_spent'].max():.4g}, "
+                f"δ = {records['delta_spent'].max():.3g} spent, {records['refused'].sum()} "
+                "reports refused"
+            )
+        else:
+            noise = f"σ = {row['sigma']:g}"
+            privacy = (
+                f"mi_ogd leakage: {row['leakage_per_report']:.4g} nats per report, at most "
+                f"{row['leakage_max_per_example']:.4g} nats per example"
+            )
         return [
             f"mi_ogd: {row['setting']} information, {row['loss']} loss, d = {row['dimension']}, "
-            f"σ = {row['sigma']:g}; {row['played']} of {row['rounds']} rounds played, "
+            f"{noise}; {row['played']} of {row['rounds']} rounds played, "
             f"{row['applied']} reports applied; regret {row['regret']:.4g} (bound "
             f"{row['bound']:.4g})",
-            f"mi_ogd leakage: {row['leakage_per_report']:.4g} nats per report, at most "
-            f"{row['leakage_max_per_example']:.4g} nats per example",
+            privacy,
         ]
+
+
+def applied_or_sent(rows: list[list[object]], refused: int) -> bool:
+    """Whether some report of ``rows`` was not refused (``refused`` of them were)."""
+    return len(rows) > refused
 
 
 def _bound(problem: MiOgdProblem, played: int) -> float:
