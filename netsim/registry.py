@@ -137,18 +137,49 @@ def interface_problem(cls: Any) -> str | None:
     return None
 
 
+#: The config classes :func:`config_with_kind` made, by (the component's own config, name):
+#: one class per pair in a process, so a config rebuilt from a pickle has the registry's class.
+_WITH_KIND: dict[tuple[type[ComponentConfig], str], type[ComponentConfig]] = {}
+
+
 def config_with_kind(config: type[ComponentConfig], name: str) -> type[ComponentConfig]:
     """``config`` with a ``kind`` key that takes exactly ``name`` (itself, when it declares
-    ``kind: Literal[name]`` already)."""
+    ``kind: Literal[name]`` already).
+
+    The class made here exists only at run time: its module has no attribute of its name (that
+    is the component's own config), so pickle cannot find it by reference, and a scenario
+    holding its instances could not be sent to another process (a sweep's workers). Its
+    instances therefore pickle as "the config of (the component's own config, ``name``)" plus
+    their fields (:func:`_rebuild_with_kind`), which any process that can import the component
+    rebuilds; the component's own config is pickled by reference, like any class."""
     declared = config.model_fields.get("kind")
     if declared is not None and declared.annotation == Literal[name]:  # type: ignore[valid-type]
         return config
-    return create_model(  # type: ignore[call-overload, no-any-return]
-        config.__name__,
-        __base__=config,
-        __module__=config.__module__,
-        kind=(Literal[name], ...),  # type: ignore[valid-type]
-    )
+    made = _WITH_KIND.get((config, name))
+    if made is None:
+        made = create_model(  # type: ignore[call-overload]
+            config.__name__,
+            __base__=config,
+            __module__=config.__module__,
+            kind=(Literal[name], ...),  # type: ignore[valid-type]
+        )
+        made.__reduce_ex__ = _reduce_with_kind  # type: ignore[method-assign, assignment]
+        made.__netsim_with_kind__ = (config, name)  # type: ignore[attr-defined]
+        _WITH_KIND[config, name] = made
+    return made  # type: ignore[no-any-return]
+
+
+def _reduce_with_kind(self: ComponentConfig, protocol: Any) -> tuple[Any, ...]:
+    """Pickle an instance of a :func:`config_with_kind` class by what rebuilds it."""
+    config, name = type(self).__netsim_with_kind__  # type: ignore[attr-defined]
+    return (_rebuild_with_kind, (config, name), self.__getstate__())
+
+
+def _rebuild_with_kind(config: type[ComponentConfig], name: str) -> ComponentConfig:
+    """An empty instance of ``config_with_kind(config, name)`` (pickle then sets its
+    fields, as for any model: the values were validated where the scenario was read)."""
+    cls = config_with_kind(config, name)
+    return cls.__new__(cls)
 
 
 class Registry:
