@@ -29,7 +29,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from netsim.api import INTERFACES, Component, ComponentConfig
+from netsim.api import INTERFACES, Component, ComponentConfig, Walk
 from netsim.errors import ComponentError
 
 ENTRY_POINT_GROUP = "netsim.components"
@@ -130,6 +130,11 @@ def interface_problem(cls: Any) -> str | None:
     config = getattr(cls, "Config", None)
     if not isinstance(config, type) or not issubclass(config, ComponentConfig):
         return "has a Config that is not a netsim.api.ComponentConfig subclass"
+    if issubclass(cls, Walk) and "agent" not in config.model_fields:
+        return (
+            "has a Config without the 'agent' key every walk has (the walk agent it carries, "
+            "walk.agent): derive its Config from netsim.api.WalkConfig"
+        )
     missing = sorted(cls.__abstractmethods__)
     if missing:
         methods = ", ".join(f"{method}()" for method in missing)
