@@ -200,13 +200,13 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
     out: Path | None = args.out
     if out is not None:
+        if out.is_dir():
+            raise NetsimError(f"--out {out}: is a directory; give a file name")
         if out.suffix.lower() not in COLLECT_FORMATS:
             raise NetsimError(
                 f"--out {out}: write the table to a .parquet or a .csv file (the suffix chooses "
                 "the format)"
             )
-        if out.is_dir():
-            raise NetsimError(f"--out {out}: is a directory; give a file name")
         if not out.parent.is_dir():
             raise NetsimError(f"--out {out}: the directory {out.parent} does not exist")
     long = collect(args.directory, write=out is None)
