@@ -45,10 +45,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple
 
 import numpy as np
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PlainValidator, ValidationInfo, WithJsonSchema
 
 from netsim.distributions import PositiveDuration
 from netsim.errors import DataError, PrivacyError
@@ -88,6 +88,7 @@ __all__ = [
     "TopologyBuilder",
     "Walk",
     "WalkAgent",
+    "WalkConfig",
     "run",
     "supports_rounds",
 ]
@@ -363,11 +364,43 @@ def supports_rounds(cls: type) -> bool:
     return fused or batched
 
 
+def _walk_agent_config(value: Any, info: ValidationInfo) -> Any:
+    """The ``agent`` key of a walk: a walk agent named by ``kind``."""
+    from netsim.registry import validate_component_config
+
+    return validate_component_config(value, ("walk_agent",), info.context)
+
+
+def _visit_counter() -> Any:
+    from netsim.protocols.walk import VisitCounter
+
+    return VisitCounter.Config()
+
+
+class WalkConfig(ComponentConfig):
+    """Base of a :class:`Walk`'s ``Config``: the ``agent`` key names the walk agent it
+    carries (``walk.agent``, built before the walk; the visit counter when not given).
+
+    netsim reads ``agent`` of every walk section, so a walk's ``Config`` must have it: the
+    registry refuses a walk whose ``Config`` does not (derive it from this class)."""
+
+    agent: Annotated[
+        Any, PlainValidator(_walk_agent_config), WithJsonSchema({"type": "object"})
+    ] = Field(default_factory=_visit_counter)
+
+
 class Walk(Component):
-    """A random walk over the network carrying a :class:`WalkAgent` (the ``walk`` section)."""
+    """A random walk over the network carrying a :class:`WalkAgent` (the ``walk`` section).
+
+    The walk decides where it goes next and when; the agent it carries
+    (``ctx.require("walk.agent")``) decides what happens at each visit: the walk calls
+    ``agent.visit(node, state, steps, walk, now)`` and carries the state it returns. A walk
+    that chooses its next hop itself (e.g. Metropolis–Hastings) is a :class:`Walk`, not a
+    :class:`WalkAgent`. Its ``Config`` derives from :class:`WalkConfig`."""
 
     slot = "walk"
     slot_title = "walk"
+    Config: ClassVar[type[ComponentConfig]] = WalkConfig
 
 
 class WalkAgent(Component):

@@ -16,6 +16,12 @@ from pathlib import Path
 from netsim import __version__
 from netsim.errors import NetsimError, RunDirectoryError, ScenarioError
 
+#: The slots ``netsim check --slot`` takes (netsim.api's interfaces).
+SLOT_CHOICES = (
+    "topology", "churn", "application", "protocol", "walk", "walk_agent", "learner", "mechanism",
+    "dataset",
+)  # fmt: skip
+
 EXIT_USER_ERROR = 2
 #: ``netsim verify``: some run is damaged, unverified, failed or missing (2: not a run at all).
 EXIT_NOT_VERIFIED = 1
@@ -178,6 +184,96 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from netsim.analysis.report import write_report
 
     print(write_report(args.directory, args.out))
+    return 0
+
+
+#: The files ``netsim collect --out`` writes, by suffix.
+COLLECT_FORMATS = (".parquet", ".csv")
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from netsim.analysis.collect import collect
+    from netsim.storage import SWEEP_RESULTS, SWEEP_SUMMARY, atomic_write_bytes
+
+    out: Path | None = args.out
+    if out is not None:
+        if out.is_dir():
+            raise NetsimError(f"--out {out}: is a directory; give a file name")
+        if out.suffix.lower() not in COLLECT_FORMATS:
+            raise NetsimError(
+                f"--out {out}: write the table to a .parquet or a .csv file (the suffix chooses "
+                "the format)"
+            )
+        if not out.parent.is_dir():
+            raise NetsimError(f"--out {out}: the directory {out.parent} does not exist")
+    long = collect(args.directory, write=out is None)
+    if out is None:
+        print(
+            f"{len(long)} rows; summary over repetitions: {args.directory / SWEEP_SUMMARY}",
+            file=sys.stderr,
+        )
+        print(args.directory / SWEEP_RESULTS)
+        return 0
+    table = pa.Table.from_pandas(long, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    if out.suffix.lower() == ".csv":
+        pacsv.write_csv(table, sink)
+    else:
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, sink)
+    atomic_write_bytes(out, sink.getvalue().to_pybytes())
+    print(f"{len(long)} rows", file=sys.stderr)
+    print(out)
+    return 0
+
+
+def _parse_keys(pairs: Sequence[str]) -> dict[str, object]:
+    """``KEY=VALUE`` pairs (values read as YAML, dotted keys nested) as a mapping."""
+    import yaml
+
+    keys: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise NetsimError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set k=3")
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError as exc:
+            raise NetsimError(f"--set {pair!r}: the value is not YAML ({exc})") from None
+        *parents, last = key.strip().split(".")
+        target = keys
+        for part in parents:
+            nested = target.setdefault(part, {})
+            if not isinstance(nested, dict):
+                raise NetsimError(f"--set {pair!r}: {part} is set to a value already")
+            target = nested
+        target[last] = parsed
+    return keys
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from netsim.testing import check_component
+
+    results = check_component(
+        args.component, slot=args.slot, keys=_parse_keys(args.set or ()),
+        audit_mechanism=not args.no_audit,
+    )  # fmt: skip
+    if not results:
+        raise NetsimError(f"{args.component}: nothing to check")
+    for result in results:
+        print(result.line())
+    failed = sum(not result.ok for result in results)
+    if failed:
+        print(
+            f"netsim: {args.component}: {failed} of {len(results)} checks failed",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_VERIFIED
+    print(f"{args.component}: all {len(results)} checks passed", file=sys.stderr)
     return 0
 
 
@@ -371,6 +467,65 @@ def build_parser() -> argparse.ArgumentParser:
         "directory", type=Path, help="a sweep directory, a run directory or a folder of runs"
     )
     verify.set_defaults(handler=_cmd_verify)
+
+    collect_help = "write the tidy long table of a sweep, run directory or folder of runs"
+    collect_command = commands.add_parser(
+        "collect",
+        help=collect_help,
+        description=(
+            f"{collect_help[0].upper()}{collect_help[1:]}: one row per run and metric sample "
+            "(run_id, run, point, repetition, seed, one column per parameter, table, metric, "
+            "time, round, series, value), from every table the runs' components declare as "
+            "samples, rounds or summary. Without --out it is written to DIRECTORY/"
+            "results.parquet with the statistics over repetitions in DIRECTORY/"
+            "summary.parquet. Damaged runs are refused (exit 2)."
+        ),
+    )
+    collect_command.add_argument(
+        "directory", type=Path, help="a sweep directory, a run directory or a folder of runs"
+    )
+    collect_command.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="write the table to FILE.parquet or FILE.csv instead (the suffix picks the format)",
+    )
+    collect_command.set_defaults(handler=_cmd_collect)
+
+    check_help = "check that a component keeps netsim's component contract"
+    check = commands.add_parser(
+        "check",
+        help=check_help,
+        description=(
+            f"{check_help[0].upper()}{check_help[1:]} (the checks of netsim's own contract "
+            "test, netsim.testing.check_component): hosted in a small scenario, it validates, "
+            "builds and runs, finish() is called once, it writes only declared tables, the "
+            "same seed gives identical tables, round support runs, and a mechanism claiming "
+            "epsilon-DP passes the privacy audit. Prints each check with ok or failed. Exit "
+            "status 0 if every check passed, 1 if one failed, 2 if COMPONENT names nothing."
+        ),
+    )
+    check.add_argument(
+        "component",
+        help="a registered name (e.g. push_sum) or a class as package.module:Class",
+    )
+    check.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a key of the component's config its defaults lack, e.g. --set k=3 (YAML value)",
+    )
+    check.add_argument(
+        "--slot",
+        choices=sorted(SLOT_CHOICES),
+        help="the slot, when the name is registered in several",
+    )
+    check.add_argument(
+        "--no-audit",
+        action="store_true",
+        help="skip the privacy audit of a mechanism (a few seconds)",
+    )
+    check.set_defaults(handler=_cmd_check)
 
     trace_help = "inspect, convert and synthesise churn traces"
     trace = commands.add_parser("trace", help=trace_help, description=trace_help)

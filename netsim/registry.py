@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Annotated, Any, Literal
@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from netsim.api import INTERFACES, Component, ComponentConfig
+from netsim.api import INTERFACES, Component, ComponentConfig, Walk
 from netsim.errors import ComponentError
 
 ENTRY_POINT_GROUP = "netsim.components"
@@ -132,6 +132,11 @@ def interface_problem(cls: Any) -> str | None:
     config = getattr(cls, "Config", None)
     if not isinstance(config, type) or not issubclass(config, ComponentConfig):
         return "has a Config that is not a netsim.api.ComponentConfig subclass"
+    if issubclass(cls, Walk) and "agent" not in config.model_fields:
+        return (
+            "has a Config without the 'agent' key every walk has (the walk agent it carries, "
+            "walk.agent): derive its Config from netsim.api.WalkConfig"
+        )
     missing = sorted(cls.__abstractmethods__)
     if missing:
         methods = ", ".join(f"{method}()" for method in missing)
@@ -139,18 +144,49 @@ def interface_problem(cls: Any) -> str | None:
     return None
 
 
+#: The config classes :func:`config_with_kind` made, by (the component's own config, name):
+#: one class per pair in a process, so a config rebuilt from a pickle has the registry's class.
+_WITH_KIND: dict[tuple[type[ComponentConfig], str], type[ComponentConfig]] = {}
+
+
 def config_with_kind(config: type[ComponentConfig], name: str) -> type[ComponentConfig]:
     """``config`` with a ``kind`` key that takes exactly ``name`` (itself, when it declares
-    ``kind: Literal[name]`` already)."""
+    ``kind: Literal[name]`` already).
+
+    The class made here exists only at run time: its module has no attribute of its name (that
+    is the component's own config), so pickle cannot find it by reference, and a scenario
+    holding its instances could not be sent to another process (a sweep's workers). Its
+    instances therefore pickle as "the config of (the component's own config, ``name``)" plus
+    their fields (:func:`_rebuild_with_kind`), which any process that can import the component
+    rebuilds; the component's own config is pickled by reference, like any class."""
     declared = config.model_fields.get("kind")
     if declared is not None and declared.annotation == Literal[name]:  # type: ignore[valid-type]
         return config
-    return create_model(  # type: ignore[call-overload, no-any-return]
-        config.__name__,
-        __base__=config,
-        __module__=config.__module__,
-        kind=(Literal[name], ...),  # type: ignore[valid-type]
-    )
+    made = _WITH_KIND.get((config, name))
+    if made is None:
+        made = create_model(  # type: ignore[call-overload]
+            config.__name__,
+            __base__=config,
+            __module__=config.__module__,
+            kind=(Literal[name], ...),  # type: ignore[valid-type]
+        )
+        made.__reduce_ex__ = _reduce_with_kind  # type: ignore[method-assign, assignment]
+        made.__netsim_with_kind__ = (config, name)  # type: ignore[attr-defined]
+        _WITH_KIND[config, name] = made
+    return made  # type: ignore[no-any-return]
+
+
+def _reduce_with_kind(self: ComponentConfig, protocol: Any) -> tuple[Any, ...]:
+    """Pickle an instance of a :func:`config_with_kind` class by what rebuilds it."""
+    config, name = type(self).__netsim_with_kind__  # type: ignore[attr-defined]
+    return (_rebuild_with_kind, (config, name), self.__getstate__())
+
+
+def _rebuild_with_kind(config: type[ComponentConfig], name: str) -> ComponentConfig:
+    """An empty instance of ``config_with_kind(config, name)`` (pickle then sets its
+    fields, as for any model: the values were validated where the scenario was read)."""
+    cls = config_with_kind(config, name)
+    return cls.__new__(cls)
 
 
 class Registry:
@@ -376,12 +412,14 @@ def build_spec(slot: str, spec: str | ComponentConfig, ctx: Any = None) -> Compo
     return spec_class(slot, spec).build(spec, ctx)
 
 
-def named_component(slot: str, name: str, ctx: Any = None) -> Component:
+def named_component(
+    slot: str, name: str, ctx: Any = None, settings: Mapping[str, Any] | None = None
+) -> Component:
     """The component registered as ``name`` in ``slot`` (or ``package.module:Class``), built
-    from its default config: for components named by a plain string, which have no settings
-    of their own (noise mechanisms, data-set loaders). ``ctx`` is ``None`` outside a run."""
+    from its config with ``settings`` (default: none, for components named by a plain string,
+    such as noise mechanisms and data-set loaders). ``ctx`` is ``None`` outside a run."""
     cls, config = REGISTRY.lookup((slot,), name)
-    return cls.build(config(kind=name), ctx)
+    return cls.build(config(kind=name, **(settings or {})), ctx)
 
 
 def component_class(config: ComponentConfig, slots: tuple[str, ...]) -> type[Component]:

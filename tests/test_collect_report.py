@@ -748,3 +748,55 @@ def test_a_named_run_never_replaces_another_run(folder_of_runs, tmp_path, capsys
         assert main(["run", quickstart, "--out", str(out), "-q", "--name", bad]) == 2
         assert "a run name is 1 to 200 letters" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["fast-gossip", "not-a-run"]
+
+
+# --- netsim collect: the same table from the command line -----------------------------------
+
+
+def test_netsim_collect_writes_the_tidy_table_to_parquet_or_csv(dola_sweep, tmp_path, capsys):
+    from netsim.cli import main
+
+    expected = collect(dola_sweep, write=False)
+    assert main(["collect", str(dola_sweep), "--out", str(tmp_path / "long.parquet")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "long.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "long.parquet"), expected)
+    assert main(["collect", str(dola_sweep), "--out", str(tmp_path / "long.csv")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "long.csv")
+    frame = pd.read_csv(tmp_path / "long.csv", keep_default_na=False, na_values=[""])
+    assert list(frame.columns) == list(expected.columns) and len(frame) == len(expected)
+    np.testing.assert_allclose(frame["value"], expected["value"], rtol=1e-12)
+    assert not list(tmp_path.glob(".*tmp"))  # written atomically: no temporary file left
+    # without --out: DIRECTORY/results.parquet and summary.parquet, as collect() writes them
+    copy = tmp_path / "sweep"
+    shutil.copytree(dola_sweep, copy)
+    (copy / RESULTS_FILE).unlink(missing_ok=True)
+    assert main(["collect", str(copy)]) == 0
+    assert capsys.readouterr().out.strip() == str(copy / RESULTS_FILE)
+    pd.testing.assert_frame_equal(pd.read_parquet(copy / RESULTS_FILE), expected)
+    assert (copy / SUMMARY_FILE).is_file()
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("long.txt", "write the table to a .parquet or a .csv file"),
+        ("nowhere/long.csv", "does not exist"),
+        ("", "is a directory; give a file name"),
+    ],
+)
+def test_netsim_collect_refuses_a_bad_out_with_one_message(dola_sweep, tmp_path, capsys,
+                                                           target, expected):  # fmt: skip
+    from netsim.cli import main
+
+    out = tmp_path / target if target else tmp_path
+    assert main(["collect", str(dola_sweep), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("netsim: error: --out") and expected in err and "Traceback" not in err
+
+
+def test_netsim_collect_of_a_path_that_is_no_run_is_one_message(tmp_path, capsys):
+    from netsim.cli import main
+
+    assert main(["collect", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and err.count("\n") == 1

@@ -241,7 +241,7 @@ def test_run_sweep_collect_and_report_a_third_party_component(example_paths, tmp
             """
         )
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(example_paths)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*example_paths, str(REPO)])}
 
     def netsim_cli(*args: str) -> str:
         done = subprocess.run(
@@ -251,7 +251,7 @@ def test_run_sweep_collect_and_report_a_third_party_component(example_paths, tmp
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    netsim_cli("sweep", str(path), "--workers", "1", "--out", str(tmp_path / "runs"), "-q")
+    netsim_cli("sweep", str(path), "--workers", "2", "--out", str(tmp_path / "runs"), "-q")
     sweep = tmp_path / "runs" / "avg-sweep"
     long = collect(sweep)
     errors = long[(long["table"] == "push_sum_error") & (long["metric"] == "max_error")]
@@ -267,6 +267,108 @@ def test_run_sweep_collect_and_report_a_third_party_component(example_paths, tmp
     single.write_text(path.read_text().split("sweep:")[0])
     out = netsim_cli("run", str(single), "--out", str(tmp_path / "single"))
     assert "push-sum: largest error" in out
+
+
+def _plugin_sweep(tmp_path: Path, by: str) -> Path:
+    """A sweep of three plugin components with settings (a gossip application, a churn model
+    and a walk agent), named by their registered names or as ``module:Class``."""
+    kinds = {
+        "name": ("push_sum", "daily_sleep", "max_value"),
+        "class": (
+            "netsim_examples.push_sum:PushSum",
+            "netsim_examples.daily_sleep:DailySleep",
+            "netsim_examples.max_value:MaxValue",
+        ),
+    }[by]
+    path = tmp_path / f"plugins-{by}.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            name: plugins
+            seed: 4
+            nodes: 30
+            duration: 1h
+            topology: {{kind: k_out, k: 4}}
+            churn: {{kind: "{kinds[1]}", bedtime: 20min, spread: 10min, sleep: 15min}}
+            gossip: {{period: 10s}}
+            components:
+              avg: {{kind: "{kinds[0]}", sample_every: 5min}}
+            walk:
+              kind: ideal
+              step_time: 30s
+              agent: {{kind: "{kinds[2]}", record_every: 5}}
+            metrics: {{sample_every: 10min}}
+            sweep:
+              name: plugins-{by}
+              grid:
+                gossip.mode: [exact, rounds]
+                components.avg.high: [1.0, 3.0]
+            """
+        )
+    )
+    return path
+
+
+def _run_tables(sweep: Path) -> dict[str, bytes]:
+    """Every table file of every run of a sweep, by run id and name."""
+    return {
+        f"{run.name}/{table.name}": table.read_bytes()
+        for run in sorted((sweep / "runs").iterdir())
+        for table in sorted(run.glob("*.parquet"))
+    }
+
+
+def test_plugin_components_with_settings_run_in_every_sweep_backend(example_paths, tmp_path):
+    """Parallel workers get the scenario pickled: the config classes the registry makes for
+    plugin components (with their ``kind``) must pickle, by name and by ``module:Class``.
+    Every backend gives the tables of the in-process run, byte for byte."""
+    distributed = pytest.importorskip("distributed")
+    from netsim.cli import main
+
+    paths = {by: _plugin_sweep(tmp_path, by) for by in ("name", "class")}
+    backends = {
+        "one": ["--workers", "1"],
+        "pool": ["--workers", "2"],
+        "pool3": ["--workers", "3"],
+    }
+    for by, path in paths.items():
+        for backend, args in backends.items():
+            out = tmp_path / backend
+            assert main(["sweep", str(path), "--out", str(out), "-q", *args]) == 0, (by, backend)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        for by, path in paths.items():
+            args = ["--scheduler", cluster.scheduler_address]
+            out = tmp_path / "dask"
+            assert main(["sweep", str(path), "--out", str(out), "-q", *args]) == 0, by
+    for by in paths:
+        expected = _run_tables(tmp_path / "one" / f"plugins-{by}")
+        names = {key.split("/")[1] for key in expected}
+        assert len({key.split("/")[0] for key in expected}) == 4  # runs
+        assert {"push_sum_error.parquet", "max_value_walk.parquet", "churn.parquet"} <= names
+        for backend in ("pool", "pool3", "dask"):
+            assert _run_tables(tmp_path / backend / f"plugins-{by}") == expected, (by, backend)
+
+
+def test_a_scenario_that_cannot_be_pickled_is_one_message_before_any_run(
+    example_paths, tmp_path, capsys, monkeypatch
+):
+    from netsim.cli import main
+
+    def refuse(self, protocol):
+        raise TypeError("cannot pickle '_io.BufferedReader' object")
+
+    _, config = REGISTRY.lookup(("application",), "push_sum")
+    monkeypatch.setattr(config, "__reduce_ex__", refuse)
+    path = _plugin_sweep(tmp_path, "name")
+    out = tmp_path / "out"
+    code = main(["sweep", str(path), "--out", str(out), "--workers", "2", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "cannot be sent to a worker process: its scenario does not pickle" in err
+    assert "_io.BufferedReader" in err
+    assert not list((out / "plugins-name" / "runs").glob("*/manifest.json"))
 
 
 ONLINE_TABLE = TableSchema(

@@ -1,13 +1,14 @@
 """The contract every registered component keeps (one test over all of them, as networkx tests
-every graph generator with ``create_using``):
+every graph generator with ``create_using``). The checks are :mod:`netsim.testing`'s, the ones
+``netsim check`` runs on any component and plugin authors run in their tests:
 
 - it builds from its default config (or the example below, for the keys it requires) on a
   small network, and runs;
 - the same seed gives identical tables;
 - a run writes only tables its components declare (plus the network's own);
 - ``finish()`` is called exactly once per built component;
-- a gossip application or walk that declares round support agrees with its exact mode on a
-  tiny scenario;
+- a gossip application or walk that declares round support runs in round mode and agrees with
+  its exact mode on a tiny scenario;
 - a noise mechanism that claims ε-DP passes the empirical privacy audit, and the audit catches
   a mechanism that claims it falsely.
 
@@ -18,18 +19,15 @@ agreement measure below, fails ``test_every_registered_component_is_covered``.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import dp_accounting
 import numpy as np
-import pandas as pd
 import pytest
 
-from netsim.api import Component, Mechanism, supports_rounds
-from netsim.privacy.audit import audit
+from netsim.api import Mechanism, supports_rounds
 from netsim.privacy.mechanisms import (
     gaussian,
     gaussian_delta,
@@ -37,30 +35,18 @@ from netsim.privacy.mechanisms import (
     l2_laplace_radius_noise,
 )
 from netsim.registry import REGISTRY, named_component
-from netsim.scenario.build import scenario_parts
-from netsim.scenario.loader import validate_scenario
-from netsim.scenario.runner import run_in_memory
+from netsim.testing import (
+    assert_component_contract,
+    audited_loss,
+    check_component,
+    contract_scenario,
+    mechanism_claim,
+    mechanism_release,
+    round_mode_means,
+)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
-
-#: Tables the network itself writes (not a component of the scenario).
-NETWORK_TABLES = {"samples", "churn", "messages_lost", "trace_assignment"}
-
-BASE: dict[str, Any] = {
-    "name": "contract",
-    "seed": 11,
-    "nodes": 12,
-    "duration": "2min",
-    "topology": {"kind": "ring", "k": 2},
-}
-GOSSIP = {"period": "1s"}
-LEARNING = {
-    "dataset": {"name": "spambase"},
-    "algorithm": "dp-sgd-inf",
-    "evaluate_every": 20,
-}
-
 
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
@@ -99,118 +85,63 @@ def _shared(relative: str) -> Path:
     return path
 
 
-# --- how each registered component is hosted in a small scenario ---------------------------
+# --- the example keys of each registered component (its own keys its defaults lack) ---------
 
-Host = Callable[[str, Path], dict[str, Any]]
-
-
-def _with(**sections: Any) -> dict[str, Any]:
-    return {**BASE, **sections}
+Keys = Callable[[Path], dict[str, Any]]
 
 
-def _topology(keys: dict[str, Any]) -> Host:
-    return lambda name, tmp: _with(topology={"kind": name, **keys})
-
-
-def _churn(keys: Callable[[Path], dict[str, Any]]) -> Host:
-    return lambda name, tmp: _with(churn={"kind": name, **keys(tmp)})
-
-
-def _component(keys: dict[str, Any], **sections: Any) -> Host:
-    return lambda name, tmp: _with(components={"x": {"kind": name, **keys}}, **sections)
-
-
-def _walk(keys: dict[str, Any], **sections: Any) -> Host:
-    return lambda name, tmp: _with(
-        walk={"kind": name, "agent": {"kind": "visit_counter"}, **keys}, **sections
-    )
-
-
-def _walk_agent(**sections: Any) -> Host:
-    return lambda name, tmp: _with(walk={"kind": "ideal", "agent": {"kind": name}}, **sections)
-
-
-def _mechanism(name: str, tmp: Path) -> dict[str, Any]:
-    cls, _ = REGISTRY.lookup(("mechanism",), name)
-    delta = {"delta": 1e-5} if cls.spends_delta() else {}  # type: ignore[attr-defined]
-    return _with(
-        learning={**LEARNING, "algorithm": "dp-sgd-2", "noise": name, **delta},
-        walk={"kind": "ideal", "agent": {"kind": "sgd"}},
-    )
-
-
-def _dataset(path: Callable[[Path], dict[str, Any]]) -> Host:
-    def host(name: str, tmp: Path) -> dict[str, Any]:
-        dataset = {"name": name, **path(tmp)}
-        return _with(
-            learning={**LEARNING, "dataset": dataset},
-            walk={"kind": "ideal", "agent": {"kind": "sgd"}},
-        )
-
-    return host
+def _keys(**keys: Any) -> Keys:
+    return lambda tmp: dict(keys)
 
 
 def _none(tmp: Path) -> dict[str, Any]:
     return {}
 
 
-HOSTS: dict[tuple[str, str], Host] = {
-    ("topology", "k_out"): _topology({"k": 3}),
-    ("topology", "random_regular"): _topology({"degree": 4}),
-    ("topology", "erdos_renyi"): _topology({"p": 0.4}),
-    ("topology", "watts_strogatz"): _topology({"k": 4, "p": 0.2}),
-    ("topology", "barabasi_albert"): _topology({"m": 2}),
-    ("topology", "random_geometric"): _topology({"radius": 0.6}),
-    ("topology", "ring"): _topology({}),
-    ("topology", "complete"): _topology({}),
-    ("topology", "edge_list"): lambda name, tmp: _with(
-        topology={
-            "kind": name,
-            "path": str(
-                _write(tmp / "edges.txt", "".join(f"{i} {(i + 1) % 12}\n" for i in range(12)))
-            ),
-        }
+EXAMPLES: dict[tuple[str, str], Keys] = {
+    ("topology", "k_out"): _keys(k=3),
+    ("topology", "random_regular"): _keys(degree=4),
+    ("topology", "erdos_renyi"): _keys(p=0.4),
+    ("topology", "watts_strogatz"): _keys(k=4, p=0.2),
+    ("topology", "barabasi_albert"): _keys(m=2),
+    ("topology", "random_geometric"): _keys(radius=0.6),
+    ("topology", "ring"): _none,
+    ("topology", "complete"): _none,
+    ("topology", "edge_list"): lambda tmp: {
+        "path": str(_write(tmp / "edges.txt", "".join(f"{i} {(i + 1) % 12}\n" for i in range(12))))
+    },
+    ("churn", "always_on"): _none,
+    ("churn", "synthetic"): _keys(
+        online={"dist": "exponential", "mean": "30s"},
+        offline={"dist": "exponential", "mean": "30s"},
     ),
-    ("churn", "always_on"): _churn(_none),
-    ("churn", "synthetic"): _churn(
-        lambda tmp: {
-            "online": {"dist": "exponential", "mean": "30s"},
-            "offline": {"dist": "exponential", "mean": "30s"},
-        }
+    ("churn", "trace"): _keys(path=str(REPO / "traces" / "stunner-synthetic.csv")),
+    ("churn", "stunner"): lambda tmp: {"path": str(_stunner(tmp))},
+    ("application", "broadcast"): _keys(interval="20s"),
+    ("protocol", "gossip_learning"): _keys(period="1s"),
+    ("walk", "service"): _keys(transfer_time="1s", timeout="20s"),
+    ("walk", "ideal"): _none,
+    ("walk_agent", "visit_counter"): _none,
+    ("walk_agent", "sgd"): _none,
+    ("learner", "dola"): _keys(
+        data={"name": "synthetic_ball", "options": {"examples": 600, "features": 3}},
+        max_passes=4,  # a short run of many rounds over small shards
     ),
-    ("churn", "trace"): _churn(
-        lambda tmp: {"path": str(REPO / "traces" / "stunner-synthetic.csv")}
-    ),
-    ("churn", "stunner"): _churn(lambda tmp: {"path": str(_stunner(tmp))}),
-    ("application", "broadcast"): _component({"interval": "20s"}, gossip=GOSSIP),
-    ("protocol", "gossip_learning"): _component({"period": "1s"}, learning=LEARNING),
-    ("walk", "service"): _walk({"transfer_time": "1s", "timeout": "20s"}, gossip=GOSSIP),
-    ("walk", "ideal"): _walk({}),
-    ("walk_agent", "visit_counter"): _walk_agent(),
-    ("walk_agent", "sgd"): _walk_agent(learning=LEARNING),
-    ("learner", "dola"): _component(
-        {
-            "data": {"name": "synthetic_ball", "options": {"examples": 600, "features": 3}},
-            "max_passes": 4,  # a short run of many rounds over small shards
-        }
-    ),
-    ("learner", "mi_ogd"): _component({}),
-    ("mechanism", "l1"): _mechanism,
-    ("mechanism", "l2_paper"): _mechanism,
-    ("mechanism", "k_norm_l2"): _mechanism,
-    ("mechanism", "gaussian"): _mechanism,
-    ("dataset", "spambase"): _dataset(_none),
-    ("dataset", "segmentation"): _dataset(_none),
-    ("dataset", "digits"): _dataset(_none),
-    ("dataset", "breast_cancer"): _dataset(_none),
-    ("dataset", "wine"): _dataset(_none),
-    ("dataset", "adult"): _dataset(
-        lambda tmp: {"path": str(_shared("uci/adult-complete-rows.csv"))}
-    ),
-    ("dataset", "mnist"): _dataset(lambda tmp: {"path": str(_shared("mnist"))}),
-    ("dataset", "mnist5k"): _dataset(lambda tmp: {"path": str(_shared("mnist"))}),
-    ("dataset", "csv"): _dataset(lambda tmp: {"path": str(_csv(tmp)), "label": "label"}),
-    ("dataset", "libsvm"): _dataset(lambda tmp: {"path": str(_libsvm(tmp))}),
+    ("learner", "mi_ogd"): _none,
+    ("mechanism", "l1"): _none,
+    ("mechanism", "l2_paper"): _none,
+    ("mechanism", "k_norm_l2"): _none,
+    ("mechanism", "gaussian"): _none,
+    ("dataset", "spambase"): _none,
+    ("dataset", "segmentation"): _none,
+    ("dataset", "digits"): _none,
+    ("dataset", "breast_cancer"): _none,
+    ("dataset", "wine"): _none,
+    ("dataset", "adult"): lambda tmp: {"path": str(_shared("uci/adult-complete-rows.csv"))},
+    ("dataset", "mnist"): lambda tmp: {"path": str(_shared("mnist"))},
+    ("dataset", "mnist5k"): lambda tmp: {"path": str(_shared("mnist"))},
+    ("dataset", "csv"): lambda tmp: {"path": str(_csv(tmp)), "label": "label"},
+    ("dataset", "libsvm"): lambda tmp: {"path": str(_libsvm(tmp))},
 }
 
 #: For components with round support: a tiny scenario's table, the metric whose mean must agree
@@ -228,114 +159,60 @@ def registered() -> list[tuple[str, str]]:
 
 def test_every_registered_component_is_covered():
     names = registered()
-    assert set(names) <= set(HOSTS), sorted(set(names) - set(HOSTS))
+    assert set(names) <= set(EXAMPLES), sorted(set(names) - set(EXAMPLES))
     for slot, name in names:
         cls, _ = REGISTRY.lookup((slot,), name)
         if supports_rounds(cls):
             assert (slot, name) in AGREEMENT, (slot, name)
 
 
-def _run(data: dict[str, Any], seed: int = 11) -> tuple[Any, dict[str, pd.DataFrame]]:
-    scenario = validate_scenario({**data, "seed": seed}, source="contract", base_dir=None)
-    return run_in_memory(scenario)
-
-
-def _finish_counter(monkeypatch: pytest.MonkeyPatch, classes: set[type]) -> Counter:
-    calls: Counter = Counter()
-    for cls in classes:
-        original = cls.finish
-
-        def counted(self: Component, _original: Any = original) -> None:
-            calls[id(self)] += 1
-            _original(self)
-
-        monkeypatch.setattr(cls, "finish", counted)
-    return calls
-
-
-@pytest.mark.parametrize(("slot", "name"), sorted(HOSTS))
-def test_component_contract(slot, name, tmp_path, monkeypatch):
-    data = HOSTS[slot, name](name, tmp_path)
-    scenario = validate_scenario(data, source="contract", base_dir=None)
-    parts = scenario_parts(scenario)
-    calls = _finish_counter(monkeypatch, {part.cls for part in parts})
-    built, tables = run_in_memory(scenario)
-    # finish once per built component
-    for key, component in built.components.items():
-        assert calls[id(component)] == 1, key
-    # only declared tables
-    declared = set(NETWORK_TABLES)
-    for part in parts:
-        declared |= {table.name for table in part.cls.table_schemas(part.config)}
-    assert set(tables) <= declared, sorted(set(tables) - declared)
-    # same seed, same tables
-    _, again = run_in_memory(validate_scenario(data, source="contract", base_dir=None))
-    assert set(again) == set(tables)
-    for table, frame in tables.items():
-        pd.testing.assert_frame_equal(frame, again[table], check_exact=True, obj=table)
+@pytest.mark.parametrize(("slot", "name"), sorted(EXAMPLES))
+def test_component_contract(slot, name, tmp_path):
+    # the privacy audit of mechanisms is its own test below
+    assert_component_contract(name, slot=slot, keys=EXAMPLES[slot, name](tmp_path),
+                              audit_mechanism=False)  # fmt: skip
 
 
 @pytest.mark.parametrize(("slot", "name"), sorted(AGREEMENT))
 def test_round_mode_agrees_with_exact_mode(slot, name, tmp_path):
     table, metric, allowance = AGREEMENT[slot, name]
-    data = HOSTS[slot, name](name, tmp_path)
-    data = {**data, "nodes": 60, "duration": "5min", "topology": {"kind": "k_out", "k": 6}}
-    means = {}
-    for mode in ("exact", "rounds"):
-        values = [
-            _run({**data, "gossip": {**GOSSIP, "mode": mode}}, seed)[1][table][metric]
-            for seed in (1, 2, 3)
-        ]
-        means[mode] = float(pd.concat(values).dropna().mean())
-    assert math.isfinite(means["exact"]) and math.isfinite(means["rounds"])
+    cls, _ = REGISTRY.lookup((slot,), name)
+    data = contract_scenario(slot, name, EXAMPLES[slot, name](tmp_path), cls=cls)
+    means = round_mode_means(data, table, metric)
+    assert np.isfinite(means["exact"]) and np.isfinite(means["rounds"])
     assert abs(means["exact"] - means["rounds"]) <= allowance, means
 
 
 # --- mechanisms: the guarantee they claim is the one they give ------------------------------
 
-AUDIT_SAMPLES = 200_000
 
-
-def _release(mechanism: Mechanism, value: np.ndarray, seed: int = 0) -> tuple[np.ndarray, Any]:
-    """One release at Δ = 1 with the share (ε, δ) = (1, 1e-5) (δ only if it spends δ)."""
-    return mechanism.spend(
-        value, sensitivity=1.0, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(seed)
-    )
-
-
-def _claim(mechanism: Mechanism, dimension: int) -> str:
-    event = _release(mechanism, np.zeros(dimension))[1]
-    # the events never claim more than the class states, nor spend δ it does not declare
-    if mechanism.guarantee == "epsilon-DP":
-        assert event.guarantee == "epsilon-DP" and event.delta == 0, event
-    elif mechanism.guarantee == "(epsilon,delta)-DP":
-        assert event.guarantee in ("epsilon-DP", "(epsilon,delta)-DP"), event
-        assert event.delta <= 1e-5, event
-    return event.guarantee
-
-
-def _audited_loss(noise: Callable[..., np.ndarray], dimension: int, seed: int) -> float:
-    """The largest audited privacy loss at ε = 1, minus 4 standard errors."""
-    rows = audit(
-        noise, dimension=dimension, epsilon=1.0, samples=AUDIT_SAMPLES,
-        rng=np.random.default_rng(seed), radius=0.05,
-    )  # fmt: skip
-    usable = [row for row in rows if row.count_0 >= 30 and row.count_1 >= 30]
-    return max(row.loss - 4 * row.standard_error for row in usable)
-
-
-@pytest.mark.parametrize("name", [n for s, n in sorted(HOSTS) if s == "mechanism"])
+@pytest.mark.parametrize("name", [n for s, n in sorted(EXAMPLES) if s == "mechanism"])
 def test_a_mechanism_that_claims_epsilon_dp_passes_the_audit(name):
     mechanism = named_component("mechanism", name)
     assert isinstance(mechanism, Mechanism)
     for dimension in (1, 2):
-        if _claim(mechanism, dimension) != "epsilon-DP":
+        if mechanism_claim(mechanism, dimension) != "epsilon-DP":
             continue
         assert mechanism.noise(1, dimension, 1.0, np.random.default_rng(0)) is not None
-        assert _audited_loss(mechanism.noise, dimension, seed=dimension) <= 1.0
+        assert audited_loss(mechanism.noise, dimension, seed=dimension) <= 1.0
 
 
-@pytest.mark.parametrize("name", [n for s, n in sorted(HOSTS) if s == "mechanism"])
+@pytest.mark.parametrize("name", [n for s, n in sorted(EXAMPLES) if s == "mechanism"])
+def test_a_mechanisms_events_claim_no_more_than_its_class_declares(name):
+    """An ε-DP class makes ε-DP events that spend no δ; an (ε, δ)-DP class spends at most its
+    share of δ."""
+    mechanism = named_component("mechanism", name)
+    assert isinstance(mechanism, Mechanism)
+    for dimension in (1, 5):
+        event = mechanism_release(mechanism, np.zeros(dimension))[1]
+        if mechanism.guarantee == "epsilon-DP":
+            assert event.guarantee == "epsilon-DP" and event.delta == 0, event
+        elif mechanism.guarantee == "(epsilon,delta)-DP":
+            assert event.guarantee in ("epsilon-DP", "(epsilon,delta)-DP"), event
+            assert event.delta <= 1e-5, event
+
+
+@pytest.mark.parametrize("name", [n for s, n in sorted(EXAMPLES) if s == "mechanism"])
 def test_a_mechanism_that_claims_epsilon_delta_dp_declares_the_noise_it_adds(name):
     """An (ε, δ)-DP mechanism declares its dp_accounting event; the event's noise is the
     noise the release adds (standard deviation of 40,000 draws), and its exact privacy profile
@@ -348,7 +225,7 @@ def test_a_mechanism_that_claims_epsilon_delta_dp_declares_the_noise_it_adds(nam
 
 
 def check_declared_noise(mechanism: Mechanism) -> None:
-    noisy, event = _release(mechanism, np.zeros(40_000))
+    noisy, event = mechanism_release(mechanism, np.zeros(40_000))
     declared = event.dp_event()
     if isinstance(declared, dp_accounting.GaussianDpEvent):
         sigma = declared.noise_multiplier  # Δ = 1
@@ -392,5 +269,10 @@ class _FalseClaim(Mechanism):
 
 def test_the_audit_catches_a_false_claim():
     mechanism = _FalseClaim(_FalseClaim.Config(), None)
-    assert _claim(mechanism, 2) == "epsilon-DP"
-    assert _audited_loss(mechanism.noise, 2, seed=7) > 1.0
+    assert mechanism_claim(mechanism, 2) == "epsilon-DP"
+    assert audited_loss(mechanism.noise, 2, seed=7) > 1.0
+    # and so does the public check (netsim check, netsim.testing) of the same class
+    results = {result.check: result for result in check_component(_FalseClaim)}
+    audit = results["a claim of epsilon-DP passes the privacy audit"]
+    assert not audit.ok and "dimension 2: audited privacy loss" in audit.detail
+    assert all(result.ok for check, result in results.items() if "audit" not in check)

@@ -22,7 +22,13 @@ from netsim.storage import SWEEP_PLAN as PLAN
 from netsim.storage import SWEEP_RUNS as RUNS
 from netsim.storage import is_complete_run
 from netsim.sweep import ProcessPool, plan_sweep, run_sweep
-from netsim.sweep.execute import RunOutcome, RunTask, is_done
+from netsim.sweep.execute import (
+    PickledTask,
+    RunOutcome,
+    RunTask,
+    execute_pickled,
+    is_done,
+)
 from tests.test_bad_input import cli_error, write
 
 REPO = Path(__file__).resolve().parents[1]
@@ -344,6 +350,16 @@ def test_a_failing_run_is_recorded_and_the_others_complete(tmp_path, capsys):
     record = json.loads((out / "tiny-walk" / "failures" / f"{status.run_id[1]}.json").read_text())
     assert record["point"] == 1 and "TraceError" in record["error"] and record["traceback"]
     assert set(collect(out / "tiny-walk", write=False)["point"]) == {0}
+
+
+def test_a_worker_that_cannot_unpickle_a_run_fails_that_run_with_a_message():
+    """A component module missing on a worker fails its run (recorded, the sweep goes on)
+    instead of killing the worker process."""
+    task = PickledTask(3, "r3", b"cnowhere_plugin_module\nThing\n.")
+    outcome = execute_pickled(task)
+    assert (outcome.run, outcome.run_id, outcome.status) == (3, "r3", "failed")
+    assert "the worker cannot read the run's scenario (ModuleNotFoundError" in outcome.error
+    assert "must be importable on every worker" in outcome.error
 
 
 def _tables(sweep_dir: Path) -> dict[str, bytes]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -97,6 +98,49 @@ def execute_task(task: RunTask) -> RunOutcome:
     return RunOutcome(task.run, task.run_id, "complete")
 
 
+@dataclass(frozen=True)
+class PickledTask:
+    """A :class:`RunTask` as bytes, for a worker in another process: the parent pickles it
+    (a scenario that cannot be pickled is one :class:`SweepError` before any run), and the
+    worker unpickles it inside :func:`execute_pickled`, so a component module the worker
+    cannot import fails that run with a message instead of killing the worker."""
+
+    run: int
+    run_id: str
+    payload: bytes
+
+
+def pickled_tasks(tasks: list[RunTask]) -> list[PickledTask]:
+    """``tasks`` as :class:`PickledTask`; :class:`SweepError` naming the run if one does not
+    pickle (e.g. a component config holding an open file or a lambda)."""
+    pickled = []
+    for task in tasks:
+        try:
+            payload = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # PicklingError, TypeError, AttributeError: all one message
+            raise SweepError(
+                f"run {task.run} ({task.run_id}) cannot be sent to a worker process: its "
+                f"scenario does not pickle ({type(exc).__name__}: {exc}); every value of a "
+                "component's Config must be picklable (or run the sweep with --workers 1)"
+            ) from None
+        pickled.append(PickledTask(task.run, task.run_id, payload))
+    return pickled
+
+
+def execute_pickled(task: PickledTask) -> RunOutcome:
+    """:func:`execute_task` of a task pickled by the parent (in a worker process)."""
+    try:
+        unpickled = pickle.loads(task.payload)
+    except Exception as exc:  # e.g. a component's module that is not importable here
+        return RunOutcome(
+            task.run, task.run_id, "failed",
+            f"the worker cannot read the run's scenario ({type(exc).__name__}: {exc}); every "
+            "component's module must be importable on every worker",
+            traceback.format_exc(),
+        )  # fmt: skip
+    return execute_task(unpickled)
+
+
 class Backend(Protocol):
     """Runs tasks somewhere and yields their outcomes as they finish."""
 
@@ -170,11 +214,12 @@ class ProcessPool:
             for task in tasks:
                 yield execute_task(task)
             return
+        pickled = pickled_tasks(tasks)
         context = multiprocessing.get_context("spawn")
         pool = context.Pool(min(self.workers, len(tasks)), initializer=_worker_started)
         finished = False
         try:
-            yield from pool.imap_unordered(execute_task, tasks, chunksize=1)
+            yield from pool.imap_unordered(execute_pickled, pickled, chunksize=1)
             finished = True
         finally:
             if finished:
@@ -221,8 +266,13 @@ class DaskCluster:
     def run(self, tasks: list[RunTask]) -> Iterator[RunOutcome]:
         from distributed import as_completed
 
+        try:
+            pickled = pickled_tasks(tasks)
+        except SweepError:
+            self.client.close()
+            raise
         futures = self.client.map(
-            execute_task, tasks, key=[f"netsim-{task.run_id}" for task in tasks], pure=False
+            execute_pickled, pickled, key=[f"netsim-{task.run_id}" for task in tasks], pure=False
         )
         by_key = {future.key: task for future, task in zip(futures, tasks, strict=True)}
         try:

@@ -1,0 +1,437 @@
+"""The component contract, for any component: netsim's own (``tests/test_contract.py``) and
+yours (as scikit-learn's ``check_estimator`` and networkx's backend test suite).
+
+:func:`check_component` hosts a component — a registered name or a class, given as the class
+or as ``package.module:Class`` — in a small scenario made for its slot and checks that
+
+- it is a usable component of its slot (it derives from an interface, implements its abstract
+  methods, its ``Config`` is a ``ComponentConfig``; a walk's has the ``agent`` key);
+- the scenario validates, with the component's default config or the keys you give;
+- it builds on a small network and the run ends;
+- ``finish()`` is called exactly once per built component;
+- the run writes only tables its components declare (plus the network's own);
+- the same seed gives identical tables;
+- a component of the gossip engine with round support (a gossip application, the walk service)
+  also runs with ``gossip.mode: rounds`` (and, given an ``agreement`` measure, its rounds agree
+  with its exact mode on a tiny scenario);
+- a noise mechanism whose events claim ε-DP passes the empirical privacy audit
+  (:mod:`netsim.privacy.audit`), which catches a false claim.
+
+In pytest::
+
+    from netsim.testing import assert_component_contract
+
+    def test_my_walk_keeps_the_contract():
+        assert_component_contract("my_package.walk:MyWalk", keys={"step_time": "2s"})
+
+From the shell: ``netsim check my_walk --set step_time=2s`` prints each check with ``ok`` or
+``failed`` (exit status 0 when every check passed, 1 if one failed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from netsim.api import Component, Mechanism, supports_rounds
+from netsim.errors import ComponentError, NetsimError
+from netsim.registry import REGISTRY, SLOT_NAMES, import_reference, interface_problem
+
+__all__ = [
+    "BASE_SCENARIO",
+    "CheckResult",
+    "ContractError",
+    "assert_component_contract",
+    "audited_loss",
+    "check_component",
+    "contract_scenario",
+    "mechanism_claim",
+    "mechanism_release",
+    "resolve_component",
+    "round_mode_means",
+]
+
+#: Tables the network itself writes (not a component of the scenario).
+NETWORK_TABLES = frozenset({"samples", "churn", "messages_lost", "trace_assignment"})
+
+#: The small scenario every component is hosted in (a ring of 12 nodes, two minutes).
+BASE_SCENARIO: Mapping[str, Any] = {
+    "name": "contract",
+    "seed": 11,
+    "nodes": 12,
+    "duration": "2min",
+    "topology": {"kind": "ring", "k": 2},
+}
+#: The sections added for a component that requires them (``requires``).
+GOSSIP: Mapping[str, Any] = {"period": "1s"}
+LEARNING: Mapping[str, Any] = {
+    "dataset": {"name": "spambase"},
+    "algorithm": "dp-sgd-inf",
+    "evaluate_every": 20,
+}
+SECTIONS: Mapping[str, Mapping[str, Any]] = {"gossip": GOSSIP, "learning": LEARNING}
+
+#: Samples of the privacy audit of a mechanism that claims ε-DP.
+AUDIT_SAMPLES = 200_000
+
+
+class ContractError(NetsimError, AssertionError):
+    """A component that does not keep the contract (:func:`assert_component_contract`): an
+    ``AssertionError``, so pytest reports it as a failed test."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check of the contract: what it checks, whether it passed, and why not."""
+
+    check: str
+    ok: bool
+    detail: str = ""
+
+    def line(self) -> str:
+        """``ok      <check>`` or ``failed  <check>: <detail>``."""
+        if self.ok:
+            return f"ok      {self.check}" + (f" ({self.detail})" if self.detail else "")
+        return f"failed  {self.check}: {self.detail}"
+
+
+def resolve_component(
+    component: str | type[Component], slot: str | None = None
+) -> list[tuple[str, str, type[Component]]]:
+    """(slot, kind, class) of ``component``: a class, ``package.module:Class`` or a name
+    registered in some slot (``slot`` picks one when a name is registered in several).
+    :class:`~netsim.errors.ComponentError` if it is none of these."""
+    slots = (slot,) if slot is not None else tuple(SLOT_NAMES)
+    if slot is not None and slot not in SLOT_NAMES:
+        raise ComponentError(f"unknown slot {slot!r}; the slots: {', '.join(SLOT_NAMES)}")
+    if isinstance(component, type):
+        return [(getattr(component, "slot", ""), _reference(component), component)]
+    if ":" in component:
+        cls = import_reference(component)
+        return [(getattr(cls, "slot", ""), component, cls)]
+    found = [
+        (s, component, REGISTRY.lookup((s,), component)[0])
+        for s in slots
+        if component in REGISTRY.names(s)
+    ]
+    if not found:
+        try:  # the registry's own message: a package that cannot be loaded, or the names
+            REGISTRY.lookup(slots, component)
+        except ComponentError as exc:
+            raise ComponentError(
+                str(exc).replace("allowed values", "registered components", 1)
+            ) from None
+    return found
+
+
+def _reference(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def contract_scenario(
+    slot: str,
+    kind: str,
+    keys: Mapping[str, Any] | None = None,
+    sections: Mapping[str, Any] | None = None,
+    cls: type[Component] | None = None,
+) -> dict[str, Any]:
+    """The small scenario (plain data) hosting the component ``kind`` of ``slot`` with its
+    ``keys``: as its section's ``kind`` (topology, churn, walk, walk.agent, a
+    ``components`` entry) or by name (a mechanism as ``learning.noise``, a data-set loader as
+    ``learning.dataset.name``, with ``keys`` in the data-set section). Sections its class
+    requires are added; ``sections`` replace or add top-level keys last."""
+    keys = dict(keys or {})
+    data: dict[str, Any] = dict(BASE_SCENARIO)
+    required = set(cls.requires) if cls is not None else set()
+    if slot == "topology":
+        data["topology"] = {"kind": kind, **keys}
+    elif slot == "churn":
+        data["churn"] = {"kind": kind, **keys}
+    elif slot == "walk":
+        data["walk"] = {"kind": kind, "agent": {"kind": "visit_counter"}, **keys}
+    elif slot == "walk_agent":
+        data["walk"] = {"kind": "ideal", "agent": {"kind": kind, **keys}}
+    elif slot in ("application", "protocol", "learner"):
+        data["components"] = {"x": {"kind": kind, **keys}}
+    elif slot == "mechanism":
+        # an (ε, δ) mechanism needs a δ budget, or every use is refused
+        delta = {"delta": 1e-5} if cls is not None and cls.spends_delta() else {}
+        noise: Any = {"kind": kind, **keys} if keys else kind  # its settings, if any
+        data["learning"] = {**LEARNING, "algorithm": "dp-sgd-2", "noise": noise, **delta}
+        data["walk"] = {"kind": "ideal", "agent": {"kind": "sgd"}}
+    elif slot == "dataset":
+        data["learning"] = {**LEARNING, "dataset": {"name": kind, **keys}}
+        data["walk"] = {"kind": "ideal", "agent": {"kind": "sgd"}}
+    else:
+        raise ComponentError(f"unknown slot {slot!r}")
+    for section in sorted(required):
+        if section in SECTIONS and section not in data:
+            data[section] = dict(SECTIONS[section])
+    data.update(sections or {})
+    return data
+
+
+@contextmanager
+def _counting_finish(classes: set[type]) -> Iterator[dict[int, int]]:
+    """Count ``finish()`` calls per built component of ``classes`` (restored afterwards)."""
+    calls: dict[int, int] = {}
+    originals = {cls: cls.__dict__.get("finish") for cls in classes}
+    resolved = {cls: cls.finish for cls in classes}  # before any is replaced (subclasses)
+    for cls in classes:
+        original = resolved[cls]
+
+        def counted(self: Component, _original: Any = original) -> None:
+            calls[id(self)] = calls.get(id(self), 0) + 1
+            _original(self)
+
+        cls.finish = counted  # type: ignore[method-assign]
+    try:
+        yield calls
+    finally:
+        for cls, original in originals.items():
+            if original is None:
+                del cls.finish
+            else:
+                cls.finish = original  # type: ignore[method-assign]
+
+
+def _run(data: Mapping[str, Any], seed: int | None = None) -> tuple[Any, dict[str, pd.DataFrame]]:
+    from netsim.scenario.loader import validate_scenario
+    from netsim.scenario.runner import run_in_memory
+
+    if seed is not None:
+        data = {**data, "seed": seed}
+    scenario = validate_scenario(dict(data), source="contract", base_dir=None)
+    return run_in_memory(scenario)
+
+
+def _error(exc: BaseException) -> str:
+    text = str(exc).strip().replace("\n", " ")
+    return text if isinstance(exc, NetsimError) else f"{type(exc).__name__}: {text}"
+
+
+def check_component(
+    component: str | type[Component],
+    *,
+    slot: str | None = None,
+    keys: Mapping[str, Any] | None = None,
+    sections: Mapping[str, Any] | None = None,
+    agreement: tuple[str, str, float] | None = None,
+    audit_mechanism: bool = True,
+) -> list[CheckResult]:
+    """Every check of the contract on ``component`` (a class, ``package.module:Class`` or a
+    registered name; ``slot`` picks one of several registrations), in order; a check that
+    cannot run because an earlier one failed is not listed.
+
+    ``keys`` are the component's own keys when its defaults are not enough (``{"k": 3}``);
+    ``sections`` replace or add top-level scenario keys (e.g. ``{"gossip": {"period":
+    "5s"}}``). ``agreement`` = (table, metric, allowance) for a component with round support:
+    the mean of ``metric`` over three seeds agrees between ``gossip.mode`` exact and rounds
+    within ``allowance``. Raises :class:`~netsim.errors.ComponentError` only when
+    ``component`` names nothing (an unknown name, a module that does not import)."""
+    results: list[CheckResult] = []
+    for found_slot, kind, cls in resolve_component(component, slot):
+        results.extend(_check_one(found_slot, kind, cls, keys, sections, agreement,
+                                  audit_mechanism))  # fmt: skip
+    return results
+
+
+def _check_one(
+    slot: str,
+    kind: str,
+    cls: type[Component],
+    keys: Mapping[str, Any] | None,
+    sections: Mapping[str, Any] | None,
+    agreement: tuple[str, str, float] | None,
+    audit_mechanism: bool,
+) -> list[CheckResult]:
+    from netsim.scenario.build import scenario_parts
+    from netsim.scenario.loader import validate_scenario
+
+    title = SLOT_NAMES.get(slot, "component")
+    results: list[CheckResult] = []
+    problem = interface_problem(cls)
+    name = f"{kind} is a usable {title}"
+    results.append(CheckResult(name, problem is None, "" if problem is None else problem))
+    if problem is not None:
+        return results
+    data = contract_scenario(slot, kind, keys, sections, cls)
+    try:
+        scenario = validate_scenario(dict(data), source="contract", base_dir=None)
+        parts = scenario_parts(scenario)
+    except Exception as exc:  # every failure is a failed check
+        hint = "" if keys else "; give the keys it requires (--set KEY=VALUE, or keys=)"
+        results.append(CheckResult("a small scenario with it validates", False, _error(exc) + hint))
+        return results
+    results.append(CheckResult("a small scenario with it validates", True))
+    classes = {part.cls for part in parts}
+    try:
+        with _counting_finish(classes) as calls:
+            built, tables = _run(data)
+    except Exception as exc:
+        results.append(CheckResult("it builds on a small network and runs", False, _error(exc)))
+        return results
+    results.append(CheckResult("it builds on a small network and runs", True))
+    counts = {key: calls.get(id(c), 0) for key, c in built.components.items()}
+    unfinished = ", ".join(f"{key}: {n} calls" for key, n in counts.items() if n != 1)
+    results.append(
+        CheckResult("finish() is called exactly once per built component", not unfinished,
+                    unfinished)
+    )  # fmt: skip
+    declared = set(NETWORK_TABLES)
+    for part in parts:
+        declared |= {table.name for table in part.cls.table_schemas(part.config)}
+    undeclared = sorted(set(tables) - declared)
+    results.append(
+        CheckResult(
+            "it writes only the tables its components declare",
+            not undeclared,
+            f"undeclared: {', '.join(undeclared)}" if undeclared else "",
+        )
+    )
+    results.append(_same_seed_same_tables(data, tables))
+    if "gossip" in cls.requires and supports_rounds(cls):
+        results.append(_runs_in_rounds(data))
+        if agreement is not None:
+            results.append(_round_agreement(data, agreement))
+    if issubclass(cls, Mechanism) and audit_mechanism:
+        results.append(_audit(kind, slot, keys))
+    return results
+
+
+def _same_seed_same_tables(
+    data: Mapping[str, Any], tables: Mapping[str, pd.DataFrame]
+) -> CheckResult:
+    check = "the same seed gives identical tables"
+    try:
+        _, again = _run(data)
+    except Exception as exc:
+        return CheckResult(check, False, f"a second run failed: {_error(exc)}")
+    if set(again) != set(tables):
+        return CheckResult(check, False, f"tables {sorted(tables)} then {sorted(again)}")
+    for table, frame in tables.items():
+        try:
+            pd.testing.assert_frame_equal(frame, again[table], check_exact=True, obj=table)
+        except AssertionError as exc:
+            return CheckResult(check, False, str(exc).splitlines()[0])
+    return CheckResult(check, True)
+
+
+def _runs_in_rounds(data: Mapping[str, Any]) -> CheckResult:
+    check = "it runs with gossip.mode rounds (it declares round support)"
+    gossip = {**data.get("gossip", GOSSIP), "mode": "rounds"}
+    try:
+        _run({**data, "gossip": gossip})
+    except Exception as exc:
+        return CheckResult(check, False, _error(exc))
+    return CheckResult(check, True)
+
+
+def round_mode_means(
+    data: Mapping[str, Any], table: str, metric: str, seeds: tuple[int, ...] = (1, 2, 3)
+) -> dict[str, float]:
+    """The mean of ``metric`` of ``table`` over ``seeds`` in each gossip mode, on a tiny
+    scenario (60 nodes, 5 minutes, k_out with k = 6) made from ``data``."""
+    data = {**data, "nodes": 60, "duration": "5min", "topology": {"kind": "k_out", "k": 6}}
+    means = {}
+    for mode in ("exact", "rounds"):
+        gossip = {**data.get("gossip", GOSSIP), "mode": mode}
+        values = [_run({**data, "gossip": gossip}, seed)[1][table][metric] for seed in seeds]
+        means[mode] = float(pd.concat(values).dropna().mean())
+    return means
+
+
+def _round_agreement(data: Mapping[str, Any], agreement: tuple[str, str, float]) -> CheckResult:
+    table, metric, allowance = agreement
+    check = f"its rounds agree with its exact mode ({table}.{metric} within {allowance:g})"
+    try:
+        means = round_mode_means(data, table, metric)
+    except Exception as exc:
+        return CheckResult(check, False, _error(exc))
+    ok = all(math.isfinite(v) for v in means.values()) and (
+        abs(means["exact"] - means["rounds"]) <= allowance
+    )
+    detail = f"exact {means['exact']:.6g}, rounds {means['rounds']:.6g}"
+    return CheckResult(check, ok, detail)
+
+
+# --- mechanisms: the guarantee they claim is the one they give ------------------------------
+
+
+def mechanism_release(
+    mechanism: Mechanism, value: np.ndarray, seed: int = 0
+) -> tuple[np.ndarray, Any]:
+    """One release of ``value`` at Δ = 1 with the share (ε, δ) = (1, 1e-5) (δ only if the
+    mechanism spends δ)."""
+    return mechanism.spend(
+        value, sensitivity=1.0, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(seed)
+    )
+
+
+def mechanism_claim(mechanism: Mechanism, dimension: int) -> str:
+    """The guarantee ``mechanism``'s event claims for a release of ``dimension`` at ε = 1 (and
+    δ = 1e-5 if it spends δ)."""
+    return str(mechanism_release(mechanism, np.zeros(dimension))[1].guarantee)
+
+
+def audited_loss(
+    noise: Callable[..., np.ndarray], dimension: int, seed: int, samples: int = AUDIT_SAMPLES
+) -> float:
+    """The largest privacy loss the empirical audit finds at ε = 1, minus 4 standard errors
+    (above 1: the noise is not ε-DP at ε = 1)."""
+    from netsim.privacy.audit import audit
+
+    rows = audit(
+        noise, dimension=dimension, epsilon=1.0, samples=samples,
+        rng=np.random.default_rng(seed), radius=0.05,
+    )  # fmt: skip
+    usable = [row for row in rows if row.count_0 >= 30 and row.count_1 >= 30]
+    return max(row.loss - 4 * row.standard_error for row in usable)
+
+
+def _audit(kind: str, slot: str, keys: Mapping[str, Any] | None = None) -> CheckResult:
+    from netsim.registry import named_component
+
+    check = "a claim of epsilon-DP passes the privacy audit"
+    try:
+        mechanism = named_component(slot, kind, settings=keys)
+        assert isinstance(mechanism, Mechanism)
+        audited = []
+        for dimension in (1, 2):
+            if mechanism_claim(mechanism, dimension) != "epsilon-DP":
+                continue
+            if mechanism.noise(1, dimension, 1.0, np.random.default_rng(0)) is None:
+                return CheckResult(
+                    check, False,
+                    f"it claims epsilon-DP in dimension {dimension} but has no noise() to "
+                    "audit",
+                )  # fmt: skip
+            loss = audited_loss(mechanism.noise, dimension, seed=dimension)
+            if loss > 1.0:
+                return CheckResult(
+                    check, False,
+                    f"dimension {dimension}: audited privacy loss {loss:.3f} > ε = 1 (minus 4 "
+                    "standard errors): the noise is not epsilon-DP",
+                )  # fmt: skip
+            audited.append(dimension)
+    except Exception as exc:
+        return CheckResult(check, False, _error(exc))
+    if not audited:
+        return CheckResult(check, True, "it claims no epsilon-DP: nothing to audit")
+    return CheckResult(check, True, f"dimensions {', '.join(map(str, audited))}")
+
+
+def assert_component_contract(component: str | type[Component], **options: Any) -> None:
+    """:func:`check_component` in a test: raise :class:`ContractError` (an ``Exception``,
+    which pytest reports as a failure) listing every failed check."""
+    results = check_component(component, **options)
+    failed = [result for result in results if not result.ok]
+    if failed:
+        lines = "\n".join(f"  {result.line()}" for result in failed)
+        raise ContractError(f"{component} does not keep the component contract:\n{lines}")
