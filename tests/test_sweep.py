@@ -299,11 +299,18 @@ def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_run
         f"fallback: {{kind: trace, path: {TRACE}}}}}",
     )
     resolved = scenario_to_data(load_scenario(write(tmp_path / "u.yaml", stunner)))
-    for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
-        if sections[0] == "dola":  # no dola section in BASE: the schema's default itself
-            from netsim.algorithms.dola.config import DolaDataConfig
+    from netsim.algorithms.dola.config import DolaConfig, DolaDataConfig
+    from netsim.algorithms.mi_ogd.config import MiOgdConfig
+    from netsim.scenario.schema import LearningConfig
 
-            assert DolaDataConfig.model_fields[key].default == neutral, key
+    # sections BASE does not have: the default of the section's own config
+    models = {
+        ("dola",): DolaConfig, ("dola", "data"): DolaDataConfig, ("learning",): LearningConfig,
+        ("mi_ogd",): MiOgdConfig,
+    }  # fmt: skip
+    for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
+        if resolved.get(sections[0]) is None:
+            assert models[tuple(sections)].model_fields[key].default == neutral, key
             continue
         parent = resolved
         for section in sections:

@@ -314,6 +314,9 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("learning", "delta"): 0.0,
     ("dola", "mechanism"): None,
     ("mi_ogd", "mechanism"): None,
+    ("mi_ogd", "epsilon"): None,
+    ("mi_ogd", "delta"): 0.0,
+    ("mi_ogd", "uses"): 1,
 }
 
 

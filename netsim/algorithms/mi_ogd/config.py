@@ -79,9 +79,18 @@ class MiOgdConfig(RoundsConfig):
         return self
 
     def _mechanism_problems(self) -> list[str]:
-        given = self.model_fields_set
+        # by value, not by the keys given: a resolved scenario (a run's scenario.yaml, a sweep's
+        # base) holds every key at its default and must validate again
         if self.mechanism is None:
-            budget = sorted({"epsilon", "delta", "uses"} & given)
+            budget = [
+                key
+                for key, given in (
+                    ("delta", self.delta != 0.0),
+                    ("epsilon", self.epsilon is not None),
+                    ("uses", self.uses != 1),
+                )
+                if given
+            ]
             if budget:
                 return [
                     f"{', '.join(budget)}: the budget of a mechanism's releases; without "
@@ -95,7 +104,7 @@ class MiOgdConfig(RoundsConfig):
             out.append(
                 "mechanism needs eta: the theorems' step η assumes the Gaussian channel of σ"
             )
-        if "sigma" in given:
+        if self.sigma != MiOgdConfig.model_fields["sigma"].default:
             out.append("sigma is the Gaussian channel's noise; with mechanism, leave it out")
         problem = delta_budget_problem(self.mechanism, self.delta, ("mechanism", "delta"))
         return [*out, problem] if problem else out
