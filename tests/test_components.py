@@ -9,6 +9,7 @@ would: its ``src`` on ``sys.path`` and a ``.dist-info`` with the entry points it
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -553,3 +554,54 @@ def test_a_run_whose_mechanism_is_refused_on_every_use_says_so(tmp_path):
     (warning,) = [w for w in outcome.warnings if "refused on every use" in w]
     assert "δ 1e-05" in warning and "does not declare it" in warning
     assert warning in outcome.manifest["warnings"]
+
+
+def test_a_plugin_walk_and_an_epsilon_delta_mechanism_with_settings_sweep_in_parallel(
+    example_paths, tmp_path
+):
+    """Issue 28, done when: the example package's Metropolis–Hastings walk carrying DP-SGD
+    with its fixed_gaussian mechanism (a setting, σ, swept) runs on 2 worker processes and on
+    a Dask LocalCluster, gives the tables of the in-process sweep, and every run spends and
+    reports δ in its manifest."""
+    distributed = pytest.importorskip("distributed")
+    from netsim.cli import main
+
+    path = tmp_path / "private-walk.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            name: private-walk
+            seed: 3
+            nodes: 30
+            duration: 2min
+            topology: {kind: k_out, k: 4}
+            walk: {kind: metropolis_hastings, step_time: 1s, agent: {kind: sgd}}
+            learning:
+              dataset: {name: spambase}
+              algorithm: dp-sgd-2
+              noise: {kind: fixed_gaussian, sigma: 6.0}
+              epsilon: 4.0
+              delta: 1.0e-5
+              evaluate_every: 10
+            sweep:
+              name: private-walk
+              grid:
+                learning.noise.sigma: [6.0, 12.0]
+            """
+        )
+    )
+    for backend, args in (("one", ["--workers", "1"]), ("pool", ["--workers", "2"])):
+        assert main(["sweep", str(path), "--out", str(tmp_path / backend), "-q", *args]) == 0
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        args = ["--scheduler", cluster.scheduler_address]
+        assert main(["sweep", str(path), "--out", str(tmp_path / "dask"), "-q", *args]) == 0
+    expected = _run_tables(tmp_path / "one" / "private-walk")
+    assert "mh_walk_steps.parquet" in {key.split("/")[1] for key in expected}
+    for backend in ("pool", "dask"):
+        assert _run_tables(tmp_path / backend / "private-walk") == expected, backend
+    for manifest in sorted((tmp_path / "pool" / "private-walk" / "runs").glob("*/manifest.json")):
+        privacy = json.loads(manifest.read_text())["privacy"]["learning"]
+        assert privacy["stated_delta"] == 1e-5
+        assert privacy["spent_delta"] == pytest.approx(1e-5)  # a record's two uses, δ/2 each

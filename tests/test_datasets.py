@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SHARED_DATA, require_shared
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -535,6 +535,14 @@ def test_minmax_maps_training_values_into_unit_interval(data: Dataset) -> None:
 
 @settings(deadline=None, max_examples=60)
 @given(datasets(), NORMS)
+@example(  # found by hypothesis: a test value 4 over a training span of the smallest normal
+    data=Dataset(
+        name="random", x_train=np.array([[np.finfo(float).tiny], [0.0]]),
+        y_train=np.array([0, 1]), x_test=np.array([[4.0]]), y_test=np.array([0]),
+        class_names=("a", "b"), source="hypothesis", split="drawn",
+    ),
+    norm="L1",
+)
 def test_local_normalisation_gives_unit_rows(data: Dataset, norm: str) -> None:
     out = preprocess(data, normalisation="local", norm=norm)  # type: ignore[arg-type]
     plain = preprocess(data, normalisation="none", norm=norm)  # type: ignore[arg-type]

@@ -419,8 +419,12 @@ def preprocess(
 
     def minmax(x: np.ndarray) -> np.ndarray:
         out = np.zeros_like(x)
-        np.divide(x - low, span, out=out, where=varying)
-        return out
+        # a value far outside a tiny training span overflows: keep it the largest finite
+        # number of its sign, so that the row normalisations below stay finite
+        with np.errstate(over="ignore"):
+            np.divide(x - low, span, out=out, where=varying)
+        largest = np.finfo(np.float64).max
+        return np.clip(out, -largest, largest, out=out)
 
     train, test = minmax(data.x_train), minmax(data.x_test)
     if normalisation == "local":
