@@ -40,7 +40,6 @@ from netsim.contracts import (
     NetworkProtocol,
     RoundLearner,
     RoundsConfig,
-    TableSchema,
     TopologyBuilder,
     Walk,
     WalkAgent,
@@ -48,6 +47,7 @@ from netsim.contracts import (
     round_form,
     supports_rounds,
 )
+from netsim.log import TableSchema
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -44,7 +44,6 @@ __all__ = [
     "ComponentConfig",
     "Curve",
     "FigureSpec",
-    "TableSchema",
     "round_form",
 ]
 

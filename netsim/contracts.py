@@ -65,7 +65,6 @@ from netsim.component import (
 )
 from netsim.distributions import PositiveDuration
 from netsim.errors import DataError, PrivacyError
-from netsim.log import TableSchema
 from netsim.registry import REGISTRY, validate_component_config
 
 if TYPE_CHECKING:
@@ -93,7 +92,6 @@ __all__ = [
     "NetworkProtocol",
     "RoundLearner",
     "RoundsConfig",
-    "TableSchema",
     "TopologyBuilder",
     "Walk",
     "WalkAgent",
