@@ -13,14 +13,18 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 __all__ = ["__version__"]
 
 
-def __getattr__(name: str) -> object:
-    """``netsim.run`` is :func:`netsim.api.run`, imported on first use (``import netsim``
-    stays light)."""
-    if name == "run":
-        from netsim.api import run
+#: The facade's functions, ``netsim.run`` etc. (:mod:`netsim.api`, the top layer).
+_FACADE = ("run", "load_run", "collect")
 
-        return run
+
+def __getattr__(name: str) -> object:
+    """``netsim.run``, ``netsim.load_run`` and ``netsim.collect`` are :mod:`netsim.api`'s,
+    imported on first use (``import netsim`` stays light)."""
+    if name in _FACADE:
+        from netsim import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'netsim' has no attribute {name!r}")
 
 
-__all__ += ["run"]
+__all__ += list(_FACADE)

@@ -1,74 +1,63 @@
-"""netsim's public API: the interfaces a component implements, its build context, and
-:func:`run`, which runs a scenario from Python and returns its tables.
+"""netsim's facade: :func:`run` runs a scenario from Python and returns its tables,
+:func:`load_run` reads a run directory, :func:`collect` the tidy table of a sweep or of runs —
+and, for plugins, every name of the component contract (:mod:`netsim.contracts`) under its old
+import path, so ``from netsim.api import WalkAgent`` keeps working.
 
-Every part of a run that a scenario names with ``kind:`` is a **component**: a class with
+This is the top of netsim's layers (``docs/architecture.md``): it may import anything, and
+nothing inside netsim imports it (``tests/test_layers.py`` checks both), apart from the lazy
+``netsim.run`` of ``netsim/__init__.py``. The runner and analysis are imported on first use, so
+a plugin that imports its interfaces from here stays light.
 
-- ``Config``: its own frozen pydantic model, the only description of its settings (unknown keys
-  are errors, every error keeps the user's key path);
-- ``tables``: the :class:`~netsim.log.TableSchema` of every table it writes;
-- ``requires``: the scenario sections it needs (``gossip``, ``learning``, ...), each with the
-  reason shown when it is missing;
-- ``build(config, ctx)`` (by default ``cls(config, ctx)``), ``start()`` after every component
-  is built, and ``finish()`` once at the end of the run.
-
-The slot a component fills is given by the interface it derives from — :class:`TopologyBuilder`,
-:class:`ChurnModel`, :class:`GossipApplication`, :class:`NetworkProtocol`, :class:`Walk`,
-:class:`WalkAgent`, :class:`RoundLearner`, :class:`Mechanism`, :class:`DatasetLoader` — and
-it is registered under a name (:mod:`netsim.registry`): by netsim for the built-ins, by the
-``netsim.components`` entry-point group for installed packages, or named in YAML as
-``kind: package.module:Class``. ``docs/components.md`` walks through writing one.
-
-A minimal walk agent that counts how often each node is visited::
-
-    class Visits(WalkAgent):
-        tables = (VISITS,)
-
-        def __init__(self, config, ctx):
-            super().__init__(config, ctx)
-            self.visits = np.zeros(ctx.nodes, dtype=np.int64)
-
-        def initial_state(self):
-            return None
-
-        def visit(self, node, state, steps, walk, now):
-            self.visits[node] += 1
-            return state
-
-        def finish(self):
-            self.ctx.table(VISITS).extend([range(self.visits.size), self.visits])
+Every part of a run that a scenario names with ``kind:`` is a **component**: a class deriving
+from one of the interfaces — :class:`TopologyBuilder`, :class:`ChurnModel`,
+:class:`GossipApplication`, :class:`NetworkProtocol`, :class:`Walk`, :class:`WalkAgent`,
+:class:`RoundLearner`, :class:`Mechanism`, :class:`DatasetLoader` — described in
+:mod:`netsim.contracts`; ``docs/components.md`` walks through writing one.
 """
 
 from __future__ import annotations
 
-import math
-from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from pydantic import ConfigDict, Field, PlainValidator, ValidationInfo, WithJsonSchema
-
-from netsim.distributions import PositiveDuration
-from netsim.errors import DataError, PrivacyError
-from netsim.fields import CheckedModel
-from netsim.log import EventTable, TableSchema
+from netsim.contracts import (
+    INTERFACES,
+    ROUND_FORMS,
+    SLOTS,
+    Baseline,
+    BuildContext,
+    ChurnModel,
+    Component,
+    ComponentConfig,
+    Curve,
+    DatasetLoader,
+    FigureSpec,
+    GossipApplication,
+    LoadedData,
+    Mechanism,
+    NetworkProtocol,
+    RoundLearner,
+    RoundsConfig,
+    TopologyBuilder,
+    Walk,
+    WalkAgent,
+    WalkConfig,
+    round_form,
+    supports_rounds,
+)
+from netsim.log import TableSchema
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from netsim.network.churn import ChurnSchedule
-    from netsim.network.links import Network, Transfer
-    from netsim.network.topology import Topology
-    from netsim.privacy.accountant import PrivacyAccountant
-    from netsim.privacy.events import PrivacyEvent
-    from netsim.rng import RandomStreams
     from netsim.scenario.schema import Scenario
-    from netsim.sim import Simulation
 
 __all__ = [
     "INTERFACES",
+    "ROUND_FORMS",
+    "SLOTS",
     "Baseline",
     "BuildContext",
     "ChurnModel",
@@ -89,579 +78,12 @@ __all__ = [
     "Walk",
     "WalkAgent",
     "WalkConfig",
+    "collect",
+    "load_run",
+    "round_form",
     "run",
     "supports_rounds",
 ]
-
-
-class ComponentConfig(CheckedModel):
-    """Base of every component's ``Config``: unknown keys are errors; instances are frozen.
-
-    A registered component's config also has a ``kind`` key holding its registered name (or
-    the ``module:Class`` reference it was named by); the registry adds it when the class does
-    not declare one.
-    """
-
-    # NaN and ±∞ are refused in every number field (a field that means something by ∞ says so)
-    model_config = ConfigDict(populate_by_name=True)
-
-
-@dataclass
-class BuildContext:
-    """What a component is given when it is built.
-
-    ``key`` is where the component sits in the scenario (``walk``, ``walk.agent``,
-    ``components.averaging``); its random streams are namespaced by it, so adding a component
-    never changes another's draws. ``sim`` and ``network`` are ``None`` while ``netsim
-    validate`` checks a scenario without running it (only topology and churn components are
-    built then).
-    """
-
-    key: str
-    scenario: Scenario
-    streams: RandomStreams
-    warnings: list[str]
-    sim: Simulation | None = None
-    network: Network | None = None
-    built: Mapping[str, Any] = field(default_factory=dict)
-    topology: Topology | None = None
-
-    @property
-    def nodes(self) -> int:
-        """The number of nodes N (node ids are 0..N−1)."""
-        return self.scenario.nodes
-
-    def stream(self, name: str | None = None) -> np.random.Generator:
-        """The component's random stream ``<key>.<name>`` (``<key>`` itself without a name)."""
-        return self.streams.get(self.stream_name(name))
-
-    def integer_seed(self, name: str | None = None) -> int:
-        """A 32-bit seed from the stream ``<key>.<name>``, for libraries that want one."""
-        return self.streams.integer_seed(self.stream_name(name))
-
-    def stream_name(self, name: str | None = None) -> str:
-        return self.key if name is None else f"{self.key}.{name}"
-
-    def require(self, name: str) -> Any:
-        """The built component of the scenario section ``name`` (``gossip``, ``learning``, …);
-        it is built before this one when this component lists it in ``requires``."""
-        try:
-            return self.built[name]
-        except KeyError:
-            raise KeyError(
-                f"{self.key}: component {name!r} is not built (list it in requires)"
-            ) from None
-
-    def table(self, schema: TableSchema) -> EventTable:
-        """The run's event table of ``schema`` (declare it in the component's ``tables``)."""
-        assert self.sim is not None, "tables are written while running, not while validating"
-        return self.sim.log.table(schema)
-
-    def warn(self, message: str) -> None:
-        """A warning shown after the run and kept in the run's manifest."""
-        self.warnings.append(f"{self.key}: {message}")
-
-
-class Baseline(NamedTuple):
-    """A horizontal dashed line in a :class:`Curve`'s panel at the value of ``column`` of the
-    one-row table ``table`` of the runs (their mean when the figure has several runs), named
-    ``label`` in the legend — e.g. a learning result's yardsticks (principle 9)::
-
-        Baseline("learning_summary", "majority_accuracy", "majority class")
-
-    A plain ``(table, column, label)`` tuple works the same. Runs without the column draw no
-    line."""
-
-    table: str
-    column: str
-    label: str
-
-
-@dataclass(frozen=True)
-class Curve:
-    """One metric of one table against ``axis`` (``time``, ``round`` or ``point``) in one
-    panel of a figure."""
-
-    table: str
-    metric: str
-    axis: str
-    ylabel: str
-    #: Another metric of the table drawn dashed in the same panel (e.g. a theorem's bound),
-    #: named in the legend by ``reference_label``.
-    reference: str | None = None
-    reference_label: str = ""
-    #: Two more metrics of the table (low, high), drawn dotted in each line's colour around
-    #: it (e.g. the lowest and highest model's accuracy), named by ``spread_label``.
-    spread: tuple[str, str] | None = None
-    spread_label: str = ""
-    #: Horizontal dashed lines read from other tables of the runs (:class:`Baseline`).
-    baselines: tuple[Baseline, ...] = ()
-
-
-@dataclass(frozen=True)
-class FigureSpec:
-    """A figure ``netsim report`` draws when the runs have its tables: its file, caption, the
-    sentence under it, its title and its panels (drawn top to bottom)."""
-
-    file: str
-    caption: str
-    sentence: str
-    title: str
-    panels: tuple[Curve, ...]
-    log_x_over_decades: float | None = None  # log-scaled x when x spans more decades
-    xlabel: str | None = None  # default: "time (hours)" or "round", by the panels' axis
-
-
-class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract methods)
-    """Base of every component (see the module docstring). The interfaces below mark what
-    their components must implement as abstract methods, so a class that leaves one out is
-    named by the registry (and cannot be instantiated)."""
-
-    #: The slot this kind of component fills (set by the interface classes below).
-    slot: ClassVar[str] = ""
-    #: What the slot is called in messages.
-    slot_title: ClassVar[str] = ""
-    #: The component's settings; subclasses replace it with their own model.
-    Config: ClassVar[type[ComponentConfig]] = ComponentConfig
-    #: Every table the component writes.
-    tables: ClassVar[tuple[TableSchema, ...]] = ()
-    #: Scenario sections this component needs → why (shown when the section is missing).
-    requires: ClassVar[Mapping[str, str]] = {}
-    #: Figures of its tables for ``netsim report`` (a table without one gets a generic figure).
-    figures: ClassVar[tuple[FigureSpec, ...]] = ()
-
-    def __init__(self, config: ComponentConfig, ctx: BuildContext) -> None:
-        self.config = config
-        self.ctx = ctx
-
-    @classmethod
-    def build(cls, config: Any, ctx: BuildContext) -> Component:
-        """Make the component of ``config`` (override to build something else)."""
-        return cls(config, ctx)
-
-    @classmethod
-    def table_schemas(cls, config: Any) -> tuple[TableSchema, ...]:
-        """The tables a component of ``config`` writes (``tables`` unless they depend on the
-        config, e.g. one column per configured threshold)."""
-        return cls.tables
-
-    @classmethod
-    def check(cls, config: Any, scenario: Scenario) -> None:
-        """Raise ``ValueError`` naming the keys when ``config`` cannot work in ``scenario``
-        (called while the scenario is validated; e.g. a node id beyond ``nodes``)."""
-        return None
-
-    @classmethod
-    def check_inputs(cls, config: Any, ctx: BuildContext) -> None:
-        """Read and check what a component of ``config`` reads from files or derives from its
-        parameters, without running (``netsim validate`` calls it, so it finds every error a
-        run would); raise a :class:`~netsim.errors.NetsimError` naming the key. ``ctx`` has the
-        topology but no simulation."""
-        return None
-
-    @classmethod
-    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
-        """Lines for the summary ``netsim run`` prints, from a finished run's ``tables``
-        (none by default; one-row tables are listed by ``netsim report`` anyway)."""
-        return []
-
-    def start(self) -> None:
-        """Called once every component is built, in build order (schedule first events)."""
-        return None
-
-    def finish(self) -> None:
-        """Called once when the run reaches its end (write end-of-run tables)."""
-        return None
-
-    def privacy_accountant(self) -> PrivacyAccountant | None:
-        """The accountant of a component that releases data about records: the run's
-        manifest states the budget it was given and the guarantee it reached."""
-        return None
-
-
-class TopologyBuilder(Component):
-    """Builds the overlay: who can send to whom (:class:`~netsim.network.topology.Topology`).
-
-    Built while validating too; draw only from ``ctx.stream()``."""
-
-    slot = "topology"
-    slot_title = "topology"
-    #: Whether the topology can be built on a single node.
-    single_node_ok: ClassVar[bool] = False
-
-    @abstractmethod
-    def build_topology(self, nodes: int) -> Topology:
-        """The overlay on ``nodes`` nodes."""
-
-    @classmethod
-    def problem(cls, config: Any, nodes: int) -> str | None:
-        """Why ``config`` cannot be built on ``nodes`` nodes (``None`` if it can)."""
-        return None
-
-
-class ChurnModel(Component):
-    """Decides when each node is online, as one :class:`~netsim.network.churn.ChurnSchedule`
-    built before the run (churn costs O(transitions) when replayed).
-
-    Built while validating too; draw only from ``ctx.stream()``. A model that replays trace
-    nodes sets ``trace_labels`` (one label per simulated node) for the ``trace_assignment``
-    table."""
-
-    slot = "churn"
-    slot_title = "churn model"
-    trace_labels: np.ndarray | None = None
-
-    @abstractmethod
-    def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
-        """When each of ``nodes`` nodes is online until ``horizon``."""
-
-    @classmethod
-    def expected_transitions(cls, config: ComponentConfig, nodes: int, horizon: float) -> float:
-        """About how many on/off transitions :meth:`schedule` will make, known before it is
-        built (``netsim validate`` refuses a scenario whose schedule would not fit in memory).
-        0 when the model cannot tell or is bounded by its input (a trace)."""
-        return 0.0
-
-
-class GossipApplication(Component):
-    """An application of the push-pull gossip of the ``gossip`` section (Hegedűs et al. 2016,
-    Alg. 2 lines 6–11): the engine asks it for the value a node sends and gives it what a node
-    receives.
-
-    Exact (event-driven) mode needs :meth:`outgoing` and :meth:`incoming`. Round mode
-    (``gossip.mode: rounds``) is a declared capability: implement ``round_values``,
-    ``round_relevant``, ``round_merge`` and ``round_tick`` (see
-    :class:`~netsim.protocols.rounds.RoundRule`), or ``round_exchange`` and ``round_tick``
-    (:class:`~netsim.protocols.rounds.FusedRoundRule`); a scenario asking for rounds with an
-    application that has neither is a validation error.
-    """
-
-    slot = "application"
-    slot_title = "gossip application"
-    requires: ClassVar[Mapping[str, str]] = {"gossip": "it spreads values by push-pull gossip"}
-
-    @classmethod
-    def build(cls, config: Any, ctx: BuildContext) -> Component:
-        app = cls(config, ctx)
-        ctx.require("gossip").register(app)
-        return app
-
-    @abstractmethod
-    def outgoing(self, node: int) -> Any:
-        """The value ``node`` sends now (a snapshot: never modify it later in place)."""
-
-    @abstractmethod
-    def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
-        """Merge ``value`` that ``node`` received from ``sender``."""
-
-
-def supports_rounds(cls: type) -> bool:
-    """Whether a gossip application class implements round mode, in either form."""
-    fused = all(hasattr(cls, m) for m in ("round_exchange", "round_tick"))
-    batched = all(
-        hasattr(cls, m) for m in ("round_values", "round_relevant", "round_merge", "round_tick")
-    )
-    return fused or batched
-
-
-def _walk_agent_config(value: Any, info: ValidationInfo) -> Any:
-    """The ``agent`` key of a walk: a walk agent named by ``kind``."""
-    from netsim.registry import validate_component_config
-
-    return validate_component_config(value, ("walk_agent",), info.context)
-
-
-def _visit_counter() -> Any:
-    from netsim.protocols.walk import VisitCounter
-
-    return VisitCounter.Config()
-
-
-class WalkConfig(ComponentConfig):
-    """Base of a :class:`Walk`'s ``Config``: the ``agent`` key names the walk agent it
-    carries (``walk.agent``, built before the walk; the visit counter when not given).
-
-    netsim reads ``agent`` of every walk section, so a walk's ``Config`` must have it: the
-    registry refuses a walk whose ``Config`` does not (derive it from this class)."""
-
-    agent: Annotated[
-        Any, PlainValidator(_walk_agent_config), WithJsonSchema({"type": "object"})
-    ] = Field(default_factory=_visit_counter)
-
-
-class Walk(Component):
-    """A random walk over the network carrying a :class:`WalkAgent` (the ``walk`` section).
-
-    The walk decides where it goes next and when; the agent it carries
-    (``ctx.require("walk.agent")``) decides what happens at each visit: the walk calls
-    ``agent.visit(node, state, steps, walk, now)`` and carries the state it returns. A walk
-    that chooses its next hop itself (e.g. Metropolis–Hastings) is a :class:`Walk`, not a
-    :class:`WalkAgent`. Its ``Config`` derives from :class:`WalkConfig`."""
-
-    slot = "walk"
-    slot_title = "walk"
-    Config: ClassVar[type[ComponentConfig]] = WalkConfig
-
-
-class WalkAgent(Component):
-    """What a walk carries and does at each visit (the ``walk.agent`` section)."""
-
-    slot = "walk_agent"
-    slot_title = "walk agent"
-
-    def initial_state(self) -> Any:
-        """The walk state every node's local copy starts with."""
-        return None
-
-    @abstractmethod
-    def visit(self, node: int, state: Any, steps: int, walk: int, now: float) -> Any:
-        """Update ``state`` at ``node`` (the walk's ``steps``-th step); return the new state.
-
-        Return a new object and never modify ``state`` in place: nodes' local copies share
-        state objects (every node starts with the same initial state, and a node's copy is
-        the very object the walk carried), which keeps 10⁴ copies of a model affordable."""
-
-
-class NetworkProtocol(Component):
-    """A protocol that runs its own processes on the network (e.g. gossip learning, whose
-    push-only gossip carries models): :meth:`start` schedules them on ``ctx.sim`` and they
-    send through ``ctx.network``, the transport that decides every message's fate."""
-
-    slot = "protocol"
-    slot_title = "protocol"
-
-    @abstractmethod
-    def start(self) -> None:
-        """Schedule the protocol's first events (called once every component is built)."""
-
-
-class Mechanism(Component):
-    """A noise mechanism: perturbs a value of bounded sensitivity and says what guarantee the
-    release really has (named where a scenario chooses noise: ``learning.noise``,
-    ``dola.mechanism``, ``mi_ogd.mechanism``), either by name (``noise: k_norm_l2``) or with
-    its settings (``noise: {kind: gaussian, calibration: classic}``), which its ``Config``
-    validates like any component's.
-
-    :attr:`guarantee` states what every release of the mechanism claims: ``epsilon-DP``
-    (it spends ε only), ``(epsilon,delta)-DP`` (it spends ε and δ: :meth:`release` then takes
-    ``delta``, the share of the δ budget it may spend, and a scenario must give the algorithm
-    a δ budget) or ``none`` (no DP guarantee in general). :meth:`release` returns the noisy
-    value and a :class:`~netsim.privacy.events.PrivacyEvent` whose ``guarantee`` is the one the
-    noise gives, not the one asked for, and whose ``accounting`` is the release in Google's
-    ``dp_accounting`` vocabulary (e.g. ``GaussianDpEvent(σ/Δ)``; ``None``: composed by the basic
-    sum only). ``norm`` is the norm the sensitivity is measured in (the data are normalised in
-    it). A mechanism that implements :meth:`noise` (the noise alone) can be audited
-    empirically (:mod:`netsim.privacy.audit`); the contract test audits every registered
-    mechanism that claims ε-DP, and checks the declared ``dp_accounting`` event of one that
-    claims (ε, δ)-DP against its noise and its claim.
-
-    Algorithms call :meth:`spend` (one release) or :meth:`release_rows` (one release per row
-    of an array, as DOLA perturbs every node of a round at once), which pass ``delta`` only to
-    a mechanism that spends δ, so a mechanism written for ε alone needs nothing more.
-    """
-
-    slot = "mechanism"
-    slot_title = "noise mechanism"
-    #: The norm of the sensitivity: ``L1`` or ``L2``.
-    norm: ClassVar[str] = "L2"
-    #: What every release claims: ``epsilon-DP``, ``(epsilon,delta)-DP`` or ``none``.
-    guarantee: ClassVar[str] = "epsilon-DP"
-
-    @abstractmethod
-    def release(
-        self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
-    ) -> tuple[np.ndarray, PrivacyEvent]:
-        """``value`` plus noise calibrated to ``sensitivity`` / ``epsilon``, and its event
-        (a mechanism that spends δ takes ``delta`` too)."""
-
-    @classmethod
-    def spends_delta(cls) -> bool:
-        """Whether the releases spend δ (the guarantee is ``(epsilon,delta)-DP``)."""
-        return cls.guarantee == "(epsilon,delta)-DP"
-
-    def spend(
-        self,
-        value: np.ndarray,
-        *,
-        sensitivity: float,
-        epsilon: float,
-        delta: float = 0.0,
-        rng: np.random.Generator,
-    ) -> tuple[np.ndarray, PrivacyEvent]:
-        """One release with the share (ε, δ) of a budget: ``delta`` goes to the mechanism
-        only when it spends δ, and must then be positive."""
-        if not self.spends_delta():
-            return self.release(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
-        if not 0 < delta < 1:
-            raise PrivacyError(
-                f"{type(self).__name__} is (epsilon,delta)-DP and needs a share of a δ budget "
-                f"in (0, 1), got δ = {delta:g}: give the algorithm a δ budget"
-            )
-        return self.release(  # type: ignore[call-arg]
-            value, sensitivity=sensitivity, epsilon=epsilon, delta=delta, rng=rng
-        )
-
-    def release_rows(
-        self,
-        values: np.ndarray,
-        *,
-        sensitivity: float,
-        epsilon: float,
-        delta: float = 0.0,
-        rng: np.random.Generator,
-    ) -> tuple[np.ndarray, PrivacyEvent]:
-        """Every row of ``values`` (releases × dimension) released on its own with the same
-        sensitivity and share: the noisy rows and the event of each row (rows whose events
-        differ are an error). By default :meth:`spend` row by row; override to vectorise."""
-        rows = np.asarray(values, dtype=np.float64)
-        if rows.ndim != 2 or rows.shape[0] < 1:
-            raise ValueError("release_rows needs a (releases, dimension) array of >= 1 row")
-        out = np.empty_like(rows)
-        first = None
-        for i in range(rows.shape[0]):
-            noisy, event = self.spend(
-                rows[i], sensitivity=sensitivity, epsilon=epsilon, delta=delta, rng=rng
-            )
-            out[i] = noisy
-            if first is None:
-                first = event
-            elif event != first:
-                raise ValueError(
-                    f"{type(self).__name__}: the releases of one batch have different events "
-                    f"({first} and {event}); override release_rows"
-                )
-        assert first is not None
-        return out, first
-
-    def noise(
-        self, count: int, dimension: int, scale: float, rng: np.random.Generator
-    ) -> np.ndarray | None:
-        """``count`` noise vectors of ``dimension`` at ``scale`` = Δ/ε (``None``: not
-        available, so the mechanism cannot be audited)."""
-        return None
-
-
-@dataclass(frozen=True)
-class LoadedData:
-    """What a :class:`DatasetLoader` reads: one example per row of ``x`` (numeric, finite),
-    its label in ``labels`` (numbers or text: netsim numbers the classes), and a sentence
-    naming the source for the run's summary.
-
-    A loader that numbers the classes itself gives their names in ``classes`` (``labels`` are
-    then indices into it), and may name in ``origin`` the file a split error should point at.
-    """
-
-    x: np.ndarray
-    labels: np.ndarray
-    source: str
-    classes: tuple[str, ...] | None = None
-    origin: str | None = None
-
-
-class DatasetLoader(Component):
-    """Reads a labelled data set; netsim splits it (``split_seed``, ``test_fraction``), numbers
-    its classes and pre-processes it for the algorithm that uses it. Named where a scenario
-    names a data set (``learning.dataset.name``, ``dola.data.name``, ``mi_ogd.data.name``);
-    the section's ``path`` and ``label`` keys are passed on."""
-
-    slot = "dataset"
-    slot_title = "data-set loader"
-    #: The share of test rows when the scenario gives no ``test_fraction``.
-    test_fraction: ClassVar[float] = 0.2
-    #: Whether the loader needs a ``path`` (and refuses one when False).
-    needs_path: ClassVar[bool] = True
-
-    def check_arguments(self, path: Path | None, label: str | int | None) -> None:
-        """Refuse the ``path`` or ``label`` the loader does not take, before reading: by
-        default a path exactly when :attr:`needs_path`."""
-        name = getattr(self.config, "kind", type(self).__name__)
-        if path is None and self.needs_path:
-            raise DataError(f"data set {name!r} needs path=")
-        if path is not None and not self.needs_path:
-            raise DataError(f"data set {name!r} reads no file; do not give path= (got {path})")
-
-    def test_rows(self, rows: int, test_fraction: float | None) -> tuple[int, str]:
-        """How many of ``rows`` go to the test split, and how to say so: ``test_fraction`` of
-        them (:attr:`test_fraction` when ``None``), rounded to the nearest row."""
-        fraction = self.test_fraction if test_fraction is None else test_fraction
-        return math.floor(fraction * rows + 0.5), f"test_fraction {fraction:g}"
-
-    @abstractmethod
-    def load(self, path: Path | None, label: str | int | None) -> LoadedData:
-        """Read the data set (raise :class:`~netsim.errors.DataError` naming the file, line
-        and what is allowed when it is malformed)."""
-
-
-class RoundsConfig(ComponentConfig):
-    """A round-based learner's timing: a round every ``period``, T = ``rounds`` of them."""
-
-    period: PositiveDuration = 1.0
-    rounds: int | None = Field(default=None, ge=1)
-
-    def rounds_in(self, duration: float) -> int:
-        """T: the configured rounds, or as many periods as fit in ``duration``."""
-        return self.rounds or max(math.floor(duration / self.period + 1e-9), 1)
-
-    def section_problem(self, key: str, node_field: str, scenario: Scenario) -> str | None:
-        """Why the section ``key`` does not fit ``scenario``: its node ``node_field`` is no
-        node id, or its rounds do not fit in the run (``None`` if it fits)."""
-        node = getattr(self, node_field)
-        if node >= scenario.nodes:
-            return f"{key}.{node_field} ({node}) must be a node id below nodes ({scenario.nodes})"
-        return self.rounds_problem(key, scenario.duration)
-
-    def rounds_problem(self, key: str, duration: float) -> str | None:
-        """Why the configured rounds do not fit in ``duration`` (``None`` if they do)."""
-        if self.rounds is None or self.rounds * self.period <= duration * (1 + 1e-12):
-            return None
-        return (
-            f"{key}.rounds ({self.rounds}) × {key}.period ({self.period:g} s) is longer than "
-            f"duration ({duration:g} s); lengthen the run or leave rounds out (it defaults to "
-            "duration / period)"
-        )
-
-
-class RoundLearner(Component):
-    """A learner that acts on many nodes in synchronous rounds (the shape of DOLA and
-    MI-private OGD): one SimPy process calls :meth:`round` at time 0 and every ``period``
-    after, ``rounds`` times (as many as fit in the run when not given).
-
-    A subclass's ``Config`` derives from :class:`RoundsConfig`."""
-
-    slot = "learner"
-    slot_title = "round learner"
-
-    def __init__(self, config: Any, ctx: BuildContext) -> None:
-        super().__init__(config, ctx)
-        self.round_index = 0
-
-    @property
-    def total_rounds(self) -> int:
-        return self.config.rounds_in(self.ctx.scenario.duration)
-
-    def start(self) -> None:
-        assert self.ctx.sim is not None
-        self.ctx.sim.every(self.config.period, self._next_round, first=0.0)
-
-    def _next_round(self) -> None:
-        if self.round_index >= self.total_rounds:
-            return
-        self.round_index += 1
-        self.round(self.round_index)
-
-    @abstractmethod
-    def round(self, t: int) -> None:
-        """Round ``t`` (1-based) at the current simulated time."""
-
-
-#: The interfaces a component derives from, one per slot.
-INTERFACES: tuple[type[Component], ...] = (
-    TopologyBuilder, ChurnModel, GossipApplication, NetworkProtocol, Walk, WalkAgent,
-    RoundLearner, Mechanism, DatasetLoader,
-)  # fmt: skip
-
-
-# --- running from Python ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -725,3 +147,22 @@ def run(
         load_run(result.directory), result.directory, result.scenario, result.manifest,
         result.warnings,
     )  # fmt: skip
+
+
+def load_run(path: str | Path, *, parameters: bool = True) -> dict[str, pd.DataFrame]:
+    """Every event table of a complete run directory, as DataFrames
+    (:func:`netsim.analysis.runs.load_run`)."""
+    from netsim.analysis.runs import load_run as load
+
+    return load(Path(path), parameters=parameters)
+
+
+def collect(
+    path: str | Path | Iterable[str | Path], *, write: bool | None = None
+) -> pd.DataFrame:
+    """The tidy long table of a sweep directory, a run directory, a folder of runs or a list of
+    run directories (:func:`netsim.analysis.collect.collect`, which says what ``write`` does)."""
+    from netsim.analysis.collect import collect as tidy
+
+    where = Path(path) if isinstance(path, str | Path) else [Path(p) for p in path]
+    return tidy(where, write=write)

@@ -5,7 +5,7 @@ form of the entry points through which installed packages add theirs (group
 ``netsim.components``, as networkx finds its backends), and both are loaded the same way: on
 first use, by importing the class. A scenario may also name a class that is registered nowhere
 as ``kind: package.module:Class``. A component's slot (topology, churn, walk agent, …) is the
-interface it derives from (:mod:`netsim.api`); a name is unique within its slot.
+interface it derives from (:mod:`netsim.contracts`); a name is unique within its slot.
 
 Adding a built-in component is its own module plus one line here.
 """
@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from netsim.api import INTERFACES, Component, ComponentConfig, Walk
+from netsim.component import SLOTS, Component, ComponentConfig
 from netsim.errors import ComponentError
 
 ENTRY_POINT_GROUP = "netsim.components"
@@ -72,7 +72,7 @@ BUILTIN: tuple[str, ...] = (
 )
 
 #: What each slot is called in messages.
-SLOT_NAMES = {interface.slot: interface.slot_title for interface in INTERFACES}
+SLOT_NAMES = {slot: title for slot, (_, title) in SLOTS.items()}
 
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -121,7 +121,7 @@ def import_reference(reference: str) -> Any:
 
 def interface_problem(cls: Any) -> str | None:
     """Why ``cls`` is not a usable component class (``None`` if it is)."""
-    interfaces = ", ".join(interface.__name__ for interface in INTERFACES)
+    interfaces = ", ".join(interface for interface, _ in SLOTS.values())
     if not isinstance(cls, type) or not issubclass(cls, Component):
         return (
             "is not a netsim component: derive it from one of netsim.api's interfaces "
@@ -132,7 +132,7 @@ def interface_problem(cls: Any) -> str | None:
     config = getattr(cls, "Config", None)
     if not isinstance(config, type) or not issubclass(config, ComponentConfig):
         return "has a Config that is not a netsim.api.ComponentConfig subclass"
-    if issubclass(cls, Walk) and "agent" not in config.model_fields:
+    if cls.slot == "walk" and "agent" not in config.model_fields:
         return (
             "has a Config without the 'agent' key every walk has (the walk agent it carries, "
             "walk.agent): derive its Config from netsim.api.WalkConfig"

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from netsim.api import Component, Mechanism, supports_rounds
+from netsim.contracts import Component, Mechanism, supports_rounds
 from netsim.errors import ComponentError, NetsimError
 from netsim.registry import REGISTRY, SLOT_NAMES, import_reference, interface_problem
 

@@ -605,3 +605,52 @@ def test_a_plugin_walk_and_an_epsilon_delta_mechanism_with_settings_sweep_in_par
         privacy = json.loads(manifest.read_text())["privacy"]["learning"]
         assert privacy["stated_delta"] == 1e-5
         assert privacy["spent_delta"] == pytest.approx(1e-5)  # a record's two uses, δ/2 each
+
+
+# --- round support is declared by the component type ------------------------------------------
+
+
+def test_round_support_is_declared_by_the_type_or_read_from_its_methods_once():
+    from netsim.contracts import round_form, supports_rounds
+    from netsim.protocols.broadcast import Broadcast
+    from netsim.protocols.walk import IdealWalk, RandomWalkService
+
+    assert (RandomWalkService.round_form, Broadcast.round_form) == ("fused", "batched")
+    assert IdealWalk.round_form is None and not supports_rounds(IdealWalk)
+
+    class Undeclared(GossipApplication):  # a plugin written before round_form existed
+        def outgoing(self, node):
+            return None
+
+        def incoming(self, node, value, sender, transfer):
+            return None
+
+        def round_exchange(self, *args):
+            return None
+
+        def round_tick(self, active):
+            return None
+
+    assert Undeclared.round_form == "fused" and supports_rounds(Undeclared)
+    assert round_form(object()) is None
+
+
+def test_a_declared_round_form_without_its_methods_is_refused_when_the_class_is_made():
+    with pytest.raises(TypeError, match="declares round_form 'batched' but does not implement"):
+
+        class Claims(GossipApplication):
+            round_form = "batched"
+
+            def outgoing(self, node):
+                return None
+
+            def incoming(self, node, value, sender, transfer):
+                return None
+
+
+def test_one_function_decides_the_gossip_mode():
+    from netsim.protocols.gossip import GossipConfig, round_mode
+
+    assert not round_mode(None)
+    assert not round_mode(GossipConfig(period=1.0))
+    assert round_mode(GossipConfig(period=1.0, mode="rounds"))

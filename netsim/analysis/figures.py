@@ -16,21 +16,9 @@ import numpy as np
 
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import RunDirectoryError
+from netsim.plotting import pyplot as _pyplot
 from netsim.storage import atomic_write_bytes
 from netsim.units import HOUR
-
-
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - depends on the installation
-        raise RunDirectoryError(
-            "figures need matplotlib: pip install 'netsim-ppml[plot]'"
-        ) from None
-    return plt
 
 
 def _walk_title(scenario, mean_walks: float) -> str:

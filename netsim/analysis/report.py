@@ -36,7 +36,7 @@ from netsim.analysis.collect import (
 )
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.runs import load_manifest
-from netsim.api import Curve, FigureSpec
+from netsim.contracts import Curve, FigureSpec
 from netsim.errors import NetsimError, RunDirectoryError
 from netsim.storage import atomic_write_text
 from netsim.units import DAY, HOUR, MINUTE

@@ -40,7 +40,7 @@ from typing import Any, Literal
 import numpy as np
 
 from netsim import files
-from netsim.api import DatasetLoader, LoadedData
+from netsim.contracts import DatasetLoader, LoadedData
 from netsim.errors import ComponentError, DataError
 
 BUILTIN: tuple[str, ...] = (

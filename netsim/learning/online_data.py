@@ -43,7 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field, ValidationInfo, field_validator
 
-from netsim.api import ComponentConfig
+from netsim.contracts import ComponentConfig
 from netsim.fields import resolved_path
 from netsim.learning import ordered
 from netsim.learning.datasets import (

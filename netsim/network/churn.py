@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 from pydantic import Field, field_validator, model_validator
 
-from netsim.api import ChurnModel, ComponentConfig
+from netsim.contracts import ChurnModel, ComponentConfig
 from netsim.distributions import Distribution, Duration, PositiveDuration
 from netsim.errors import ScenarioError
 from netsim.fields import existing_file, resolved_path

@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from netsim import files
-from netsim.api import ComponentConfig, TopologyBuilder
+from netsim.contracts import ComponentConfig, TopologyBuilder
 from netsim.errors import TopologyError
 from netsim.fields import Probability, existing_file
 

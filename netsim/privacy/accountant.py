@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 from dp_accounting import pld, rdp
 
-from netsim.api import Mechanism
+from netsim.contracts import Mechanism
 from netsim.errors import BudgetExhausted, PrivacyError
 from netsim.log import F64, I64, STR, EventLog, EventTable, TableSchema
 from netsim.privacy import mechanisms

@@ -39,7 +39,7 @@ import numpy as np
 from pydantic import Field
 from scipy.special import log_ndtr, ndtr
 
-from netsim.api import BuildContext, ComponentConfig, Mechanism
+from netsim.contracts import BuildContext, ComponentConfig, Mechanism
 from netsim.privacy import laplace_kernel
 from netsim.privacy.events import PrivacyEvent
 from netsim.registry import build_spec, component_spec, spec_class, spec_kind

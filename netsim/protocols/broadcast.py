@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from netsim.api import BuildContext, ComponentConfig, Curve, FigureSpec, GossipApplication
+from netsim.contracts import BuildContext, ComponentConfig, Curve, FigureSpec, GossipApplication
 from netsim.distributions import Duration, PositiveDuration
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
@@ -123,6 +123,8 @@ class Broadcast(GossipApplication):
     Config = BroadcastConfig
     figures = (BROADCAST_FIGURE,)
     requires = {"gossip": "it spreads updates by gossip"}  # noqa: RUF012
+    #: In rounds the engine merges its values in batches (round_values … round_tick).
+    round_form = "batched"
 
     def __init__(
         self,

@@ -22,14 +22,15 @@ nodes at once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
-from netsim.api import BuildContext, Component, ComponentConfig
+from netsim.contracts import BuildContext, Component, ComponentConfig
 from netsim.distributions import PositiveDuration
 from netsim.fields import Size
 from netsim.network.links import Network, Transfer
+from netsim.registry import import_reference
 from netsim.rng import BlockDraws
 from netsim.sim import Simulation
 
@@ -57,6 +58,21 @@ class GossipConfig(ComponentConfig):
     mode: Literal["exact", "rounds"] = "exact"
 
 
+def round_mode(gossip: GossipConfig | None) -> bool:
+    """Whether a scenario's gossip (its ``gossip`` section, ``None`` when it has none) runs in
+    vectorised rounds: the one place netsim reads ``gossip.mode``."""
+    return gossip is not None and gossip.mode == "rounds"
+
+
+#: The engine of each gossip mode as ``module:Class``, found as the registry finds its
+#: built-ins: the round engine derives from :class:`GossipEngine`, so this module cannot
+#: import it.
+ENGINES: dict[bool, str] = {
+    False: "netsim.protocols.gossip:PushPullGossip",
+    True: "netsim.protocols.rounds:RoundGossip",
+}
+
+
 class GossipEngine(Component):
     """What both gossip modes share: the period, and which nodes take part.
 
@@ -69,6 +85,9 @@ class GossipEngine(Component):
     """
 
     Config = GossipConfig
+    #: Whether the engine runs in rounds (its applications then get round calls, and a walk
+    #: evaluates its timeouts once per round).
+    round_based: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -94,11 +113,9 @@ class GossipEngine(Component):
 
     @classmethod
     def build(cls, config: GossipConfig, ctx: BuildContext) -> GossipEngine:
-        """The engine of the ``gossip`` section, exact or in rounds."""
-        from netsim.protocols.rounds import RoundGossip
-
+        """The engine of the ``gossip`` section, exact or in rounds (:func:`round_mode`)."""
         assert ctx.sim is not None and ctx.network is not None
-        engine = RoundGossip if config.mode == "rounds" else PushPullGossip
+        engine = import_reference(ENGINES[round_mode(config)])
         return engine(
             ctx.sim, ctx.network, period=config.period, message_size=config.message_size,
             name=ctx.key,

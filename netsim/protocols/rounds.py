@@ -44,6 +44,7 @@ from typing import Protocol
 
 import numpy as np
 
+from netsim.contracts import round_form
 from netsim.network.links import Network
 from netsim.protocols.gossip import PULL, PUSH, GossipEngine
 from netsim.sim import Simulation
@@ -106,6 +107,8 @@ def by_rank(targets: np.ndarray, scratch: np.ndarray) -> list[np.ndarray]:
 class RoundGossip(GossipEngine):
     """Round-based push-pull gossip among active online nodes (see the module docstring)."""
 
+    round_based = True
+
     def __init__(
         self,
         sim: Simulation,
@@ -134,7 +137,7 @@ class RoundGossip(GossipEngine):
         # a fused rule does its own exchanges; the others are merged here in batches
         self._exchanges = [
             rule.round_exchange
-            if hasattr(rule, "round_exchange")
+            if round_form(rule) == "fused"
             else partial(self._exchange, rule)
             for rule in self.rules
         ]

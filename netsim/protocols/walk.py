@@ -58,14 +58,13 @@ import numpy as np
 import pandas as pd
 from pydantic import model_validator
 
-from netsim.api import BuildContext, ComponentConfig, Curve, FigureSpec, Walk, WalkAgent
+from netsim.contracts import BuildContext, ComponentConfig, Curve, FigureSpec, Walk, WalkAgent
 from netsim.distributions import Duration, PositiveDuration
 from netsim.errors import ScenarioError
 from netsim.fields import Probability
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import GossipEngine
-from netsim.protocols.rounds import RoundGossip
 from netsim.protocols.walk_kernels import (
     AGE_TOLERANCE,
     PROP_RECORD,
@@ -315,6 +314,8 @@ class RandomWalkService(Walk):
     requires = {  # noqa: RUF012
         "gossip": "walk progress is broadcast by push-pull gossip with period Δ = gossip.period"
     }
+    #: In rounds it does its own exchanges (round_exchange, round_tick).
+    round_form = "fused"
 
     def __init__(
         self,
@@ -459,7 +460,7 @@ class RandomWalkService(Walk):
         round for all nodes (:meth:`round_tick`) instead of by per-node timers.
         """
         self.gossip = gossip
-        self.round_based = isinstance(gossip, RoundGossip)
+        self.round_based = gossip.round_based
 
         gossip.on_activate(self._on_activate)
         for node in np.flatnonzero(gossip.active).tolist():

@@ -12,22 +12,24 @@ changes another's draws.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netsim.algorithms.dpsgd.sgd import SGDAgent
-from netsim.api import BuildContext, ChurnModel, Component, TopologyBuilder, supports_rounds
+from netsim.contracts import BuildContext, ChurnModel, Component, TopologyBuilder, supports_rounds
 from netsim.errors import ScenarioError
 from netsim.log import F64, I32, I64, STR, EventLog, TableSchema
 from netsim.network.churn import CHURN_TABLE, ChurnReplay, ChurnSchedule
 from netsim.network.links import LOSS_TABLE, LinkModel, Network
 from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
-from netsim.protocols.gossip import GossipEngine
+from netsim.protocols.gossip import GossipEngine, round_mode
 from netsim.registry import REGISTRY, component_class
 from netsim.rng import RandomStreams
-from netsim.scenario import schema as s
 from netsim.scenario.estimate import check_run_size
 from netsim.sim import Simulation
+
+if TYPE_CHECKING:
+    from netsim.scenario import schema as s
 
 SAMPLES_TABLE = TableSchema(
     name="samples",
@@ -124,7 +126,7 @@ def scenario_problems(scenario: s.Scenario) -> str | None:
     required sections, round mode for an application without it, each component's own
     check, two components writing one table, a topology impossible on ``nodes``."""
     gossip = scenario.gossip
-    rounds = gossip is not None and gossip.mode == "rounds"
+    rounds = round_mode(gossip)
     parts = scenario_parts(scenario)
     present = {part.key for part in parts}
     writers: dict[str, str] = {}
@@ -139,6 +141,10 @@ def scenario_problems(scenario: s.Scenario) -> str | None:
             )
         try:
             part.cls.check(part.config, scenario)
+            part.cls.check_dependents(
+                part.config,
+                [o.label for o in parts if part.key in o.cls.requires and o is not part],
+            )
         except ValueError as exc:
             return str(exc)
         for table in part.cls.table_schemas(part.config):

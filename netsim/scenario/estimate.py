@@ -11,11 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netsim.errors import ScenarioError
+from netsim.protocols.gossip import round_mode
 from netsim.registry import component_class
-from netsim.scenario import schema as s
+
+if TYPE_CHECKING:
+    from netsim.scenario import schema as s
 
 #: Rows of periodic samples a run may write, over all ``sample_every`` keys (each row is
 #: written and kept; 10⁸ rows are gigabytes).
@@ -59,7 +62,7 @@ def estimate_run_size(scenario: s.Scenario) -> RunSize:
     )
     gossip = scenario.gossip
     messages = 0.0
-    if gossip is not None and gossip.mode == "exact":
+    if gossip is not None and not round_mode(gossip):
         messages = 2.0 * scenario.nodes * duration / gossip.period
     return RunSize(rows, transitions, messages)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from netsim.plotting import pyplot
 from netsim.storage import atomic_write_bytes
 from netsim.traces.intervals import IntervalTrace
 from netsim.units import DAY, HOUR, MINUTE
@@ -312,11 +313,9 @@ def trace_figure(
     hours from the window start (GMT for the STUNner segments), or days or years for long
     traces.
     """
-    from netsim.analysis.figures import _pyplot
-
     if bin_seconds <= 0:
         raise ValueError(f"bin_seconds must be positive, got {bin_seconds}")
-    plt = _pyplot()  # a clear error when matplotlib is missing, before importing from it
+    plt = pyplot()  # a clear error when matplotlib is missing, before importing from it
     from matplotlib.ticker import MaxNLocator
     span = _span(trace)
     stats_nodes = max(trace.node_count, 1)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from netsim.api import ComponentConfig, RoundsConfig
+from netsim.contracts import ComponentConfig, RoundsConfig
 from netsim.learning.online_data import SYNTHETIC, StreamDataConfig
 from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.registry import component_name, spec_class

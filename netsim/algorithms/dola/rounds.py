@@ -34,7 +34,7 @@ from netsim.algorithms.dola.mixing import (
     check_round,
     union_components,
 )
-from netsim.api import Baseline, BuildContext, Curve, FigureSpec, RoundLearner
+from netsim.contracts import Baseline, BuildContext, Curve, FigureSpec, RoundLearner
 from netsim.distributions import Constant
 from netsim.learning import ordered
 from netsim.learning.baselines import learning_baselines

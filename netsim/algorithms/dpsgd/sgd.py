@@ -30,13 +30,13 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from netsim.api import (
+from netsim.contracts import (
     Baseline,
     BuildContext,
     Component,
@@ -402,14 +402,7 @@ class SGDAgent(Component):
         learning_data(config, ctx.nodes)
 
     @classmethod
-    def check(cls, config: LearningConfig, scenario: Any) -> None:
-        from netsim.scenario.build import scenario_parts
-
-        learners = [
-            part.label
-            for part in scenario_parts(scenario)
-            if "learning" in part.cls.requires and part.key != "learning"
-        ]
+    def check_dependents(cls, config: LearningConfig, learners: list[str]) -> None:
         if not learners:
             raise ValueError(
                 "learning is configured but nothing learns: set walk.agent.kind to sgd or add "

@@ -36,7 +36,7 @@ from netsim.algorithms.dpsgd.sgd import (
     SGDAgent,
     baseline_text,
 )
-from netsim.api import BuildContext, ComponentConfig, Curve, FigureSpec, NetworkProtocol
+from netsim.contracts import BuildContext, ComponentConfig, Curve, FigureSpec, NetworkProtocol
 from netsim.distributions import PositiveDuration
 from netsim.learning.models import LinearModel
 from netsim.log import F64, I64, TableSchema

@@ -35,7 +35,7 @@ from netsim.algorithms.mi_ogd.learner import (
     user_gradient,
     user_report,
 )
-from netsim.api import BuildContext, Curve, FigureSpec, RoundLearner
+from netsim.contracts import BuildContext, Curve, FigureSpec, RoundLearner
 from netsim.errors import BudgetExhausted, ScenarioError
 from netsim.learning.datasets import MAX_FEATURES
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum

@@ -1,0 +1,302 @@
+"""The base of every component, below the registry: :class:`ComponentConfig`, the
+:class:`BuildContext` a component is built with, the figure specifications a component declares
+(:class:`FigureSpec`, :class:`Curve`, :class:`Baseline`) and :class:`Component` itself, with the
+table of slots (:data:`SLOTS`) the interfaces of :mod:`netsim.contracts` fill.
+
+This is the bottom of netsim's contract layer (``docs/architecture.md``): it imports only the
+foundation (errors, fields, the event log's schemas), so :mod:`netsim.registry` can build on it
+and :mod:`netsim.contracts` on both. Import these names from :mod:`netsim.contracts` (or, in a
+plugin, :mod:`netsim.api`); they are defined here only so the registry needs no interface.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+import numpy as np
+from pydantic import ConfigDict
+
+from netsim.fields import CheckedModel
+from netsim.log import EventTable, TableSchema
+
+#: A class that leaves :attr:`Component.round_form` to its methods.
+_UNDECLARED = object()
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from netsim.network.links import Network
+    from netsim.network.topology import Topology
+    from netsim.privacy.accountant import PrivacyAccountant
+    from netsim.rng import RandomStreams
+    from netsim.scenario.schema import Scenario
+    from netsim.sim import Simulation
+
+__all__ = [
+    "ROUND_FORMS",
+    "SLOTS",
+    "Baseline",
+    "BuildContext",
+    "Component",
+    "ComponentConfig",
+    "Curve",
+    "FigureSpec",
+    "round_form",
+]
+
+#: Every slot a component can fill: slot → (its interface in :mod:`netsim.contracts`, what it
+#: is called in messages). The interfaces declare the same (``slot``, ``slot_title``);
+#: ``tests/test_layers.py`` checks that they agree.
+SLOTS: dict[str, tuple[str, str]] = {
+    "topology": ("TopologyBuilder", "topology"),
+    "churn": ("ChurnModel", "churn model"),
+    "application": ("GossipApplication", "gossip application"),
+    "protocol": ("NetworkProtocol", "protocol"),
+    "walk": ("Walk", "walk"),
+    "walk_agent": ("WalkAgent", "walk agent"),
+    "learner": ("RoundLearner", "round learner"),
+    "mechanism": ("Mechanism", "noise mechanism"),
+    "dataset": ("DatasetLoader", "data-set loader"),
+}
+
+
+class ComponentConfig(CheckedModel):
+    """Base of every component's ``Config``: unknown keys are errors; instances are frozen.
+
+    A registered component's config also has a ``kind`` key holding its registered name (or
+    the ``module:Class`` reference it was named by); the registry adds it when the class does
+    not declare one.
+    """
+
+    # NaN and ±∞ are refused in every number field (a field that means something by ∞ says so)
+    model_config = ConfigDict(populate_by_name=True)
+
+
+@dataclass
+class BuildContext:
+    """What a component is given when it is built.
+
+    ``key`` is where the component sits in the scenario (``walk``, ``walk.agent``,
+    ``components.averaging``); its random streams are namespaced by it, so adding a component
+    never changes another's draws. ``sim`` and ``network`` are ``None`` while ``netsim
+    validate`` checks a scenario without running it (only topology and churn components are
+    built then).
+    """
+
+    key: str
+    scenario: Scenario
+    streams: RandomStreams
+    warnings: list[str]
+    sim: Simulation | None = None
+    network: Network | None = None
+    built: Mapping[str, Any] = field(default_factory=dict)
+    topology: Topology | None = None
+
+    @property
+    def nodes(self) -> int:
+        """The number of nodes N (node ids are 0..N−1)."""
+        return self.scenario.nodes
+
+    def stream(self, name: str | None = None) -> np.random.Generator:
+        """The component's random stream ``<key>.<name>`` (``<key>`` itself without a name)."""
+        return self.streams.get(self.stream_name(name))
+
+    def integer_seed(self, name: str | None = None) -> int:
+        """A 32-bit seed from the stream ``<key>.<name>``, for libraries that want one."""
+        return self.streams.integer_seed(self.stream_name(name))
+
+    def stream_name(self, name: str | None = None) -> str:
+        return self.key if name is None else f"{self.key}.{name}"
+
+    def require(self, name: str) -> Any:
+        """The built component of the scenario section ``name`` (``gossip``, ``learning``, …);
+        it is built before this one when this component lists it in ``requires``."""
+        try:
+            return self.built[name]
+        except KeyError:
+            raise KeyError(
+                f"{self.key}: component {name!r} is not built (list it in requires)"
+            ) from None
+
+    def table(self, schema: TableSchema) -> EventTable:
+        """The run's event table of ``schema`` (declare it in the component's ``tables``)."""
+        assert self.sim is not None, "tables are written while running, not while validating"
+        return self.sim.log.table(schema)
+
+    def warn(self, message: str) -> None:
+        """A warning shown after the run and kept in the run's manifest."""
+        self.warnings.append(f"{self.key}: {message}")
+
+
+class Baseline(NamedTuple):
+    """A horizontal dashed line in a :class:`Curve`'s panel at the value of ``column`` of the
+    one-row table ``table`` of the runs (their mean when the figure has several runs), named
+    ``label`` in the legend — e.g. a learning result's yardsticks (principle 9)::
+
+        Baseline("learning_summary", "majority_accuracy", "majority class")
+
+    A plain ``(table, column, label)`` tuple works the same. Runs without the column draw no
+    line."""
+
+    table: str
+    column: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One metric of one table against ``axis`` (``time``, ``round`` or ``point``) in one
+    panel of a figure."""
+
+    table: str
+    metric: str
+    axis: str
+    ylabel: str
+    #: Another metric of the table drawn dashed in the same panel (e.g. a theorem's bound),
+    #: named in the legend by ``reference_label``.
+    reference: str | None = None
+    reference_label: str = ""
+    #: Two more metrics of the table (low, high), drawn dotted in each line's colour around
+    #: it (e.g. the lowest and highest model's accuracy), named by ``spread_label``.
+    spread: tuple[str, str] | None = None
+    spread_label: str = ""
+    #: Horizontal dashed lines read from other tables of the runs (:class:`Baseline`).
+    baselines: tuple[Baseline, ...] = ()
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A figure ``netsim report`` draws when the runs have its tables: its file, caption, the
+    sentence under it, its title and its panels (drawn top to bottom)."""
+
+    file: str
+    caption: str
+    sentence: str
+    title: str
+    panels: tuple[Curve, ...]
+    log_x_over_decades: float | None = None  # log-scaled x when x spans more decades
+    xlabel: str | None = None  # default: "time (hours)" or "round", by the panels' axis
+
+
+#: The two forms of round support (``gossip.mode: rounds``) and the methods each implements:
+#: ``fused`` does its own exchanges (:class:`~netsim.protocols.rounds.FusedRoundRule`),
+#: ``batched`` has the engine merge its values (:class:`~netsim.protocols.rounds.RoundRule`).
+ROUND_FORMS: dict[str, tuple[str, ...]] = {
+    "fused": ("round_exchange", "round_tick"),
+    "batched": ("round_values", "round_relevant", "round_merge", "round_tick"),
+}
+
+
+def round_form(rule: Any) -> str | None:
+    """The round form of a component class (its declared :attr:`Component.round_form`) or of
+    any other gossip rule (read from the methods it has): ``fused``, ``batched`` or ``None``
+    (exact mode only)."""
+    if (isinstance(rule, type) and issubclass(rule, Component)) or isinstance(rule, Component):
+        return rule.round_form
+    return _form_of_methods(rule)
+
+
+def _form_of_methods(rule: Any) -> str | None:
+    for form, methods in ROUND_FORMS.items():
+        if all(hasattr(rule, method) for method in methods):
+            return form
+    return None
+
+
+class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract methods)
+    """Base of every component (see the module docstring). The interfaces below mark what
+    their components must implement as abstract methods, so a class that leaves one out is
+    named by the registry (and cannot be instantiated)."""
+
+    #: The slot this kind of component fills (set by the interface classes below).
+    slot: ClassVar[str] = ""
+    #: What the slot is called in messages.
+    slot_title: ClassVar[str] = ""
+    #: The component's settings; subclasses replace it with their own model.
+    Config: ClassVar[type[ComponentConfig]] = ComponentConfig
+    #: Every table the component writes.
+    tables: ClassVar[tuple[TableSchema, ...]] = ()
+    #: Scenario sections this component needs → why (shown when the section is missing).
+    requires: ClassVar[Mapping[str, str]] = {}
+    #: Figures of its tables for ``netsim report`` (a table without one gets a generic figure).
+    figures: ClassVar[tuple[FigureSpec, ...]] = ()
+    #: The round support a component that gossips declares (``gossip.mode: rounds``): one of
+    #: :data:`ROUND_FORMS` or ``None`` (exact mode only). A class that does not declare it
+    #: gets the form of the methods it implements, once, when it is created; one that
+    #: declares a form must implement its methods.
+    round_form: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = cls.__dict__.get("round_form", _UNDECLARED)
+        if declared is _UNDECLARED:
+            cls.round_form = _form_of_methods(cls)
+        elif declared is not None:
+            missing = [m for m in ROUND_FORMS.get(declared, ("?",)) if not hasattr(cls, m)]
+            if declared not in ROUND_FORMS or missing:
+                raise TypeError(
+                    f"{cls.__qualname__} declares round_form {declared!r} but "
+                    + (
+                        f"does not implement {', '.join(missing)}"
+                        if declared in ROUND_FORMS
+                        else f"the forms are {', '.join(map(repr, ROUND_FORMS))}"
+                    )
+                )
+
+    def __init__(self, config: ComponentConfig, ctx: BuildContext) -> None:
+        self.config = config
+        self.ctx = ctx
+
+    @classmethod
+    def build(cls, config: Any, ctx: BuildContext) -> Component:
+        """Make the component of ``config`` (override to build something else)."""
+        return cls(config, ctx)
+
+    @classmethod
+    def table_schemas(cls, config: Any) -> tuple[TableSchema, ...]:
+        """The tables a component of ``config`` writes (``tables`` unless they depend on the
+        config, e.g. one column per configured threshold)."""
+        return cls.tables
+
+    @classmethod
+    def check(cls, config: Any, scenario: Scenario) -> None:
+        """Raise ``ValueError`` naming the keys when ``config`` cannot work in ``scenario``
+        (called while the scenario is validated; e.g. a node id beyond ``nodes``)."""
+        return None
+
+    @classmethod
+    def check_dependents(cls, config: Any, dependents: list[str]) -> None:
+        """Raise ``ValueError`` when the components that require this one's scenario section
+        (``dependents``: their labels, in build order) cannot share it, e.g. none or two of
+        them train the models of the ``learning`` section (called after :meth:`check`)."""
+        return None
+
+    @classmethod
+    def check_inputs(cls, config: Any, ctx: BuildContext) -> None:
+        """Read and check what a component of ``config`` reads from files or derives from its
+        parameters, without running (``netsim validate`` calls it, so it finds every error a
+        run would); raise a :class:`~netsim.errors.NetsimError` naming the key. ``ctx`` has the
+        topology but no simulation."""
+        return None
+
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """Lines for the summary ``netsim run`` prints, from a finished run's ``tables``
+        (none by default; one-row tables are listed by ``netsim report`` anyway)."""
+        return []
+
+    def start(self) -> None:
+        """Called once every component is built, in build order (schedule first events)."""
+        return None
+
+    def finish(self) -> None:
+        """Called once when the run reaches its end (write end-of-run tables)."""
+        return None
+
+    def privacy_accountant(self) -> PrivacyAccountant | None:
+        """The accountant of a component that releases data about records: the run's
+        manifest states the budget it was given and the guarantee it reached."""
+        return None
