@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from netsim import __version__
 from netsim.errors import NetsimError, RunDirectoryError, ScenarioError
@@ -383,6 +384,14 @@ def _cmd_trace_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command(commands: Any, name: str, summary: str, details: str) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` line is ``summary`` and whose description is ``summary``
+    (capitalised) followed by ``details``."""
+    return commands.add_parser(
+        name, help=summary, description=f"{summary[0].upper()}{summary[1:]}{details}"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``netsim``."""
     parser = argparse.ArgumentParser(
@@ -437,11 +446,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.set_defaults(handler=_cmd_sweep)
 
     report_help = "draw the standard figures of a sweep or run directory, with a Markdown summary"
-    report = commands.add_parser(
-        "report",
-        help=report_help,
-        description=(
-            f"{report_help[0].upper()}{report_help[1:]}: the figures the run's components "
+    report = _command(
+        commands, "report", report_help,
+        (
+            ": the figures the run's components "
             "declare (e.g. walk counts, accuracy over time), averaged over repetitions for a "
             "sweep, and report.md listing them with the parameters and the run summaries."
         ),
@@ -453,11 +461,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=_cmd_report)
 
     verify_help = "check every run of a sweep, run directory or folder of runs against its manifest"
-    verify = commands.add_parser(
-        "verify",
-        help=verify_help,
-        description=(
-            f"{verify_help[0].upper()}{verify_help[1:]}: each table's SHA-256, size and row "
+    verify = _command(
+        commands, "verify", verify_help,
+        (
+            ": each table's SHA-256, size and row "
             "count. Prints one line per run: ok, unverified (written before manifests recorded "
             "checksums), damaged (and what is wrong), failed or missing. Exit status 0 if "
             "every run is ok, 1 if not, 2 if the directory is not a run, folder or sweep."
@@ -469,11 +476,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(handler=_cmd_verify)
 
     collect_help = "write the tidy long table of a sweep, run directory or folder of runs"
-    collect_command = commands.add_parser(
-        "collect",
-        help=collect_help,
-        description=(
-            f"{collect_help[0].upper()}{collect_help[1:]}: one row per run and metric sample "
+    collect_command = _command(
+        commands, "collect", collect_help,
+        (
+            ": one row per run and metric sample "
             "(run_id, run, point, repetition, seed, one column per parameter, table, metric, "
             "time, round, series, value), from every table the runs' components declare as "
             "samples, rounds or summary. Without --out it is written to DIRECTORY/"
@@ -493,11 +499,10 @@ def build_parser() -> argparse.ArgumentParser:
     collect_command.set_defaults(handler=_cmd_collect)
 
     check_help = "check that a component keeps netsim's component contract"
-    check = commands.add_parser(
-        "check",
-        help=check_help,
-        description=(
-            f"{check_help[0].upper()}{check_help[1:]} (the checks of netsim's own contract "
+    check = _command(
+        commands, "check", check_help,
+        (
+            " (the checks of netsim's own contract "
             "test, netsim.testing.check_component): hosted in a small scenario, it validates, "
             "builds and runs, finish() is called once, it writes only declared tables, the "
             "same seed gives identical tables, round support runs, and a mechanism claiming "
