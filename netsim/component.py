@@ -28,7 +28,9 @@ _UNDECLARED = object()
 if TYPE_CHECKING:
     import pandas as pd
 
+    from netsim.network.churn import ChurnReplay
     from netsim.network.links import Network
+    from netsim.network.nodes import NodeStates
     from netsim.network.topology import Topology
     from netsim.privacy.accountant import PrivacyAccountant
     from netsim.rng import RandomStreams
@@ -60,6 +62,9 @@ SLOTS: dict[str, tuple[str, str]] = {
     "learner": ("RoundLearner", "round learner"),
     "mechanism": ("Mechanism", "noise mechanism"),
     "dataset": ("DatasetLoader", "data-set loader"),
+    "transport": ("Transport", "transport"),
+    "gossip": ("GossipEngine", "gossip engine"),
+    "observer": ("Observer", "observer"),
 }
 
 
@@ -94,6 +99,14 @@ class BuildContext:
     network: Network | None = None
     built: Mapping[str, Any] = field(default_factory=dict)
     topology: Topology | None = None
+    #: Whom the component is wired to: role (a key of its ``requires`` or ``optional``,
+    #: ``transport``) → the key of the instance that fills it. A role not listed is filled
+    #: by the scenario section of its name (``gossip`` by the ``gossip`` section).
+    uses: Mapping[str, str] = field(default_factory=dict)
+    #: The run's node states (who is online), for the transport built on them.
+    node_states: NodeStates | None = None
+    #: The run's churn replay (``transitions_applied`` counts the joins and leaves so far).
+    churn: ChurnReplay | None = None
 
     @property
     def nodes(self) -> int:
@@ -112,14 +125,18 @@ class BuildContext:
         return self.key if name is None else f"{self.key}.{name}"
 
     def require(self, name: str) -> Any:
-        """The built component of the scenario section ``name`` (``gossip``, ``learning``, …);
-        it is built before this one when this component lists it in ``requires``."""
-        try:
-            return self.built[name]
-        except KeyError:
-            raise KeyError(
-                f"{self.key}: component {name!r} is not built (list it in requires)"
-            ) from None
+        """The built component this one is wired to in the role ``name`` (``gossip``,
+        ``learning``, …): the instance its ``uses`` names, else the scenario section of that
+        name. It is built before this one when this component lists it in ``requires``."""
+        component = self.find(name)
+        if component is None:
+            raise KeyError(f"{self.key}: component {name!r} is not built (list it in requires)")
+        return component
+
+    def find(self, name: str) -> Any:
+        """Like :meth:`require`, but ``None`` when the scenario has no such instance (for the
+        roles a component lists in ``optional``)."""
+        return self.built.get(self.uses.get(name, name))
 
     def table(self, schema: TableSchema) -> EventTable:
         """The run's event table of ``schema`` (declare it in the component's ``tables``)."""
@@ -220,7 +237,10 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
     #: Every table the component writes.
     tables: ClassVar[tuple[TableSchema, ...]] = ()
     #: Scenario sections this component needs → why (shown when the section is missing).
+    #: Each is a role the scenario may wire to another instance (``uses``).
     requires: ClassVar[Mapping[str, str]] = {}
+    #: Roles the component uses when the scenario has them (``ctx.find``) → what for.
+    optional: ClassVar[Mapping[str, str]] = {}
     #: Figures of its tables for ``netsim report`` (a table without one gets a generic figure).
     figures: ClassVar[tuple[FigureSpec, ...]] = ()
     #: The round support a component that gossips declares (``gossip.mode: rounds``): one of

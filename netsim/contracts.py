@@ -87,12 +87,16 @@ __all__ = [
     "DatasetLoader",
     "FigureSpec",
     "GossipApplication",
+    "GossipEngine",
     "LoadedData",
     "Mechanism",
     "NetworkProtocol",
+    "Observer",
+    "ObserverConfig",
     "RoundLearner",
     "RoundsConfig",
     "TopologyBuilder",
+    "Transport",
     "Walk",
     "WalkAgent",
     "WalkConfig",
@@ -473,8 +477,100 @@ class RoundLearner(Component):
         """Round ``t`` (1-based) at the current simulated time."""
 
 
+class Transport(Component):
+    """What carries every message between nodes (the ``links`` section; the built-in is
+    :class:`~netsim.network.links.Network`, registered as ``links``). Every protocol sends
+    through the transport it is wired to (``ctx.network``): one message at a time
+    (:meth:`send`, event-driven) or a round's messages at once (:meth:`send_batch`). It counts
+    ``sent``, ``delivered`` and ``lost`` (the ``samples`` table reads them) and exposes the
+    ``topology`` and the node states (``nodes``) it runs over.
+
+    A transport is built before every other component, on the run's topology and node states
+    (``ctx.topology``, ``ctx.node_states``); one that models links differently derives from
+    the built-in and overrides how a message's fate is decided, so the protocols' other calls
+    (``random_online_neighbour``, ``round_pairs``) keep working."""
+
+    slot = "transport"
+    slot_title = "transport"
+    sent: int = 0
+    delivered: int = 0
+    lost: int = 0
+
+    @abstractmethod
+    def send(self, src: int, dst: int, *, kind: str, payload: Any, on_deliver: Any,
+             on_lost: Any = None, size: float = 0.0, duration: float | None = None) -> Any:
+        """Start one transfer; ``on_deliver(transfer)`` runs at ``dst`` when it arrives,
+        ``on_lost(transfer, reason)`` at ``src`` when it does not."""  # fmt: skip
+
+    @abstractmethod
+    def send_batch(self, src: np.ndarray, dst: np.ndarray, *, kind: str,
+                   rng: np.random.Generator, window: float = 0.0, size: float | None = None,
+                   links_up: bool = False) -> Any:
+        """Send message k from ``src[k]`` to ``dst[k]`` for every k, now; return each
+        message's fate (lost, and its delay when ``size`` is given)."""  # fmt: skip
+
+
+class GossipEngine(Component):
+    """The engine that runs push-pull gossip for the applications registered with it (the
+    ``gossip`` section; the built-in is :class:`~netsim.protocols.gossip.PushPullEngine`,
+    registered as ``gossip``, which runs event by event or in rounds by ``gossip.mode``).
+
+    Applications :meth:`register` while the run is built, and the engine begins its exchanges
+    in :meth:`start`. It keeps ``period`` (Δ), ``active`` (the nodes taking part: online and
+    heard a fresh message since they last joined), ``exchanges`` (a counter the ``samples``
+    table reads) and ``round_based`` (whether its applications get round calls)."""
+
+    slot = "gossip"
+    slot_title = "gossip engine"
+    round_based: ClassVar[bool] = False
+    exchanges: int = 0
+
+    @abstractmethod
+    def register(self, rule: Any) -> None:
+        """Add an application: its values travel in every message, in registration order."""
+
+    @abstractmethod
+    def on_activate(self, listener: Any) -> None:
+        """Call ``listener(node)`` when a rejoined node hears its first fresh message."""
+
+    @property
+    @abstractmethod
+    def active_count(self) -> int:
+        """How many nodes take part in the gossip now."""
+
+
+class ObserverConfig(ComponentConfig):
+    """Base of an :class:`Observer`'s ``Config``: how often it observes."""
+
+    every: PositiveDuration = 60.0
+
+
+class Observer(Component):
+    """Reads the state of the run at fixed times and writes what it sees: every ``every``
+    seconds from time 0, and once more at the end of the run (the built-in ``samples``
+    observer writes the ``samples`` table every ``metrics.sample_every``). It is started
+    after every other component, so it sees their first events' effects in the order they
+    were scheduled. Its ``Config`` derives from :class:`ObserverConfig`; what it reads it
+    names in ``requires`` (or ``optional``) and gets with ``ctx.require`` (``ctx.find``)."""
+
+    slot = "observer"
+    slot_title = "observer"
+    Config: ClassVar[type[ComponentConfig]] = ObserverConfig
+
+    def start(self) -> None:
+        assert self.ctx.sim is not None
+        self.ctx.sim.every(self.config.every, self.observe, first=0.0)  # type: ignore[attr-defined]
+
+    def finish(self) -> None:
+        self.observe()
+
+    @abstractmethod
+    def observe(self) -> None:
+        """Record what the run looks like now (``ctx.sim.now``)."""
+
+
 #: The interfaces a component derives from, one per slot.
 INTERFACES: tuple[type[Component], ...] = (
     TopologyBuilder, ChurnModel, GossipApplication, NetworkProtocol, Walk, WalkAgent,
-    RoundLearner, Mechanism, DatasetLoader,
+    RoundLearner, Mechanism, DatasetLoader, Transport, GossipEngine, Observer,
 )  # fmt: skip

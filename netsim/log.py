@@ -9,6 +9,7 @@ run that is interrupted never leaves a ``.parquet`` file that looks complete.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -245,6 +246,11 @@ class EventLog:
         self.tables[schema.name] = table
         return table
 
+    def prefixed(self, prefix: str) -> PrefixedLog:
+        """A view of this log in which every table is named ``<prefix><table>`` (what an
+        instance writes when another instance of the run writes tables of the same names)."""
+        return PrefixedLog(self, prefix)
+
     def schemas(self) -> dict[str, dict[str, object]]:
         """Every registered table's schema as plain data, by name."""
         return {name: table.schema.describe() for name, table in sorted(self.tables.items())}
@@ -259,3 +265,19 @@ class EventLog:
     def to_frames(self) -> dict[str, pd.DataFrame]:
         """In-memory mode: every table as a pandas DataFrame."""
         return {name: table.to_arrow().to_pandas() for name, table in sorted(self.tables.items())}
+
+
+class PrefixedLog:
+    """An :class:`EventLog` as one component instance sees it when its tables are renamed:
+    :meth:`table` registers ``schema`` under ``<prefix><name>`` in the run's log."""
+
+    def __init__(self, log: EventLog, prefix: str) -> None:
+        self.log = log
+        self.prefix = prefix
+
+    def table(self, schema: TableSchema) -> EventTable:
+        """The run's table of ``schema`` under this instance's name."""
+        return self.log.table(dataclasses.replace(schema, name=self.prefix + schema.name))
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.log, name)

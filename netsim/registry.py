@@ -46,6 +46,9 @@ BUILTIN: tuple[str, ...] = (
     "ring = netsim.network.topology:Ring",
     "complete = netsim.network.topology:Complete",
     "edge_list = netsim.network.topology:EdgeList",
+    "links = netsim.network.links:Network",
+    "samples = netsim.network.samples:SystemSampler",
+    "gossip = netsim.protocols.gossip:PushPullEngine",
     "always_on = netsim.network.churn:AlwaysOn",
     "synthetic = netsim.network.churn:SyntheticChurnModel",
     "trace = netsim.network.churn:TraceReplay",
@@ -344,6 +347,29 @@ def component_field(*slots: str) -> Any:
         return validate_component_config(value, slots, info.context)
 
     return Annotated[Any, PlainValidator(validate), WithJsonSchema({"type": "object"})]
+
+
+@dataclass(frozen=True)
+class SectionDefault:
+    """Marks a :func:`section_field`: the config model of the section when it names no
+    ``kind`` (error messages list that model's keys)."""
+
+    model: type[ComponentConfig]
+
+
+def section_field(slot: str, default: type[ComponentConfig]) -> Any:
+    """The annotation of a fixed section that holds the built-in component of ``slot`` (a
+    mapping of ``default``'s keys, the ``links`` and ``gossip`` sections) or, with a
+    ``kind`` key, any component of that slot (its settings validated by its own model)."""
+
+    def validate(value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, dict) and "kind" not in value:
+            return default.model_validate(value, context=info.context)
+        return validate_component_config(value, (slot,), info.context)
+
+    return Annotated[
+        Any, PlainValidator(validate), WithJsonSchema({"type": "object"}), SectionDefault(default)
+    ]
 
 
 def component_name(*slots: str, also: tuple[str, ...] = ()) -> Any:

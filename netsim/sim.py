@@ -7,12 +7,13 @@ deterministically by SimPy's (time, priority, insertion id) order. Time is in se
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Generator
 from typing import Any
 
 import simpy
 
-from netsim.log import EventLog
+from netsim.log import EventLog, PrefixedLog
 from netsim.rng import RandomStreams
 
 Callback = Callable[[], None]
@@ -24,8 +25,15 @@ class Simulation:
     def __init__(self, *, seed: int, log: EventLog | None = None) -> None:
         self.env = simpy.Environment()
         self.streams = RandomStreams(seed)
-        self.log = log if log is not None else EventLog()
+        self.log: EventLog | PrefixedLog = log if log is not None else EventLog()
         self._end_hooks: list[Callback] = []
+
+    def with_log(self, log: EventLog | PrefixedLog) -> Simulation:
+        """This simulation (the same clock, streams and end hooks) writing to ``log``: what a
+        component instance whose tables are renamed is built with."""
+        view = copy.copy(self)
+        view.log = log
+        return view
 
     @property
     def now(self) -> float:

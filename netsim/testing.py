@@ -57,8 +57,8 @@ __all__ = [
     "round_mode_means",
 ]
 
-#: Tables the network itself writes (not a component of the scenario).
-NETWORK_TABLES = frozenset({"samples", "churn", "messages_lost", "trace_assignment"})
+#: Tables the run writes for its churn (not a component of the scenario).
+NETWORK_TABLES = frozenset({"churn", "trace_assignment"})
 
 #: The small scenario every component is hosted in (a ring of 12 nodes, two minutes).
 BASE_SCENARIO: Mapping[str, Any] = {
@@ -157,8 +157,13 @@ def contract_scenario(
         data["walk"] = {"kind": kind, "agent": {"kind": "visit_counter"}, **keys}
     elif slot == "walk_agent":
         data["walk"] = {"kind": "ideal", "agent": {"kind": kind, **keys}}
-    elif slot in ("application", "protocol", "learner"):
+    elif slot in ("application", "protocol", "learner", "observer"):
         data["components"] = {"x": {"kind": kind, **keys}}
+    elif slot in ("transport", "gossip"):
+        # as the links or gossip section, carrying a broadcast's messages
+        data["links" if slot == "transport" else "gossip"] = {"kind": kind, **keys}
+        data.setdefault("gossip", dict(GOSSIP))
+        data["broadcast"] = {"interval": "20s"}
     elif slot == "mechanism":
         # an (ε, δ) mechanism needs a δ budget, or every use is refused
         delta = {"delta": 1e-5} if cls is not None and cls.spends_delta() else {}
@@ -286,7 +291,7 @@ def _check_one(
     )  # fmt: skip
     declared = set(NETWORK_TABLES)
     for part in parts:
-        declared |= {table.name for table in part.cls.table_schemas(part.config)}
+        declared |= {table.name for table in part.table_schemas()}
     undeclared = sorted(set(tables) - declared)
     results.append(
         CheckResult(

@@ -142,6 +142,11 @@ EXAMPLES: dict[tuple[str, str], Keys] = {
     ("dataset", "mnist5k"): lambda tmp: {"path": str(_shared("mnist"))},
     ("dataset", "csv"): lambda tmp: {"path": str(_csv(tmp)), "label": "label"},
     ("dataset", "libsvm"): lambda tmp: {"path": str(_libsvm(tmp))},
+    ("transport", "links"): _keys(
+        delay={"dist": "uniform", "low": "10ms", "high": "90ms"}, loss=0.05
+    ),
+    ("gossip", "gossip"): _keys(period="2s"),
+    ("observer", "samples"): _keys(every="10s"),
 }
 
 #: For components with round support: a tiny scenario's table, the metric whose mean must agree

@@ -90,5 +90,11 @@ def summarize_run(tables: dict[str, pd.DataFrame], scenario: Scenario) -> list[s
         reasons = lost["reason"].value_counts().sort_index()
         lines.append("lost by reason: " + ", ".join(f"{r} {c}" for r, c in reasons.items()))
     for part in scenario_parts(scenario):
-        lines.extend(part.cls.summary_lines(tables))
+        prefix = part.table_prefix
+        if not prefix:
+            lines.extend(part.cls.summary_lines(tables))
+            continue
+        # an instance whose tables carry its name: its lines from its own tables, so named
+        own = {name[len(prefix) :]: t for name, t in tables.items() if name.startswith(prefix)}
+        lines.extend(f"{part.instance}: {line}" for line in part.cls.summary_lines(own))
     return lines

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from netsim.distributions import Constant, Distribution
+from netsim.contracts import BuildContext, ComponentConfig, Transport
+from netsim.distributions import Constant, Distribution, PositiveDuration
+from netsim.fields import Bandwidth, Probability
 from netsim.log import F64, I32, STR, TableSchema
 from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
@@ -61,6 +63,34 @@ class BatchFate:
 
     lost: np.ndarray
     delays: np.ndarray | None
+
+
+class LinkFailureConfig(ComponentConfig):
+    """``links.failure``: every link alternates up and down periods with these means."""
+
+    mean_up: PositiveDuration
+    mean_down: PositiveDuration
+
+
+class LinksConfig(ComponentConfig):
+    """The ``links`` section (the built-in transport ``links``): every message's delay
+    (a distribution), the links' bandwidth, a random loss probability and link failures."""
+
+    delay: Distribution = Constant(dist="constant", value=0.0)
+    bandwidth: Bandwidth | None = None
+    loss: Probability = 0.0
+    failure: LinkFailureConfig | None = None
+
+    def link_model(self) -> LinkModel:
+        """The :class:`LinkModel` these settings describe."""
+        failure = self.failure
+        return LinkModel(
+            delay=self.delay,
+            bandwidth=self.bandwidth,
+            loss=self.loss,
+            mean_up=failure.mean_up if failure else None,
+            mean_down=failure.mean_down if failure else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -289,8 +319,13 @@ class Transfer:
         self.doom_time = 0.0
 
 
-class Network:
-    """Topology + links + node states: the only way protocols exchange messages."""
+class Network(Transport):
+    """Topology + links + node states: the built-in transport (``links``), the only way
+    protocols exchange messages. Its random streams are ``<key>.delay``, ``<key>.loss`` and
+    ``<key>.failure`` (``links.*`` for the ``links`` section)."""
+
+    Config = LinksConfig
+    tables = (LOSS_TABLE,)
 
     def __init__(
         self,
@@ -298,6 +333,8 @@ class Network:
         topology: Topology,
         nodes: NodeStates,
         links: LinkModel,
+        *,
+        key: str = "links",
     ) -> None:
         if topology.n != nodes.n:
             raise ValueError("topology and node states disagree on the number of nodes")
@@ -305,16 +342,16 @@ class Network:
         self.topology = topology
         self.nodes = nodes
         self.links = links
-        delay_rng = sim.streams.get("links.delay")
+        delay_rng = sim.streams.get(f"{key}.delay")
         self._next_delay = BlockDraws(lambda size: links.delay.sample(delay_rng, size))
         self._constant_delay = links.delay.value if isinstance(links.delay, Constant) else None
-        self._next_loss_draw = BlockDraws(sim.streams.get("links.loss").random)
+        self._next_loss_draw = BlockDraws(sim.streams.get(f"{key}.loss").random)
         # neighbour lists as Python lists: scalar access is far cheaper than numpy slicing;
         # made on a node's first send (a complete graph of 10⁴ nodes would need 10⁸ ints)
         self._neighbour_lists: list[list[int] | None] = [None] * topology.n
         self.failures = (
             LinkFailures(
-                topology.n, links.mean_up, links.mean_down, sim.streams.get("links.failure")
+                topology.n, links.mean_up, links.mean_down, sim.streams.get(f"{key}.failure")
             )
             if links.mean_up is not None and links.mean_down is not None
             else None
@@ -325,6 +362,14 @@ class Network:
         self.sent = 0
         self.delivered = 0
         self.lost = 0
+
+    @classmethod
+    def build(cls, config: LinksConfig, ctx: BuildContext) -> Network:
+        """The transport of ``config`` over the run's topology and node states."""
+        assert ctx.sim is not None and ctx.topology is not None and ctx.node_states is not None
+        network = cls(ctx.sim, ctx.topology, ctx.node_states, config.link_model(), key=ctx.key)
+        network.config, network.ctx = config, ctx
+        return network
 
     def transfer_time(self, size: float) -> float:
         """Draw the duration of one transfer of ``size`` bytes."""

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
-from netsim.contracts import BuildContext, Component, ComponentConfig
+from netsim.contracts import BuildContext, ComponentConfig, GossipEngine
 from netsim.distributions import PositiveDuration
 from netsim.fields import Size
 from netsim.network.links import Network, Transfer
@@ -61,11 +61,11 @@ class GossipConfig(ComponentConfig):
 def round_mode(gossip: GossipConfig | None) -> bool:
     """Whether a scenario's gossip (its ``gossip`` section, ``None`` when it has none) runs in
     vectorised rounds: the one place netsim reads ``gossip.mode``."""
-    return gossip is not None and gossip.mode == "rounds"
+    return gossip is not None and getattr(gossip, "mode", "exact") == "rounds"
 
 
 #: The engine of each gossip mode as ``module:Class``, found as the registry finds its
-#: built-ins: the round engine derives from :class:`GossipEngine`, so this module cannot
+#: built-ins: the round engine derives from :class:`PushPullEngine`, so this module cannot
 #: import it.
 ENGINES: dict[bool, str] = {
     False: "netsim.protocols.gossip:PushPullGossip",
@@ -73,8 +73,9 @@ ENGINES: dict[bool, str] = {
 }
 
 
-class GossipEngine(Component):
-    """What both gossip modes share: the period, and which nodes take part.
+class PushPullEngine(GossipEngine):
+    """The built-in gossip engine (``gossip``): what both gossip modes share, the period and
+    which nodes take part.
 
     Applications :meth:`register` while the run is built; :meth:`start` begins the
     exchanges once all of them are registered.
@@ -112,7 +113,7 @@ class GossipEngine(Component):
         network.nodes.on_leave(self._on_leave)
 
     @classmethod
-    def build(cls, config: GossipConfig, ctx: BuildContext) -> GossipEngine:
+    def build(cls, config: GossipConfig, ctx: BuildContext) -> PushPullEngine:
         """The engine of the ``gossip`` section, exact or in rounds (:func:`round_mode`)."""
         assert ctx.sim is not None and ctx.network is not None
         engine = import_reference(ENGINES[round_mode(config)])
@@ -143,7 +144,7 @@ class GossipEngine(Component):
             listener(node)
 
 
-class PushPullGossip(GossipEngine):
+class PushPullGossip(PushPullEngine):
     """Event-driven push-pull exchanges among online nodes."""
 
     def __init__(

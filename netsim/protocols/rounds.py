@@ -46,7 +46,7 @@ import numpy as np
 
 from netsim.contracts import round_form
 from netsim.network.links import Network
-from netsim.protocols.gossip import PULL, PUSH, GossipEngine
+from netsim.protocols.gossip import PULL, PUSH, PushPullEngine
 from netsim.sim import Simulation
 
 
@@ -104,7 +104,7 @@ def by_rank(targets: np.ndarray, scratch: np.ndarray) -> list[np.ndarray]:
     return batches
 
 
-class RoundGossip(GossipEngine):
+class RoundGossip(PushPullEngine):
     """Round-based push-pull gossip among active online nodes (see the module docstring)."""
 
     round_based = True

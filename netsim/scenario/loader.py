@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from netsim import files
 from netsim.errors import NetsimError, ScenarioError
-from netsim.registry import REGISTRY, SLOT_NAMES
+from netsim.registry import REGISTRY, SLOT_NAMES, SectionDefault
 from netsim.scenario.schema import Scenario
 from netsim.scenario.yamlfile import YamlBoundError, load_yaml
 
@@ -141,10 +141,12 @@ def _model_at(loc: list[Any], data: Any = None) -> type[BaseModel] | None:
     current = data
     for element in loc[:-1]:
         current = current.get(element) if isinstance(current, dict) else None
+        default = None
         if isinstance(model, type) and issubclass(model, BaseModel):
             field = model.model_fields.get(str(element))
             if field is None:
                 return None
+            default = _section_default([*field.metadata, field.annotation])
             model = _strip_optional(field.annotation)
         elif typing.get_origin(model) is dict:
             model = _strip_optional(typing.get_args(model)[1])
@@ -154,9 +156,26 @@ def _model_at(loc: list[Any], data: Any = None) -> type[BaseModel] | None:
                 return None
             continue
         if model is Any and isinstance(current, dict):
-            model = _component_config(current.get("kind"))
+            kind = current.get("kind")
+            model = default if kind is None and default else _component_config(kind)
     model = _strip_optional(model)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _section_default(items: list[Any]) -> type[BaseModel] | None:
+    """The model of a section of a built-in component when it names no ``kind``
+    (:func:`~netsim.registry.section_field`), found in a field's metadata or annotation."""
+    stack = list(items)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, SectionDefault):
+            return item.model
+        if typing.get_origin(item) is typing.Annotated:
+            stack.extend(getattr(item, "__metadata__", ()))
+            stack.append(typing.get_args(item)[0])
+        elif typing.get_origin(item) in (typing.Union, types.UnionType):
+            stack.extend(typing.get_args(item))
+    return None
 
 
 def _component_config(kind: Any) -> type[BaseModel] | None:
@@ -254,6 +273,8 @@ def scenario_to_data(scenario: Scenario) -> dict[str, Any]:
     data = scenario.model_dump(mode="json", by_alias=True)
     if not data.get("components"):
         data.pop("components", None)
+    for name, uses in scenario.wiring.items():  # kept apart from the entries' settings
+        data["components"][name]["uses"] = uses
     return data
 
 
@@ -317,6 +338,9 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("mi_ogd", "epsilon"): None,
     ("mi_ogd", "delta"): 0.0,
     ("mi_ogd", "uses"): 1,
+    # the built-in transport and gossip engine named by kind are the sections without one
+    ("links", "kind"): "links",
+    ("gossip", "kind"): "gossip",
 }
 
 

@@ -13,41 +13,30 @@ are resolved against the scenario file's directory and must exist.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from netsim.algorithms.dola.config import DolaConfig
 from netsim.algorithms.dpsgd.sgd import LearningConfig
 from netsim.algorithms.gossip_learning.application import GossipLearningConfig
 from netsim.algorithms.mi_ogd.config import MiOgdConfig
-from netsim.distributions import Constant, Distribution, PositiveDuration
-from netsim.fields import Bandwidth, CheckedModel, Name, Probability
+from netsim.distributions import PositiveDuration
+from netsim.fields import CheckedModel, Name
 from netsim.network.churn import AlwaysOn
+from netsim.network.links import LinkFailureConfig, LinksConfig
 from netsim.protocols.broadcast import BroadcastConfig
 from netsim.protocols.gossip import GossipConfig
-from netsim.registry import component_field
+from netsim.registry import component_field, section_field
+from netsim.scenario.build import INSTANCE_SLOTS
+
+__all__ = ["LinkFailureConfig", "LinksConfig", "MetricsConfig", "Scenario", "StrictModel"]
 
 
 class StrictModel(CheckedModel):
     """A scenario section (see :class:`~netsim.fields.CheckedModel`)."""
 
     model_config = ConfigDict(populate_by_name=True)
-
-
-# --- links ---------------------------------------------------------------------------------
-
-
-class LinkFailureConfig(StrictModel):
-    mean_up: PositiveDuration
-    mean_down: PositiveDuration
-
-
-class LinksConfig(StrictModel):
-    delay: Distribution = Constant(dist="constant", value=0.0)
-    bandwidth: Bandwidth | None = None
-    loss: Probability = 0.0
-    failure: LinkFailureConfig | None = None
 
 
 class MetricsConfig(StrictModel):
@@ -62,11 +51,24 @@ class MetricsConfig(StrictModel):
 TopologyField = component_field("topology")
 ChurnField = component_field("churn")
 WalkField = component_field("walk")
-ComponentsField = component_field("application", "protocol", "learner")
+ComponentsField = component_field(*INSTANCE_SLOTS)
+#: The ``links`` and ``gossip`` sections: the built-in transport and gossip engine, or with a
+#: ``kind`` key any component of their slot.
+LinksField = section_field("transport", LinksConfig)
+GossipField = section_field("gossip", GossipConfig)
+#: The key of a ``components`` entry that wires it to other instances (role → instance name).
+USES = "uses"
 
 
 class Scenario(StrictModel):
-    """A whole run: network, churn, protocols, metrics."""
+    """A whole run: network, churn, protocols, metrics.
+
+    Every part of a run is a named component instance: the fixed sections (``links``,
+    ``gossip``, ``walk``, ``dola``, …) are instances named by their section, and
+    ``components`` holds more, each by its own name. An entry of ``components`` may wire
+    itself to chosen instances with ``uses`` (role → instance name, e.g. ``{gossip:
+    fast_gossip}``); a role it does not wire is filled by the section of that name. The
+    wiring is kept apart from the entry's settings (:attr:`wiring`)."""
 
     name: Name = "scenario"
     description: str = ""
@@ -74,9 +76,9 @@ class Scenario(StrictModel):
     nodes: int = Field(ge=1)
     duration: PositiveDuration
     topology: TopologyField
-    links: LinksConfig = LinksConfig()
+    links: LinksField = LinksConfig()
     churn: ChurnField = AlwaysOn.Config()
-    gossip: GossipConfig | None = None
+    gossip: GossipField | None = None
     broadcast: BroadcastConfig | None = None
     walk: WalkField | None = None
     learning: LearningConfig | None = None
@@ -85,12 +87,32 @@ class Scenario(StrictModel):
     mi_ogd: MiOgdConfig | None = None
     components: dict[Name, ComponentsField] = Field(default_factory=dict)
     metrics: MetricsConfig = MetricsConfig()
+    _wiring: dict[str, Any] = PrivateAttr(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _consistent(self) -> Scenario:
+    @property
+    def wiring(self) -> dict[str, Any]:
+        """The ``uses`` of each ``components`` entry that has one, by entry name, as written
+        (checked with the rest of the scenario by :func:`~netsim.scenario.build.wiring`)."""
+        return self._wiring
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _wired_and_consistent(cls, data: Any, handler: Any) -> Scenario:
+        wiring: dict[str, Any] = {}
+        if isinstance(data, dict) and isinstance(data.get("components"), dict):
+            entries = {}
+            for name, entry in data["components"].items():
+                if isinstance(entry, dict) and USES in entry:
+                    entry = dict(entry)
+                    wiring[name] = entry.pop(USES)
+                entries[name] = entry
+            data = {**data, "components": entries}
+        scenario = handler(data)
+        if wiring:
+            scenario._wiring = wiring
         from netsim.scenario.build import scenario_problems
 
-        problem = scenario_problems(self)
+        problem = scenario_problems(scenario)
         if problem is not None:
             raise ValueError(problem)
-        return self
+        return scenario

@@ -40,11 +40,14 @@ PLAIN_TYPES = {
 SLOT_PLACES = {
     "topology": "topology.kind",
     "churn": "churn.kind",
-    "walk": "walk.kind",
+    "walk": "walk.kind, components.<name>.kind",
     "walk_agent": "walk.agent.kind",
     "application": "components.<name>.kind",
     "protocol": "components.<name>.kind",
     "learner": "components.<name>.kind",
+    "transport": "links.kind, components.<name>.kind",
+    "gossip": "gossip.kind, components.<name>.kind",
+    "observer": "components.<name>.kind",
     "mechanism": "learning.noise",
     "dataset": "learning.dataset.name, dola.data.name, mi_ogd.data.name",
 }
@@ -115,6 +118,9 @@ def validator_kind(metadata: Sequence[Any]) -> str | None:
         if name in UNIT_PARSERS:
             return UNIT_PARSERS[name]
         slots = closure_value(function, "slots") if function is not None else None
+        if qualname.startswith("section_field."):
+            slot = closure_value(function, "slot")
+            return "mapping, or mapping with `kind`: " + slot_link(slot)
         if slots and qualname.startswith("component_field."):
             return "mapping with `kind`: " + " or ".join(slot_link(slot) for slot in slots)
         if slots and qualname.startswith("component_name."):
@@ -266,11 +272,16 @@ def model_docstring(model: type[BaseModel]) -> str:
 def nested_models(model: type[BaseModel]) -> Iterator[tuple[str, type[BaseModel]]]:
     """(key, model) of every field of ``model`` that holds one nested section (not a union
     of variants, which is documented once on its own)."""
+    from netsim.registry import SectionDefault
+
     for name, info in model.model_fields.items():
-        annotation = unwrap(info.annotation)[0]
+        annotation, metadata = unwrap(info.annotation, info.metadata)
         members = [a for a in typing.get_args(annotation) if a is not type(None)]
         if is_union(annotation) and len(members) == 1:
-            annotation = members[0]
+            annotation, metadata = unwrap(members[0], metadata)
+        default = next((m.model for m in metadata if isinstance(m, SectionDefault)), None)
+        if default is not None:  # a section of a built-in component, or another by kind
+            annotation = default
         if is_model(annotation):
             yield info.alias or name, annotation
 
@@ -299,7 +310,7 @@ def all_pages() -> tuple[list[tuple[str, str, list[ModelPage]]], Labels]:
     from netsim.scenario.build import FIXED_AFTER_WALK, FIXED_BEFORE_WALK, section_class
     from netsim.scenario.schema import Scenario
 
-    fixed = {key: section_class(key) for key in (*FIXED_BEFORE_WALK, *FIXED_AFTER_WALK)}
+    fixed = {key: section_class(key) for key in ("links", *FIXED_BEFORE_WALK, *FIXED_AFTER_WALK)}
     top = ModelPage("key-scenario", "", Scenario, 2)  # its table goes right under the group
     sections = [
         section_page(key, nested, 3, fixed.get(key)) for key, nested in nested_models(Scenario)

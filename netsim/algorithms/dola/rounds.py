@@ -296,7 +296,11 @@ class DolaRounds(RoundLearner):
         mixing = self.schedule.draw(online, self.rng, usable)
         a = mixing.matrix
         nodes = np.flatnonzero(online)
-        correct = None if self.ideal else self._deliver(a, online, now)
+        correct = None
+        if self.ideal:
+            self._send_ideal(a)
+        else:
+            correct = self._deliver(a, online, now)
         report = learner.round(t - 1, a.indptr, a.indices, a.data, nodes, time=now, correct=correct)
         if nodes.size:
             self.cumulative += report.loss_at_node
@@ -324,6 +328,24 @@ class DolaRounds(RoundLearner):
         usable[schedule.reverse[candidates]] = up
         return usable
 
+    def _released_pairs(self, a: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(receivers, senders, CSR positions) of the values sent this round: every entry
+        (i, j) of A_t off its diagonal, in A_t's order (node i receives j's released value)."""
+        ptr, idx = a.indptr, a.indices
+        receivers = np.repeat(np.arange(self.learner.m), np.diff(ptr))
+        off = np.flatnonzero(idx != receivers)
+        return receivers[off], idx[off].astype(np.int64), off
+
+    def _send_ideal(self, a: sp.csr_matrix) -> None:
+        """Send this round's values over links that lose nothing and deliver within the
+        round: through the transport all the same, which counts them (it draws nothing for
+        such links, so the values and every table but the message counters are as without)."""
+        receivers, senders, _ = self._released_pairs(a)
+        self.network.send_batch(
+            senders, receivers, kind="dola", rng=self.fate_rng,
+            size=8.0 * self.learner.n, links_up=True,
+        )  # fmt: skip
+
     def _deliver(
         self, a: sp.csr_matrix, online: np.ndarray, now: float
     ) -> Callable[[np.ndarray, np.ndarray], None] | None:
@@ -339,10 +361,7 @@ class DolaRounds(RoundLearner):
         assert self.cache_round is not None
         self._apply_arrivals(now)
         # the receiving node i of CSR entry e = (i, j) gets j's value; entries in A_t's order
-        ptr, idx = a.indptr, a.indices
-        receivers = np.repeat(np.arange(learner.m), np.diff(ptr))
-        off = idx != receivers
-        receivers, senders = receivers[off], idx[off].astype(np.int64)
+        receivers, senders, off = self._released_pairs(a)
         weights = a.data[off]
         entries = schedule.entries(receivers, senders)
         # the transport counts and logs; a late value arrives after its round. A_t uses only

@@ -1,0 +1,238 @@
+"""A scenario as named component instances wired by name (issue 28, item 6): the transport,
+the gossip engine and the observers are instances like the others, a scenario may hold several
+of a kind, ``uses`` wires an instance to chosen ones, and every message goes through a
+transport. Scenarios written before all this keep their run ids and tables."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pandas as pd
+import pytest
+
+from netsim.contracts import Component, NetworkProtocol
+from netsim.errors import ScenarioError
+from netsim.scenario.build import check_inputs, scenario_parts
+from netsim.scenario.loader import scenario_hash, scenario_to_yaml, validate_scenario
+from netsim.scenario.runner import run_in_memory, run_scenario
+from netsim.scenario.yamlfile import load_yaml
+
+BASE: dict[str, Any] = {
+    "name": "wiring",
+    "seed": 5,
+    "nodes": 60,
+    "duration": "10min",
+    "topology": {"kind": "k_out", "k": 6},
+    "churn": {
+        "kind": "synthetic",
+        "online": {"dist": "exponential", "mean": "5min"},
+        "offline": {"dist": "exponential", "mean": "1min"},
+    },
+    "links": {"delay": {"dist": "uniform", "low": "10ms", "high": "50ms"}, "loss": 0.01},
+    "gossip": {"period": "1s"},
+    "walk": {"kind": "service", "transfer_time": "100ms", "timeout": "20s"},
+}
+#: A second walk on its own gossip engine and its own transport, observed by its own sampler.
+SECOND_WALK: dict[str, Any] = {
+    "lan": {"kind": "links", "delay": {"dist": "constant", "value": "5ms"}, "loss": 0.02},
+    "slow_gossip": {"kind": "gossip", "period": "5s", "uses": {"transport": "lan"}},
+    "second_walk": {
+        "kind": "service",
+        "transfer_time": "50ms",
+        "timeout": "1min",
+        "uses": {"gossip": "slow_gossip", "transport": "lan"},
+    },
+    "lan_samples": {
+        "kind": "samples",
+        "every": "2min",
+        "uses": {"gossip": "slow_gossip", "transport": "lan"},
+    },
+}
+
+
+def scenario(**sections: Any) -> Any:
+    return validate_scenario({**BASE, **sections}, source="test", base_dir=None)
+
+
+def problem(**sections: Any) -> str:
+    with pytest.raises(ScenarioError) as caught:
+        scenario(**sections)
+    return str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def two_walks() -> tuple[Any, dict[str, pd.DataFrame]]:
+    return run_in_memory(scenario(components=SECOND_WALK))
+
+
+@pytest.fixture(scope="module")
+def one_walk() -> dict[str, pd.DataFrame]:
+    return run_in_memory(scenario())[1]
+
+
+def test_the_fixed_sections_are_instances_wired_by_default():
+    parts = {part.key: part for part in scenario_parts(scenario())}
+    assert list(parts) == ["links", "gossip", "walk.agent", "walk", "samples"]
+    assert parts["links"].cls.slot == "transport" and parts["gossip"].cls.slot == "gossip"
+    assert parts["samples"].cls.slot == "observer"
+    assert dict(parts["walk"].uses) == {
+        "gossip": "gossip", "transport": "links", "walk.agent": "walk.agent",
+    }  # fmt: skip
+    assert dict(parts["samples"].uses) == {"gossip": "gossip", "transport": "links"}
+
+
+def test_a_second_walk_on_its_own_engine_and_transport_runs_beside_the_first(two_walks):
+    built, tables = two_walks
+    walk, second = built["walk"], built["components.second_walk"]
+    assert walk is not second
+    assert built["components.slow_gossip"] is not built["gossip"]
+    # each instance is wired to what its uses names
+    assert second.network is built["components.lan"] and walk.network is built["links"]
+    assert built["components.slow_gossip"].period == 5.0
+    # the second walk's tables carry its name; both walks moved
+    assert len(tables["walk_steps"]) > 0 and len(tables["second_walk.walk_steps"]) > 0
+    assert "second_walk.walk_summary" in tables and "lan.messages_lost" in tables
+    # its sampler counts the second transport's messages, not the first's
+    lan, first = tables["lan_samples.samples"], tables["samples"]
+    assert list(lan["time"]) == [0.0, 120.0, 240.0, 360.0, 480.0, 600.0]
+    assert lan["messages_sent"].iloc[-1] == built["components.lan"].sent > 0
+    assert first["messages_sent"].iloc[-1] == built["links"].sent
+    assert lan["gossip_exchanges"].iloc[-1] == built["components.slow_gossip"].exchanges
+
+
+def test_adding_an_instance_on_its_own_transport_changes_no_other_table(two_walks, one_walk):
+    # every instance draws from its own streams and sends through its own transport, so the
+    # first walk, its gossip, the first transport's losses and the samples are as without
+    _, tables = two_walks
+    assert set(one_walk) < set(tables)
+    for name, frame in one_walk.items():
+        pd.testing.assert_frame_equal(frame, tables[name], check_exact=True, obj=name)
+
+
+def test_two_broadcasts_share_one_gossip_engine():
+    components = {"rumour": {"kind": "broadcast", "interval": "1min", "start": "30s"}}
+    built, tables = run_in_memory(
+        scenario(broadcast={"interval": "2min"}, components=components, walk=None)
+    )
+    assert built["gossip"].rules == [built["broadcast"], built["components.rumour"]]
+    first, second = tables["broadcasts"], tables["rumour.broadcasts"]
+    assert len(first) and len(second)
+    assert first["start"].iloc[0] == 0.0 and second["start"].iloc[0] == 30.0
+
+
+def test_wiring_round_trips_through_the_resolved_scenario_and_keeps_run_ids(tmp_path):
+    wired = scenario(components=SECOND_WALK)
+    again = validate_scenario(
+        load_yaml(scenario_to_yaml(wired)), source="resolved", base_dir=None
+    )
+    assert again.wiring == wired.wiring and scenario_hash(again) == scenario_hash(wired)
+    # uses is part of the run's identity
+    rewired = {**SECOND_WALK, "lan_samples": {**SECOND_WALK["lan_samples"], "uses": {}}}
+    assert scenario_hash(scenario(components=rewired)) != scenario_hash(wired)
+    # the built-in transport and gossip engine named by kind are the sections without kind
+    plain = scenario()
+    named = scenario(
+        links={**BASE["links"], "kind": "links"}, gossip={**BASE["gossip"], "kind": "gossip"}
+    )
+    assert scenario_hash(named) == scenario_hash(plain)
+    result = run_scenario(named, out=tmp_path)
+    assert result.run_id == f"wiring-seed5-{scenario_hash(plain)[:10]}"
+    assert result.manifest["components"]["links"] == "netsim.network.links:Network"
+
+
+@pytest.mark.parametrize(
+    ("uses", "message"),
+    [
+        ({"gossip": "nowhere"}, "components.second_walk.uses.gossip: no other instance is named "
+         "'nowhere'; the instances: gossip, lan, lan_samples, links, samples, second_walk, "
+         "slow_gossip, walk"),
+        ({"gosip": "slow_gossip"}, "components.second_walk.uses.gosip: components.second_walk "
+         "(kind service) has no such role; its roles: gossip, transport"),
+        ({"gossip": "lan"}, "components.second_walk.uses.gossip: components.lan (kind links) is "
+         "a transport, not a gossip engine"),
+        ({"transport": "slow_gossip"}, "components.second_walk.uses.transport: "
+         "components.slow_gossip (kind gossip) is a gossip engine, not a transport"),
+        ("lan", "components.second_walk.uses: a mapping of role to instance name"),
+    ],
+)  # fmt: skip
+def test_wiring_that_cannot_be_honoured_is_a_validation_error_naming_the_key(uses, message):
+    components = {**SECOND_WALK, "second_walk": {**SECOND_WALK["second_walk"], "uses": uses}}
+    assert message in problem(components=components)
+
+
+def test_a_name_of_both_a_section_and_an_entry_is_refused_when_wired():
+    components = {
+        "gossip": {"kind": "gossip", "period": "5s"},
+        "w": {"kind": "broadcast", "interval": "1min", "uses": {"gossip": "gossip"}},
+    }
+    assert "names both the gossip section and the components entry 'gossip'" in problem(
+        components=components
+    )
+
+
+class NeedsA(NetworkProtocol):
+    """A protocol that uses another instance in the role ``peer`` (a plugin's own role)."""
+
+    requires: ClassVar[dict[str, str]] = {"peer": "it reads its peer's state"}  # type: ignore[assignment]
+
+    def __init__(self, config: Any, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self.peer = ctx.require("peer") if ctx.sim is not None else None
+
+    def start(self) -> None:
+        return None
+
+
+def test_instances_are_built_after_what_they_use_and_circles_are_refused():
+    ref = f"{__name__}:NeedsA"
+    later = {"a": {"kind": ref, "uses": {"peer": "b"}}, "b": {"kind": ref, "uses": {"peer": "c"}},
+             "c": {"kind": "broadcast", "interval": "1min"}}  # fmt: skip
+    keys = [part.key for part in scenario_parts(scenario(components=later))]
+    assert keys.index("components.c") < keys.index("components.b") < keys.index("components.a")
+    built, _ = run_in_memory(scenario(components=later))
+    assert built["components.a"].peer is built["components.b"]
+    circle = {"a": {"kind": ref, "uses": {"peer": "b"}}, "b": {"kind": ref, "uses": {"peer": "a"}}}
+    assert "is circular" in problem(components=circle)
+    assert "components.a (kind " in problem(components={"a": {"kind": ref}})  # no peer section
+
+
+def test_a_walk_agent_travels_with_its_walk_and_its_uses():
+    components = {"w2": {"kind": "ideal", "agent": {"kind": "visit_counter"}}}
+    parts = {part.key: part for part in scenario_parts(scenario(components=components))}
+    assert parts["components.w2"].uses["walk.agent"] == "components.w2.agent"
+    assert parts["components.w2.agent"].table_prefix == "w2."
+    _, tables = run_in_memory(scenario(components=components))
+    assert "w2.walk_visits" in tables and tables["w2.walk_visits"]["visits"].sum() > 0
+
+
+def test_omit_tables_names_an_instance_table_by_its_full_name():
+    components = {"w2": {"kind": "ideal"}}
+    metrics = {"omit_tables": ["w2.walk_steps"]}
+    _, tables = run_in_memory(scenario(components=components, metrics=metrics))
+    assert len(tables["w2.walk_steps"]) == 0 and len(tables["walk_steps"]) > 0
+    unknown = scenario(components=components, metrics={"omit_tables": ["w3.walk_steps"]})
+    with pytest.raises(ScenarioError, match=r"w3\.walk_steps is not a table .* w2\.walk_steps"):
+        check_inputs(unknown)
+
+
+def test_dola_sends_every_value_through_the_transport_even_on_ideal_links():
+    data = {
+        "name": "dola", "seed": 3, "nodes": 20, "duration": "20s",
+        "topology": {"kind": "random_regular", "degree": 4},
+        "dola": {"period": "1s", "data": {"name": "synthetic_ball",
+                                          "options": {"examples": 2000, "features": 3}}},
+    }  # fmt: skip
+    built, tables = run_in_memory(validate_scenario(data, source="dola", base_dir=None))
+    mixing = tables["dola_mixing"]
+    # one message per directed link of each round's A_t, all delivered within the round
+    assert built.network.sent == built.network.delivered == 2 * int(mixing["links"].sum()) > 0
+    assert tables["samples"]["messages_sent"].iloc[-1] == built.network.sent
+
+
+def test_a_second_observer_of_the_same_kind_writes_its_own_table():
+    extra = {"extra": {"kind": "samples", "every": "5min"}}
+    built, tables = run_in_memory(scenario(components=extra))
+    for key in ("links", "gossip", "samples", "components.extra"):
+        assert isinstance(built[key], Component)
+    assert list(tables["extra.samples"]["time"]) == [0.0, 300.0, 600.0]
+    assert list(tables["samples"]["time"]) == [60.0 * i for i in range(11)]
