@@ -15,10 +15,11 @@ from tests.test_components import EXAMPLE, REPO, example_paths  # noqa: F401  (a
 GUIDE = REPO / "docs" / "components.md"
 SECTION = "## 5. One worked example per slot"
 SOURCES = EXAMPLE / "src" / "netsim_examples"
-#: The slots issue 28 asks a worked example of (protocols have gossip learning in netsim).
+#: The slots issue 28 asks a worked example of (protocols have gossip learning in netsim),
+#: and the transport, gossip engine and observer slots of its named instances.
 SLOTS = {
     "Walk", "Walk agent", "Gossip application", "Churn model", "Topology", "Noise mechanism",
-    "Data set", "Round learner",
+    "Data set", "Round learner", "Transport", "Gossip engine", "Observer",
 }  # fmt: skip
 
 
@@ -65,6 +66,8 @@ def test_the_scenario_of_each_slot_runs_and_writes_its_tables(example_paths, slo
         assert table in result.tables and len(result[table]) > 0, (slot, table)
     if slot == "Noise mechanism":
         assert set(result["privacy_ledger"]["mechanism"]) == {"coordinate_laplace"}
+    if slot == "Transport":
+        assert "partition" in set(result["messages_lost"]["reason"])
     if slot == "Data set":
         summary = result["learning_summary"].iloc[0]
         assert 0 <= summary["majority_accuracy"] <= 1

@@ -25,6 +25,9 @@ COMPONENTS = {
     "fixed_gaussian": {"sigma": 6.0},
     "xor": {},
     "round_average": {"period": "10s"},
+    "partitioned_links": {"split": 6, "start": "30s", "end": "1min"},
+    "push_only": {"period": "2s"},
+    "online_degree": {"every": "20s"},
 }
 
 
