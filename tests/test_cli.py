@@ -446,7 +446,7 @@ def test_progress_on_a_terminal_shows_the_simulated_clock_and_sweeps_advance_wit
     status, frames = on_a_terminal(
         [sys.executable, "-m", "netsim", "run", "run.yaml", "--out", "runs"], tmp_path
     )
-    assert status == 0
+    assert status == 0, frames
     running = [f for f in frames if "of 2h simulated" in f and 0 < (percent(f) or 0) < 100]
     assert running and all("sim s/s" in f for f in running), frames
     # runs long enough (a few seconds each) for the bar to be read while the first one runs,

@@ -236,3 +236,19 @@ def test_a_second_observer_of_the_same_kind_writes_its_own_table():
         assert isinstance(built[key], Component)
     assert list(tables["extra.samples"]["time"]) == [0.0, 300.0, 600.0]
     assert list(tables["samples"]["time"]) == [60.0 * i for i in range(11)]
+
+
+def test_every_shipped_scenario_keeps_its_run_id():
+    """The ids recorded from the commit before the scenario became named instances
+    (``tests/scenario_ids.py``); scenarios that need absent ``../shared`` data are skipped."""
+    import json
+
+    from tests.scenario_ids import RECORD, scenario_ids
+
+    recorded = json.loads(RECORD.read_text(encoding="utf-8"))
+    ids = scenario_ids()
+    assert set(ids) == set(recorded)
+    checked = {name: value for name, value in ids.items() if value is not None}
+    assert len(checked) >= 30
+    changed = sorted(name for name, value in checked.items() if value != recorded[name])
+    assert not changed, changed

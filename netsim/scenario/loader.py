@@ -338,19 +338,33 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("mi_ogd", "epsilon"): None,
     ("mi_ogd", "delta"): 0.0,
     ("mi_ogd", "uses"): 1,
-    # the built-in transport and gossip engine named by kind are the sections without one
-    ("links", "kind"): "links",
-    ("gossip", "kind"): "gossip",
 }
+#: Sections that hold the built-in component of their slot unless they name another ``kind``:
+#: named by that kind, they are the same configuration as without it (the same run id).
+BUILTIN_SECTION_KINDS: dict[str, str] = {"links": "links", "gossip": "gossip"}
 
 
-def scenario_hash(scenario: Scenario) -> str:
-    """SHA-256 of the resolved scenario (seed included): identifies a run's configuration.
-    Keys at a value of :data:`HASH_NEUTRAL_DEFAULTS` are left out."""
+def identity_data(scenario: Scenario) -> dict[str, Any]:
+    """What identifies a run's configuration: the resolved scenario (seed included) without
+    the keys at a value of :data:`HASH_NEUTRAL_DEFAULTS` and without the ``kind`` of a section
+    that names its built-in component (:data:`BUILTIN_SECTION_KINDS`)."""
     data = scenario_to_data(scenario)
     for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
         parent = dotted_value(data, ".".join(sections))
         if isinstance(parent, dict) and key in parent and parent[key] == neutral:
             del parent[key]
+    for section, kind in BUILTIN_SECTION_KINDS.items():
+        if isinstance(data.get(section), dict) and data[section].get("kind") == kind:
+            del data[section]["kind"]
+    return data
+
+
+def data_hash(data: Any) -> str:
+    """SHA-256 of canonical JSON of plain ``data`` (sorted keys, no spaces)."""
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def scenario_hash(scenario: Scenario) -> str:
+    """SHA-256 of the scenario's :func:`identity_data`: identifies a run's configuration."""
+    return data_hash(identity_data(scenario))
