@@ -252,3 +252,17 @@ def test_every_shipped_scenario_keeps_its_run_id():
     assert len(checked) >= 30
     changed = sorted(name for name, value in checked.items() if value != recorded[name])
     assert not changed, changed
+
+
+def test_the_report_draws_a_second_instance_s_figures_from_its_own_tables(tmp_path):
+    from netsim.analysis.report import write_report
+
+    components = {"w2": {"kind": "service", "transfer_time": "100ms", "timeout": "30s"}}
+    result = run_scenario(scenario(components=components, duration="3min"), out=tmp_path)
+    assert result.manifest["table_prefixes"] == {
+        "components.w2": "w2.", "components.w2.agent": "w2.",
+    }  # fmt: skip
+    page = write_report(tmp_path).read_text(encoding="utf-8")
+    assert (tmp_path / "report" / "w2.walk_counts.png").is_file()
+    assert (tmp_path / "report" / "walk_counts.png").is_file()
+    assert "w2: Random walks" in page or "w2.walk_counts.png" in page

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -96,25 +96,44 @@ def component_figures(source: SweepSource, status: pd.DataFrame) -> tuple[Figure
     every built-in component. A component class that no longer imports contributes none."""
     from netsim.registry import import_reference
 
-    references: dict[str, None] = {}
+    references: dict[tuple[str, str], None] = {}  # (class reference, table prefix)
     recorded = False
     for run_id in status.loc[status["status"] == "complete", "run_id"]:
         manifest = load_manifest(source.run_directory(str(run_id)))
         components = manifest.get("components")
         if components is not None:
             recorded = True
-            references.update(dict.fromkeys(components.values()))
+            prefixes = manifest.get("table_prefixes", {})
+            references.update(
+                dict.fromkeys((ref, prefixes.get(key, "")) for key, ref in components.items())
+            )
     if not recorded:
         return builtin_figures()
     specs = {spec.file: spec for spec in NETWORK_FIGURES}
-    for reference in references:
+    for reference, prefix in references:
         try:
             cls = import_reference(reference)
         except NetsimError:
             continue
         for spec in getattr(cls, "figures", ()):
+            spec = prefixed_figure(spec, prefix) if prefix else spec
             specs.setdefault(spec.file, spec)
     return tuple(specs.values())
+
+
+def prefixed_figure(spec: FigureSpec, prefix: str) -> FigureSpec:
+    """``spec`` drawn from the tables of an instance whose tables carry its name
+    (``<prefix><table>``): its own file, and its name in the caption and title."""
+    name = prefix.rstrip(".")
+
+    def curve(panel: Curve) -> Curve:
+        baselines = tuple(b._replace(table=prefix + b.table) for b in panel.baselines)
+        return replace(panel, table=prefix + panel.table, baselines=baselines)
+
+    return replace(
+        spec, file=prefix + spec.file, caption=f"{name}: {spec.caption}",
+        title=f"{name}: {spec.title}", panels=tuple(curve(p) for p in spec.panels),
+    )  # fmt: skip
 
 
 # --- what the lines are -----------------------------------------------------------------------

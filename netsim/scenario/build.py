@@ -359,6 +359,12 @@ def component_references(scenario: s.Scenario) -> dict[str, str]:
     return {key: f"{cls.__module__}:{cls.__qualname__}" for key, cls in classes.items()}
 
 
+def table_prefixes(scenario: s.Scenario) -> dict[str, str]:
+    """The instances of ``scenario`` whose tables carry their name, by key → the prefix (the
+    run's manifest records them, so ``netsim report`` draws their figures from their tables)."""
+    return {part.key: part.table_prefix for part in scenario_parts(scenario) if part.table_prefix}
+
+
 def builtin_component_classes() -> list[type[Component]]:
     """The fixed sections' infrastructure and every component netsim registers."""
     classes: list[type[Component]] = list(INFRASTRUCTURE.values())

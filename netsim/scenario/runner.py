@@ -35,7 +35,7 @@ from netsim import __version__
 from netsim.errors import RunDirectoryError, ScenarioError
 from netsim.log import EventLog
 from netsim.rng import new_root_seed
-from netsim.scenario.build import BuiltRun, build_run, component_references
+from netsim.scenario.build import BuiltRun, build_run, component_references, table_prefixes
 from netsim.scenario.loader import scenario_hash, scenario_to_yaml
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
@@ -171,6 +171,8 @@ def run_scenario(
             FILES: file_records(staging, counts),
             "schemas": log.schemas(),
             "components": component_references(scenario),
+            # instances whose tables carry their name (absent when none do)
+            **({"table_prefixes": prefixes} if (prefixes := table_prefixes(scenario)) else {}),
             "warnings": built.warnings,
             "privacy": privacy_reports(built),
             "netsim_version": __version__,
