@@ -8,13 +8,15 @@ Every part of a run that a scenario names with ``kind:`` is a **component**: a c
   are errors, every error keeps the user's key path);
 - ``tables``: the :class:`~netsim.log.TableSchema` of every table it writes;
 - ``requires``: the scenario sections it needs (``gossip``, ``learning``, ...), each with the
-  reason shown when it is missing;
+  reason shown when it is missing; each is a *role* a scenario may fill with another instance
+  by name (``uses``), and ``ctx.require(role)`` returns the instance that fills it;
 - ``build(config, ctx)`` (by default ``cls(config, ctx)``), ``start()`` after every component
   is built, and ``finish()`` once at the end of the run.
 
 The slot a component fills is given by the interface it derives from — :class:`TopologyBuilder`,
 :class:`ChurnModel`, :class:`GossipApplication`, :class:`NetworkProtocol`, :class:`Walk`,
-:class:`WalkAgent`, :class:`RoundLearner`, :class:`Mechanism`, :class:`DatasetLoader` — and
+:class:`WalkAgent`, :class:`RoundLearner`, :class:`Mechanism`, :class:`DatasetLoader`,
+:class:`Transport`, :class:`GossipEngine`, :class:`Observer` — and
 it is registered under a name (:mod:`netsim.registry`): by netsim for the built-ins, by the
 ``netsim.components`` entry-point group for installed packages, or named in YAML as
 ``kind: package.module:Class``. ``docs/components.md`` walks through writing one.

@@ -87,10 +87,10 @@ COMPONENTS_PREFIX = "components."
 #: The transport every instance sends through unless wired to another (the ``links`` section).
 TRANSPORT = "transport"
 #: The fixed sections of a scenario, in build order (each after what it requires): the
-#: transport, the shared infrastructure (the DP-SGD learner state, the gossip engine), then
-#: registered components that a scenario names by section rather than by ``kind`` (looked up
-#: in the registry under the section's name, like any plugin). The ``samples`` observer is
-#: built last.
+#: transport (``links``), the DP-SGD learner state (``learning``, not a registered component),
+#: then registered components that a scenario names by section rather than by ``kind`` (looked
+#: up in the registry under the section's name, like any plugin: ``gossip`` is the built-in
+#: gossip engine). The ``samples`` observer is built last.
 INFRASTRUCTURE: dict[str, type[Component]] = {"learning": SGDAgent}
 FIXED_BEFORE_WALK: tuple[str, ...] = ("learning", "gossip", "broadcast")
 FIXED_AFTER_WALK: tuple[str, ...] = ("gossip_learning", "dola", "mi_ogd")
@@ -149,14 +149,14 @@ class WiringError(ValueError):
     """A ``components`` entry's ``uses`` that cannot be honoured (its message names it)."""
 
 
-def _roles(part: Part) -> dict[str, bool]:
-    """The roles ``part`` is wired in → whether the scenario must fill it."""
-    roles = {role: True for role in part.cls.requires}
-    roles.update({role: False for role in part.cls.optional if role not in roles})
+def _roles(part: Part) -> list[str]:
+    """The roles ``part`` is wired in: what it requires, what it uses optionally, the
+    transport it sends through (all but a transport) and a walk's own agent."""
+    roles = [*part.cls.requires, *(r for r in part.cls.optional if r not in part.cls.requires)]
     if part.cls.slot != "transport":
-        roles[TRANSPORT] = True
+        roles.append(TRANSPORT)
     if part.cls.slot == "walk":
-        roles["walk.agent"] = True
+        roles.append("walk.agent")
     return roles
 
 
