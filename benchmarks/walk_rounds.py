@@ -2,6 +2,7 @@
 
     python -m benchmarks.walk_rounds                # the full benchmark (about 10 minutes)
     python -m benchmarks.walk_rounds --quick        # short windows only (about a minute)
+    python -m benchmarks.walk_rounds --smoke        # tiny sizes: a smoke test, no figures
 
 1. The paper's configuration (Hegedűs et al. 2016 §5.2: N = 10,000, 50 fixed neighbours,
    STUNner churn, Δ = 100 ms, δ_rw = Δ, δ = δ_rw + 10Δ) for 2 simulated days in rounds mode:
@@ -77,7 +78,11 @@ def churn_overrides() -> tuple[list[str], str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short windows only")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: a smoke test")
     args = parser.parse_args()
+    args.quick = args.quick or args.smoke
+    # the smoke test runs every part on a few hundred nodes for seconds
+    small = ["nodes=300"] if args.smoke else []
     churn, churn_note = churn_overrides()
     print(
         f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, "
@@ -99,18 +104,20 @@ def main() -> None:
         )
         print(f"   mean concurrent walks {full['mean_walks']:.3f}, restarts {full['restarts']}")
 
-    window = "2min"
-    exact = measure([*churn, "gossip.mode=exact", f"duration={window}"])
-    rounds = measure([*churn, "gossip.mode=rounds", f"duration={window}"])
+    window = "10s" if args.smoke else "2min"
+    exact = measure([*churn, *small, "gossip.mode=exact", f"duration={window}"])
+    rounds = measure([*churn, *small, "gossip.mode=rounds", f"duration={window}"])
     print(
         f"\n2. same scenario, first {window}: exact {exact['wall_s']:.1f} s, rounds "
         f"{rounds['wall_s']:.2f} s: rounds is {exact['wall_s'] / rounds['wall_s']:.0f}× faster"
     )
 
-    print("\n3. cost per simulated round (rounds mode, 10 simulated minutes)")
+    print(f"\n3. cost per simulated round (rounds mode, {'30 s' if args.smoke else '10 min'} "
+          "simulated)")  # fmt: skip
     print("   nodes    online   µs/round   ns per online node")
-    for nodes in (1_000, 10_000, 100_000):
-        row = measure([*churn, "gossip.mode=rounds", "duration=10min", f"nodes={nodes}"])
+    for nodes in (200, 300) if args.smoke else (1_000, 10_000, 100_000):
+        duration = "30s" if args.smoke else "10min"
+        row = measure([*churn, "gossip.mode=rounds", f"duration={duration}", f"nodes={nodes}"])
         per_round = row["wall_s"] / row["rounds"] * 1e6
         print(
             f"   {nodes:7d}  {row['mean_online']:7.0f}  {per_round:9.0f}  "

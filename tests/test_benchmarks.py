@@ -1,0 +1,50 @@
+"""Every benchmark still runs: its smallest mode, to the end, with its figures printed (a smoke
+test, not a timing: the figures are the README's, measured with the full commands)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Each benchmark's smallest mode, and what its output must show.
+SMOKE = {
+    "plain_simpy": (["--rounds", "5", "--nodes", "300"], "µs CPU per round"),
+    "exact": (["--quick"], "× the plain loop"),
+    "walk_rounds": (["--smoke"], "ns per online node"),
+    "dola_rounds": (["--quick"], "ms/round"),
+    "memory": (["gossip-learning", "--hours", "0.002", "--every", "2"], "peak"),
+}
+
+
+def run_benchmark(module: str, arguments: list[str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", *arguments],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{module} failed:\n{done.stdout}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def test_every_benchmark_has_a_smoke_test():
+    modules = {path.stem for path in (REPO / "benchmarks").glob("*.py")}
+    assert modules - {"__init__", "workloads"} == {*SMOKE, "compare"}
+
+
+@pytest.mark.parametrize("module", sorted(SMOKE))
+def test_the_benchmark_runs_in_its_smallest_mode(module):
+    arguments, shown = SMOKE[module]
+    assert shown in run_benchmark(module, arguments)
+
+
+def test_the_commit_comparison_runs_alternately_against_another_checkout():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: the comparison checks out another commit")
+    out = run_benchmark("compare", ["HEAD", "--quick", "--pairs", "2", "exact-walk", "dola"])
+    lines = [line for line in out.splitlines() if "this/other" in line]
+    assert [line.split()[0] for line in lines] == ["exact-walk", "dola"]
+    assert all("n = 2" in line for line in lines)
