@@ -77,3 +77,22 @@ class BlockDraws:
         value = self._buffer[self._next]
         self._next += 1
         return value
+
+    def pick_where(self, items: list[int], flags: list[bool], tries: int) -> int:
+        """Rejection sampling: up to ``tries`` times, draw u and take ``items[int(u ·
+        len(items))]``; return the first item whose flag is set, or -1. Consumes exactly the
+        draws that as many calls of this object would, with the loop on local variables
+        (a peer choice makes several draws per message)."""
+        count = len(items)
+        buffer, position = self._buffer, self._next
+        for _ in range(tries):
+            if position >= len(buffer):
+                buffer = self._buffer = self._draw(self._block).tolist()
+                position = 0
+            item = items[int(buffer[position] * count)]
+            position += 1
+            if flags[item]:
+                self._next = position
+                return item
+        self._next = position
+        return -1

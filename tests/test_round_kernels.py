@@ -13,6 +13,7 @@ from netsim.protocols.walk_kernels import (
     PROP_RECORD,
     due_timeouts,
     exchange_round,
+    replaces,
     should_replace,
     should_replace_scalar,
     timeout_circle,
@@ -127,6 +128,19 @@ def test_timeout_circle_and_replace_rule_compile_to_the_python_definitions():
             assert should_replace_scalar(s, a, ns, na, TIMEOUT, ties_more) == bool(
                 should_replace(np.int64(s), a, np.int64(ns), na, TIMEOUT, ties_more)
             )
+
+
+ages = st.one_of(st.floats(0, 5, allow_nan=False), st.sampled_from([0.0, 0.5, 1.1, 2.2, 3.3]))
+
+
+@given(st.integers(-3, 3), ages, st.integers(-3, 3), ages, st.booleans())
+def test_the_scalar_replace_rule_of_exact_mode_is_the_array_form(
+    steps, age, new_steps, new_age, ties_more
+):
+    # exact mode decides line 14 with replaces (and/or on Python scalars): it must agree with
+    # the array form the round kernels compile, on ties and at the timeout's boundary too
+    array = should_replace(np.int64(steps), age, np.int64(new_steps), new_age, TIMEOUT, ties_more)
+    assert replaces(steps, age, new_steps, new_age, TIMEOUT, ties_more) is bool(array)
 
 
 @given(st.integers(0, 2**32 - 1))

@@ -17,8 +17,8 @@ from netsim.protocols.walk import (
     VisitCounter,
     WalkToken,
     WalkVariant,
-    should_replace,
 )
+from netsim.protocols.walk_kernels import should_replace
 from netsim.scenario.loader import validate_scenario
 from netsim.scenario.runner import run_in_memory
 from netsim.sim import Simulation

@@ -25,7 +25,7 @@ from netsim.log import F64, I32, STR, TableSchema
 from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
 from netsim.rng import BlockDraws
-from netsim.sim import Simulation
+from netsim.sim import Call, Simulation
 
 LOSS_TABLE = TableSchema(
     name="messages_lost",
@@ -357,6 +357,13 @@ class Network(Transport):
             else None
         )
         self.lost_table = sim.log.table(LOSS_TABLE)
+        self._env = sim.env
+        # a message's transfer time when it is the same for every message (a constant delay
+        # and no bandwidth), and whether a message between online nodes can be lost at all
+        self._fixed_duration = (
+            self._constant_delay if links.bandwidth is None else None
+        )
+        self._lossy = links.loss > 0 or self.failures is not None
         # built by the first round-based use; from then on it follows every transition
         self._online_index: OnlineNeighbourIndex | None = None
         self.sent = 0
@@ -392,11 +399,16 @@ class Network(Transport):
         degree = len(neighbours)
         if degree == 0:
             return -1
-        online = self.nodes.online
-        for _ in range(_REJECTION_TRIES):
-            candidate = neighbours[int(uniform() * degree)]
-            if online[candidate]:
+        online = self.nodes.is_online
+        if isinstance(uniform, BlockDraws):  # the same draws, without a call per try
+            candidate = uniform.pick_where(neighbours, online, _REJECTION_TRIES)
+            if candidate >= 0:
                 return candidate
+        else:
+            for _ in range(_REJECTION_TRIES):
+                candidate = neighbours[int(uniform() * degree)]
+                if online[candidate]:
+                    return candidate
         candidates = [v for v in neighbours if online[v]]
         if not candidates:
             return -1
@@ -436,35 +448,33 @@ class Network(Transport):
         ``on_lost(transfer, reason)`` runs at the sender at the time the transfer would have
         completed. ``duration`` overrides the link model (e.g. the paper's fixed δ_rw).
         """
-        now = self.sim.env.now
+        env = self._env
+        now = env.now
         nodes = self.nodes
+        epochs = nodes.epochs
         transfer = Transfer(
-            src,
-            dst,
-            kind,
-            payload,
-            now,
-            int(nodes.epoch[src]),
-            int(nodes.epoch[dst]),
-            on_deliver,
-            on_lost,
+            src, dst, kind, payload, now, epochs[src], epochs[dst], on_deliver, on_lost
         )
         self.sent += 1
         if duration is None:
-            duration = self.transfer_time(size)
-        if not nodes.online[src]:
+            duration = self._fixed_duration
+            if duration is None:
+                duration = self.transfer_time(size)
+        online = nodes.is_online
+        if not online[src]:
             transfer.doom_reason, transfer.doom_time = SOURCE_OFFLINE, now
-        elif not nodes.online[dst]:
+        elif not online[dst]:
             transfer.doom_reason, transfer.doom_time = TARGET_OFFLINE, now
-        else:
+        elif self._lossy:  # links that lose nothing check nothing more (issue 29)
             if self.failures is not None:
                 down_at = self.failures.failure_time(src, dst, now, now + duration)
                 if down_at is not None:
                     transfer.doom_reason, transfer.doom_time = LINK_DOWN, down_at
-            if self.links.loss > 0 and self._next_loss_draw() < self.links.loss:
+            loss = self.links.loss
+            if loss > 0 and self._next_loss_draw() < loss:
                 if transfer.doom_reason is None:
                     transfer.doom_reason, transfer.doom_time = RANDOM_LOSS, now + duration
-        self.sim.call_later(duration, self._complete, transfer)
+        Call(env, duration, self._complete, (transfer,))
         return transfer
 
     # --- batches: a round's messages, sent at one instant -------------------------------
@@ -561,13 +571,22 @@ class Network(Transport):
     def _complete(self, transfer: Transfer) -> None:
         nodes = self.nodes
         reason, when = transfer.doom_reason, transfer.doom_time
+        epochs = nodes.epochs
+        if (
+            reason is None
+            and epochs[transfer.src] == transfer.src_epoch
+            and epochs[transfer.dst] == transfer.dst_epoch
+        ):  # the common case: nothing went wrong
+            self.delivered += 1
+            transfer.on_deliver(transfer)
+            return
         if reason is None or reason in (LINK_DOWN, RANDOM_LOSS):
             # an endpoint leaving earlier than the link failure is the first cause
             for node, epoch, why in (
                 (transfer.src, transfer.src_epoch, SOURCE_OFFLINE),
                 (transfer.dst, transfer.dst_epoch, TARGET_OFFLINE),
             ):
-                if nodes.epoch[node] != epoch:
+                if nodes.epochs[node] != epoch:
                     left = float(nodes.last_leave[node])
                     if reason is None or left < when:
                         reason, when = why, left

@@ -166,7 +166,7 @@ class PushPullGossip(PushPullEngine):
         n = network.topology.n
         self._peer_uniform = BlockDraws(sim.streams.get(f"{name}.peers").random)
         self.phase = sim.streams.get(f"{name}.phase").uniform(0.0, period, n)
-        self._timer_generation = np.zeros(n, dtype=np.int64)
+        self._timer_generation = [0] * n  # a list: read at every tick (issue 29)
         if rule is not None:
             self.register(rule)
             self.start()
@@ -187,7 +187,7 @@ class PushPullGossip(PushPullEngine):
         when = k * self.period + phase
         if when <= now:
             when += self.period
-        self.sim.call_later(when - now, self._tick, node, int(self._timer_generation[node]))
+        self.sim.call_later(when - now, self._tick, node, self._timer_generation[node])
 
     def _on_leave(self, node: int) -> None:
         super()._on_leave(node)

@@ -71,7 +71,7 @@ from netsim.protocols.walk_kernels import (
     adopted_circles,
     due_timeouts,
     exchange_round,
-    should_replace,
+    replaces,
     timeout_circle,
 )
 from netsim.registry import component_field
@@ -529,7 +529,7 @@ class RandomWalkService(Walk):
         if update == self.prop_id[node] and not self.authors_rule:
             return  # accepted once: a timed-out update is never revived
         age += self.sim.env.now - transfer.sent_at  # time spent on the link
-        if self.prop_special[node] or should_replace(
+        if self.prop_special[node] or replaces(
             int(self.prop_steps[node]), self.age(node), steps, age, self.timeout, self.authors_rule
         ):
             if self._age_error_draw is not None:

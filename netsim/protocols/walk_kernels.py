@@ -39,6 +39,17 @@ def should_replace(
 
 should_replace_scalar = njit(cache=True)(should_replace)
 
+
+def replaces(
+    steps: int, age: float, new_steps: int, new_age: float, delta: float, ties_more: bool = False
+) -> bool:
+    """:func:`should_replace` on Python scalars, with the same result for every input: the
+    array form's ``&`` and ``|`` of booleans are ``and`` and ``or``, which stop at the first
+    deciding comparison (exact mode evaluates line 14 once per message; issue 29)."""
+    if steps < new_steps or (ties_more and steps == new_steps):
+        return (age <= new_age and new_age < delta) or age > new_age
+    return (age >= delta and delta > new_age) or age > new_age + delta
+
 #: One node's ``rwprop`` and timeout state as a 32-byte record, so that a node's state is one
 #: cache line: the round kernels touch thousands of random nodes per round, and with one array
 #: per field each touch costs five cache misses instead of one.
