@@ -360,9 +360,7 @@ class Network(Transport):
         self._env = sim.env
         # a message's transfer time when it is the same for every message (a constant delay
         # and no bandwidth), and whether a message between online nodes can be lost at all
-        self._fixed_duration = (
-            self._constant_delay if links.bandwidth is None else None
-        )
+        self._fixed_duration = self._constant_delay if links.bandwidth is None else None
         self._lossy = links.loss > 0 or self.failures is not None
         # built by the first round-based use; from then on it follows every transition
         self._online_index: OnlineNeighbourIndex | None = None
@@ -385,10 +383,10 @@ class Network(Transport):
             delay += size / self.links.bandwidth
         return delay
 
-    def random_online_neighbour(self, node: int, uniform: Callable[[], float]) -> int:
+    def random_online_neighbour(self, node: int, uniform: BlockDraws) -> int:
         """A uniform random online neighbour of ``node``, or -1 if none is online.
 
-        ``uniform`` returns U[0, 1) draws (a :class:`~netsim.rng.BlockDraws`). Rejection
+        ``uniform`` hands out U[0, 1) draws (:class:`~netsim.rng.BlockDraws`). Rejection
         sampling — draw a neighbour, keep it if online — is uniform over the online neighbours
         and cheap when a fair share of them is online; after a few misses the online
         neighbours are listed and one is drawn from them, which is equally uniform.
@@ -400,15 +398,9 @@ class Network(Transport):
         if degree == 0:
             return -1
         online = self.nodes.is_online
-        if isinstance(uniform, BlockDraws):  # the same draws, without a call per try
-            candidate = uniform.pick_where(neighbours, online, _REJECTION_TRIES)
-            if candidate >= 0:
-                return candidate
-        else:
-            for _ in range(_REJECTION_TRIES):
-                candidate = neighbours[int(uniform() * degree)]
-                if online[candidate]:
-                    return candidate
+        candidate = uniform.pick_where(neighbours, online, _REJECTION_TRIES)
+        if candidate >= 0:
+            return candidate
         candidates = [v for v in neighbours if online[v]]
         if not candidates:
             return -1
