@@ -10,8 +10,9 @@ files), so any commit of netsim can run it: :mod:`benchmarks.compare` measures t
 alternately with the same child code.
 
 A measurement runs in a fresh child process (``python -c CHILD``): it validates the scenario,
-builds the run, and times ``sim.run`` only — CPU time (``time.process_time``) and wall time —
-then prints one JSON line with the CPU and wall microseconds per simulated round.
+builds the run, runs the first :data:`WARMUP_ROUNDS` rounds untimed, and times the rest of
+``sim.run`` only — CPU time (``time.process_time``) and wall time — then prints one JSON line
+with the CPU and wall microseconds per simulated round measured.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PERIOD = 0.1  # Δ, seconds
+#: Rounds run untimed before the measurement (a quarter of a short run at most): the first
+#: call of each compiled kernel loads it from numba's cache (or compiles it), some 0.1 s that
+#: would otherwise be spread over the rounds measured.
+WARMUP_ROUNDS = 10
 
 CHILD = r"""
 import json, resource, sys, time
@@ -36,6 +41,8 @@ from netsim.scenario.loader import validate_scenario
 args = json.loads(sys.argv[1])
 scenario = validate_scenario(args["scenario"], source="benchmark", base_dir=None)
 built = build_run(scenario, EventLog())
+# the first rounds, untimed: they load (or compile) the compiled kernels
+built.sim.env.run(until=args["warmup"])
 cpu, wall = time.process_time(), time.perf_counter()
 built.sim.run(scenario.duration)
 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -134,9 +141,13 @@ def measure(
     """Run workload ``name`` with the netsim of the checkout ``tree`` in a fresh child; its
     figures. A failed child ends the benchmark with its error output."""
     data, rounds = WORKLOADS[name].data(quick)
+    warmup_rounds = min(WARMUP_ROUNDS, rounds // 4)
+    period = float(data["duration"]) / rounds
+    payload = {"scenario": data, "rounds": rounds - warmup_rounds,
+               "warmup": warmup_rounds * period}  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
-        [python, "-c", CHILD, json.dumps({"scenario": data, "rounds": rounds})],
+        [python, "-c", CHILD, json.dumps(payload)],
         capture_output=True, text=True, cwd=tree, env=env,
     )  # fmt: skip
     if done.returncode != 0:
