@@ -359,9 +359,12 @@ class Network(Transport):
         self.lost_table = sim.log.table(LOSS_TABLE)
         self._env = sim.env
         # a message's transfer time when it is the same for every message (a constant delay
-        # and no bandwidth), and whether a message between online nodes can be lost at all
+        # and no bandwidth)
         self._fixed_duration = self._constant_delay if links.bandwidth is None else None
-        self._lossy = links.loss > 0 or self.failures is not None
+        #: Whether a message between online nodes can be lost (per-message loss or link
+        #: failures); without, a message needs no fate drawn and a batch is delivered as it is
+        #: (:meth:`deliver_reliably`).
+        self.lossy = links.loss > 0 or self.failures is not None
         # built by the first round-based use; from then on it follows every transition
         self._online_index: OnlineNeighbourIndex | None = None
         self.sent = 0
@@ -457,7 +460,7 @@ class Network(Transport):
             transfer.doom_reason, transfer.doom_time = SOURCE_OFFLINE, now
         elif not online[dst]:
             transfer.doom_reason, transfer.doom_time = TARGET_OFFLINE, now
-        elif self._lossy:  # links that lose nothing check nothing more (issue 29)
+        elif self.lossy:  # links that lose nothing check nothing more (issue 29)
             if self.failures is not None:
                 down_at = self.failures.failure_time(src, dst, now, now + duration)
                 if down_at is not None:
@@ -470,12 +473,6 @@ class Network(Transport):
         return transfer
 
     # --- batches: a round's messages, sent at one instant -------------------------------
-
-    @property
-    def lossy(self) -> bool:
-        """Whether a message can be lost between two online nodes (per-message loss or link
-        failures); without, a batch needs no fate drawn (:meth:`deliver_reliably`)."""
-        return self.links.loss > 0 or self.failures is not None
 
     def deliver_reliably(self, count: int) -> None:
         """Count a batch of ``count`` messages between online nodes on links that cannot lose

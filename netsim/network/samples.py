@@ -43,20 +43,20 @@ class SystemSampler(Observer):
     def __init__(self, config: ObserverConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         assert ctx.sim is not None and ctx.network is not None and ctx.node_states is not None
-        self.table = ctx.table(SAMPLES_TABLE)
+        self.sim, self.network, self.nodes = ctx.sim, ctx.network, ctx.node_states
+        self.churn = ctx.churn
         self.gossip = ctx.find("gossip")
+        self.table = ctx.table(SAMPLES_TABLE)
 
     def observe(self) -> None:
-        ctx = self.ctx
-        assert ctx.sim is not None and ctx.network is not None and ctx.node_states is not None
-        network, gossip = ctx.network, self.gossip
+        network, gossip, churn = self.network, self.gossip, self.churn
         self.table.append(
-            ctx.sim.now,
-            ctx.node_states.online_count,
+            self.sim.now,
+            self.nodes.online_count,
             gossip.active_count if gossip is not None else 0,
             network.sent,
             network.delivered,
             network.lost,
             gossip.exchanges if gossip is not None else 0,
-            ctx.churn.transitions_applied if ctx.churn is not None else 0,
+            churn.transitions_applied if churn is not None else 0,
         )

@@ -82,7 +82,6 @@ class Part:
 #: The slots of the instances a ``components`` entry may be (a walk agent travels with its
 #: walk; topology, churn, mechanisms and data sets are named where they are used).
 INSTANCE_SLOTS = ("application", "protocol", "learner", "walk", "gossip", "transport", "observer")
-COMPONENT_SLOTS = INSTANCE_SLOTS
 COMPONENTS_PREFIX = "components."
 #: The transport every instance sends through unless wired to another (the ``links`` section).
 TRANSPORT = "transport"
@@ -96,7 +95,8 @@ FIXED_BEFORE_WALK: tuple[str, ...] = ("learning", "gossip", "broadcast")
 FIXED_AFTER_WALK: tuple[str, ...] = ("gossip_learning", "dola", "mi_ogd")
 #: The slot of the instance a role must be filled by, where it is not the section's own class.
 ROLE_SLOTS: dict[str, str] = {"gossip": "gossip", TRANSPORT: "transport"}
-#: Fixed sections whose config may name another component of their slot by ``kind``.
+#: Fixed sections whose config may name another component of their slot by ``kind`` (the
+#: built-in one is registered under the section's name).
 SECTION_SLOTS: dict[str, str] = {"links": "transport", "gossip": "gossip"}
 
 
@@ -107,7 +107,7 @@ def section_class(key: str, config: Any = None) -> type[Component]:
         return component_class(config, (slot,))
     cls = INFRASTRUCTURE.get(key)
     if cls is None:
-        cls, _ = REGISTRY.lookup((slot,) if slot else COMPONENT_SLOTS, key)
+        cls, _ = REGISTRY.lookup((slot,) if slot else INSTANCE_SLOTS, key)
     return cls
 
 
@@ -137,7 +137,7 @@ def _declared_parts(scenario: s.Scenario) -> list[Part]:
         if getattr(scenario, key) is not None
     )
     for name, config in scenario.components.items():
-        cls = component_class(config, COMPONENT_SLOTS)
+        cls = component_class(config, INSTANCE_SLOTS)
         key = COMPONENTS_PREFIX + name
         parts.extend(walk_parts(key, config) if cls.slot == "walk" else [Part(key, config, cls)])
     sampler = SystemSampler.Config(every=scenario.metrics.sample_every)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from netsim import files
 from netsim.errors import NetsimError, ScenarioError
 from netsim.registry import REGISTRY, SLOT_NAMES, SectionDefault
+from netsim.scenario.build import SECTION_SLOTS
 from netsim.scenario.schema import Scenario
 from netsim.scenario.yamlfile import YamlBoundError, load_yaml
 
@@ -339,22 +340,21 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("mi_ogd", "delta"): 0.0,
     ("mi_ogd", "uses"): 1,
 }
-#: Sections that hold the built-in component of their slot unless they name another ``kind``:
-#: named by that kind, they are the same configuration as without it (the same run id).
-BUILTIN_SECTION_KINDS: dict[str, str] = {"links": "links", "gossip": "gossip"}
+
 
 
 def identity_data(scenario: Scenario) -> dict[str, Any]:
     """What identifies a run's configuration: the resolved scenario (seed included) without
     the keys at a value of :data:`HASH_NEUTRAL_DEFAULTS` and without the ``kind`` of a section
-    that names its built-in component (:data:`BUILTIN_SECTION_KINDS`)."""
+    that names its built-in component (:data:`~netsim.scenario.build.SECTION_SLOTS`: named by
+    that kind, the section is the same configuration as without it, so the same run id)."""
     data = scenario_to_data(scenario)
     for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
         parent = dotted_value(data, ".".join(sections))
         if isinstance(parent, dict) and key in parent and parent[key] == neutral:
             del parent[key]
-    for section, kind in BUILTIN_SECTION_KINDS.items():
-        if isinstance(data.get(section), dict) and data[section].get("kind") == kind:
+    for section in SECTION_SLOTS:  # the built-in is registered under the section's name
+        if isinstance(data.get(section), dict) and data[section].get("kind") == section:
             del data[section]["kind"]
     return data
 
