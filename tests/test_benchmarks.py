@@ -18,6 +18,7 @@ SMOKE = {
     "walk_rounds": (["--smoke"], "ns per online node"),
     "dola_rounds": (["--quick"], "ms/round"),
     "memory": (["gossip-learning", "--hours", "0.002", "--every", "2"], "peak"),
+    "scale": (["--nodes", "20000", "--rounds", "5"], "maximum resident set"),
 }
 
 

@@ -199,18 +199,26 @@ def test_online_neighbour_index_follows_every_transition(seed, flips, undirected
     topology = t.k_out(30, 4, rng, undirected=undirected)
     nodes = NodeStates(rng.random(30) < 0.5)
     index = OnlineNeighbourIndex(topology, nodes)
+    # the index of a topology too large for the full index holds positions and no slot map
+    compact = OnlineNeighbourIndex(topology, nodes, compact=True)
+    assert compact.order.dtype == np.uint8 and index.order.dtype == np.int32
     for node in flips:
         if nodes.online[node]:
             nodes.set_offline(node, 0.0)
         else:
             nodes.set_online(node, 0.0)
+        # the same swaps, so the same order and the same later peer choices
+        assert np.array_equal(compact.segments, index.segments)
         for u in range(30):
-            start = topology.indptr[u]
-            listed = set(index.order[start : start + index.online_count[u]].tolist())
+            segment = index.neighbours_in_order(u)
+            assert np.array_equal(compact.neighbours_in_order(u), segment)
+            listed = set(segment[: index.online_count[u]].tolist())
             truth = {int(v) for v in topology.neighbours(u) if nodes.online[v]}
             assert listed == truth
-            segment = index.order[start : topology.indptr[u + 1]]
             assert sorted(segment.tolist()) == topology.neighbours(u).tolist()
+    full_pairs = index.pairs(nodes.online, np.random.default_rng(seed))
+    compact_pairs = compact.pairs(nodes.online, np.random.default_rng(seed))
+    assert all(np.array_equal(a, b) for a, b in zip(full_pairs, compact_pairs, strict=True))
 
 
 def test_round_peer_choice_is_uniform_over_online_neighbours():

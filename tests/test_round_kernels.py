@@ -180,6 +180,9 @@ def test_updates_created_on_the_round_grid_time_out_at_exactly_i_delta(start_rou
     assert nodes.tolist() == [0] and circles.tolist() == [i]
 
 
+NO_TARGETS = np.empty(0, dtype=np.int32)  # entries are node ids
+
+
 def segments_of(neighbours, online):
     """CSR neighbour lists, each partitioned with online neighbours first."""
     order, segments = [], np.zeros(len(neighbours), dtype=SEGMENT_RECORD)
@@ -198,7 +201,7 @@ def test_pair_online_pairs_every_active_node_with_an_online_neighbour():
     woken = set()
     for _ in range(50):
         nodes, peers, asleep, listed = pair_online(
-            active, rng.bit_generator.random_raw(2), segments, order
+            active, rng.bit_generator.random_raw(2), segments, order, NO_TARGETS
         )
         assert sorted(nodes.tolist()) == [0, 3]  # every active node, once
         assert listed.tolist() == [0, 3]  # all active nodes, in order
@@ -208,7 +211,9 @@ def test_pair_online_pairs_every_active_node_with_an_online_neighbour():
         woken |= set(asleep.tolist())
     assert woken == {1}
     lonely = np.array([False, False, False, False, True])  # node 4's only neighbour is offline
-    nodes, peers, _, listed = pair_online(lonely, rng.bit_generator.random_raw(1), segments, order)
+    nodes, peers, _, listed = pair_online(
+        lonely, rng.bit_generator.random_raw(1), segments, order, NO_TARGETS
+    )
     assert nodes.size == 0 and peers.size == 0 and listed.tolist() == [4]
 
 
@@ -221,7 +226,9 @@ def test_pair_online_order_and_choice_are_uniform():
     orders: dict[tuple, int] = {}
     choices = np.zeros((n, n), dtype=np.int64)
     for _ in range(draws):
-        nodes, peers, _, _ = pair_online(active, rng.bit_generator.random_raw(n), segments, order)
+        nodes, peers, _, _ = pair_online(
+            active, rng.bit_generator.random_raw(n), segments, order, NO_TARGETS
+        )
         orders[tuple(nodes.tolist())] = orders.get(tuple(nodes.tolist()), 0) + 1
         choices[nodes, peers] += 1
     # all 24 orders, each with probability 1/24: 5 standard deviations of a binomial count

@@ -181,7 +181,9 @@ def alternating_renewal(
 
     Each node starts online with probability ``p_online``; ``draw(nodes, online, begin)``
     returns the lengths of the periods those nodes begin at times ``begin`` (online where
-    ``online``). Returns (node, start, end) of every online period, unclipped.
+    ``online``). Returns (node, start, end) of every online period that ends after time 0,
+    unclipped: the warm-up's earlier periods are dropped as they are drawn (at 10⁶ nodes and
+    ten warm-up cycles they would be 10⁷ periods, 480 MB with their concatenation).
     """
     t = np.full(n, -warmup)
     is_on = rng.random(n) < p_online
@@ -193,9 +195,10 @@ def alternating_renewal(
         on_now = is_on[active]
         begin = t[active]
         finish = begin + draw(active, on_now, begin)
-        nodes_out.append(active[on_now])
-        starts_out.append(begin[on_now])
-        ends_out.append(finish[on_now])
+        kept = on_now & (finish > 0)
+        nodes_out.append(active[kept])
+        starts_out.append(begin[kept])
+        ends_out.append(finish[kept])
         t[active] = finish
         is_on[active] = ~on_now
         active = active[finish < horizon]

@@ -167,7 +167,11 @@ def draw_below(bits: np.uint64, bound: int) -> int:
 
 @njit(cache=True)
 def pair_online(
-    active: np.ndarray, raw: np.ndarray, segments: np.ndarray, order: np.ndarray
+    active: np.ndarray,
+    raw: np.ndarray,
+    segments: np.ndarray,
+    order: np.ndarray,
+    targets: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One gossip round's pairs: every ``active`` node, in a uniformly random order, with a
     uniform random online neighbour; nodes without one are left out.
@@ -177,7 +181,9 @@ def pair_online(
 
     ``raw`` holds one random 64-bit word per active node (exactly as many): the high 32 bits drive a
     Fisher–Yates shuffle, the low 32 bits the choice among the online neighbours (the first
-    ``segments.online`` entries of the node's segment of ``order``).
+    ``segments.online`` entries of the node's segment of ``order``). The entries are node ids,
+    or with ``targets`` (non-empty; a compact :class:`OnlineNeighbourIndex`) positions in the
+    node's segment of ``targets``.
     """
     listed = np.empty(raw.size, dtype=np.int64)
     m = 0
@@ -193,11 +199,13 @@ def pair_online(
     asleep = np.empty(m, dtype=np.int64)
     kept = 0
     sleeping = 0
+    by_position = targets.size > 0
     for k in range(m):
         node = nodes[k]
         segment = segments[node]
         if segment.online > 0:
-            peer = order[segment.start + draw_below(raw[k] & _LOW32, segment.online)]
+            entry = order[segment.start + draw_below(raw[k] & _LOW32, segment.online)]
+            peer = targets[segment.start + entry] if by_position else entry
             nodes[kept] = node
             peers[kept] = peer
             kept += 1
@@ -207,6 +215,124 @@ def pair_online(
     return nodes[:kept], peers[:kept], asleep[:sleeping], listed
 
 
+#: Above this many links the :class:`OnlineNeighbourIndex` is compact: 5 or 6 bytes per link
+#: instead of 16 (issue 29: 10⁶ nodes with 50 neighbours in 1 GB; there the full index would
+#: take 800 MB, the compact one 250 MB). Its peer choice costs one more read, so smaller
+#: topologies keep the full index.
+COMPACT_ABOVE_LINKS = 1 << 24
+
+
+@njit(cache=True)
+def partition_online_first(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    online: np.ndarray,
+    order: np.ndarray,
+    slot_of_link: np.ndarray,
+    by_position: bool,
+) -> np.ndarray:
+    """Fill ``order`` with every node's neighbour list, online neighbours first, each group in
+    its listed order (a stable partition): as node ids, or ``by_position`` as positions in the
+    node's list. Returns how many neighbours of each node are online. ``slot_of_link[p]``
+    receives the new slot of link ``p`` unless it is empty."""
+    n = indptr.size - 1
+    online_count = np.zeros(n, dtype=np.int64)
+    mapped = slot_of_link.size > 0
+    for u in range(n):
+        start = indptr[u]
+        slot = start
+        for first in (True, False):  # the online neighbours, then the others
+            for p in range(start, indptr[u + 1]):
+                if online[indices[p]] == first:
+                    order[slot] = p - start if by_position else indices[p]
+                    if mapped:
+                        slot_of_link[p] = slot
+                    slot += 1
+            if first:
+                online_count[u] = slot - start
+    return online_count
+
+
+@njit(cache=True)
+def in_links(
+    indptr: np.ndarray, indices: np.ndarray, slot_of_link: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The links by target (a counting sort): ``(in_indptr, in_sources, slot_of, in_link_at)``,
+    where ``in_sources[q]`` is the source of in-link q. With ``slot_of_link`` (non-empty)
+    also each in-link's slot and, per slot, its in-link; otherwise both are empty."""
+    n = indptr.size - 1
+    in_indptr = np.zeros(n + 1, dtype=np.int64)
+    for p in range(indices.size):
+        in_indptr[indices[p] + 1] += 1
+    for v in range(n):
+        in_indptr[v + 1] += in_indptr[v]
+    cursor = in_indptr[:-1].copy()
+    in_sources = np.empty(indices.size, dtype=np.int32)
+    mapped = slot_of_link.size > 0
+    slot_of = np.empty(indices.size if mapped else 0, dtype=np.int32)
+    in_link_at = np.empty(indices.size if mapped else 0, dtype=np.int32)
+    for u in range(n):
+        for p in range(indptr[u], indptr[u + 1]):
+            q = cursor[indices[p]]
+            cursor[indices[p]] += 1
+            in_sources[q] = u
+            if mapped:
+                slot_of[q] = slot_of_link[p]
+                in_link_at[slot_of_link[p]] = q
+    return in_indptr, in_sources, slot_of, in_link_at
+
+
+@njit(cache=True)
+def move_across_boundary(
+    order: np.ndarray,
+    segments: np.ndarray,
+    targets: np.ndarray,
+    in_indptr: np.ndarray,
+    in_sources: np.ndarray,
+    slot_of: np.ndarray,
+    in_link_at: np.ndarray,
+    node: int,
+    joining: bool,
+) -> None:
+    """Move ``node`` across the online/offline boundary of the segment of each node that lists
+    it: swap it with the first offline entry (joining; that boundary then moves up by one) or,
+    after the boundary moved down by one, with the last online entry (leaving).
+
+    ``node``'s slot comes from the slot map (``slot_of``) or, in a compact index (entries are
+    positions in ``targets``), from a scan of the owner's list and of the part of its segment
+    that holds ``node``; the swaps, and so every later peer choice, are the same.
+    """
+    mapped = slot_of.size > 0
+    for q in range(in_indptr[node], in_indptr[node + 1]):
+        owner = in_sources[q]
+        segment = segments[owner]
+        if joining:
+            boundary = segment.start + segment.online
+            segment.online += 1
+        else:
+            segment.online -= 1
+            boundary = segment.start + segment.online
+        if mapped:
+            slot = slot_of[q]
+        else:
+            position = 0
+            while targets[segment.start + position] != node:
+                position += 1
+            # joining: it is among the offline entries; leaving: among the online ones
+            slot = boundary if joining else segment.start
+            while order[slot] != position:
+                slot += 1
+        entry = order[slot]
+        order[slot] = order[boundary]
+        order[boundary] = entry
+        if mapped:
+            other = in_link_at[boundary]
+            in_link_at[slot] = other
+            slot_of[other] = slot
+            in_link_at[boundary] = q
+            slot_of[q] = boundary
+
+
 class OnlineNeighbourIndex:
     """Every node's neighbour list kept partitioned: online neighbours first.
 
@@ -214,53 +340,55 @@ class OnlineNeighbourIndex:
     round) this turns the choice into one read: ``order[start[u] + ⌊U·online[u]⌋]`` with the
     node's :data:`SEGMENT_RECORD` (see :func:`pair_online`).
     A transition of node v moves v across the boundary in the segment of each of its
-    in-neighbours (a swap with the boundary element), in O(in-degree) numpy work, so churn
-    costs nothing per round and the choice is exactly uniform at every instant.
+    in-neighbours (a swap with the boundary entry, :func:`move_across_boundary`), in
+    O(in-degree) compiled work with the slot map, so churn costs nothing per round and the
+    choice is exactly uniform at every instant.
+
+    A *compact* index (more than :data:`COMPACT_ABOVE_LINKS` links, or ``compact=True``) holds
+    each entry as the neighbour's position in the node's list (uint8 below 256 neighbours) and
+    no slot map; a transition then scans the lists of v's in-neighbours to find it. Either way
+    the same entries are swapped, so the peer choices are the same.
     """
 
-    def __init__(self, topology: Topology, nodes: NodeStates) -> None:
+    def __init__(
+        self, topology: Topology, nodes: NodeStates, *, compact: bool | None = None
+    ) -> None:
         self.topology = topology
         self.nodes = nodes
-        n = topology.n
-        sources = np.repeat(np.arange(n), topology.degrees())
-        online_target = nodes.online[topology.indices]
-        # order each segment: online targets first (stable within the two groups)
-        permutation = np.lexsort((~online_target, sources))
-        self.order = topology.indices[permutation].astype(np.int32)  # targets, partitioned
-        self.edge_at = permutation.astype(np.int64)  # slot -> original edge id
-        self.slot_of = np.empty_like(self.edge_at)  # original edge id -> slot
-        self.slot_of[self.edge_at] = np.arange(self.edge_at.size)
-        self.segments = np.zeros(n, dtype=SEGMENT_RECORD)
+        links = int(topology.indptr[-1])
+        self.compact = links > COMPACT_ABOVE_LINKS if compact is None else compact
+        if self.compact:
+            widest = int(topology.degrees().max(initial=0))
+            entry = np.uint8 if widest <= 256 else np.uint16 if widest <= 65536 else np.int32
+            self._targets = topology.indices
+        else:
+            entry, self._targets = np.int32, np.empty(0, dtype=np.int32)
+        self.order = np.empty(links, dtype=entry)
+        slot_of_link = np.empty(0 if self.compact else links, dtype=np.int32)
+        self.segments = np.zeros(topology.n, dtype=SEGMENT_RECORD)
         self.segments["start"] = topology.indptr[:-1]
         self.online_count = self.segments["online"]  # a view
-        self.online_count[:] = np.bincount(sources[online_target], minlength=n)
-        self._sources = sources
-        # in-edges of every node (original edge ids), to find v in its in-neighbours' lists
-        by_target = np.argsort(topology.indices, kind="stable")
-        self._in_edges = by_target
-        self._in_indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(topology.indices, minlength=n), out=self._in_indptr[1:])
+        self.online_count[:] = partition_online_first(
+            topology.indptr, topology.indices, nodes.online, self.order, slot_of_link,
+            self.compact,
+        )  # fmt: skip
+        self._in_indptr, self._in_sources, self._slot_of, self._in_link_at = in_links(
+            topology.indptr, topology.indices, slot_of_link
+        )
         nodes.on_join(self._joined)
         nodes.on_leave(self._left)
 
+    def neighbours_in_order(self, node: int) -> np.ndarray:
+        """``node``'s neighbours as the index holds them: the online ones first."""
+        start, end = self.topology.indptr[node], self.topology.indptr[node + 1]
+        entries = self.order[start:end]
+        return self.topology.indices[start + entries.astype(np.int64)] if self.compact else entries
+
     def _move(self, node: int, joining: bool) -> None:
-        edges = self._in_edges[self._in_indptr[node] : self._in_indptr[node + 1]]
-        if edges.size == 0:
-            return
-        owners = self._sources[edges]
-        if joining:
-            boundary = self.topology.indptr[owners] + self.online_count[owners]
-            self.online_count[owners] += 1
-        else:
-            self.online_count[owners] -= 1
-            boundary = self.topology.indptr[owners] + self.online_count[owners]
-        slots = self.slot_of[edges]
-        others = self.edge_at[boundary]
-        # swap the slots of `edges` and of the edges at the boundary (distinct owners, so no
-        # two swaps touch the same segment)
-        self.order[slots], self.order[boundary] = self.order[boundary], self.order[slots].copy()
-        self.edge_at[slots], self.edge_at[boundary] = others, edges
-        self.slot_of[others], self.slot_of[edges] = slots, boundary
+        move_across_boundary(
+            self.order, self.segments, self._targets, self._in_indptr, self._in_sources,
+            self._slot_of, self._in_link_at, node, joining,
+        )  # fmt: skip
 
     def _joined(self, node: int) -> None:
         self._move(node, joining=True)
@@ -274,7 +402,7 @@ class OnlineNeighbourIndex:
         """The initiators of a gossip round in random order, their peers, the peers not
         ``active``, and the active nodes in increasing order (see :func:`pair_online`)."""
         raw = rng.bit_generator.random_raw(int(np.count_nonzero(active)))
-        return pair_online(active, raw, self.segments, self.order)
+        return pair_online(active, raw, self.segments, self.order, self._targets)
 
 
 class Transfer:

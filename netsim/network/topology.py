@@ -108,12 +108,18 @@ def k_out(n: int, k: int, rng: np.random.Generator, *, undirected: bool = False)
     _check_n(n, 2)
     if not 1 <= k <= n - 1:
         raise TopologyError(f"k_out: k must be in [1, n-1] = [1, {n - 1}], got {k}")
-    targets = np.empty((n, k), dtype=np.int64)
+    targets = np.empty((n, k), dtype=np.int32)  # int32: 200 MB, not 400, at 10⁶ × 50
     for node in range(n):
         picks = rng.choice(n - 1, size=k, replace=False)
         targets[node] = picks + (picks >= node)  # skip the node itself
-    sources = np.repeat(np.arange(n), k)
-    return Topology.from_edges(n, sources, targets.ravel(), directed=not undirected)
+    if undirected:
+        sources = np.repeat(np.arange(n), k)
+        return Topology.from_edges(n, sources, targets.ravel(), directed=False)
+    # distinct targets and no self-loops already: what from_edges would make is each row
+    # sorted, built here without its int64 edge keys (1.2 GB of temporaries at 10⁶ × 50)
+    targets.sort(axis=1)
+    indptr = np.arange(n + 1, dtype=np.int64) * k
+    return Topology(n=n, indptr=indptr, indices=targets.ravel(), directed=True)
 
 
 def _from_networkx_call(name: str, n: int, build: object) -> Topology:

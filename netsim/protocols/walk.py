@@ -372,8 +372,10 @@ class RandomWalkService(Walk):
         self._timer_due = np.full(n, np.inf)  # when the pending timeout check fires
         self.round_based = False  # set by attach()
 
-        self.forwarding: list[list[WalkToken]] = [[] for _ in range(n)]  # held, not in transfer
-        self.suspended: list[list[WalkToken]] = [[] for _ in range(n)]
+        # walks held by a node, by node: only the few holders have an entry (a list per node
+        # would be 128 MB of empty lists at 10⁶ nodes)
+        self.forwarding: dict[int, list[WalkToken]] = {}  # held, not in transfer
+        self.suspended: dict[int, list[WalkToken]] = {}
         self._next_update_id = 1
         self._next_walk_id = 0
         self.gossip: GossipEngine | None = None
@@ -675,7 +677,7 @@ class RandomWalkService(Walk):
         if peer < 0:
             token.status = "forwarding"
             token.retry_generation += 1
-            self.forwarding[node].append(token)
+            self.forwarding.setdefault(node, []).append(token)
             self.sim.call_later(self.retry_interval, self._retry, token, token.retry_generation)
             return
         token.status = "transfer"
@@ -693,7 +695,10 @@ class RandomWalkService(Walk):
         node = token.holder
         if token.status != "forwarding" or generation != token.retry_generation:
             return
-        self.forwarding[node].remove(token)
+        held = self.forwarding[node]
+        held.remove(token)
+        if not held:
+            del self.forwarding[node]
         if not self.nodes.online[node]:
             self._suspend(token)
         elif self._still_needed(node, token):
@@ -754,19 +759,18 @@ class RandomWalkService(Walk):
             return
         self._set_alive(token, False)
         token.status = "suspended"
-        self.suspended[token.holder].append(token)
+        self.suspended.setdefault(token.holder, []).append(token)
         self.suspended_count += 1
 
     def _on_leave(self, node: int) -> None:
         self._timer_generation[node] += 1
         self._timer_due[node] = np.inf
-        for token in self.forwarding[node]:
+        for token in self.forwarding.pop(node, ()):
             self._suspend(token)
-        self.forwarding[node] = []
 
     def _on_activate(self, node: int) -> None:
         """First fresh gossip after a rejoin: resume walks that are still the leader."""
-        waiting, self.suspended[node] = self.suspended[node], []
+        waiting = self.suspended.pop(node, ())
         for token in waiting:
             self.suspended_count -= 1
             self._resume_or_abandon(token)
