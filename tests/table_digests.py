@@ -56,6 +56,13 @@ SEED = 7
 #: files per mode; the other grid files differ from these only in parameter values.
 CASES: dict[str, tuple[str, ...]] = {
     "quickstart": ("duration=40min",),
+    "quickstart#rounds": ("gossip.mode=rounds",),
+    "quickstart#rounds-lossy": (
+        "gossip.mode=rounds",
+        "links.loss=0.05",
+        "links.failure.mean_up=30min",
+        "links.failure.mean_down=2min",
+    ),
     "walk/reduced-drw1-d10-kill0": ("duration=3min",),
     "walk/reduced-drw100-d20-kill5": ("duration=3min",),
     "walk/reduced-drw1-d10-kill5#rounds": ("duration=10min", "gossip.mode=rounds"),

@@ -615,7 +615,7 @@ def test_round_support_is_declared_by_the_type_or_read_from_its_methods_once():
     from netsim.protocols.broadcast import Broadcast
     from netsim.protocols.walk import IdealWalk, RandomWalkService
 
-    assert (RandomWalkService.round_form, Broadcast.round_form) == ("fused", "batched")
+    assert (RandomWalkService.round_form, Broadcast.round_form) == ("fused", "fused")
     assert IdealWalk.round_form is None and not supports_rounds(IdealWalk)
 
     class Undeclared(GossipApplication):  # a plugin written before round_form existed

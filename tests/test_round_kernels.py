@@ -14,8 +14,8 @@ from netsim.protocols.walk_kernels import (
     due_timeouts,
     exchange_round,
     replaces,
+    replaces_compiled,
     should_replace,
-    should_replace_scalar,
     timeout_circle,
 )
 
@@ -125,7 +125,7 @@ def test_timeout_circle_and_replace_rule_compile_to_the_python_definitions():
     grid = [(-1, 0.0), (0, 0.5), (3, 1.1), (5, 2.5)]
     for (s, a), (ns, na) in [(x, y) for x in grid for y in grid]:
         for ties_more in (False, True):
-            assert should_replace_scalar(s, a, ns, na, TIMEOUT, ties_more) == bool(
+            assert replaces_compiled(s, a, ns, na, TIMEOUT, ties_more) == bool(
                 should_replace(np.int64(s), a, np.int64(ns), na, TIMEOUT, ties_more)
             )
 
@@ -239,3 +239,59 @@ def test_pair_online_order_and_choice_are_uniform():
     off_diagonal = choices[~np.eye(n, dtype=bool)]
     assert np.abs(off_diagonal - per_peer).max() < 5 * math.sqrt(per_peer)
     assert np.trace(choices) == 0
+
+
+def reference_broadcast_round(initiators, peers, pull_lost, version, known_online):
+    """The documented batch-by-batch merge (``netsim.protocols.rounds``), one push at a time:
+    the relevant pushes (newer than the target's update at the start of the round) in
+    batches by their rank among the pushes to the same target, then the pulls."""
+    version, known_online = version.copy(), known_online.copy()
+    rows = []
+
+    def adopt(node, update, sender, via):
+        if update > version[node]:
+            rows.append((node, update, int(version[node]), sender, via))
+            known_online[version[node] + 1 : update + 1] += 1
+            version[node] = update
+
+    start = version.copy()
+    pushes = [k for k in range(len(initiators)) if start[initiators[k]] > start[peers[k]]]
+    seen: dict[int, int] = {}
+    ranked = []
+    for k in pushes:
+        ranked.append((seen.get(int(peers[k]), 0), k))
+        seen[int(peers[k])] = seen.get(int(peers[k]), 0) + 1
+    for _, k in sorted(ranked):
+        adopt(int(peers[k]), int(start[initiators[k]]), int(initiators[k]), "push")
+    answers = version[peers].copy()  # each peer answers after all pushes
+    for k, node in enumerate(initiators):
+        if not pull_lost[k]:
+            adopt(int(node), int(answers[k]), int(peers[k]), "pull")
+    return version, known_online, rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 12), st.integers(0, 2**32 - 1), st.booleans())
+def test_broadcast_round_is_the_documented_batched_merge(n, seed, lose_pulls):
+    from netsim.protocols.broadcast import broadcast_round
+
+    rng = np.random.default_rng(seed)
+    version = rng.integers(-1, 4, n).astype(np.int64)  # few versions: repeated pushes matter
+    known_online = np.zeros(8, dtype=np.int64)
+    m = int(rng.integers(1, n + 1))
+    initiators = rng.permutation(n)[:m].astype(np.int64)
+    peers = rng.integers(0, n, m).astype(np.int64)  # repeated targets on purpose
+    pull_lost = rng.random(m) < 0.3 if lose_pulls else np.zeros(m, dtype=bool)
+    want_version, want_known, want_rows = reference_broadcast_round(
+        initiators, peers, pull_lost, version, known_online
+    )
+    rank = np.zeros(n, dtype=np.int64)
+    nodes, updates, previous, senders, pushed = broadcast_round(
+        initiators, peers, pull_lost, version, known_online, rank
+    )
+    vias = ["push"] * pushed + ["pull"] * (nodes.size - pushed)
+    columns = (nodes, updates, previous, senders)
+    rows = list(zip(*(column.tolist() for column in columns), vias, strict=True))
+    assert rows == want_rows  # the same adoptions, in the same order
+    assert np.array_equal(version, want_version) and np.array_equal(known_online, want_known)
+    assert not rank.any()  # the scratch is left zeroed

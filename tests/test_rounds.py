@@ -6,6 +6,7 @@ from equivalence import compare, measure
 from hypothesis import given
 from hypothesis import strategies as st
 
+from netsim.protocols.broadcast import Broadcast
 from netsim.protocols.rounds import RoundGossip, by_rank
 from netsim.protocols.walk import RandomWalkService
 
@@ -56,16 +57,25 @@ def test_the_equivalence_check_catches_a_broken_rounds_mode(monkeypatch):
     comparison must say so."""
     seeds = range(3)
     exact = runs(200, "30min", "exact", seeds)
-    batched, fused = RoundGossip._exchange, RandomWalkService.round_exchange
-
-    def push_only(self, rule, initiators, peers, pull_lost):
-        batched(self, rule, initiators, peers, np.ones(initiators.size, dtype=bool))
-
-    def walk_push_only(self, initiators, peers, pull_lost):
-        fused(self, initiators, peers, np.ones(initiators.size, dtype=bool))
-
-    monkeypatch.setattr(RoundGossip, "_exchange", push_only)  # every pull lost
-    monkeypatch.setattr(RandomWalkService, "round_exchange", walk_push_only)
+    # every pull lost, in both round forms: the engine's batched merge and the compiled
+    # kernels of the broadcast and the walk service
+    batched = RoundGossip._exchange
+    monkeypatch.setattr(
+        RoundGossip,
+        "_exchange",
+        lambda self, rule, initiators, peers, pull_lost: batched(
+            self, rule, initiators, peers, np.ones(initiators.size, dtype=bool)
+        ),
+    )
+    for fused_rule in (Broadcast, RandomWalkService):
+        fused = fused_rule.round_exchange
+        monkeypatch.setattr(
+            fused_rule,
+            "round_exchange",
+            lambda self, initiators, peers, pull_lost, fused=fused: fused(
+                self, initiators, peers, np.ones(initiators.size, dtype=bool)
+            ),
+        )
     broken = runs(200, "30min", "rounds", seeds)
     verdict = {c.metric: c.agrees for c in compare(exact, broken, SLACK)}
     assert not verdict["t90"]

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import pandas as pd
+from numba import njit
 from pydantic import Field, field_validator
 
 from netsim.contracts import BuildContext, ComponentConfig, Curve, FigureSpec, GossipApplication
 from netsim.distributions import Duration, PositiveDuration
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
+from netsim.protocols.gossip import PULL, PUSH
 from netsim.sim import Simulation
 from netsim.units import format_duration
 
@@ -110,11 +112,101 @@ BROADCAST_FIGURE = FigureSpec(
     ),
     title="Broadcast: time to reach a share of the online nodes",
     panels=tuple(
-        Curve("broadcasts", f"t{share}", "round", f"time to {share}% (s)")
-        for share in (50, 90, 99)
+        Curve("broadcasts", f"t{share}", "round", f"time to {share}% (s)") for share in (50, 90, 99)
     ),
     xlabel="update",
 )
+
+
+@njit(cache=True)
+def broadcast_round(
+    initiators: np.ndarray,
+    peers: np.ndarray,
+    pull_lost: np.ndarray,
+    version: np.ndarray,
+    known_online: np.ndarray,
+    rank: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """One round of push-pull for the broadcast, in place, with the semantics of
+    :mod:`netsim.protocols.rounds`: initiator k pushes the newest update it held at the start
+    of the round to ``peers[k]``; then every initiator whose pull answer was not lost
+    (``pull_lost``) takes its peer's as it stood after all pushes. A node adopts a newer
+    update and so holds every update up to it: ``known_online`` (online holders per update;
+    every node in an exchange is online) counts it for each.
+
+    Pushes are merged in batches: the first push to every target in the round's order, then
+    the second, and so on (a push counts only if it was newer than the target's update at the
+    start of the round), so the adoptions come out in the order a batch-by-batch merge gives.
+    ``rank`` is a zeroed scratch array indexed by node id (left zeroed). Returns the
+    adoptions — node, update, previous update, sender — pushes first, and how many were pushes.
+    """
+    m = initiators.size
+    sent = np.empty(m, dtype=np.int64)
+    pushes_per_rank = np.zeros(m + 1, dtype=np.int64)
+    push_rank = np.full(m, -1, dtype=np.int64)
+    for k in range(m):
+        sent[k] = version[initiators[k]]
+        target = peers[k]
+        if sent[k] > version[target]:  # relevant: newer than the target's at the start
+            push_rank[k] = rank[target]
+            rank[target] += 1
+            pushes_per_rank[push_rank[k] + 1] += 1
+    for k in range(m):
+        rank[peers[k]] = 0
+    # the relevant pushes by (rank, k): a counting sort
+    for r in range(m):
+        pushes_per_rank[r + 1] += pushes_per_rank[r]
+    order = np.empty(pushes_per_rank[m], dtype=np.int64)
+    for k in range(m):
+        if push_rank[k] >= 0:
+            order[pushes_per_rank[push_rank[k]]] = k
+            pushes_per_rank[push_rank[k]] += 1
+    nodes = np.empty(2 * m, dtype=np.int64)
+    updates = np.empty(2 * m, dtype=np.int64)
+    previous = np.empty(2 * m, dtype=np.int64)
+    senders = np.empty(2 * m, dtype=np.int64)
+    count = 0
+    for k in order:
+        count = _adopt_newer(
+            peers[k], sent[k], initiators[k], version, known_online, nodes, updates, previous,
+            senders, count,
+        )  # fmt: skip
+    pushed = count
+    for k in range(m):  # each peer answers with its update after all pushes
+        sent[k] = version[peers[k]]
+    every_answer = pull_lost.size == 0
+    for k in range(m):
+        if every_answer or not pull_lost[k]:
+            count = _adopt_newer(
+                initiators[k], sent[k], peers[k], version, known_online, nodes, updates,
+                previous, senders, count,
+            )  # fmt: skip
+    return nodes[:count], updates[:count], previous[:count], senders[:count], pushed
+
+
+@njit(cache=True)
+def _adopt_newer(
+    node: int,
+    update: int,
+    sender: int,
+    version: np.ndarray,
+    known_online: np.ndarray,
+    nodes: np.ndarray,
+    updates: np.ndarray,
+    previous: np.ndarray,
+    senders: np.ndarray,
+    count: int,
+) -> int:
+    """``node`` (online) adopts ``update`` if it is newer than its own, recorded at row
+    ``count``; the next free row."""
+    held = version[node]
+    if update <= held:
+        return count
+    version[node] = update
+    for k in range(held + 1, update + 1):  # it now holds held+1 .. update
+        known_online[k] += 1
+    nodes[count], updates[count], previous[count], senders[count] = node, update, held, sender
+    return count + 1
 
 
 class Broadcast(GossipApplication):
@@ -123,8 +215,8 @@ class Broadcast(GossipApplication):
     Config = BroadcastConfig
     figures = (BROADCAST_FIGURE,)
     requires = {"gossip": "it spreads updates by gossip"}  # noqa: RUF012
-    #: In rounds the engine merges its values in batches (round_values … round_tick).
-    round_form = "batched"
+    #: In rounds a compiled kernel does the round's exchanges (round_exchange, round_tick).
+    round_form = "fused"
 
     def __init__(
         self,
@@ -152,6 +244,7 @@ class Broadcast(GossipApplication):
         self.reached: list[list[float]] = []  # per update, time to each threshold
         self._next = [0] * len(self.thresholds)  # oldest update not yet at threshold j
         self.skipped = 0
+        self._rank_scratch = np.zeros(network.topology.n, dtype=np.int64)
         self.adoptions = sim.log.table(ADOPTIONS_TABLE)
         self.summary = sim.log.table(broadcasts_table(self.thresholds))
         self.nodes.on_join(self._on_join)
@@ -253,39 +346,29 @@ class Broadcast(GossipApplication):
                 float(self.known_online[k]) / online,
             )
 
-    # --- RoundRule (round-based gossip) ----------------------------------------------------
+    # --- round mode (a compiled kernel: broadcast_round) ----------------------------------
 
-    def round_values(self, nodes: np.ndarray) -> tuple[np.ndarray, ...]:
-        return (self.version[nodes],)
-
-    def round_relevant(self, senders: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        return self.version[senders] > self.version[targets]
-
-    def round_merge(
-        self, targets: np.ndarray, values: tuple[np.ndarray, ...], senders: np.ndarray, via: str
+    def round_exchange(
+        self, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
     ) -> None:
-        (incoming,) = values
-        newer = incoming > self.version[targets]
-        targets, incoming, senders = targets[newer], incoming[newer], senders[newer]
-        if targets.size == 0:
+        """One round's pushes and pulls (compiled, :func:`broadcast_round`), then its
+        adoptions logged and the coverage thresholds checked."""
+        if self._rank_scratch.size != self.version.size:
+            self._rank_scratch = np.zeros(self.version.size, dtype=np.int64)
+        nodes, updates, previous, senders, pushed = broadcast_round(
+            initiators, peers, pull_lost, self.version, self.known_online, self._rank_scratch
+        )
+        if nodes.size == 0:
             return
-        previous = self.version[targets]
-        self.version[targets] = incoming
-        # every target is online (it just took part in an exchange): it now holds updates
-        # previous+1 .. incoming; add that to the per-update counts with a difference array
-        diff = np.zeros(self.known_online.size + 1, dtype=np.int64)
-        np.add.at(diff, previous + 1, 1)
-        np.add.at(diff, incoming + 1, -1)
-        self.known_online += np.cumsum(diff[:-1])
-        now = self.sim.env.now
+        count = nodes.size
         self.adoptions.extend(
             [
-                [now] * targets.size,
-                targets.tolist(),
-                incoming.tolist(),
+                [self.sim.env.now] * count,
+                nodes.tolist(),
+                updates.tolist(),
                 previous.tolist(),
                 senders.tolist(),
-                [via] * targets.size,
+                [PUSH] * pushed + [PULL] * (count - pushed),
             ]
         )
         self._check()
@@ -312,4 +395,3 @@ class Broadcast(GossipApplication):
                 f"({len(reached)}/{len(broadcasts)} updates)"
             )
         return lines
-

@@ -30,8 +30,11 @@ How it runs: the peer choice is one compiled pass (:func:`~netsim.network.links.
 over the :class:`~netsim.network.links.OnlineNeighbourIndex`). A rule either supplies
 vectorised values and merges (:class:`RoundRule`; the pushes to one node are then merged in
 batches by rank, :func:`by_rank`) or does a whole round's exchanges itself
-(:class:`FusedRoundRule`, e.g. the walk service's compiled kernel in
-:mod:`netsim.protocols.walk_kernels`); both follow the order described above.
+(:class:`FusedRoundRule`: the round-kernel form, in which a compiled kernel does the round:
+the walk service's in :mod:`netsim.protocols.walk_kernels`, one per option set, and the
+broadcast's :func:`~netsim.protocols.broadcast.broadcast_round`); both follow the order
+described above, and the kernels are property-tested against plain-Python statements of it
+(``tests/test_round_kernels.py``).
 
 ``tests/test_rounds.py`` checks that the two modes agree statistically on what the papers
 measure (broadcast times, concurrent walks, restarts, walk progress).
