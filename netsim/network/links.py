@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import simpy
 from numba import njit
+from simpy.events import NORMAL
 
 from netsim.contracts import BuildContext, ComponentConfig, Transport
 from netsim.distributions import Constant, Distribution, PositiveDuration
@@ -25,7 +27,7 @@ from netsim.log import F64, I32, STR, TableSchema
 from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
 from netsim.rng import BlockDraws
-from netsim.sim import Call, Simulation
+from netsim.sim import Simulation
 
 LOSS_TABLE = TableSchema(
     name="messages_lost",
@@ -405,22 +407,10 @@ class OnlineNeighbourIndex:
         return pair_online(active, raw, self.segments, self.order, self._targets)
 
 
-class Transfer:
-    """One message in flight."""
-
-    __slots__ = (
-        "doom_reason",
-        "doom_time",
-        "dst",
-        "dst_epoch",
-        "kind",
-        "on_deliver",
-        "on_lost",
-        "payload",
-        "sent_at",
-        "src",
-        "src_epoch",
-    )
+class Transfer(simpy.events.Event):
+    """One message in flight, and the SimPy event of its completion: :meth:`Network.send`
+    schedules the transfer itself, with the transport's completion as its one callback (issue
+    29: a message is one object, not a record plus a timer event plus an argument tuple)."""
 
     def __init__(
         self,
@@ -434,6 +424,10 @@ class Transfer:
         on_deliver: Callable[[Transfer], None],
         on_lost: Callable[[Transfer, str], None] | None,
     ) -> None:
+        # simpy's Event.__init__ is not called: the transport sets env and callbacks when it
+        # schedules the transfer, as simpy's Timeout does for itself
+        self._ok = True
+        self._value = None
         self.src = src
         self.dst = dst
         self.kind = kind
@@ -597,7 +591,9 @@ class Network(Transport):
             if loss > 0 and self._next_loss_draw() < loss:
                 if transfer.doom_reason is None:
                     transfer.doom_reason, transfer.doom_time = RANDOM_LOSS, now + duration
-        Call(env, duration, self._complete, (transfer,))
+        transfer.env = env
+        transfer.callbacks = [self._complete]
+        env.schedule(transfer, NORMAL, duration)
         return transfer
 
     # --- batches: a round's messages, sent at one instant -------------------------------
