@@ -165,9 +165,7 @@ def load_run(path: str | Path, *, parameters: bool = True) -> dict[str, pd.DataF
     return load(Path(path), parameters=parameters)
 
 
-def collect(
-    path: str | Path | Iterable[str | Path], *, write: bool | None = None
-) -> pd.DataFrame:
+def collect(path: str | Path | Iterable[str | Path], *, write: bool | None = None) -> pd.DataFrame:
     """The tidy long table of a sweep directory, a run directory, a folder of runs or a list of
     run directories (:func:`netsim.analysis.collect.collect`, which says what ``write`` does)."""
     from netsim.analysis.collect import collect as tidy

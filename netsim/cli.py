@@ -447,7 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report_help = "draw the standard figures of a sweep or run directory, with a Markdown summary"
     report = _command(
-        commands, "report", report_help,
+        commands,
+        "report",
+        report_help,
         (
             ": the figures the run's components "
             "declare (e.g. walk counts, accuracy over time), averaged over repetitions for a "
@@ -462,7 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify_help = "check every run of a sweep, run directory or folder of runs against its manifest"
     verify = _command(
-        commands, "verify", verify_help,
+        commands,
+        "verify",
+        verify_help,
         (
             ": each table's SHA-256, size and row "
             "count. Prints one line per run: ok, unverified (written before manifests recorded "
@@ -477,7 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     collect_help = "write the tidy long table of a sweep, run directory or folder of runs"
     collect_command = _command(
-        commands, "collect", collect_help,
+        commands,
+        "collect",
+        collect_help,
         (
             ": one row per run and metric sample "
             "(run_id, run, point, repetition, seed, one column per parameter, table, metric, "
@@ -500,7 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     check_help = "check that a component keeps netsim's component contract"
     check = _command(
-        commands, "check", check_help,
+        commands,
+        "check",
+        check_help,
         (
             " (the checks of netsim's own contract "
             "test, netsim.testing.check_component): hosted in a small scenario, it validates, "

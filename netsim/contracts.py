@@ -41,7 +41,6 @@ A minimal walk agent that counts how often each node is visited::
             self.ctx.table(VISITS).extend([range(self.visits.size), self.visits])
 """
 
-
 from __future__ import annotations
 
 import math
@@ -499,15 +498,33 @@ class Transport(Component):
     lost: int = 0
 
     @abstractmethod
-    def send(self, src: int, dst: int, *, kind: str, payload: Any, on_deliver: Any,
-             on_lost: Any = None, size: float = 0.0, duration: float | None = None) -> Any:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        *,
+        kind: str,
+        payload: Any,
+        on_deliver: Any,
+        on_lost: Any = None,
+        size: float = 0.0,
+        duration: float | None = None,
+    ) -> Any:
         """Start one transfer; ``on_deliver(transfer)`` runs at ``dst`` when it arrives,
         ``on_lost(transfer, reason)`` at ``src`` when it does not."""  # fmt: skip
 
     @abstractmethod
-    def send_batch(self, src: np.ndarray, dst: np.ndarray, *, kind: str,
-                   rng: np.random.Generator, window: float = 0.0, size: float | None = None,
-                   links_up: bool = False) -> Any:
+    def send_batch(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        *,
+        kind: str,
+        rng: np.random.Generator,
+        window: float = 0.0,
+        size: float | None = None,
+        links_up: bool = False,
+    ) -> Any:
         """Send message k from ``src[k]`` to ``dst[k]`` for every k, now; return each
         message's fate (lost, and its delay when ``size`` is given)."""  # fmt: skip
 

@@ -134,9 +134,7 @@ def read_bytes(
     return data
 
 
-def read_text(
-    path: Path, *, what: str, limit: int, error: type[NetsimError] = NetsimError
-) -> str:
+def read_text(path: Path, *, what: str, limit: int, error: type[NetsimError] = NetsimError) -> str:
     """:func:`read_bytes` decoded as UTF-8 (``UnicodeDecodeError`` for callers to word)."""
     return read_bytes(path, what=what, limit=limit, error=error).decode("utf-8")
 

@@ -68,8 +68,16 @@ BUILTIN: tuple[str, ...] = (
     *(
         f"{name} = netsim.learning.datasets:BuiltinDataset"
         for name in (
-            "spambase", "segmentation", "adult", "mnist", "mnist5k", "digits", "breast_cancer",
-            "wine", "csv", "libsvm",
+            "spambase",
+            "segmentation",
+            "adult",
+            "mnist",
+            "mnist5k",
+            "digits",
+            "breast_cancer",
+            "wine",
+            "csv",
+            "libsvm",
         )
     ),
 )

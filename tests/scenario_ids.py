@@ -58,8 +58,11 @@ def main() -> None:
         return
     recorded = json.loads(RECORD.read_text(encoding="utf-8"))
     for name, value in ids.items():
-        state = "absent data" if value is None else (
-            "same" if value == recorded.get(name) else "CHANGED")
+        state = (
+            "absent data"
+            if value is None
+            else ("same" if value == recorded.get(name) else "CHANGED")
+        )
         print(f"{name}: {state}")
 
 

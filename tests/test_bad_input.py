@@ -81,8 +81,10 @@ SCENARIO_CASES = [
     ),
     pytest.param(
         BASE + "nodes: 4000\n",
-        [":6:1: refused YAML: duplicate key 'nodes' (first given on line 3); a key may appear "
-         "once"],
+        [
+            ":6:1: refused YAML: duplicate key 'nodes' (first given on line 3); a key may appear "
+            "once"
+        ],
         id="duplicate-key",
     ),
     pytest.param(
@@ -135,8 +137,10 @@ SCENARIO_CASES = [
     ),
     pytest.param(
         BASE.replace("nodes: 10", "nodes: 1" + "0" * 5000),
-        [":3:8: refused YAML: a 5,001-digit integer is out of range; numbers are at most "
-         "2**63 - 1 in magnitude"],
+        [
+            ":3:8: refused YAML: a 5,001-digit integer is out of range; numbers are at most "
+            "2**63 - 1 in magnitude"
+        ],
         id="integer-too-long-to-read",
     ),  # more digits than Python converts: PyYAML raised a bare ValueError
     pytest.param("", [": the scenario is empty"], id="empty-file"),
@@ -746,9 +750,7 @@ MI_OGD = BASE.replace("topology: {kind: k_out, k: 3}", "topology: {kind: complet
 
 def test_a_data_path_that_is_a_device_is_refused(tmp_path: Path) -> None:
     """A data path pointing at /dev/zero used to read gigabytes."""
-    scenario = write(
-        tmp_path / "s.yaml", MI_OGD + "  data: {name: libsvm, path: /dev/zero}\n"
-    )
+    scenario = write(tmp_path / "s.yaml", MI_OGD + "  data: {name: libsvm, path: /dev/zero}\n")
     done = netsim_subprocess("validate", scenario, timeout=30)
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
@@ -789,8 +791,7 @@ def test_files_larger_than_their_bound_are_refused(
     [
         pytest.param(
             "{name: synthetic_regression, options: {dimension: 1e9}}",
-            "mi_ogd.data.options: dimension must be an integer in [1, 10000000], got "
-            "1000000000.0",
+            "mi_ogd.data.options: dimension must be an integer in [1, 10000000], got 1000000000.0",
             id="dimension-1e9",  # used to allocate gigabytes for 30 s
         ),
         pytest.param(
@@ -838,7 +839,7 @@ def test_a_derived_value_too_long_to_parse(
     """100,000 unary minus signs used to end in a MemoryError."""
     text = BASE + (
         "gossip: {period: 1s}\nsweep:\n  grid:\n    nodes: [10]\n  derived:\n"
-        f"    gossip.period: \"= {'-' * 100_000}1\"\n"
+        f'    gossip.period: "= {"-" * 100_000}1"\n'
     )
     err = cli_error(capsys, "sweep", write(tmp_path / "s.yaml", text), "--out", tmp_path)
     assert "is 100,001 characters long; an expression may have at most 1,000" in err

@@ -65,7 +65,6 @@ def test_trace_replay_reproduces_every_interval_exactly(tmp_path):
     assert nodes.online.tolist() == [False, True, True]
 
 
-
 def test_the_streaming_csv_reader_and_the_line_reader_read_the_same_trace(tmp_path):
     """pyarrow reads clean files; the line reader reads the rest and names the bad line."""
     from netsim.errors import TraceError

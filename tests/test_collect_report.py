@@ -680,9 +680,11 @@ def test_a_run_records_its_overrides_resolved_and_load_run_puts_them_on_every_ro
     assert manifest["parameters"] == {
         "duration": 120.0, "gossip.period": 2.0, "nodes": 30, "topology.k": 5
     }  # fmt: skip
-    assert json.loads((folder_of_runs["n30-s1"] / "manifest.json").read_text())[
-        "parameters"
-    ] == {"duration": 120.0, "nodes": 30, "topology.k": 5}
+    assert json.loads((folder_of_runs["n30-s1"] / "manifest.json").read_text())["parameters"] == {
+        "duration": 120.0,
+        "nodes": 30,
+        "topology.k": 5,
+    }
     samples = load_run(named)["samples"]
     assert list(samples.columns[:5]) == ["run_id", "duration", "gossip.period", "nodes",
                                          "topology.k"]  # fmt: skip

@@ -487,9 +487,7 @@ def fixed_gaussian_run(tmp_path: Path, **learning: object) -> netsim.api.RunOutc
     return netsim.run(scenario, out=tmp_path)
 
 
-def test_an_epsilon_delta_mechanism_with_settings_spends_and_reports_delta(
-    example_paths, tmp_path
-):
+def test_an_epsilon_delta_mechanism_with_settings_spends_and_reports_delta(example_paths, tmp_path):
     """The example package's fixed_gaussian (entry point, setting sigma) under DP-SGD-2 with
     a δ budget: every use spends δ/2 and the ε that σ gives at δ/2 (exact profile), the
     ledger, the records, the summary and the manifest report them, and tight accounting

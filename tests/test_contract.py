@@ -48,6 +48,7 @@ from netsim.testing import (
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
 
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path

@@ -537,9 +537,14 @@ def test_minmax_maps_training_values_into_unit_interval(data: Dataset) -> None:
 @given(datasets(), NORMS)
 @example(  # found by hypothesis: a test value 4 over a training span of the smallest normal
     data=Dataset(
-        name="random", x_train=np.array([[np.finfo(float).tiny], [0.0]]),
-        y_train=np.array([0, 1]), x_test=np.array([[4.0]]), y_test=np.array([0]),
-        class_names=("a", "b"), source="hypothesis", split="drawn",
+        name="random",
+        x_train=np.array([[np.finfo(float).tiny], [0.0]]),
+        y_train=np.array([0, 1]),
+        x_test=np.array([[4.0]]),
+        y_test=np.array([0]),
+        class_names=("a", "b"),
+        source="hypothesis",
+        split="drawn",
     ),
     norm="L1",
 )

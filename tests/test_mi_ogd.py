@@ -102,9 +102,7 @@ def test_leakage_matches_the_gaussian_channel():
             d / 2 * math.log(2 * math.pi * math.e * sigma**2)
         )
         assert config.leakage() == pytest.approx(gaussian_input)
-    assert problem(dimension=1, rounds=1, sigma=1.0).leakage() == pytest.approx(
-        0.5 * math.log(2)
-    )
+    assert problem(dimension=1, rounds=1, sigma=1.0).leakage() == pytest.approx(0.5 * math.log(2))
 
     def density(v: float) -> float:  # z̃ = ±1 + N(0, 1), equiprobable
         return 0.5 * (stats.norm.pdf(v - 1.0) + stats.norm.pdf(v + 1.0))
@@ -311,9 +309,10 @@ def test_a_registered_mechanism_perturbs_the_reports_within_the_examples_budget(
     assert records["epsilon_spent"].max() == pytest.approx(1.0)
     assert records["delta_spent"].max() == pytest.approx(1e-5)
     refused = int(records["refused"].sum())
-    assert refused > 0 and len(ledger) == (records["uses"] == 2).sum() * 2 + (
-        records["uses"] == 1
-    ).sum()
+    assert (
+        refused > 0
+        and len(ledger) == (records["uses"] == 2).sum() * 2 + (records["uses"] == 1).sum()
+    )
     summary = frames["mi_ogd_summary"].iloc[0]
     assert summary["played"] == 300 and summary["applied"] == 300 - refused
     assert math.isnan(summary["sigma"]) and math.isnan(summary["bound"])

@@ -545,9 +545,7 @@ def test_the_policies_split_delta_as_they_split_epsilon(policy, shares):
     accountant = PrivacyAccountant(1, epsilon=2.0, delta=1e-5, policy=policy)
     mechanism, rng = gaussian_mechanism(), np.random.default_rng(0)
     for share in shares:
-        _, event = accountant.release(
-            0, np.zeros(3), mechanism=mechanism, sensitivity=1.0, rng=rng
-        )
+        _, event = accountant.release(0, np.zeros(3), mechanism=mechanism, sensitivity=1.0, rng=rng)
         assert event.epsilon == pytest.approx(2.0 * share)
         assert event.delta == pytest.approx(1e-5 * share)
         # the analytic calibration is exact: δ(σ) at the stated ε is the stated δ

@@ -41,4 +41,3 @@ def test_the_readme_snippets_for_reading_runs_run_as_pasted(tmp_path, monkeypatc
     assert set(long["duration"]) == {1800.0}  # type: ignore[index]
     assert namespace["result"]["broadcasts"]["update"].size >= 2  # type: ignore[index]
     assert (tmp_path / "runs" / "quickstart-30min" / "manifest.json").is_file()
-

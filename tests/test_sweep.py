@@ -280,6 +280,7 @@ def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_run
         scenario_hash,
         scenario_to_data,
     )
+
     scenario = load_scenario(write(tmp_path / "s.yaml", BASE))
     before = scenario_to_data(scenario)
     for *sections, key in HASH_NEUTRAL_DEFAULTS:

@@ -284,7 +284,6 @@ def test_fta_segmentation_and_conversion(tmp_path):
     assert as_dict(read_canonical_trace(tmp_path / "s.csv")) == as_dict(written)
 
 
-
 def test_fta_segments_lie_inside_the_time_each_node_was_observed(tmp_path):
     """A node that joined late gets no windows before its first event (the FTA LANL trace:
     9,086,372 segments of 2 days when every node's record began at the trace's start,

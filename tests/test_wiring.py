@@ -122,9 +122,7 @@ def test_two_broadcasts_share_one_gossip_engine():
 
 def test_wiring_round_trips_through_the_resolved_scenario_and_keeps_run_ids(tmp_path):
     wired = scenario(components=SECOND_WALK)
-    again = validate_scenario(
-        load_yaml(scenario_to_yaml(wired)), source="resolved", base_dir=None
-    )
+    again = validate_scenario(load_yaml(scenario_to_yaml(wired)), source="resolved", base_dir=None)
     assert again.wiring == wired.wiring and scenario_hash(again) == scenario_hash(wired)
     # uses is part of the run's identity
     rewired = {**SECOND_WALK, "lan_samples": {**SECOND_WALK["lan_samples"], "uses": {}}}

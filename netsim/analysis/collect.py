@@ -374,8 +374,9 @@ def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
                 else parameter_value(dotted_value(configuration, key))
             )
     plan = pd.DataFrame({key: _one_column_type(values) for key, values in rows.items()})
-    plan = plan.astype({"run_id": "str", "run": "int64", "point": "int64",
-                        "repetition": "int64", "seed": "int64"})
+    plan = plan.astype(
+        {"run_id": "str", "run": "int64", "point": "int64", "repetition": "int64", "seed": "int64"}
+    )
     single = len(run_dirs) == 1 and folder == run_dirs[0]
     if single:
         name = str(manifests[0].get("scenario_name", run_dirs[0].name))

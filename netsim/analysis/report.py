@@ -921,8 +921,7 @@ def _sweep_head(source: SweepSource, status: pd.DataFrame) -> list[str]:
         "(no ± with one repetition or equal values)"
     )
     drawing = (
-        "In the figures, bands reaching beyond every run's values are cut at the edge of the "
-        "axes."
+        "In the figures, bands reaching beyond every run's values are cut at the edge of the axes."
         if most >= BAND_FROM_REPETITIONS
         else "With fewer than three repetitions the figures draw every run instead of a band."
     )

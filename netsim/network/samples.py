@@ -24,7 +24,8 @@ SAMPLES_TABLE = TableSchema(
         "System state every metrics.sample_every (and at the end): online nodes, nodes taking "
         "part in gossip, and cumulative counters of messages and churn transitions."
     ),
-    role="samples", time="time",
+    role="samples",
+    time="time",
 )
 
 

@@ -51,7 +51,8 @@ LEDGER_TABLE = TableSchema(
         "Every privacy charge: when, which record, its use number, and the event (its "
         "mutual-information bound in nats for mutual-information releases, else 0)."
     ),
-    role="ledger", time="time",
+    role="ledger",
+    time="time",
 )
 RECORDS_TABLE = TableSchema(
     name="privacy_records",

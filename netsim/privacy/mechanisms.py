@@ -430,9 +430,7 @@ def build_mechanism(spec: str | ComponentConfig, ctx: BuildContext | None = None
     return built
 
 
-def delta_budget_problem(
-    spec: str | ComponentConfig, delta: float, keys: tuple[str, str]
-) -> str:
+def delta_budget_problem(spec: str | ComponentConfig, delta: float, keys: tuple[str, str]) -> str:
     """Why the mechanism ``spec`` cannot run with the δ budget ``delta`` ("" when it can): a
     mechanism that spends δ would be refused on every use without one. ``keys`` name the
     mechanism's key and the budget's in the message."""

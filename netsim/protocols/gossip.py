@@ -25,6 +25,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
+import simpy
+from simpy.events import NORMAL
 
 from netsim.contracts import BuildContext, ComponentConfig, GossipEngine
 from netsim.distributions import PositiveDuration
@@ -107,6 +109,8 @@ class PushPullEngine(GossipEngine):
         self.message_size = message_size
         self.name = name
         self.active = network.nodes.online.copy()
+        # the same flags as a list, read by every exact-mode message (issue 29)
+        self.is_active: list[bool] = self.active.tolist()
         self._activation_listeners: list[Callable[[int], None]] = []
         self.exchanges = 0
         self.rules: list[Any] = []
@@ -136,12 +140,28 @@ class PushPullEngine(GossipEngine):
 
     def _on_leave(self, node: int) -> None:
         self.active[node] = False
+        self.is_active[node] = False
 
     def _activate(self, node: int) -> None:
         """``node`` heard a fresh message: it takes part again (listeners are told)."""
         self.active[node] = True
+        self.is_active[node] = True
         for listener in self._activation_listeners:
             listener(node)
+
+
+class _Tick(simpy.events.Event):
+    """A node's gossip timer: one event per node, scheduled again every period (issue 29: no
+    new timer, closure or argument tuple per tick). ``generation`` cancels it when the node
+    leaves."""
+
+    def __init__(self, node: int, generation: int) -> None:
+        # simpy's Event.__init__ is not called: the engine sets env and callbacks when it
+        # schedules the tick, as simpy's Timeout does for itself
+        self._ok = True
+        self._value = None
+        self.node = node
+        self.generation = generation
 
 
 class PushPullGossip(PushPullEngine):
@@ -187,14 +207,18 @@ class PushPullGossip(PushPullEngine):
         when = k * self.period + phase
         if when <= now:
             when += self.period
-        self.sim.call_later(when - now, self._tick, node, self._timer_generation[node])
+        tick = _Tick(node, self._timer_generation[node])
+        tick.env = self.sim.env
+        tick.callbacks = [self._tick]
+        self.sim.env.schedule(tick, NORMAL, when - now)
 
     def _on_leave(self, node: int) -> None:
         super()._on_leave(node)
         self._timer_generation[node] += 1  # cancels the pending tick
 
-    def _tick(self, node: int, generation: int) -> None:
-        if generation != self._timer_generation[node]:
+    def _tick(self, tick: _Tick) -> None:
+        node = tick.node
+        if tick.generation != self._timer_generation[node]:
             return
         peer = self.network.random_online_neighbour(node, self._peer_uniform)
         if peer >= 0:
@@ -207,10 +231,12 @@ class PushPullGossip(PushPullEngine):
                 on_deliver=self._on_push,
                 size=self.message_size,
             )
-        self.sim.call_later(self.period, self._tick, node, generation)
+        # the same event again, one period on (scheduled as a new timer would be)
+        tick.callbacks = [self._tick]
+        self.sim.env.schedule(tick, NORMAL, self.period)
 
     def _heard(self, node: int) -> None:
-        if not self.active[node]:
+        if not self.is_active[node]:
             self._schedule_tick(node)
             self._activate(node)
 

@@ -139,9 +139,7 @@ class RoundGossip(PushPullEngine):
         """Begin the rounds (every period from one period after now)."""
         # a fused rule does its own exchanges; the others are merged here in batches
         self._exchanges = [
-            rule.round_exchange
-            if round_form(rule) == "fused"
-            else partial(self._exchange, rule)
+            rule.round_exchange if round_form(rule) == "fused" else partial(self._exchange, rule)
             for rule in self.rules
         ]
         self.sim.every(self.period, self._round)

@@ -209,8 +209,9 @@ def _wire(parts: list[Part], wiring: Mapping[str, Any]) -> list[Part]:
                 key = COMPONENTS_PREFIX + target if in_components else target
                 if key not in by_key or key == part.key:
                     names = sorted(
-                        p.instance for p in parts if p.key == p.instance
-                        or p.key == COMPONENTS_PREFIX + p.instance
+                        p.instance
+                        for p in parts
+                        if p.key == p.instance or p.key == COMPONENTS_PREFIX + p.instance
                     )
                     raise WiringError(
                         f"{where}.{role}: no other instance is named {target!r}; the "
@@ -234,8 +235,7 @@ def _check_role_filler(where: str, role: str, target: Part) -> None:
     if slot is not None:
         if target.cls.slot != slot:
             raise WiringError(
-                f"{where}: {target.label} is a {target.cls.slot_title}, not a "
-                f"{SLOT_NAMES[slot]}"
+                f"{where}: {target.label} is a {target.cls.slot_title}, not a {SLOT_NAMES[slot]}"
             )
         return
     try:
@@ -244,8 +244,7 @@ def _check_role_filler(where: str, role: str, target: Part) -> None:
         return  # a plugin's own role: any instance may fill it
     if not issubclass(target.cls, expected):
         raise WiringError(
-            f"{where}: {target.label} cannot fill the role {role!r} (a {expected.__name__} "
-            "does)"
+            f"{where}: {target.label} cannot fill the role {role!r} (a {expected.__name__} does)"
         )
 
 

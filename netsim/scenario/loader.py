@@ -342,7 +342,6 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
 }
 
 
-
 def identity_data(scenario: Scenario) -> dict[str, Any]:
     """What identifies a run's configuration: the resolved scenario (seed included) without
     the keys at a value of :data:`HASH_NEUTRAL_DEFAULTS` and without the ``kind`` of a section

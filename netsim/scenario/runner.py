@@ -186,8 +186,7 @@ def run_scenario(
     except OSError as exc:  # the inputs were read at validation: this is writing the run
         shutil.rmtree(staging, ignore_errors=True)
         raise RunDirectoryError(
-            f"{final}: the run failed on a file operation ({exc.strerror or exc}); nothing "
-            "was kept"
+            f"{final}: the run failed on a file operation ({exc.strerror or exc}); nothing was kept"
         ) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -230,7 +230,9 @@ class ProcessPool:
 
 
 #: A Dask scheduler address: [protocol://]host:port (IPv6 hosts in brackets).
-SCHEDULER_ADDRESS = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9a-fA-F:.]+\]|[\w.-]+):\d{1,5}")
+SCHEDULER_ADDRESS = re.compile(
+    r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9a-fA-F:.]+\]|[\w.-]+):\d{1,5}"
+)
 
 
 class DaskCluster:

@@ -506,9 +506,7 @@ def plan_points(
     data.pop(SWEEP_KEY, None)
     where_sweep = f"{source}: sweep"
     base_scenario = validate_scenario(copy.deepcopy(data), source=str(source), base_dir=base_dir)
-    name = _check_sweep_name(
-        base_scenario.name if name is None else name, f"{where_sweep} name"
-    )
+    name = _check_sweep_name(base_scenario.name if name is None else name, f"{where_sweep} name")
     if not points:
         raise SweepError(f"{where_sweep} {name}: no points; give at least one SweepPoint")
     if len(points) > MAX_RUNS:

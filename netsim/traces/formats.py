@@ -455,9 +455,7 @@ def segment_trace(
             record = float(observed_end[node])
         else:
             first = 0
-            record = trace.span if trace.span is not None else (
-                on_end[-1] if on_end.size else 0.0
-            )
+            record = trace.span if trace.span is not None else (on_end[-1] if on_end.size else 0.0)
         count = int(np.floor((record - length) / step + 1e-9)) + 1 - first
         if count <= 0:
             continue

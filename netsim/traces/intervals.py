@@ -301,9 +301,7 @@ def _read_csv_arrow(path: Path, handle) -> IntervalTrace | None:
     codes = encoded.indices.to_numpy().astype(np.int64)
     rows = np.flatnonzero(np.asarray(online.to_numpy(zero_copy_only=False), dtype=bool))
     try:
-        return _trace_from_rows(
-            codes[rows], labels, start, end, rows + 2, path=path, unit="line"
-        )
+        return _trace_from_rows(codes[rows], labels, start, end, rows + 2, path=path, unit="line")
     except TraceError:
         return None  # the line reader names the line (this one cannot see quoted newlines)
 

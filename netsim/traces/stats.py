@@ -317,6 +317,7 @@ def trace_figure(
         raise ValueError(f"bin_seconds must be positive, got {bin_seconds}")
     plt = pyplot()  # a clear error when matplotlib is missing, before importing from it
     from matplotlib.ticker import MaxNLocator
+
     span = _span(trace)
     stats_nodes = max(trace.node_count, 1)
     times, online, ever = online_curves(trace, step=max(5 * MINUTE, span / MAX_FIGURE_POINTS))

@@ -189,8 +189,10 @@ class DolaLearner:
         if not config.private:
             return PrivacyAccountant(records, epsilon=math.inf, policy=Unlimited())
         delta = config.delta if config.spends_delta else 0.0
-        if self.mechanism is None and config.algorithm == "gaussian" and (
-            config.calibration == "printed"
+        if (
+            self.mechanism is None
+            and config.algorithm == "gaussian"
+            and (config.calibration == "printed")
         ):
             worst = max(self.gaussian_event(t).epsilon for t in range(1, self.rounds + 1))
             if not worst <= self.release_epsilon * (1.0 + 1e-12):

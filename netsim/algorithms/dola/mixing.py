@@ -52,7 +52,9 @@ MIXING_TABLE = TableSchema(
         "where window_checked, the components of the union of the last dola.mixing.window "
         "round graphs over the nodes online in that window (1 = connected)."
     ),
-    role="rounds", time="time", round="round",
+    role="rounds",
+    time="time",
+    round="round",
 )
 
 

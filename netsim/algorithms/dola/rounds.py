@@ -76,7 +76,9 @@ ROUNDS_TABLE = TableSchema(
         "releases (Laplace b, Gaussian σ; 0 when non-private); stale values used since the "
         "last row and the largest staleness in rounds."
     ),
-    role="rounds", time="time", round="round",
+    role="rounds",
+    time="time",
+    round="round",
 )
 REGRET_TABLE = TableSchema(
     name="dola_regret",
@@ -96,7 +98,9 @@ REGRET_TABLE = TableSchema(
         "hindsight_gap its certified distance to the minimum; average_regret = R_D/t, and "
         "per node R_D/(t·m)."
     ),
-    role="rounds", round="round", scaled_by=(("hindsight_gap", "hindsight_loss"),),
+    role="rounds",
+    round="round",
+    scaled_by=(("hindsight_gap", "hindsight_loss"),),
 )
 SUMMARY_TABLE = TableSchema(
     name="dola_summary",
@@ -146,7 +150,10 @@ FIGURES = (
         title="DOLA: test accuracy of the averaged iterate",
         panels=(
             Curve(
-                "dola_rounds", "accuracy_averaged", "round", "test accuracy (fraction correct)",
+                "dola_rounds",
+                "accuracy_averaged",
+                "round",
+                "test accuracy (fraction correct)",
                 baselines=(
                     Baseline("dola_summary", "majority_accuracy", "majority class"),
                     Baseline("dola_summary", "centralised_accuracy", "centralised non-private"),
@@ -222,9 +229,7 @@ class DolaRounds(RoundLearner):
         self.sim = sim
         self.network = ctx.network
         self.learner = learner
-        learner.accountant.stream_ledger(
-            ledger_sink(sim.log, ctx.scenario.metrics.privacy_ledger)
-        )
+        learner.accountant.stream_ledger(ledger_sink(sim.log, ctx.scenario.metrics.privacy_ledger))
         self.schedule = schedule
         self.checkpoints = checkpoint_rounds(learner.rounds, config.regret_checkpoints)
         self.rng = ctx.stream("mixing")

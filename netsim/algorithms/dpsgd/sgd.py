@@ -104,7 +104,9 @@ ACCURACY_TABLE = TableSchema(
         "Test accuracy (Hegedűs et al. eq. 11) of a model every evaluate_every visits: the "
         "walk (−1 in gossip learning), the model's visits and updates."
     ),
-    role="samples", time="time", series="walk",
+    role="samples",
+    time="time",
+    series="walk",
 )
 
 
@@ -372,9 +374,7 @@ class SGDAgent(Component):
         rows = ctx.stream("rows").permutation(data.n_train)[:n]
         model = LinearModel(config.model, data.classes, data.features)
         policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
-        accountant = PrivacyAccountant(
-            n, epsilon=config.epsilon, delta=config.delta, policy=policy
-        )
+        accountant = PrivacyAccountant(n, epsilon=config.epsilon, delta=config.delta, policy=policy)
         accountant.stream_ledger(ledger_sink(ctx.sim.log, ctx.scenario.metrics.privacy_ledger))
         sgd = PrivateSGD(
             model,

@@ -149,7 +149,10 @@ def user_report(
     z, played, loss = user_gradient(problem, w, x, y, rng)
     mechanism = "gaussian_mi" if problem.config.setting == "full" else "gaussian_mi_bandit"
     noisy, event = calibration.mutual_information_report(
-        z, power_bound=problem.power_bound(), sigma=problem.config.sigma, rng=rng,
+        z,
+        power_bound=problem.power_bound(),
+        sigma=problem.config.sigma,
+        rng=rng,
         mechanism=mechanism,
     )
     return Report(noisy, played, loss, event)

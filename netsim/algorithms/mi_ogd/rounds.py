@@ -76,7 +76,9 @@ ROUNDS_TABLE = TableSchema(
         "the learner's updates between sending w_t and applying it, and the report's "
         "mutual-information bound C in nats."
     ),
-    role="events", time="sent_at", round="round",
+    role="events",
+    time="sent_at",
+    round="round",
 )
 REGRET_TABLE = TableSchema(
     name="mi_ogd_regret",
@@ -95,7 +97,9 @@ REGRET_TABLE = TableSchema(
         "lower bound; hindsight_gap is its certified distance), and the theorems' bound for "
         "that many played rounds at the run's η (and δ)."
     ),
-    role="rounds", round="round", scaled_by=(("hindsight_gap", "hindsight_loss"),),
+    role="rounds",
+    round="round",
+    scaled_by=(("hindsight_gap", "hindsight_loss"),),
 )
 SUMMARY_TABLE = TableSchema(
     name="mi_ogd_summary",
