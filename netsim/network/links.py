@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from heapq import heappush
 from typing import Any
 
 import numpy as np
@@ -412,6 +413,13 @@ class Transfer(simpy.events.Event):
     schedules the transfer itself, with the transport's completion as its one callback (issue
     29: a message is one object, not a record plus a timer event plus an argument tuple)."""
 
+    _ok = True  # a transfer always succeeds as an event; its fate is doom_reason's
+    _value = None
+    #: Why the message is lost (a ``LOSS_CAUSES`` entry), decided when it is sent; None when
+    #: nothing planned its loss (an endpoint may still leave before it arrives).
+    doom_reason: str | None = None
+    doom_time = 0.0  # when the planned loss happens
+
     def __init__(
         self,
         src: int,
@@ -425,9 +433,8 @@ class Transfer(simpy.events.Event):
         on_lost: Callable[[Transfer, str], None] | None,
     ) -> None:
         # simpy's Event.__init__ is not called: the transport sets env and callbacks when it
-        # schedules the transfer, as simpy's Timeout does for itself
-        self._ok = True
-        self._value = None
+        # schedules the transfer, as simpy's Timeout does for itself; _ok, _value and the
+        # doom fields start as the class's defaults (issue 29: fewer stores per message)
         self.src = src
         self.dst = dst
         self.kind = kind
@@ -437,8 +444,6 @@ class Transfer(simpy.events.Event):
         self.dst_epoch = dst_epoch
         self.on_deliver = on_deliver
         self.on_lost = on_lost
-        self.doom_reason: str | None = None
-        self.doom_time = 0.0
 
 
 class Network(Transport):
@@ -480,6 +485,9 @@ class Network(Transport):
         )
         self.lost_table = sim.log.table(LOSS_TABLE)
         self._env = sim.env
+        # every transfer's callbacks: one shared tuple (simpy only iterates them; a tuple
+        # cannot be appended to by mistake), not a new list and bound method per message
+        self._completion = (self._complete,)
         # a message's transfer time when it is the same for every message (a constant delay
         # and no bandwidth)
         self._fixed_duration = self._constant_delay if links.bandwidth is None else None
@@ -566,7 +574,7 @@ class Network(Transport):
         completed. ``duration`` overrides the link model (e.g. the paper's fixed δ_rw).
         """
         env = self._env
-        now = env.now
+        now = env._now
         nodes = self.nodes
         epochs = nodes.epochs
         transfer = Transfer(
@@ -592,8 +600,10 @@ class Network(Transport):
                 if transfer.doom_reason is None:
                     transfer.doom_reason, transfer.doom_time = RANDOM_LOSS, now + duration
         transfer.env = env
-        transfer.callbacks = [self._complete]
-        env.schedule(transfer, NORMAL, duration)
+        transfer.callbacks = self._completion
+        # env.schedule(transfer, NORMAL, duration), inlined (tests/test_sim.py holds the two
+        # to the same order)
+        heappush(env._queue, (now + duration, NORMAL, next(env._eid), transfer))
         return transfer
 
     # --- batches: a round's messages, sent at one instant -------------------------------

@@ -234,9 +234,11 @@ class Broadcast(GossipApplication):
         self.nodes = network.nodes
         self.thresholds = tuple(sorted(thresholds))
         self.version = np.full(network.topology.n, -1, dtype=np.int64)
-        # the same as a list, read by every exact-mode message (issue 29); every write to
-        # version goes through _adopt or, in rounds, is copied in by round_exchange
-        self._held: list[int] = [-1] * network.topology.n
+        # exact mode: the same as a list, read by every message (issue 29), written with
+        # version by _adopt; rounds mode reads version only (in its compiled kernel)
+        self._held: list[int] | None = (
+            None if engine is not None and engine.round_based else [-1] * network.topology.n
+        )
         self._rng = sim.streams.get(f"{name}.origin")
         # updates start at nodes that take part in gossip, not at a just-rejoined node
         self.engine = engine
@@ -283,18 +285,19 @@ class Broadcast(GossipApplication):
     # --- GossipRule ------------------------------------------------------------------------
 
     def outgoing(self, node: int) -> int:
-        return self._held[node]
+        return self._held[node]  # type: ignore[index]  # exact mode only
 
     def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
-        if value > self._held[node]:
+        if value > self._held[node]:  # type: ignore[index]
             self._adopt(node, int(value), sender, transfer.kind)
 
     # --- internals -------------------------------------------------------------------------
 
     def _adopt(self, node: int, update: int, sender: int, via: str) -> None:
-        previous = self._held[node]
+        previous = int(self.version[node])
         self.version[node] = update
-        self._held[node] = update
+        if self._held is not None:
+            self._held[node] = update
         if self.nodes.online[node]:
             self.known_online[previous + 1 : update + 1] += 1
         self.adoptions.append(self.sim.env.now, node, update, previous, sender, via)
@@ -365,9 +368,6 @@ class Broadcast(GossipApplication):
         if nodes.size == 0:
             return
         count = nodes.size
-        held = self._held
-        for node, update in zip(nodes.tolist(), updates.tolist(), strict=True):
-            held[node] = max(held[node], update)
         self.adoptions.extend(
             [
                 [self.sim.env.now] * count,

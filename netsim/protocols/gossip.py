@@ -22,6 +22,7 @@ nodes at once.
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappush
 from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
@@ -155,11 +156,12 @@ class _Tick(simpy.events.Event):
     new timer, closure or argument tuple per tick). ``generation`` cancels it when the node
     leaves."""
 
+    _ok = True
+    _value = None
+
     def __init__(self, node: int, generation: int) -> None:
         # simpy's Event.__init__ is not called: the engine sets env and callbacks when it
         # schedules the tick, as simpy's Timeout does for itself
-        self._ok = True
-        self._value = None
         self.node = node
         self.generation = generation
 
@@ -187,6 +189,11 @@ class PushPullGossip(PushPullEngine):
         self._peer_uniform = BlockDraws(sim.streams.get(f"{name}.peers").random)
         self.phase = sim.streams.get(f"{name}.phase").uniform(0.0, period, n)
         self._timer_generation = [0] * n  # a list: read at every tick (issue 29)
+        self._env = sim.env
+        # every tick's callbacks: one shared tuple, as for a transfer (Network.send)
+        self._tick_callbacks = (self._tick,)
+        # the deliveries' bound methods, made once rather than at every message
+        self._deliver_push, self._deliver_pull = self._on_push, self._on_pull
         if rule is not None:
             self.register(rule)
             self.start()
@@ -209,7 +216,7 @@ class PushPullGossip(PushPullEngine):
             when += self.period
         tick = _Tick(node, self._timer_generation[node])
         tick.env = self.sim.env
-        tick.callbacks = [self._tick]
+        tick.callbacks = self._tick_callbacks
         self.sim.env.schedule(tick, NORMAL, when - now)
 
     def _on_leave(self, node: int) -> None:
@@ -228,12 +235,14 @@ class PushPullGossip(PushPullEngine):
                 peer,
                 kind=PUSH,
                 payload=self.rule.outgoing(node),
-                on_deliver=self._on_push,
+                on_deliver=self._deliver_push,
                 size=self.message_size,
             )
-        # the same event again, one period on (scheduled as a new timer would be)
-        tick.callbacks = [self._tick]
-        self.sim.env.schedule(tick, NORMAL, self.period)
+        # the same event again, one period on: env.schedule(tick, NORMAL, period) inlined
+        # (tests/test_sim.py holds the two to the same order)
+        tick.callbacks = self._tick_callbacks
+        env = self._env
+        heappush(env._queue, (env._now + self.period, NORMAL, next(env._eid), tick))
 
     def _heard(self, node: int) -> None:
         if not self.is_active[node]:
@@ -243,7 +252,8 @@ class PushPullGossip(PushPullEngine):
     def _on_push(self, transfer: Transfer) -> None:
         peer, sender = transfer.dst, transfer.src
         self.rule.incoming(peer, transfer.payload, sender, transfer)
-        self._heard(peer)  # after the merge: listeners see the fresh value
+        if not self.is_active[peer]:  # _heard, inlined (once per message)
+            self._heard(peer)  # after the merge: listeners see the fresh value
         if not self.pull:
             return
         # the pull: the peer answers the request that came with the push
@@ -252,14 +262,15 @@ class PushPullGossip(PushPullEngine):
             sender,
             kind=PULL,
             payload=self.rule.outgoing(peer),
-            on_deliver=self._on_pull,
+            on_deliver=self._deliver_pull,
             size=self.message_size,
         )
 
     def _on_pull(self, transfer: Transfer) -> None:
         node = transfer.dst
         self.rule.incoming(node, transfer.payload, transfer.src, transfer)
-        self._heard(node)
+        if not self.is_active[node]:  # _heard, inlined
+            self._heard(node)
 
 
 class _Silent:

@@ -336,6 +336,7 @@ class RandomWalkService(Walk):
         n = network.topology.n
         self._engine = engine  # attached when the run starts
         self.sim = sim
+        self._env = sim.env
         self.network = network
         self.nodes = network.nodes
         self.agent = agent
@@ -463,10 +464,27 @@ class RandomWalkService(Walk):
         """
         self.gossip = gossip
         self.round_based = gossip.round_based
+        if not self.round_based:
+            self._hold_state_in_lists()
 
         gossip.on_activate(self._on_activate)
         for node in np.flatnonzero(gossip.active).tolist():
             self._schedule_timeout(node)
+
+    def _hold_state_in_lists(self) -> None:
+        """Exact mode reads and writes one node's ``rwprop`` and timer at every message and
+        timer: as Python lists that is several times cheaper than numpy scalars (issue 29).
+        The values and their arithmetic are the same (int64 and float64 are Python's int and
+        float); rounds mode keeps the record array its compiled kernels read."""
+        record = self.prop
+        self.prop_steps = record["steps"].tolist()
+        self.prop_id = record["id"].tolist()
+        self.prop_origin = record["origin"].tolist()
+        self.prop_special = record["special"].tolist()
+        self.fired_i = record["fired"].tolist()
+        self._timer_generation = self._timer_generation.tolist()
+        self._timer_due = self._timer_due.tolist()
+        self.prop = None  # the lists hold the state now: no stale copy to read by mistake
 
     def _active(self, node: int) -> bool:
         return (
@@ -479,7 +497,7 @@ class RandomWalkService(Walk):
 
     def age(self, node: int) -> float:
         """``rwprop.age()`` at ``node`` now (time on nodes and links since its creation)."""
-        return self.sim.env.now - float(self.prop_origin[node])
+        return self._env._now - self.prop_origin[node]
 
     def _store_prop(self, node: int, steps: int, update: int, age: float) -> None:
         same = update == self.prop_id[node] and not self.prop_special[node]
@@ -515,11 +533,12 @@ class RandomWalkService(Walk):
 
     def outgoing(self, node: int) -> tuple[int, int, float, bool]:
         """Gossip value: (steps, id, age now, is the bootstrap update)."""
+        # the values as stored: Python scalars in exact mode (see _hold_state_in_lists)
         return (
-            int(self.prop_steps[node]),
-            int(self.prop_id[node]),
-            self.age(node),
-            bool(self.prop_special[node]),
+            self.prop_steps[node],
+            self.prop_id[node],
+            self._env._now - self.prop_origin[node],  # self.age(node), inlined
+            self.prop_special[node],
         )
 
     def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
@@ -530,9 +549,15 @@ class RandomWalkService(Walk):
             return  # the bootstrap update carries no information
         if update == self.prop_id[node] and not self.authors_rule:
             return  # accepted once: a timed-out update is never revived
-        age += self.sim.env.now - transfer.sent_at  # time spent on the link
+        now = self._env._now
+        age += now - transfer.sent_at  # time spent on the link
         if self.prop_special[node] or replaces(
-            int(self.prop_steps[node]), self.age(node), steps, age, self.timeout, self.authors_rule
+            self.prop_steps[node],
+            now - self.prop_origin[node],  # self.age(node), inlined
+            steps,
+            age,
+            self.timeout,
+            self.authors_rule,
         ):
             if self._age_error_draw is not None:
                 age = max(age + (self._age_error_draw() - 0.5) * self.variant.age_error, 0.0)
