@@ -85,10 +85,11 @@ class BlockDraws:
         (a peer choice makes several draws per message)."""
         count = len(items)
         buffer, position = self._buffer, self._next
+        end = len(buffer)
         for _ in range(tries):
-            if position >= len(buffer):
+            if position >= end:
                 buffer = self._buffer = self._draw(self._block).tolist()
-                position = 0
+                position, end = 0, len(buffer)
             item = items[int(buffer[position] * count)]
             position += 1
             if flags[item]:

@@ -88,7 +88,7 @@ def harness(n=6, timeout=DELTA, transfer=1.0, kill=0.0, variant=None):
 def gossip_value(service, node, steps, update, age, sent_at=None):
     sent_at = service.sim.now if sent_at is None else sent_at
     transfer = Transfer(0, node, "gossip_push", None, sent_at, 0, 0, lambda tr: None, None)
-    service.incoming(node, (steps, update, age, False), 0, transfer)
+    service.incoming(node, (steps, update, sent_at - age, False), 0, transfer)
 
 
 def arrive(service, node, token, sender=0):

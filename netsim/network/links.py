@@ -692,8 +692,8 @@ class Network(Transport):
         return out
 
     def _complete(self, transfer: Transfer) -> None:
+        reason = transfer.doom_reason
         nodes = self.nodes
-        reason, when = transfer.doom_reason, transfer.doom_time
         epochs = nodes.epochs
         if (
             reason is None
@@ -703,6 +703,7 @@ class Network(Transport):
             self.delivered += 1
             transfer.on_deliver(transfer)
             return
+        when = transfer.doom_time
         if reason is None or reason in (LINK_DOWN, RANDOM_LOSS):
             # an endpoint leaving earlier than the link failure is the first cause
             for node, epoch, why in (

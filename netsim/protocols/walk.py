@@ -12,7 +12,9 @@ Node state lives in arrays indexed by node id:
   accumulate the time an update spends on nodes and on links, so no synchronised clocks are
   needed (§4.1). ``prop_special`` marks the bootstrap update that never times out. These
   are views of one record array, ``prop`` (one record per node), which the compiled
-  rounds-mode kernels of :mod:`netsim.protocols.walk_kernels` work on.
+  rounds-mode kernels of :mod:`netsim.protocols.walk_kernels` work on; exact mode, which reads
+  one node at a time, holds them as Python lists instead, and sends (steps, id, origin,
+  special) — the age when sent is the message's send time − origin.
 - ``rw``: ``rw_steps`` and ``rw_state`` (the local copy of the best walk that visited the node).
 
 Choices where the paper leaves room (each is tested in ``tests/test_walk.py``):
@@ -362,6 +364,10 @@ class RandomWalkService(Walk):
         self.fired_i = self.prop["fired"]
         self.prop_steps[:] = -n - 1
         self.prop_special[:] = True
+        # exact mode: each node's gossip value (steps, id, origin, special) as one tuple, made
+        # when the node adopts an update rather than at every message (issue 29); rounds mode
+        # sends none (attach drops it)
+        self._rwprop: list[tuple[int, int, float, bool]] | None = [(-n - 1, 0, 0.0, True)] * n
         # rw: uniform random negative step counts in [-N, -1] (§4.4)
         init = sim.streams.get(f"{name}.init")
         self.rw_steps = init.integers(-n, 0, size=n).astype(np.int64)
@@ -464,7 +470,9 @@ class RandomWalkService(Walk):
         """
         self.gossip = gossip
         self.round_based = gossip.round_based
-        if not self.round_based:
+        if self.round_based:
+            self._rwprop = None
+        else:
             self._hold_state_in_lists()
 
         gossip.on_activate(self._on_activate)
@@ -505,8 +513,10 @@ class RandomWalkService(Walk):
             fired = adopted_circles(True, int(self.fired_i[node]), age, self.timeout)
         self.prop_steps[node] = steps
         self.prop_id[node] = update
-        self.prop_origin[node] = self.sim.env.now - age
+        origin = self.prop_origin[node] = self.sim.env.now - age
         self.prop_special[node] = False
+        if self._rwprop is not None:
+            self._rwprop[node] = (steps, update, origin, False)
         if same:
             self.fired_i[node] = fired
             if not self.round_based and self._active(node):
@@ -519,7 +529,10 @@ class RandomWalkService(Walk):
         else:
             if self.authors_rule:  # exact mode reads fired_i only when an update is re-adopted
                 self.fired_i[node] = self._next_i(node) - 1
-            if self._active(node) and self._next_due(node) < self._timer_due[node]:
+            # _next_due(node) (the update is not the bootstrap one), inlined: once per adoption
+            origin = self.prop_origin[node]
+            circle = max(math.ceil((self._env._now - origin - AGE_TOLERANCE) / self.timeout), 1)
+            if origin + circle * self.timeout < self._timer_due[node] and self._active(node):
                 self._schedule_timeout(node)
 
     def _new_update(self, node: int, steps: int) -> None:
@@ -532,25 +545,23 @@ class RandomWalkService(Walk):
         return not self.prop_special[node] and self.age(node) >= self.timeout
 
     def outgoing(self, node: int) -> tuple[int, int, float, bool]:
-        """Gossip value: (steps, id, age now, is the bootstrap update)."""
-        # the values as stored: Python scalars in exact mode (see _hold_state_in_lists)
-        return (
-            self.prop_steps[node],
-            self.prop_id[node],
-            self._env._now - self.prop_origin[node],  # self.age(node), inlined
-            self.prop_special[node],
-        )
+        """Gossip value: (steps, id, origin, is the bootstrap update). The origin is the
+        update's virtual creation time: its age when sent is ``transfer.sent_at − origin``."""
+        return self._rwprop[node]  # type: ignore[index]  # exact mode only
 
     def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
         """``onReceiveRWProps``: line 14 with accept-once by id (§4.4), or the authors' rule
         (:class:`WalkVariant`); an adopted age gets the age error added."""
-        steps, update, age, special = value
+        steps, update, origin, special = value
         if special:
             return  # the bootstrap update carries no information
         if update == self.prop_id[node] and not self.authors_rule:
             return  # accepted once: a timed-out update is never revived
         now = self._env._now
-        age += now - transfer.sent_at  # time spent on the link
+        sent_at = transfer.sent_at
+        # its age when sent, plus the time spent on the link (in this order: the sum is the
+        # one of an age computed by the sender)
+        age = (sent_at - origin) + (now - sent_at)
         if self.prop_special[node] or replaces(
             self.prop_steps[node],
             now - self.prop_origin[node],  # self.age(node), inlined
