@@ -58,17 +58,25 @@ def main() -> None:
         cpu["plain"].append(measure_plain(args.quick))
         for name in ORDER:
             cpu[name].append(measure(name, quick=args.quick)["cpu_us_per_round"])
-    plain = statistics.median(cpu["plain"])
-    print("CPU µs per simulated round (median, range over repeats)")
+    print("CPU µs per simulated round (median, range over repeats); a ratio is the median and")
+    print("range over the repeats of its two figures' quotient in that repeat")
     print(f"  plain SimPy push-pull loop        {spread(cpu['plain'])}")
     for name in ORDER:
         line = f"  netsim {WORKLOADS[name].title:27s}{spread(cpu[name])}"
         if name.startswith("exact"):
-            line += f"   {statistics.median(cpu[name]) / plain:.2f}× the plain loop"
+            line += f"   {ratios(cpu[name], cpu['plain'])} the plain loop"
         if name == "rounds-broadcast":
-            walk = statistics.median(cpu["rounds-walk"])
-            line += f"   {statistics.median(cpu[name]) / walk:.2f}× the rounds walk"
+            line += f"   {ratios(cpu[name], cpu['rounds-walk'])} the rounds walk"
         print(line)
+
+
+def ratios(numerators: list[float], denominators: list[float]) -> str:
+    """The median of the per-repeat ratios, with their range when there are several."""
+    values = [a / b for a, b in zip(numerators, denominators, strict=True)]
+    median = statistics.median(values)
+    if len(values) == 1:
+        return f"{median:.2f}×"
+    return f"{median:.2f}× ({min(values):.2f}–{max(values):.2f})"
 
 
 if __name__ == "__main__":

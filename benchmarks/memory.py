@@ -101,8 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     period = f", period {args.period}" if args.period else ""
     machine = platform.processor() or "cpu"
-    print(f"# {args.case}{period}, {args.hours:g} simulated hours, {machine}, "
-          f"Python {platform.python_version()}", flush=True)
+    print(
+        f"# {args.case}{period}, {args.hours:g} simulated hours, {machine}, "
+        f"Python {platform.python_version()}",
+        flush=True,
+    )
     result = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(payload)], cwd=REPO, check=False, text=True
     )

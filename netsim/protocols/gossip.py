@@ -184,6 +184,7 @@ class PushPullGossip(PushPullEngine):
         :meth:`register` and :meth:`start` begins them."""
         super().__init__(sim, network, period=period, message_size=message_size, name=name)
         self.rule: GossipRule = _Silent()
+        self._outgoing, self._incoming = self.rule.outgoing, self.rule.incoming
         self.pull = pull  # False: push only (gossip learning sends models one way)
         n = network.topology.n
         self._peer_uniform = BlockDraws(sim.streams.get(f"{name}.peers").random)
@@ -203,6 +204,8 @@ class PushPullGossip(PushPullEngine):
         rules = self.rules
         single = rules[0] if len(rules) == 1 else CompositeRule(rules)
         self.rule = single if rules else _Silent()
+        # its two methods, bound once: every message calls one of them (issue 29)
+        self._outgoing, self._incoming = self.rule.outgoing, self.rule.incoming
         for node in np.flatnonzero(self.active).tolist():
             self._schedule_tick(node)
 
@@ -234,7 +237,7 @@ class PushPullGossip(PushPullEngine):
                 node,
                 peer,
                 kind=PUSH,
-                payload=self.rule.outgoing(node),
+                payload=self._outgoing(node),
                 on_deliver=self._deliver_push,
                 size=self.message_size,
             )
@@ -251,7 +254,7 @@ class PushPullGossip(PushPullEngine):
 
     def _on_push(self, transfer: Transfer) -> None:
         peer, sender = transfer.dst, transfer.src
-        self.rule.incoming(peer, transfer.payload, sender, transfer)
+        self._incoming(peer, transfer.payload, sender, transfer)
         if not self.is_active[peer]:  # _heard, inlined (once per message)
             self._heard(peer)  # after the merge: listeners see the fresh value
         if not self.pull:
@@ -261,14 +264,14 @@ class PushPullGossip(PushPullEngine):
             peer,
             sender,
             kind=PULL,
-            payload=self.rule.outgoing(peer),
+            payload=self._outgoing(peer),
             on_deliver=self._deliver_pull,
             size=self.message_size,
         )
 
     def _on_pull(self, transfer: Transfer) -> None:
         node = transfer.dst
-        self.rule.incoming(node, transfer.payload, transfer.src, transfer)
+        self._incoming(node, transfer.payload, transfer.src, transfer)
         if not self.is_active[node]:  # _heard, inlined
             self._heard(node)
 
