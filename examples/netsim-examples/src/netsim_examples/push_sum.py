@@ -7,7 +7,8 @@ the messages in flight, so the estimates converge to the average of the initial 
 message lost in transit takes its mass with it: with churn, the estimates drift).
 
 In netsim's push-pull gossip the pull answer carries half of the peer's pair back, so every
-exchange halves both pairs once. Round mode implements the same rule vectorised.
+exchange halves both pairs once. Round mode runs the same rule in one compiled kernel per
+round (:func:`push_sum_round`, the round-kernel form of ``docs/components.md``).
 
 Table ``push_sum_error`` (every ``sample_every``): the largest and the mean absolute error of
 the online nodes' estimates against the true average of all initial values.
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numba import njit
 from pydantic import Field
 
 from netsim.api import BuildContext, ComponentConfig, Curve, FigureSpec, GossipApplication
@@ -48,6 +50,64 @@ ERROR_FIGURE = FigureSpec(
         Curve("push_sum_error", "mean_error", "time", "mean error (value units)"),
     ),
 )
+
+
+@njit(cache=True)
+def push_sum_round(
+    initiators: np.ndarray,
+    peers: np.ndarray,
+    pull_lost: np.ndarray,
+    sums: np.ndarray,
+    weights: np.ndarray,
+    answers: np.ndarray,
+) -> None:
+    """One round of push-sum, in place, in the order netsim's rounds follow
+    (``netsim.protocols.rounds``): initiator k sends half of its pair as it stood at the start
+    of the round to ``peers[k]`` (so it keeps half), and the pushes are added in the order of
+    k; then every peer whose answer to initiator k is not lost sends it a share of its pair
+    as it stood after the pushes — its r-th answer of the round (r = 0, 1, …) carries
+    2^-(r+1) of the pair, and it keeps 2^-answers — and the initiators add what they get.
+    ``answers`` is scratch indexed by node, all zero on entry and on return.
+
+    Every halving is a multiplication by a power of two, exact in floating point, and each
+    node's additions happen in the same order as in the batched form (pushes merged in
+    batches by rank): the tables are those of the batched form, bit for bit
+    (``tests/test_components.py`` checks the kernel against a numpy statement of it).
+    """
+    m = initiators.size
+    sent_sums = np.empty(m)
+    sent_weights = np.empty(m)
+    for k in range(m):
+        node = initiators[k]
+        sent_sums[k] = sums[node] * 0.5
+        sent_weights[k] = weights[node] * 0.5
+    for k in range(m):
+        node = initiators[k]
+        sums[node] *= 0.5
+        weights[node] *= 0.5
+    for k in range(m):
+        sums[peers[k]] += sent_sums[k]
+        weights[peers[k]] += sent_weights[k]
+    # the answers: shares of the pairs after the pushes
+    every_answer = pull_lost.size == 0
+    for k in range(m):
+        if every_answer or not pull_lost[k]:
+            peer = peers[k]
+            share = 0.5 ** (answers[peer] + 1)
+            sent_sums[k] = sums[peer] * share
+            sent_weights[k] = weights[peer] * share
+            answers[peer] += 1
+    for k in range(m):
+        peer = peers[k]
+        if answers[peer] > 0:
+            kept = 0.5 ** answers[peer]
+            sums[peer] *= kept
+            weights[peer] *= kept
+            answers[peer] = 0
+    for k in range(m):
+        if every_answer or not pull_lost[k]:
+            sums[initiators[k]] += sent_sums[k]
+            weights[initiators[k]] += sent_weights[k]
 
 
 class PushSumConfig(ComponentConfig):
@@ -80,6 +140,7 @@ class PushSum(GossipApplication):
         self.truth = float(values.mean())
         self.sums = values.copy()
         self.weights = np.ones(ctx.nodes)
+        self._answers = np.zeros(ctx.nodes, dtype=np.int64)  # round scratch: answers per node
         self.table = ctx.table(ERROR_TABLE)
 
     def start(self) -> None:
@@ -99,33 +160,13 @@ class PushSum(GossipApplication):
         self.sums[node] += s
         self.weights[node] += w
 
-    # --- round mode: the same rule on arrays ------------------------------------------------
+    # --- round mode: the same rule in one compiled kernel ----------------------------------
 
-    def round_values(self, nodes: np.ndarray) -> tuple[np.ndarray, ...]:
-        # a node answering several pulls halves its pair once per message, in order: its
-        # r-th message (r = 0, 1, …) carries 2^-(r+1) of the pair, and it keeps 2^-count
-        order = np.argsort(nodes, kind="stable")
-        sorted_nodes = nodes[order]
-        first = np.r_[True, sorted_nodes[1:] != sorted_nodes[:-1]]
-        starts = np.flatnonzero(first)
-        rank = np.empty(nodes.size, dtype=np.int64)
-        rank[order] = np.arange(nodes.size) - np.repeat(starts, np.diff(np.r_[starts, nodes.size]))
-        share = 0.5 ** (rank + 1)
-        sums, weights = self.sums[nodes] * share, self.weights[nodes] * share
-        counts = np.bincount(nodes, minlength=self.sums.size)
-        self.sums *= 0.5**counts
-        self.weights *= 0.5**counts
-        return sums, weights
-
-    def round_relevant(self, senders: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        return np.ones(senders.size, dtype=bool)  # every exchange moves mass
-
-    def round_merge(
-        self, targets: np.ndarray, values: tuple[np.ndarray, ...], senders: np.ndarray, via: str
+    def round_exchange(
+        self, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
     ) -> None:
-        sums, weights = values
-        self.sums[targets] += sums
-        self.weights[targets] += weights
+        """One round's pushes and pulls (:func:`push_sum_round`)."""
+        push_sum_round(initiators, peers, pull_lost, self.sums, self.weights, self._answers)
 
     def round_tick(self, active: np.ndarray) -> None:
         return None
