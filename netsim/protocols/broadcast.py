@@ -298,10 +298,21 @@ class Broadcast(GossipApplication):
         self.version[node] = update
         if self._held is not None:
             self._held[node] = update
-        if self.nodes.online[node]:
-            self.known_online[previous + 1 : update + 1] += 1
         self.adoptions.append(self.sim.env.now, node, update, previous, sender, via)
-        self._check()
+        if not self.nodes.is_online[node]:
+            return  # no online holder more: no coverage changes
+        if update == previous + 1:  # the usual step: one count, without a slice
+            self.known_online[update] += 1
+        else:
+            self.known_online[previous + 1 : update + 1] += 1
+        # Only an update whose count just grew can newly reach a threshold: the others'
+        # counts and the online count are as at the last check (every join and leave
+        # checks again), so the check would find nothing (issue 29: one adoption in 20
+        # messages, and a full check was a third of the adoption's cost).
+        for k in self._next:
+            if previous < k <= update:
+                self._check()
+                return
 
     def _originate(self) -> None:
         candidates = self.origin_candidates()
