@@ -7,10 +7,18 @@ paper's Figs. 2–3, from a sweep of the walk service (this script runs no simul
 For every complete run: the time-averaged number of concurrent walks, the fractions of time
 with none and with more than one, restarts per hour, and progress, the largest step count
 reached over the maximum t/δ_rw. Runs are grouped by the sweep's parameters; each group gets
-its mean and the two-sided Student t 95% interval over its seeds. The per-run table goes to
-``analysis/results/<sweep>.parquet`` and the summary is printed as Markdown. With
-``--figures``, per value of ``walk.preset`` the first repetition of every point is drawn as
-Fig. 2 (no kills) and Fig. 3 (kill probability > 0) into ``analysis/figures/``.
+its mean and the two-sided Student t 95% interval over its seeds. A run whose walk died out and
+was never restarted (:func:`never_recovered`) is listed apart and left out of its group's mean:
+it measures how the run started, not the protocol in steady state. The per-run table goes to
+``analysis/results/<sweep>.parquet`` (with a ``never_recovered`` column) and the summary is
+printed as Markdown. ``--runs`` rebuilds the summary from such a per-run table when the sweep's
+run directories are not at hand:
+
+    python analysis/walk_grid.py --runs analysis/results/walk-paper-grid.parquet
+
+With ``--figures`` (from a sweep directory), per value of ``walk.preset`` the first repetition
+of every point is drawn as Fig. 2 (no kills) and Fig. 3 (kill probability > 0) into
+``analysis/figures/``.
 """
 
 from __future__ import annotations
@@ -54,6 +62,24 @@ def run_metrics(run_dir: Path) -> dict[str, float]:
     }
 
 
+def from_per_run_table(path: Path) -> tuple[pd.DataFrame, list[str], Path]:
+    """A per-run table written by :func:`main`, with its ``never_recovered`` column computed
+    afresh (tables written before the column existed have none), and the sweep parameters it
+    holds."""
+    if not path.is_file():
+        raise NetsimError(f"{path}: no such file (a per-run table this script wrote)")
+    try:
+        runs = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise NetsimError(f"{path}: not a per-run table of this script ({exc})") from None
+    missing = [c for c in ("run_id", "seed", "delta_rw", "delta_extra", *METRICS) if c not in runs]
+    if missing:
+        raise NetsimError(f"{path}: not a per-run table of this script: no {', '.join(missing)}")
+    runs["never_recovered"] = never_recovered(runs)
+    parameters = [c for c in runs.columns if c.startswith("walk.")]
+    return runs, parameters, path
+
+
 def per_run_table(sweep: Path) -> tuple[pd.DataFrame, list[str]]:
     """One row per complete run: its plan row (parameters, seed) and :func:`run_metrics`."""
     source = load_sweep(sweep)
@@ -67,6 +93,15 @@ def per_run_table(sweep: Path) -> tuple[pd.DataFrame, list[str]]:
         row.update(run_metrics(source.run_directory(run_id)))
         rows.append(row)
     return pd.DataFrame(rows), list(source.parameters)
+
+
+def never_recovered(runs: pd.DataFrame) -> pd.Series:
+    """Runs whose walk died out and was never restarted: some time without a walk and not one
+    restart. Only a timeout restarts a walk, and a node times out only on an update it holds, so
+    such a run had no update that could time out — under the authors' rules the starter makes
+    no step-0 update, and a first walk killed at its first step leaves none — and had no walk
+    from then to the end (issue 30)."""
+    return (runs["restarts_per_hour"] == 0) & (runs["time_none"] > 0)
 
 
 def interval(values: pd.Series) -> tuple[float, float]:
@@ -90,6 +125,19 @@ def summary_table(runs: pd.DataFrame, parameters: list[str]) -> pd.DataFrame:
             row[metric], row[f"{metric}_pm"] = interval(group[metric])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def apart(runs: pd.DataFrame) -> str:
+    """The runs left out of the means (:func:`never_recovered`), one Markdown line each."""
+    lines = []
+    for _, row in runs[runs["never_recovered"]].iterrows():
+        preset = f"{row[PRESET]}, " if PRESET in row else ""
+        lines.append(
+            f"- {preset}δ_rw = {row['delta_rw']:g}Δ, δ − δ_rw = {row['delta_extra']:g}Δ, "
+            f"kill probability {row['walk.kill_probability']:g}, seed {row['seed']}: no walk "
+            f"{100 * row['time_none']:.3f}% of the time, no restart (run {row['run_id']})"
+        )
+    return "\n".join(lines)
 
 
 def markdown(summary: pd.DataFrame) -> str:
@@ -169,24 +217,36 @@ def draw_sensitivity(summary: pd.DataFrame, period: float, out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sweep", type=Path, help="sweep directory of the walk service")
+    parser.add_argument("sweep", type=Path, nargs="?", help="sweep directory of the walk service")
+    parser.add_argument("--runs", type=Path, help="a per-run table this script wrote, instead")
     parser.add_argument("--results", type=Path, default=REPO / "analysis" / "results")
     parser.add_argument("--figures", action="store_true", help="draw Figs. 2–3 per variant")
     parser.add_argument("--figures-dir", type=Path, default=REPO / "analysis" / "figures")
     args = parser.parse_args(argv)
+    if (args.sweep is None) == (args.runs is None):
+        parser.error("give either a sweep directory or --runs")
     try:
-        runs, parameters = per_run_table(args.sweep)
-        if runs.empty:
-            print(f"walk_grid: {args.sweep}: no complete run yet", file=sys.stderr)
-            return 1
-        buffer = io.BytesIO()
-        runs.to_parquet(buffer, index=False)
-        args.results.mkdir(parents=True, exist_ok=True)
-        table = args.results / f"{args.sweep.name}.parquet"
-        atomic_write_bytes(table, buffer.getvalue())
-        summary = summary_table(runs, parameters)
+        if args.runs is not None:
+            runs, parameters, table = from_per_run_table(args.runs)
+        else:
+            runs, parameters = per_run_table(args.sweep)
+            if runs.empty:
+                print(f"walk_grid: {args.sweep}: no complete run yet", file=sys.stderr)
+                return 1
+            runs["never_recovered"] = never_recovered(runs)
+            buffer = io.BytesIO()
+            runs.to_parquet(buffer, index=False)
+            args.results.mkdir(parents=True, exist_ok=True)
+            table = args.results / f"{args.sweep.name}.parquet"
+            atomic_write_bytes(table, buffer.getvalue())
+        summary = summary_table(runs[~runs["never_recovered"]], parameters)
         print(markdown(summary))
         print(f"\n{len(runs)} complete runs; per-run table: {table}")
+        if runs["never_recovered"].any():
+            print("Left out of the means: runs whose walk died out and was never restarted")
+            print(apart(runs))
+        if args.sweep is None:
+            return 0  # the figures need the run directories
         if args.figures and "walk.age_error" in summary:
             period = load_run_scenario(
                 load_sweep(args.sweep).run_directory(runs["run_id"].iloc[0])

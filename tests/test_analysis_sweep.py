@@ -32,6 +32,7 @@ import experiments  # noqa: E402
 import learning_grid  # noqa: E402
 import mi_ogd_experiments  # noqa: E402
 import walk_figure  # noqa: E402
+import walk_grid  # noqa: E402
 
 MI_OGD = REPO / "scenarios" / "mi_ogd" / "regression.yaml"
 
@@ -294,3 +295,28 @@ def test_a_failed_run_of_a_plan_holding_some_of_its_runs_is_recorded(tmp_path, c
     assert failed == 1
     (record,) = (tmp_path / plan.spec.name / "failures").glob("*.json")
     assert json.loads(record.read_text())["run"] == 2
+
+
+def test_runs_whose_walk_never_came_back_are_reported_apart(tmp_path, capsys):
+    """A run with time without a walk and no restart at all (its first walk died before any
+    update existed) is listed apart and left out of its group's mean and interval; a run
+    with no walk for a while that restarted stays in (issue 30)."""
+    base = {"walk.kill_probability": 0.05, "walk.preset": "authors", "delta_rw": 100.0,
+            "delta_extra": 10.0, "time_several": 0.1, "progress": 0.9}  # fmt: skip
+    rows = [
+        {**base, "run_id": "a", "seed": 1, "mean_walks": 1.1, "time_none": 0.01,
+         "restarts_per_hour": 44.0},
+        {**base, "run_id": "b", "seed": 2, "mean_walks": 1.12, "time_none": 0.0,
+         "restarts_per_hour": 47.0},
+        {**base, "run_id": "c", "seed": 3, "mean_walks": 1e-6, "time_none": 0.99994,
+         "restarts_per_hour": 0.0},
+    ]  # fmt: skip
+    table = tmp_path / "runs.parquet"
+    pd.DataFrame(rows).to_parquet(table)
+    assert walk_grid.never_recovered(pd.DataFrame(rows)).tolist() == [False, False, True]
+    assert walk_grid.main(["--runs", str(table)]) == 0
+    out = capsys.readouterr().out
+    assert "| 100 | 10 | 0.05 | authors | 2 | 1.110 ± 0.127 |" in out
+    assert "45.5 ± 19.1" in out  # the mean of 44 and 47 with its t interval, without seed 3
+    assert "Left out of the means" in out and "seed 3: no walk 99.994% of the time" in out
+    assert "seed 1:" not in out and "seed 2:" not in out
