@@ -4,13 +4,16 @@ rules (module docstring of ``netsim.protocols.rounds``)."""
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netsim.network.links import SEGMENT_RECORD, pair_online
 from netsim.protocols.walk_kernels import (
     AGE_TOLERANCE,
+    BUFFER_RECORD,
     PROP_RECORD,
+    authors_cycle,
     due_timeouts,
     exchange_round,
     replaces,
@@ -295,3 +298,88 @@ def test_broadcast_round_is_the_documented_batched_merge(n, seed, lose_pulls):
     assert rows == want_rows  # the same adoptions, in the same order
     assert np.array_equal(version, want_version) and np.array_equal(known_online, want_known)
     assert not rank.any()  # the scratch is left zeroed
+
+
+# --- the authors' gossip cycle (walk.cycle: authors; docs/walk-variants.md C2–C3) ------------
+
+NOW = 100.0
+
+
+def cycle_state(n, records, fired=()):
+    """Visible records, buffers (copies) and merge counts: node -> (steps, id, age, merges)."""
+    prop = np.zeros(n, dtype=PROP_RECORD)
+    prop["steps"], prop["special"] = -n - 1, True
+    buffer = np.zeros(n, dtype=BUFFER_RECORD)
+    buffer["steps"], buffer["special"] = -n - 1, True
+    merges = np.zeros(n, dtype=np.int64)
+    for node, (steps, update, age, count) in records.items():
+        prop[node] = (steps, update, NOW - age, 0, False)
+        buffer[node] = (steps, update, NOW - age, count, False)
+        merges[node] = count
+    for node, value in fired:
+        prop[node]["fired"] = value
+    return prop, buffer, merges
+
+
+def run_cycle(initiators, peers, state, rw_steps, guarded=(), errors=()):
+    prop, buffer, merges = state
+    n = prop.size
+    guard = np.zeros(n, dtype=bool)
+    guard[list(guarded)] = True
+    nodes, circles = authors_cycle(
+        np.array(initiators), np.array(peers), prop, merges, buffer,
+        np.array(rw_steps, dtype=np.int64), guard, np.array(errors, dtype=float), NOW, TIMEOUT,
+    )  # fmt: skip
+    return list(zip(nodes.tolist(), circles.tolist(), strict=True))
+
+
+def test_the_authors_cycle_checks_the_timeout_before_the_exchange():
+    """Node 0's update is past δ; the fresher update it pulls in the same cycle comes too late
+    to stop the restart (C2.3), and its counter stays advanced (its age was ≥ δ at the check)."""
+    state = cycle_state(3, {0: (10, 1, 1.2, 3), 1: (11, 2, 0.1, 0)})
+    assert run_cycle([0], [1], state, rw_steps=[10, 0, 0]) == [(0, 1)]
+    prop, buffer, _ = state
+    assert prop[0]["id"] == 2 and prop[0]["fired"] == 1  # merged after the check
+    assert buffer[1]["id"] == 2  # node 1 keeps its own: fewer steps and an old age lose
+
+
+def test_a_push_waits_in_the_peers_buffer_until_the_peers_own_turn():
+    state = cycle_state(2, {0: (11, 2, 0.1, 4), 1: (10, 1, 0.5, 0)})
+    prop, buffer, merges = state
+    run_cycle([0], [1], state, rw_steps=[0, 0])
+    assert prop[1]["id"] == 1  # not yet visible at node 1
+    assert buffer[1]["id"] == 2 and buffer[1]["merges"] == 5
+    run_cycle([1], [0], state, rw_steps=[0, 0])  # node 1's turn: its buffer is merged in
+    assert prop[1]["id"] == 2 and merges[1] == 7  # pull (6) and own-buffer merge (7)
+
+
+def test_every_cycle_merges_the_own_buffer_again_with_an_age_error():
+    state = cycle_state(2, {0: (5, 3, 0.4, 2)})
+    prop, buffer, merges = state
+    run_cycle([0], [1], state, rw_steps=[0, 0], errors=[0.0, 0.0, 0.25])
+    assert NOW - prop[0]["origin"] == pytest.approx(0.65) and merges[0] == 3
+    assert buffer[0]["origin"] == prop[0]["origin"] and buffer[0]["merges"] == 3
+    assert NOW - buffer[1]["origin"] == pytest.approx(0.4)  # the push: error 0.0 drawn
+
+
+def test_the_same_update_merged_two_times_fewer_is_taken_back_even_timed_out():
+    state = cycle_state(2, {0: (5, 3, 0.2, 6), 1: (5, 3, 1.5, 2)})
+    prop, _, merges = state
+    run_cycle([0], [1], state, rw_steps=[5, 5])
+    assert NOW - prop[0]["origin"] == pytest.approx(1.5)  # the older copy, merged fewer times
+    assert merges[0] == 4
+
+
+def test_the_timeout_counter_belongs_to_the_node_and_a_held_walk_guards_it():
+    state = cycle_state(2, {0: (10, 1, 2.3, 0)})
+    prop, _, _ = state
+    assert run_cycle([0], [1], state, rw_steps=[10, 0]) == [(0, 1)]
+    assert run_cycle([0], [1], state, rw_steps=[10, 0]) == [(0, 2)]  # 2.3 ≥ 2δ: i = 2 fires
+    assert run_cycle([0], [1], state, rw_steps=[10, 0]) == []  # 2.3 < 3δ
+    assert prop[0]["fired"] == 2
+    guarded = cycle_state(2, {0: (10, 1, 1.2, 0)})
+    assert run_cycle([0], [1], guarded, rw_steps=[10, 0], guarded=[0]) == []
+    assert guarded[0][0]["fired"] == 1  # no restart, but the counter moved on
+    young = cycle_state(2, {0: (10, 1, 0.5, 0)}, fired=[(0, 3)])
+    run_cycle([0], [1], young, rw_steps=[10, 0])
+    assert young[0][0]["fired"] == 0  # an age below δ resets it to i = 1

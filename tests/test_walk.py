@@ -471,3 +471,23 @@ def test_rejoining_holder_abandons_a_walk_overtaken_meanwhile():
     assert statuses["rejoined"] == ("suspended", False)
     assert token.status == "ended" and service.counts["abandoned"] == 1
     assert service.prop_steps[1] == 50  # it learnt of the fresher walk first
+
+
+def test_the_authors_cycle_is_refused_where_it_does_not_model_the_authors_code():
+    """walk.cycle: authors is the authors' gossip cycle in rounds mode, on links that lose
+    nothing (their code has no loss); elsewhere a run is refused with the reason."""
+    from netsim.errors import ScenarioError
+
+    base = {
+        "seed": 1, "nodes": 50, "duration": "1min", "topology": {"kind": "k_out", "k": 5},
+        "gossip": {"period": "1s"},
+        "walk": {"kind": "service", "transfer_time": "1s", "timeout": "11s", "cycle": "authors"},
+    }  # fmt: skip
+    with pytest.raises(ScenarioError, match="rounds mode only"):
+        run_in_memory(validate_scenario(base, source="t", base_dir=None))
+    lossy = {**base, "gossip": {"period": "1s", "mode": "rounds"}, "links": {"loss": 0.1}}
+    with pytest.raises(ScenarioError, match="loses nothing"):
+        run_in_memory(validate_scenario(lossy, source="t", base_dir=None))
+    fine = {**base, "gossip": {"period": "1s", "mode": "rounds"}}
+    built, _ = run_in_memory(validate_scenario(fine, source="t", base_dir=None))
+    assert built["walk"].counts["steps"] > 0

@@ -69,8 +69,10 @@ from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import GossipEngine
 from netsim.protocols.walk_kernels import (
     AGE_TOLERANCE,
+    BUFFER_RECORD,
     PROP_RECORD,
     adopted_circles,
+    authors_cycle,
     due_timeouts,
     exchange_round,
     replaces,
@@ -222,6 +224,7 @@ class WalkToken:
     holder: int
     status: str = "forwarding"  # forwarding | transfer | suspended | ended
     retry_generation: int = 0  # invalidates a pending retry when the walk moves on
+    update: int = -1  # the update its holder made when the walk arrived (-1: none)
 
 
 #: The walk agent of a walk section (the visit counter when none is named).
@@ -243,6 +246,7 @@ class WalkServiceConfig(ComponentConfig):
     replace_rule: Literal["paper", "authors"] | None = None
     age_error: Duration | None = None
     bootstrap_update: bool | None = None
+    cycle: Literal["netsim", "authors"] | None = None
 
     def variant(self, gossip_period: float) -> WalkVariant:
         """The protocol rules this section asks for: each option as given, else its preset's
@@ -259,6 +263,7 @@ class WalkServiceConfig(ComponentConfig):
             bootstrap_update=(
                 self.bootstrap_update if self.bootstrap_update is not None else not authors
             ),
+            cycle=self.cycle or "netsim",
         )
 
     @model_validator(mode="after")
@@ -284,11 +289,19 @@ class WalkVariant:
       node adopts it (§4.1: measured ages carry "some error"); 0 = exact ages.
     - ``bootstrap_update``: the starter broadcasts an update with step count 0 (§4.4); without
       it, nobody times out until the first walk's first step creates an update.
+    - ``cycle``: ``authors`` runs a round as the authors' code runs a gossip cycle (rounds mode
+      only; C2 of ``docs/walk-variants.md``): nodes in index order, each checking its timeout
+      before its exchange with one counter per node, pushes into the peer's buffer, every
+      merge (its own buffer's too) with the age error, the same update taken back when merged
+      two times fewer, a restarted walk forcing its restart id for its whole life, and a node
+      back online checking its timeout at once. Its merges are the authors' own
+      (``replace_rule`` does not apply to them); ``age_error`` is their error's width.
     """
 
     replace_rule: Literal["paper", "authors"] = "paper"
     age_error: float = 0.0
     bootstrap_update: bool = True
+    cycle: Literal["netsim", "authors"] = "netsim"
 
 
 class IdealWalkConfig(ComponentConfig):
@@ -364,6 +377,15 @@ class RandomWalkService(Walk):
         self.fired_i = self.prop["fired"]
         self.prop_steps[:] = -n - 1
         self.prop_special[:] = True
+        # the authors' gossip cycle (variant.cycle): a buffer per node, merge counters, and the
+        # nodes whose timeout check a held walk blocks (scratch)
+        self.authors_cycle = variant.cycle == "authors"
+        if self.authors_cycle:
+            self.buffer = np.zeros(n, dtype=BUFFER_RECORD)
+            self.buffer["steps"] = -n - 1
+            self.buffer["special"] = True
+            self.merges = np.zeros(n, dtype=np.int64)
+            self._guarded = np.zeros(n, dtype=bool)
         # exact mode: each node's gossip value (steps, id, origin, special) as one tuple, made
         # when the node adopts an update rather than at every message (issue 29); rounds mode
         # sends none (attach drops it)
@@ -409,6 +431,8 @@ class RandomWalkService(Walk):
         self.samples_table = log.table(SAMPLES_TABLE)
         self.summary_table = log.table(SUMMARY_TABLE)
         self.nodes.on_leave(self._on_leave)
+        if self.authors_cycle:
+            self.nodes.on_join(self._authors_rejoin)
         sim.call_later(start, self._bootstrap)
         sim.every(sample_every, self._sample, first=0.0)
 
@@ -425,6 +449,17 @@ class RandomWalkService(Walk):
             )
         gossip = ctx.scenario.gossip
         assert gossip is not None
+        if config.cycle == "authors":
+            if gossip.mode != "rounds":
+                raise ScenarioError(
+                    "walk.cycle: authors runs the authors' gossip cycle in rounds mode only "
+                    "(gossip.mode: rounds); exact mode does not model it yet"
+                )
+            if ctx.network is not None and ctx.network.lossy:
+                raise ScenarioError(
+                    "walk.cycle: authors models the authors' code, whose gossip loses nothing: "
+                    "links.loss must be 0 and links.failure absent"
+                )
         spread = config.transfer_time + gossip.period * math.log2(max(ctx.nodes, 2))
         if config.timeout < spread:
             ctx.warn(
@@ -517,6 +552,9 @@ class RandomWalkService(Walk):
         self.prop_special[node] = False
         if self._rwprop is not None:
             self._rwprop[node] = (steps, update, origin, False)
+        if self.authors_cycle:  # a new update: its buffer is a copy, merged 0 times
+            self.merges[node] = 0
+            self.buffer[node] = (steps, update, origin, 0, False)
         if same:
             self.fired_i[node] = fired
             if not self.round_based and self._active(node):
@@ -590,7 +628,8 @@ class RandomWalkService(Walk):
     def _schedule_timeout(self, node: int, i: int | None = None) -> None:
         """Schedule ``onUpdateTimeout(i)`` for the current update (next i when not given)."""
         if self.round_based:
-            self.fired_i[node] = self._next_i(node) - 1  # round_tick handles what comes next
+            if not self.authors_cycle:  # its counter belongs to the node (authors_cycle)
+                self.fired_i[node] = self._next_i(node) - 1  # round_tick handles the next
             return
         self._timer_generation[node] += 1
         if self.prop_special[node]:
@@ -642,6 +681,9 @@ class RandomWalkService(Walk):
     ) -> None:
         """``onReceiveRWProps`` for one round's pushes and pulls (compiled, see
         :func:`~netsim.protocols.walk_kernels.exchange_round`)."""
+        if self.authors_cycle:
+            self._authors_round(initiators, peers)
+            return
         errors = self._round_age_errors(2 * initiators.size)
         exchange_round(
             initiators,
@@ -654,6 +696,51 @@ class RandomWalkService(Walk):
             errors,
         )
 
+    def _authors_round(self, initiators: np.ndarray, peers: np.ndarray) -> None:
+        """One round as the authors' gossip cycle (:func:`authors_cycle`): the initiators in
+        index order, then the restarts their timeout checks made, in that order."""
+        order = np.argsort(initiators, kind="stable")
+        initiators, peers = initiators[order], peers[order]
+        # isSendingThisStepID: a node forwarding the walk that made its update does not restart
+        holders = [
+            token.holder
+            for token in self.propagating.values()
+            if token.update >= 0 and token.update == self.prop_id[token.holder]
+        ]
+        self._guarded[holders] = True
+        errors = self._round_age_errors(3 * initiators.size)
+        nodes, circles = authors_cycle(
+            initiators, peers, self.prop, self.merges, self.buffer, self.rw_steps,
+            self._guarded, errors, self.sim.env.now, self.timeout,
+        )  # fmt: skip
+        self._guarded[holders] = False
+        for node, i in zip(nodes.tolist(), circles.tolist(), strict=True):
+            steps = max(int(self.rw_steps[node]), 0)
+            self._launch(
+                node, steps, "timeout", i, int(self.prop_id[node]), int(self.prop_steps[node])
+            )
+
+    def _authors_rejoin(self, node: int) -> None:
+        """A node back online runs its cycle at once in the authors' code (C7 of
+        ``docs/walk-variants.md``): its timeout check sees the update it held when it left,
+        aged by its time offline, with its counter as it was — the check of
+        :func:`authors_cycle`, here before the node has heard any gossip."""
+        visible = self.prop[node]
+        if visible["special"] or visible["steps"] < 0:
+            return
+        age = self.sim.env.now - float(visible["origin"])
+        circle = int(visible["fired"]) + 1
+        if age + AGE_TOLERANCE >= circle * self.timeout:
+            update = int(visible["id"])
+            held = [*self.suspended.get(node, ()), *self.forwarding.get(node, ())]
+            guarded = any(token.update == update for token in held)
+            if not guarded and int(visible["steps"]) - int(self.rw_steps[node]) <= circle:
+                steps = max(int(self.rw_steps[node]), 0)
+                self._launch(node, steps, "timeout", circle, update, int(visible["steps"]))
+            self.fired_i[node] = circle
+        if age + AGE_TOLERANCE < self.timeout:
+            self.fired_i[node] = 0
+
     def _round_age_errors(self, count: int) -> np.ndarray:
         """One age error per message of a round (pushes, then pulls), used if adopted."""
         if self._age_error_rng is None:
@@ -661,7 +748,10 @@ class RandomWalkService(Walk):
         return (self._age_error_rng.random(count) - 0.5) * self.variant.age_error
 
     def round_tick(self, active: np.ndarray) -> None:
-        """``onUpdateTimeout(i)`` for every ``active`` node whose update's age passed i·δ."""
+        """``onUpdateTimeout(i)`` for every ``active`` node whose update's age passed i·δ (the
+        authors' cycle checked its timeouts during its exchanges)."""
+        if self.authors_cycle:
+            return
         nodes, circles = due_timeouts(active, self.prop, self.sim.env.now, self.timeout)
         for node, reached in zip(nodes.tolist(), circles.tolist(), strict=True):
             for i in range(int(self.fired_i[node]) + 1, reached + 1):
@@ -778,9 +868,11 @@ class RandomWalkService(Walk):
             # more steps: choice 1)
             token.steps = int(self.rw_steps[node])
             self._new_update(node, token.steps)
+            token.update = int(self.prop_id[node])
             token.state = self.agent.visit(node, self.rw_state[node], token.steps, token.walk, now)
             self.rw_state[node] = token.state
-            token.restart_of = -1
+            if not self.authors_cycle:  # the authors' walk forces its restart id throughout
+                token.restart_of = -1
             self.counts["steps"] += 1
             self.max_steps = max(self.max_steps, token.steps)
             self.steps_table.append(now, token.walk, token.steps, node)

@@ -220,3 +220,151 @@ def due_timeouts(
             circles[count] = circle
             count += 1
     return nodes[:count], circles[:count]
+
+
+# --- the authors' gossip cycle (issue 30; docs/walk-variants.md, "The authors' code") -------
+
+#: A node's gossip buffer in the authors' cycle (``rwpropNC`` of their ``SoloWalkerProtocol``):
+#: an ``rwprop`` record and how many merges made it.
+BUFFER_RECORD = np.dtype(
+    {
+        "names": ["steps", "id", "origin", "merges", "special"],
+        "formats": ["i8", "i8", "f8", "i4", "?"],
+        "offsets": [0, 8, 16, 24, 28],
+        "itemsize": 32,
+    }
+)
+
+
+@njit(cache=True)
+def authors_takes(
+    steps: int,
+    age: float,
+    update: int,
+    merges: int,
+    new_steps: int,
+    new_age: float,
+    new_update: int,
+    new_merges: int,
+    delta: float,
+) -> bool:
+    """Whether the authors' merge (``mergeProp`` of their ``SoloWalkerProtocol``) takes the
+    received record: line 14 of Alg. 2 with an equal step count as "more steps" and an equal
+    age as "younger", or the same update merged at least two times fewer (C3 of
+    ``docs/walk-variants.md``)."""
+    if steps <= new_steps:
+        if (age < new_age and new_age < delta) or age >= new_age:
+            return True
+    elif age >= new_age + delta or (age < new_age + delta and age >= delta and new_age < delta):
+        return True
+    return update == new_update and merges > new_merges + 1
+
+
+@njit(cache=True)
+def _merge_into_buffer(
+    buffer: np.ndarray,
+    node: int,
+    steps: int,
+    update: int,
+    origin: float,
+    merges: int,
+    special: bool,
+    now: float,
+    delta: float,
+    error: float,
+) -> None:
+    """``buffer[node] = mergeProp(buffer[node], received)``; an adopted age gets ``error``."""
+    if special:
+        return  # no update: never taken over a record (the authors' default record)
+    local = buffer[node]
+    age = now - origin
+    if local.special or authors_takes(
+        local.steps, now - local.origin, local.id, local.merges, steps, age, update, merges, delta
+    ):
+        local.steps = steps
+        local.id = update
+        local.origin = now - (age + error)
+        local.merges = merges + 1
+        local.special = False
+
+
+@njit(cache=True, error_model="numpy")
+def authors_cycle(
+    initiators: np.ndarray,
+    peers: np.ndarray,
+    prop: np.ndarray,
+    merges: np.ndarray,
+    buffer: np.ndarray,
+    rw_steps: np.ndarray,
+    guarded: np.ndarray,
+    errors: np.ndarray,
+    now: float,
+    delta: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One gossip cycle of the authors' code (``nextCycle``, C2 of ``docs/walk-variants.md``)
+    for every initiator in the given order, each with its peer.
+
+    Per initiator u, on ``prop`` (the visible ``rwprop``, whose ``fired`` field holds the
+    node's timeout counter as i − 1) and ``buffer`` (``rwpropNC``): the timeout check on u's
+    visible record before its exchange — age ≥ i·δ fires, and restarts unless ``guarded[u]``
+    (u forwards the walk that made its update) or ``steps − rw_steps[u] > i``; i advances
+    either way — then the reset to i = 1 when the age is below δ; then the push of u's
+    visible record into the peer's buffer, the pull of the peer's visible record into u's
+    buffer, the merge of u's buffer into its visible record, and the buffer set to a copy of
+    it. Merge k of initiator position j adds ``errors[3 j + k]`` to an adopted age (empty:
+    none). Returns the restarts in order: (nodes, i).
+    """
+    m = initiators.size
+    restart_nodes = np.empty(m, dtype=np.int64)
+    restart_circles = np.empty(m, dtype=np.int64)
+    restarts = 0
+    noisy = errors.size > 0
+    for j in range(m):
+        u = initiators[j]
+        p = peers[j]
+        visible = prop[u]
+        age = now - visible.origin
+        if not visible.special and visible.steps >= 0:
+            circle = visible.fired + 1
+            if age + AGE_TOLERANCE >= circle * delta:
+                if not guarded[u] and visible.steps - rw_steps[u] <= circle:
+                    restart_nodes[restarts] = u
+                    restart_circles[restarts] = circle
+                    restarts += 1
+                visible.fired = circle
+        if age + AGE_TOLERANCE < delta:
+            visible.fired = 0
+        # the push: u's visible record into p's buffer
+        _merge_into_buffer(
+            buffer, p, visible.steps, visible.id, visible.origin, merges[u], visible.special,
+            now, delta, errors[3 * j] if noisy else 0.0,
+        )  # fmt: skip
+        # the pull: p's visible record into u's buffer
+        other = prop[p]
+        _merge_into_buffer(
+            buffer, u, other.steps, other.id, other.origin, merges[p], other.special,
+            now, delta, errors[3 * j + 1] if noisy else 0.0,
+        )  # fmt: skip
+        # u's visible record merged with its buffer (an unchanged buffer is taken back too)
+        held = buffer[u]
+        takes = not held.special and (
+            visible.special
+            or authors_takes(
+                visible.steps, now - visible.origin, visible.id, merges[u],
+                held.steps, now - held.origin, held.id, held.merges, delta,
+            )
+        )  # fmt: skip
+        if takes:
+            error = errors[3 * j + 2] if noisy else 0.0
+            visible.steps = held.steps
+            visible.id = held.id
+            visible.origin = now - ((now - held.origin) + error)
+            merges[u] = held.merges + 1
+            visible.special = False
+        # the buffer becomes a copy of the visible record
+        held.steps = visible.steps
+        held.id = visible.id
+        held.origin = visible.origin
+        held.merges = merges[u]
+        held.special = visible.special
+    return restart_nodes[:restarts], restart_circles[:restarts]

@@ -339,6 +339,7 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("mi_ogd", "epsilon"): None,
     ("mi_ogd", "delta"): 0.0,
     ("mi_ogd", "uses"): 1,
+    ("walk", "cycle"): None,
 }
 
 
