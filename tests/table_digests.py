@@ -68,11 +68,13 @@ CASES: dict[str, tuple[str, ...]] = {
     "walk/reduced-drw1-d10-kill5#rounds": ("duration=10min", "gossip.mode=rounds"),
     "walk/reduced-drw100-d100-kill0#rounds": ("duration=10min", "gossip.mode=rounds"),
     "walk/paper-drw1-d10-kill5#rounds": ("duration=4min", "gossip.mode=rounds"),
+    # the shipped synthetic trace: the case runs (and is checked) wherever the tests run
     "walk/reduced-drw100-d20-kill5#rounds-authors-cycle": (
         "duration=20min",
         "gossip.mode=rounds",
         "walk.preset=authors",
         "walk.cycle=authors",
+        "churn={kind: trace, path: ../../traces/stunner-synthetic.csv}",
     ),
     "walk/reduced-sweep": ("duration=5min",),
     "learning/spambase": ("duration=3000s",),
