@@ -73,6 +73,7 @@ from netsim.protocols.walk_kernels import (
     PROP_RECORD,
     adopted_circles,
     authors_cycle,
+    authors_timeout_check,
     due_timeouts,
     exchange_round,
     replaces,
@@ -723,23 +724,17 @@ class RandomWalkService(Walk):
     def _authors_rejoin(self, node: int) -> None:
         """A node back online runs its cycle at once in the authors' code (C7 of
         ``docs/walk-variants.md``): its timeout check sees the update it held when it left,
-        aged by its time offline, with its counter as it was — the check of
-        :func:`authors_cycle`, here before the node has heard any gossip."""
-        visible = self.prop[node]
-        if visible["special"] or visible["steps"] < 0:
-            return
-        age = self.sim.env.now - float(visible["origin"])
-        circle = int(visible["fired"]) + 1
-        if age + AGE_TOLERANCE >= circle * self.timeout:
-            update = int(visible["id"])
-            held = [*self.suspended.get(node, ()), *self.forwarding.get(node, ())]
-            guarded = any(token.update == update for token in held)
-            if not guarded and int(visible["steps"]) - int(self.rw_steps[node]) <= circle:
-                steps = max(int(self.rw_steps[node]), 0)
-                self._launch(node, steps, "timeout", circle, update, int(visible["steps"]))
-            self.fired_i[node] = circle
-        if age + AGE_TOLERANCE < self.timeout:
-            self.fired_i[node] = 0
+        aged by its time offline, with its counter as it was: the check the cycle makes
+        (:func:`authors_timeout_check`), here before the node has heard any gossip."""
+        update = int(self.prop_id[node])
+        held = [*self.suspended.get(node, ()), *self.forwarding.get(node, ())]
+        guarded = any(token.update == update for token in held)
+        circle = authors_timeout_check(
+            self.prop, node, int(self.rw_steps[node]), guarded, self.sim.env.now, self.timeout
+        )
+        if circle:
+            steps = max(int(self.rw_steps[node]), 0)
+            self._launch(node, steps, "timeout", circle, update, int(self.prop_steps[node]))
 
     def _round_age_errors(self, count: int) -> np.ndarray:
         """One age error per message of a round (pushes, then pulls), used if adopted."""

@@ -288,6 +288,31 @@ def _merge_into_buffer(
         local.special = False
 
 
+@njit(cache=True)
+def authors_timeout_check(
+    prop: np.ndarray, node: int, local_steps: int, guarded: bool, now: float, delta: float
+) -> int:
+    """The authors' timeout check at ``node`` (C2.3–4 of ``docs/walk-variants.md``), in
+    place: its visible update (``prop``, whose ``fired`` field holds the node's counter as
+    i − 1) fires when its age reaches i·δ, and the node restarts unless ``guarded`` (it
+    forwards the walk that made its update) or the update has more than i steps over its
+    local copy (``local_steps``); i advances either way, and goes back to 1 when the age is
+    below δ. Returns the i to restart at, 0 for none. The cycle runs it before each exchange,
+    and the service when a node comes back online."""
+    visible = prop[node]
+    age = now - visible.origin
+    restart = 0
+    if not visible.special and visible.steps >= 0:
+        circle = visible.fired + 1
+        if age + AGE_TOLERANCE >= circle * delta:
+            if not guarded and visible.steps - local_steps <= circle:
+                restart = circle
+            visible.fired = circle
+    if age + AGE_TOLERANCE < delta:
+        visible.fired = 0
+    return restart
+
+
 @njit(cache=True, error_model="numpy")
 def authors_cycle(
     initiators: np.ndarray,
@@ -323,17 +348,11 @@ def authors_cycle(
         u = initiators[j]
         p = peers[j]
         visible = prop[u]
-        age = now - visible.origin
-        if not visible.special and visible.steps >= 0:
-            circle = visible.fired + 1
-            if age + AGE_TOLERANCE >= circle * delta:
-                if not guarded[u] and visible.steps - rw_steps[u] <= circle:
-                    restart_nodes[restarts] = u
-                    restart_circles[restarts] = circle
-                    restarts += 1
-                visible.fired = circle
-        if age + AGE_TOLERANCE < delta:
-            visible.fired = 0
+        circle = authors_timeout_check(prop, u, rw_steps[u], guarded[u], now, delta)
+        if circle:
+            restart_nodes[restarts] = u
+            restart_circles[restarts] = circle
+            restarts += 1
         # the push: u's visible record into p's buffer
         _merge_into_buffer(
             buffer, p, visible.steps, visible.id, visible.origin, merges[u], visible.special,
