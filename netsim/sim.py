@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Generator
-from heapq import heappush
 from typing import Any
 
 import simpy
@@ -40,14 +39,6 @@ class Call(simpy.events.Event):
         self.callback = callback
         self.args = args
         env.schedule(self, NORMAL, delay)
-
-
-def schedule_now_plus(env: simpy.Environment, event: simpy.events.Event, delay: float) -> None:
-    """Schedule ``event`` ``delay`` seconds from now at normal priority: exactly what
-    ``env.schedule(event, NORMAL, delay)`` does (simpy 4: one heap entry (time, priority,
-    event id, event)); the per-message paths inline this line (issue 29), and
-    ``tests/test_sim.py`` checks that it still matches simpy's own."""
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), event))
 
 
 def _run_call(event: Call) -> None:

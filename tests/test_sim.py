@@ -1,39 +1,59 @@
 """The simulation core's timers against simpy's own scheduling: the per-message paths of exact
-mode schedule events themselves (issue 29), and must order them exactly as simpy would."""
+mode push their events onto simpy's queue themselves (issue 29), and must order them exactly
+as simpy would order a timeout scheduled at the same moment."""
 
-import simpy
+import numpy as np
 from simpy.events import NORMAL
 
-from netsim.network.links import Transfer
-from netsim.sim import Call, Simulation, schedule_now_plus
+from netsim.distributions import Constant
+from netsim.log import EventLog
+from netsim.network import topology as t
+from netsim.network.links import LinkModel, Network
+from netsim.network.nodes import NodeStates
+from netsim.protocols.gossip import PushPullGossip
+from netsim.sim import Simulation
 
 
-def test_schedule_now_plus_is_simpys_schedule():
-    ours, theirs = simpy.Environment(initial_time=2.5), simpy.Environment(initial_time=2.5)
-    for env, schedule in ((ours, schedule_now_plus), (theirs, None)):
-        for delay in (0.5, 0.0, 0.5, 1.25):
-            event = simpy.Event(env)
-            if schedule is None:
-                env.schedule(event, NORMAL, delay)
-            else:
-                schedule(env, event, delay)
-    entries = [entry[:3] for entry in sorted(ours._queue)]
-    assert entries == [entry[:3] for entry in sorted(theirs._queue)]
-    assert entries[0] == (2.5, NORMAL, 1)
-
-
-def test_timers_messages_and_ticks_fire_in_simpys_order():
-    """Ties at one instant resolve by scheduling order, whichever way an event was scheduled:
-    a simpy timeout, a Call, a transfer (its own event) or an inlined schedule."""
-    sim = Simulation(seed=1)
+def test_a_message_is_queued_as_a_simpy_timeout_of_its_duration():
+    """Network.send pushes the transfer itself: same time, priority and next event id as a
+    timeout made instead of it, so ties at one instant resolve by the order of scheduling."""
+    sim = Simulation(seed=1, log=EventLog())
     env = sim.env
+    links = LinkModel(delay=Constant(dist="constant", value=1.0))
+    network = Network(sim, t.complete(2), NodeStates(np.ones(2, dtype=bool)), links)
     fired: list[str] = []
-    env.timeout(1.0).callbacks.append(lambda _: fired.append("timeout"))
-    sim.call_later(1.0, fired.append, "call")
-    transfer = Transfer(0, 1, "push", None, 0.0, 0, 0, lambda t: fired.append("transfer"), None)
-    transfer.env, transfer.callbacks = env, [lambda t: t.on_deliver(t)]
-    schedule_now_plus(env, transfer, 1.0)
-    later = Call(env, 0.5, fired.append, ("earlier",))
-    assert later.callbacks
+    env.timeout(1.0).callbacks.append(lambda _: fired.append("timeout before"))
+    transfer = network.send(
+        0, 1, kind="push", payload=None, on_deliver=lambda _: fired.append("message")
+    )
+    env.timeout(1.0).callbacks.append(lambda _: fired.append("timeout after"))
+    sim.call_later(0.5, fired.append, "earlier")
+    assert next(entry[:2] for entry in env._queue if entry[3] is transfer) == (1.0, NORMAL)
     env.run(until=2.0)
-    assert fired == ["earlier", "timeout", "call", "transfer"]
+    assert fired == ["earlier", "timeout before", "message", "timeout after"]
+
+
+def test_a_gossip_tick_is_queued_again_as_a_simpy_timeout_of_one_period():
+    """A node's tick event is pushed again one period on at each tick: it keeps its place
+    among timeouts scheduled before and after it, period after period."""
+    sim = Simulation(seed=1, log=EventLog())
+    env = sim.env
+    network = Network(sim, t.complete(2), NodeStates(np.array([True, False])), LinkModel())
+    gossip = PushPullGossip(sim, network, period=1.0)
+    gossip.start()
+    phase = float(gossip.phase[0])
+    order: list[str] = []
+    original = gossip._tick
+
+    def tick(event):
+        order.append("tick")
+        original(event)
+
+    gossip._tick_callbacks = (tick,)
+    tick_event = next(entry[3] for entry in env._queue)
+    tick_event.callbacks = gossip._tick_callbacks
+    for k in range(3):  # a timeout at each tick instant, scheduled before the tick re-queues
+        env.timeout(phase + k + 1.0).callbacks.append(lambda _, k=k: order.append(f"t{k}"))
+    env.run(until=phase + 3.5)
+    # every timeout was scheduled before the tick re-queued itself for that instant
+    assert order == ["tick", "t0", "tick", "t1", "tick", "t2", "tick"]
