@@ -76,6 +76,12 @@ CASES: dict[str, tuple[str, ...]] = {
         "walk.cycle=authors",
         "churn={kind: trace, path: ../../traces/stunner-synthetic.csv}",
     ),
+    # the authors' cycle in exact mode (every node's cycle at k·Δ in index order)
+    "walk/reduced-drw1-d10-kill5#exact-authors": (
+        "duration=3min",
+        "walk.preset=authors",
+        "churn={kind: trace, path: ../../traces/stunner-synthetic.csv}",
+    ),
     "walk/reduced-sweep": ("duration=5min",),
     "learning/spambase": ("duration=3000s",),
     "learning/segmentation": ("duration=1500s",),
@@ -92,6 +98,7 @@ FAST_CASES: tuple[str, ...] = (
     "walk/reduced-drw1-d10-kill5#rounds",
     "walk/reduced-drw100-d20-kill5",
     "walk/reduced-drw100-d20-kill5#rounds-authors-cycle",
+    "walk/reduced-drw1-d10-kill5#exact-authors",
     "learning/spambase-gossip-learning",
     "dola/synthetic",
     "mi_ogd/regression",

@@ -33,6 +33,7 @@ import learning_grid  # noqa: E402
 import mi_ogd_experiments  # noqa: E402
 import walk_figure  # noqa: E402
 import walk_grid  # noqa: E402
+import walk_java_rows  # noqa: E402
 
 MI_OGD = REPO / "scenarios" / "mi_ogd" / "regression.yaml"
 
@@ -320,3 +321,56 @@ def test_runs_whose_walk_never_came_back_are_reported_apart(tmp_path, capsys):
     assert "45.5 ± 19.1" in out  # the mean of 44 and 47 with its t interval, without seed 3
     assert "Left out of the means" in out and "seed 3: no walk 99.994% of the time" in out
     assert "seed 1:" not in out and "seed 2:" not in out
+
+
+def test_the_java_rows_summary_compares_each_mode_with_the_java_figures(tmp_path, capsys):
+    """The per-configuration means and standard errors, and each difference from the Java
+    figures of issue 30 in standard errors of the difference; a figure more than two of them
+    away is named (walk_java_rows.py)."""
+    base = {"delta_rw": 100.0, "delta_extra": 10.0, "kill": 0.0, "killed": 0.0,
+            "max_steps": 358.0, "mean_walks": 1.4, "time_none": 0.0}  # fmt: skip
+    rows = [  # exact mode restarts 100/h more than rounds mode
+        {**base, "run_id": f"{mode}{seed}", "seed": seed, "mode": mode, "walks": walks,
+         "restarts": restarts + extra, "drops": restarts + extra - 1}
+        for seed, walks, restarts in ((1, 1.44, 150.0), (2, 1.46, 160.0))
+        for mode, extra in (("rounds", 0.0), ("exact", 100.0))
+    ]  # fmt: skip
+    # a run whose first walk died at once: reported apart, out of the means
+    rows.append({**base, "run_id": "dead", "seed": 9, "mode": "rounds", "walks": 0.0001,
+                 "restarts": 0.0, "drops": 0.0, "time_none": 0.9999})  # fmt: skip
+    table = tmp_path / "runs.parquet"
+    pd.DataFrame(rows).to_parquet(table)
+    assert walk_java_rows.main(["--runs", str(table)]) == 0
+    out = capsys.readouterr().out
+    assert "- 100Δ / 10Δ / 0%, rounds, seed 9: no walk 99.990% of the time" in out
+    assert "| 100Δ / 10Δ / 0% | Java (issue 30) | 5 | 1.450 ± 0.015 | 157.0 ± 5.0 |" in out
+    # rounds: restarts 155 ± 5 against 157 ± 5: z = -2 / √50 = -0.3
+    assert "| | netsim, rounds | 2 | 1.450 ± 0.010 | 155.0 ± 5.0 | 154.0 ± 5.0 | +0.0, -0.3" in out
+    assert "Outside two standard errors of the Java code's: 100Δ / 10Δ / 0% exact restarts" in out
+    assert "rounds" not in out.split("Outside")[1].split("\n")[0]
+
+
+def test_the_java_rows_refuse_a_table_they_did_not_write(tmp_path, capsys):
+    table = tmp_path / "other.parquet"
+    pd.DataFrame({"seed": [1], "walks": [1.0]}).to_parquet(table)
+    assert walk_java_rows.main(["--runs", str(table)]) == 1
+    assert "not a per-run table of this script: no mode" in capsys.readouterr().err
+
+
+def test_the_java_rows_refuse_runs_of_the_synthetic_fallback_trace(tmp_path):
+    """The Java figures come from the STUNner trace: a run that replayed the shipped synthetic
+    trace instead (the research-only file absent) is refused, with the run named."""
+    from netsim.api import run
+    from netsim.errors import NetsimError
+
+    synthetic = str(REPO / "traces" / "stunner-synthetic.csv")
+    scenario = {
+        "seed": 1, "nodes": 30, "duration": "30s", "topology": {"kind": "k_out", "k": 5},
+        "churn": {"kind": "stunner", "path": str(tmp_path / "absent.txt"),
+                  "fallback": {"kind": "trace", "path": synthetic}},
+        "gossip": {"period": "1s", "mode": "rounds"},
+        "walk": {"kind": "service", "preset": "authors", "transfer_time": "1s", "timeout": "11s"},
+    }  # fmt: skip
+    outcome = run(scenario, out=tmp_path / "runs")
+    with pytest.raises(NetsimError, match="synthetic fallback trace"):
+        walk_java_rows.run_metrics(outcome.directory)

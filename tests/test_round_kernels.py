@@ -326,10 +326,11 @@ def run_cycle(initiators, peers, state, rw_steps, guarded=(), errors=()):
     n = prop.size
     guard = np.zeros(n, dtype=bool)
     guard[list(guarded)] = True
-    nodes, circles = authors_cycle(
+    nodes, circles, updates, steps = authors_cycle(
         np.array(initiators), np.array(peers), prop, merges, buffer,
         np.array(rw_steps, dtype=np.int64), guard, np.array(errors, dtype=float), NOW, TIMEOUT,
     )  # fmt: skip
+    run_cycle.timed_out = list(zip(updates.tolist(), steps.tolist(), strict=True))
     return list(zip(nodes.tolist(), circles.tolist(), strict=True))
 
 
@@ -338,6 +339,7 @@ def test_the_authors_cycle_checks_the_timeout_before_the_exchange():
     to stop the restart (C2.3), and its counter stays advanced (its age was ≥ δ at the check)."""
     state = cycle_state(3, {0: (10, 1, 1.2, 3), 1: (11, 2, 0.1, 0)})
     assert run_cycle([0], [1], state, rw_steps=[10, 0, 0]) == [(0, 1)]
+    assert run_cycle.timed_out == [(1, 10)]  # the update that timed out, not the one pulled
     prop, buffer, _ = state
     assert prop[0]["id"] == 2 and prop[0]["fired"] == 1  # merged after the check
     assert buffer[1]["id"] == 2  # node 1 keeps its own: fewer steps and an old age lose

@@ -267,13 +267,30 @@ def test_without_a_bootstrap_update_a_walk_killed_at_its_first_step_is_never_res
     assert authors["walk_ends"]["reason"].tolist() == ["killed"]
 
 
-def test_the_authors_preset_sets_the_three_rules_and_explicit_options_win():
+def test_the_authors_preset_sets_its_rules_and_explicit_options_win():
     base = scenario().walk
     assert base.variant(0.1) == WalkVariant("paper", 0.0, True)
+    assert base.cycle is None  # absent from the scenario's identity: old run ids hold
     authors = scenario(**{"walk.preset": "authors"}).walk
-    assert authors.variant(0.1) == WalkVariant("authors", 0.1, False)  # age error width Δ
+    # age error width Δ, and the authors' cycle, written into the resolved scenario
+    assert authors.variant(0.1) == WalkVariant("authors", 0.1, False, "authors")
+    assert authors.cycle == "authors"
     mixed = scenario(**{"walk.preset": "authors", "walk.age_error": "0s"}).walk
-    assert mixed.variant(0.1) == WalkVariant("authors", 0.0, False)
+    assert mixed.variant(0.1) == WalkVariant("authors", 0.0, False, "authors")
+    older = scenario(**{"walk.preset": "authors", "walk.cycle": "netsim"}).walk
+    assert older.variant(0.1) == WalkVariant("authors", 0.1, False, "netsim")
+
+
+def test_runs_of_the_authors_preset_from_before_its_cycle_get_new_ids():
+    """A scenario that says preset: authors resolves to the authors' cycle and its id says
+    so: the same id as with the cycle spelled out, another than with netsim's cycle (the
+    rules its runs had before the preset took the authors' cycle)."""
+    from netsim.scenario.loader import scenario_hash
+
+    authors = scenario_hash(scenario(**{"walk.preset": "authors"}))
+    older = scenario_hash(scenario(**{"walk.preset": "authors", "walk.cycle": "netsim"}))
+    explicit = scenario_hash(scenario(**{"walk.preset": "authors", "walk.cycle": "authors"}))
+    assert authors == explicit != older
 
 
 # --- whole runs ----------------------------------------------------------------------------
@@ -474,20 +491,19 @@ def test_rejoining_holder_abandons_a_walk_overtaken_meanwhile():
 
 
 def test_the_authors_cycle_is_refused_where_it_does_not_model_the_authors_code():
-    """walk.cycle: authors is the authors' gossip cycle in rounds mode, on links that lose
-    nothing (their code has no loss); elsewhere a run is refused with the reason."""
+    """walk.cycle: authors runs in both gossip modes, on links that lose nothing (their
+    code has no loss); on lossy links a run is refused with the reason."""
     from netsim.errors import ScenarioError
 
     base = {
         "seed": 1, "nodes": 50, "duration": "1min", "topology": {"kind": "k_out", "k": 5},
-        "gossip": {"period": "1s"},
+        "gossip": {"period": "1s", "mode": "rounds"},
         "walk": {"kind": "service", "transfer_time": "1s", "timeout": "11s", "cycle": "authors"},
     }  # fmt: skip
-    with pytest.raises(ScenarioError, match="rounds mode only"):
-        run_in_memory(validate_scenario(base, source="t", base_dir=None))
-    lossy = {**base, "gossip": {"period": "1s", "mode": "rounds"}, "links": {"loss": 0.1}}
+    lossy = {**base, "links": {"loss": 0.1}}
     with pytest.raises(ScenarioError, match="loses nothing"):
         run_in_memory(validate_scenario(lossy, source="t", base_dir=None))
-    fine = {**base, "gossip": {"period": "1s", "mode": "rounds"}}
-    built, _ = run_in_memory(validate_scenario(fine, source="t", base_dir=None))
-    assert built["walk"].counts["steps"] > 0
+    for mode in ("rounds", "exact"):
+        fine = {**base, "gossip": {"period": "1s", "mode": mode}}
+        built, _ = run_in_memory(validate_scenario(fine, source="t", base_dir=None))
+        assert built["walk"].counts["steps"] > 0

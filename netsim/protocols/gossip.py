@@ -143,6 +143,12 @@ class PushPullEngine(GossipEngine):
         self.active[node] = False
         self.is_active[node] = False
 
+    def activate(self, node: int) -> None:
+        """Let online ``node`` take part at once, as if it had heard a fresh message (the
+        authors' walk runs a rejoined node's cycle right away: ``walk.cycle: authors``)."""
+        if not self.active[node]:
+            self._activate(node)
+
     def _activate(self, node: int) -> None:
         """``node`` heard a fresh message: it takes part again (listeners are told)."""
         self.active[node] = True
@@ -195,6 +201,10 @@ class PushPullGossip(PushPullEngine):
         self._tick_callbacks = (self._tick,)
         # the deliveries' bound methods, made once rather than at every message
         self._deliver_push, self._deliver_pull = self._on_push, self._on_pull
+        self._started = False
+        self._aligned = False  # align_ticks: every node on one grid
+        self._before_push_hook: Callable[[int], None] | None = None
+        self._cycle_at = 0.0  # the latest aligned tick's instant
         if rule is not None:
             self.register(rule)
             self.start()
@@ -206,10 +216,14 @@ class PushPullGossip(PushPullEngine):
         self.rule = single if rules else _Silent()
         # its two methods, bound once: every message calls one of them (issue 29)
         self._outgoing, self._incoming = self.rule.outgoing, self.rule.incoming
+        self._started = True
         for node in np.flatnonzero(self.active).tolist():
             self._schedule_tick(node)
 
     def _schedule_tick(self, node: int) -> None:
+        if self._aligned:
+            self._schedule_aligned_tick(node)
+            return
         now = self.sim.env.now
         phase = self.phase[node]
         # next instant k·Δ + φ strictly after now
@@ -225,6 +239,51 @@ class PushPullGossip(PushPullEngine):
     def _on_leave(self, node: int) -> None:
         super()._on_leave(node)
         self._timer_generation[node] += 1  # cancels the pending tick
+
+    def before_push(self, hook: Callable[[int], None]) -> None:
+        """Call ``hook(node)`` at each of ``node``'s ticks, before its push leaves (the
+        authors' walk checks its timeout there: ``walk.cycle: authors``). One hook; ticks
+        pay nothing for it when none is set."""
+        self._before_push_hook = hook
+        self._tick_callbacks = (self._tick_with_extras,)
+        if self._started:  # the ticks already queued, again with the hook (same instants)
+            for node in np.flatnonzero(self.active).tolist():
+                self._timer_generation[node] += 1
+                self._schedule_tick(node)
+
+    def align_ticks(self) -> None:
+        """Tick every node at the same instants k·Δ, in index order, as a cycle-driven
+        simulator does (the authors' walk: ``walk.cycle: authors``), instead of at its own
+        phase. A node that rejoins ticks last in the cycles it takes part in."""
+        self.phase[:] = 0.0
+        self._aligned = True
+        self._tick_callbacks = (self._tick_with_extras,)
+        if self._started:  # the ticks already queued, again at the aligned instants
+            for node in np.flatnonzero(self.active).tolist():
+                self._timer_generation[node] += 1
+                self._schedule_tick(node)
+
+    def _schedule_aligned_tick(self, node: int) -> None:
+        """A tick at the common grid's next instant: the float every ticking node computes
+        (the last cycle's instant plus Δ, added up as their re-queued ticks add it), not
+        k·Δ, which differs from it in the last bits after many cycles and would put the
+        node before or after everyone else."""
+        env = self._env
+        when = self._cycle_at + self.period
+        while when <= env._now:
+            when += self.period
+        tick = _Tick(node, self._timer_generation[node])
+        tick.env = env
+        tick.callbacks = self._tick_callbacks
+        heappush(env._queue, (when, NORMAL, next(env._eid), tick))
+
+    def _tick_with_extras(self, tick: _Tick) -> None:
+        """A tick when ticks are aligned or hooked (the plain tick pays for neither)."""
+        self._cycle_at = self._env._now
+        hook = self._before_push_hook
+        if hook is not None and tick.generation == self._timer_generation[tick.node]:
+            hook(tick.node)
+        self._tick(tick)
 
     def _tick(self, tick: _Tick) -> None:
         node = tick.node
@@ -251,6 +310,10 @@ class PushPullGossip(PushPullEngine):
         if not self.is_active[node]:
             self._schedule_tick(node)
             self._activate(node)
+
+    def activate(self, node: int) -> None:
+        """Let online ``node`` take part at once: its ticks begin (see the base class)."""
+        self._heard(node)
 
     def _on_push(self, transfer: Transfer) -> None:
         peer, sender = transfer.dst, transfer.src

@@ -44,9 +44,10 @@ Choices where the paper leaves room (each is tested in ``tests/test_walk.py``):
    forwarding is still necessary (no fresher live update with a larger step count); with no
    online neighbour the node tries again after ``retry_interval``.
 
-Three rules where the authors' published implementation differs from the paper (accept-once
-and ties in line 14, an age error at each adoption, the starter's step-0 update) are options,
-:class:`WalkVariant`, described in ``docs/walk-variants.md``.
+Where the authors' published implementation differs from the paper (accept-once and ties in
+line 14, an age error at each adoption, the starter's step-0 update, and their gossip cycle
+and walk handling) are options, :class:`WalkVariant`, described in ``docs/walk-variants.md``;
+``preset: authors`` selects all of them.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ from netsim.protocols.walk_kernels import (
     PROP_RECORD,
     adopted_circles,
     authors_cycle,
+    authors_exchange,
+    authors_merge_visible,
     authors_timeout_check,
     due_timeouts,
     exchange_round,
@@ -214,6 +217,16 @@ class VisitCounter(WalkAgent):
         self.sim.log.table(VISITS_TABLE).extend([range(self.visits.size), self.visits.tolist()])
 
 
+def _carries_nothing(node: int) -> None:
+    """The walk's gossip value when its exchanges happen outside the engine's messages."""
+    return None
+
+
+def _takes_nothing(node: int, value: Any, sender: int, transfer: Transfer) -> None:
+    """The walk's merge when its exchanges happen outside the engine's messages."""
+    return None
+
+
 @dataclass(eq=False)
 class WalkToken:
     """One walk: its id, step count, state, and the update whose timeout restarted it."""
@@ -223,9 +236,13 @@ class WalkToken:
     state: Any
     restart_of: int
     holder: int
-    status: str = "forwarding"  # forwarding | transfer | suspended | ended
+    status: str = "forwarding"  # forwarding | holding | transfer | suspended | ended
     retry_generation: int = 0  # invalidates a pending retry when the walk moves on
     update: int = -1  # the update its holder made when the walk arrived (-1: none)
+    # the authors' forwarding (WalkVariant.cycle): the target chosen when a hold began, and
+    # the hand-overs so far (a hold's end acts only on the hop it was started in)
+    target: int = -1
+    hop: int = 0
 
 
 #: The walk agent of a walk section (the visit counter when none is named).
@@ -267,6 +284,17 @@ class WalkServiceConfig(ComponentConfig):
             cycle=self.cycle or "netsim",
         )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _authors_preset_runs_the_authors_cycle(cls, data: Any) -> Any:
+        """``preset: authors`` runs the authors' cycle unless ``cycle`` says otherwise. The
+        choice is written into the resolved scenario, so a run's id tells which rules made it
+        (runs of the preset from before the cycle existed resolve to new ids)."""
+        if isinstance(data, Mapping) and data.get("preset") == "authors":
+            if data.get("cycle") is None:
+                data = {**data, "cycle": "authors"}
+        return data
+
     @model_validator(mode="after")
     def _timeout_covers_a_transfer(self) -> WalkServiceConfig:
         if self.timeout < self.transfer_time:
@@ -290,13 +318,19 @@ class WalkVariant:
       node adopts it (§4.1: measured ages carry "some error"); 0 = exact ages.
     - ``bootstrap_update``: the starter broadcasts an update with step count 0 (§4.4); without
       it, nobody times out until the first walk's first step creates an update.
-    - ``cycle``: ``authors`` runs a round as the authors' code runs a gossip cycle (rounds mode
-      only; C2 of ``docs/walk-variants.md``): nodes in index order, each checking its timeout
-      before its exchange with one counter per node, pushes into the peer's buffer, every
-      merge (its own buffer's too) with the age error, the same update taken back when merged
-      two times fewer, a restarted walk forcing its restart id for its whole life, and a node
-      back online checking its timeout at once. Its merges are the authors' own
-      (``replace_rule`` does not apply to them); ``age_error`` is their error's width.
+    - ``cycle``: ``authors`` runs the walk as the authors' code runs it (C1–C7 of
+      ``docs/walk-variants.md``; the default of ``preset: authors``). Gossip: each node's
+      cycle checks its timeout before its exchange, with one counter per node; pushes go into
+      the peer's buffer; every merge (of its own buffer too) draws the age error; the same
+      update is taken back when merged two times fewer; rounds mode runs the nodes in index
+      order, exact mode each node's cycle at its own tick, both without link time. Walks: a
+      walk is kept as the local copy only when it is forwarded, and an update made from the
+      local copy carries the copy's id; a restarted walk forces its restart id for its whole
+      life; only the walk that made a node's update keeps it from restarting; a walk is held
+      for δ_rw and handed over if its target is then online, else held again; a node back
+      online runs its cycle, pulls, and resends the walks it parked. Its merges are the
+      authors' own (``replace_rule`` does not apply to them); ``age_error`` is their error's
+      width.
     """
 
     replace_rule: Literal["paper", "authors"] = "paper"
@@ -387,6 +421,9 @@ class RandomWalkService(Walk):
             self.buffer["special"] = True
             self.merges = np.zeros(n, dtype=np.int64)
             self._guarded = np.zeros(n, dtype=bool)
+            # the update id the local copy carries (latestModel's stepID): the id of the
+            # update the node made when it last forwarded, or a fresh one after a restart
+            self.rw_update = np.full(n, -1, dtype=np.int64)
         # exact mode: each node's gossip value (steps, id, origin, special) as one tuple, made
         # when the node adopts an update rather than at every message (issue 29); rounds mode
         # sends none (attach drops it)
@@ -434,6 +471,11 @@ class RandomWalkService(Walk):
         self.nodes.on_leave(self._on_leave)
         if self.authors_cycle:
             self.nodes.on_join(self._authors_rejoin)
+            # exact mode: the cycle runs at each tick without messages (_authors_tick), so
+            # the engine's messages carry nothing of the walk (instance attributes: the usual
+            # rule pays nothing for the choice; the engine binds them at start)
+            self.outgoing = _carries_nothing  # type: ignore[method-assign]
+            self.incoming = _takes_nothing  # type: ignore[method-assign]
         sim.call_later(start, self._bootstrap)
         sim.every(sample_every, self._sample, first=0.0)
 
@@ -451,15 +493,11 @@ class RandomWalkService(Walk):
         gossip = ctx.scenario.gossip
         assert gossip is not None
         if config.cycle == "authors":
-            if gossip.mode != "rounds":
-                raise ScenarioError(
-                    "walk.cycle: authors runs the authors' gossip cycle in rounds mode only "
-                    "(gossip.mode: rounds); exact mode does not model it yet"
-                )
             if ctx.network is not None and ctx.network.lossy:
                 raise ScenarioError(
-                    "walk.cycle: authors models the authors' code, whose gossip loses nothing: "
-                    "links.loss must be 0 and links.failure absent"
+                    "walk.cycle: authors (the default of walk.preset: authors) models the "
+                    "authors' code, whose gossip loses nothing: links.loss must be 0 and "
+                    "links.failure absent, or set walk.cycle: netsim for netsim's own cycle"
                 )
         spread = config.transfer_time + gossip.period * math.log2(max(ctx.nodes, 2))
         if config.timeout < spread:
@@ -506,10 +544,13 @@ class RandomWalkService(Walk):
         """
         self.gossip = gossip
         self.round_based = gossip.round_based
-        if self.round_based:
-            self._rwprop = None
+        if self.round_based or self.authors_cycle:
+            self._rwprop = None  # the compiled kernels read the record arrays
         else:
             self._hold_state_in_lists()
+        if self.authors_cycle and not self.round_based:
+            gossip.align_ticks()  # their simulator runs every node's cycle at the same instants
+            gossip.before_push(self._authors_tick)
 
         gossip.on_activate(self._on_activate)
         for node in np.flatnonzero(gossip.active).tolist():
@@ -544,6 +585,9 @@ class RandomWalkService(Walk):
         return self._env._now - self.prop_origin[node]
 
     def _store_prop(self, node: int, steps: int, update: int, age: float) -> None:
+        if self.authors_cycle:
+            self._authors_store(node, steps, update, age)
+            return
         same = update == self.prop_id[node] and not self.prop_special[node]
         if same:  # re-adopted (replace_rule: authors): circles fired here stay fired
             fired = adopted_circles(True, int(self.fired_i[node]), age, self.timeout)
@@ -553,9 +597,6 @@ class RandomWalkService(Walk):
         self.prop_special[node] = False
         if self._rwprop is not None:
             self._rwprop[node] = (steps, update, origin, False)
-        if self.authors_cycle:  # a new update: its buffer is a copy, merged 0 times
-            self.merges[node] = 0
-            self.buffer[node] = (steps, update, origin, 0, False)
         if same:
             self.fired_i[node] = fired
             if not self.round_based and self._active(node):
@@ -574,10 +615,13 @@ class RandomWalkService(Walk):
             if origin + circle * self.timeout < self._timer_due[node] and self._active(node):
                 self._schedule_timeout(node)
 
-    def _new_update(self, node: int, steps: int) -> None:
+    def _fresh_update_id(self) -> int:
         update = self._next_update_id
         self._next_update_id += 1
-        self._store_prop(node, steps, update, 0.0)
+        return update
+
+    def _new_update(self, node: int, steps: int) -> None:
+        self._store_prop(node, steps, self._fresh_update_id(), 0.0)
 
     def timed_out(self, node: int) -> bool:
         """Has the local update reached age δ (the bootstrap update never does)?"""
@@ -628,9 +672,10 @@ class RandomWalkService(Walk):
 
     def _schedule_timeout(self, node: int, i: int | None = None) -> None:
         """Schedule ``onUpdateTimeout(i)`` for the current update (next i when not given)."""
+        if self.authors_cycle:  # the node checks its own counter when it gossips
+            return
         if self.round_based:
-            if not self.authors_cycle:  # its counter belongs to the node (authors_cycle)
-                self.fired_i[node] = self._next_i(node) - 1  # round_tick handles the next
+            self.fired_i[node] = self._next_i(node) - 1  # round_tick handles the next
             return
         self._timer_generation[node] += 1
         if self.prop_special[node]:
@@ -701,40 +746,102 @@ class RandomWalkService(Walk):
         """One round as the authors' gossip cycle (:func:`authors_cycle`): the initiators in
         index order, then the restarts their timeout checks made, in that order."""
         order = np.argsort(initiators, kind="stable")
-        initiators, peers = initiators[order], peers[order]
-        # isSendingThisStepID: a node forwarding the walk that made its update does not restart
+        self._authors_exchanges(initiators[order], peers[order])
+
+    def _authors_exchanges(
+        self, initiators: np.ndarray, peers: np.ndarray, rejoined: int = -1
+    ) -> None:
+        """The authors' cycle (:func:`authors_cycle`) for these initiators in this order, and
+        the restarts their timeout checks made. A node forwarding the walk that made its
+        update does not restart (``isSendingThisStepID``), nor does a ``rejoined`` node that
+        parked such a walk when it left."""
+        prop_id = self.prop_id
         holders = [
             token.holder
             for token in self.propagating.values()
-            if token.update >= 0 and token.update == self.prop_id[token.holder]
+            if token.update >= 0 and token.update == prop_id[token.holder]
         ]
+        if rejoined >= 0 and any(
+            token.update == prop_id[rejoined] for token in self.suspended.get(rejoined, ())
+        ):
+            holders.append(rejoined)
         self._guarded[holders] = True
         errors = self._round_age_errors(3 * initiators.size)
-        nodes, circles = authors_cycle(
+        restarts = authors_cycle(
             initiators, peers, self.prop, self.merges, self.buffer, self.rw_steps,
             self._guarded, errors, self.sim.env.now, self.timeout,
         )  # fmt: skip
         self._guarded[holders] = False
-        for node, i in zip(nodes.tolist(), circles.tolist(), strict=True):
+        # the update that timed out, as it was at the check (the exchange after it may have
+        # replaced it)
+        for node, i, update, update_steps in zip(*(a.tolist() for a in restarts), strict=True):
             steps = max(int(self.rw_steps[node]), 0)
-            self._launch(
-                node, steps, "timeout", i, int(self.prop_id[node]), int(self.prop_steps[node])
-            )
+            self._launch(node, steps, "timeout", i, update, update_steps)
 
     def _authors_rejoin(self, node: int) -> None:
-        """A node back online runs its cycle at once in the authors' code (C7 of
-        ``docs/walk-variants.md``): its timeout check sees the update it held when it left,
-        aged by its time offline, with its counter as it was: the check the cycle makes
-        (:func:`authors_timeout_check`), here before the node has heard any gossip."""
-        update = int(self.prop_id[node])
-        held = [*self.suspended.get(node, ()), *self.forwarding.get(node, ())]
-        guarded = any(token.update == update for token in held)
-        circle = authors_timeout_check(
-            self.prop, node, int(self.rw_steps[node]), guarded, self.sim.env.now, self.timeout
+        """A node back online in the authors' code (C7 of ``docs/walk-variants.md``): it runs
+        its cycle at once if a neighbour is online — the timeout check sees the update it held
+        when it left, aged by its time offline, with its counter as it was, then it exchanges
+        with that neighbour — then pulls one more neighbour's value straight into its own
+        (its own value when none is online), takes part in gossip from now on, and resends
+        the walks it parked whose step count is at least its update's (the others end)."""
+        peer = self.network.random_online_neighbour(node, self._uniform)
+        if peer >= 0:
+            self._authors_exchanges(
+                np.array([node], dtype=np.int64), np.array([peer], dtype=np.int64), node
+            )
+        source = self.network.random_online_neighbour(node, self._uniform)
+        if source < 0:
+            source = node  # getRandomNeighbor's fallback: the node merges its own value
+        errors = self._round_age_errors(1)
+        record = self.prop[source]
+        authors_merge_visible(
+            self.prop, self.merges, node, record["steps"], record["id"], record["origin"],
+            self.merges[source], record["special"], self.sim.env.now, self.timeout,
+            errors[0] if errors.size else 0.0,
+        )  # fmt: skip
+        assert self.gossip is not None
+        self.gossip.activate(node)  # resumes or ends its parked walks (_on_activate)
+
+    def _authors_store(self, node: int, steps: int, update: int, age: float) -> None:
+        """A new update at ``node`` under the authors' cycle: its buffer is a copy, merged 0
+        times; its age is below δ, so the node's counter goes back to i = 1 (C2.4)."""
+        origin = self._env._now - age
+        self.prop[node] = (steps, update, origin, 0, False)
+        self.merges[node] = 0
+        self.buffer[node] = (steps, update, origin, 0, False)
+
+    def _authors_tick(self, node: int) -> None:
+        """Exact mode, the authors' cycle: at each of its gossip ticks a node runs its cycle
+        (C2) — the timeout check, then the exchange with a random online neighbour of its
+        own choice — at once: the authors' gossip reads and writes the neighbour's records
+        directly, with no message and no link time. A node with no online neighbour skips
+        it, as theirs does."""
+        peer = self.network.random_online_neighbour(node, self._uniform)
+        if peer < 0:
+            return
+        now = self._env._now
+        update = self.prop_id[node]
+        guarded = any(  # isSendingThisStepID
+            token.holder == node and token.update == update for token in self.propagating.values()
         )
+        circle = authors_timeout_check(
+            self.prop, node, self.rw_steps[node], guarded, now, self.timeout
+        )
+        update, update_steps = int(update), int(self.prop_steps[node])  # as checked
+        if self._age_error_draw is None:
+            authors_exchange(
+                self.prop, self.merges, self.buffer, node, peer, now, self.timeout, 0.0, 0.0, 0.0
+            )
+        else:
+            draw, width = self._age_error_draw, self.variant.age_error
+            authors_exchange(
+                self.prop, self.merges, self.buffer, node, peer, now, self.timeout,
+                (draw() - 0.5) * width, (draw() - 0.5) * width, (draw() - 0.5) * width,
+            )  # fmt: skip
         if circle:
             steps = max(int(self.rw_steps[node]), 0)
-            self._launch(node, steps, "timeout", circle, update, int(self.prop_steps[node]))
+            self._launch(node, steps, "timeout", circle, update, update_steps)
 
     def _round_age_errors(self, count: int) -> np.ndarray:
         """One age error per message of a round (pushes, then pulls), used if adopted."""
@@ -764,6 +871,8 @@ class RandomWalkService(Walk):
         token = WalkToken(
             walk, steps, self.rw_state[node], update if reason == "timeout" else -1, node
         )
+        if self.authors_cycle:  # a (re)started walk's model gets new ids (initIDs)
+            token.update = self.rw_update[node] = self._fresh_update_id()
         self.counts["restarts"] += reason == "timeout"
         self.restarts_table.append(
             self.sim.env.now, node, walk, reason, i, update, update_steps, steps
@@ -793,6 +902,9 @@ class RandomWalkService(Walk):
         node = token.holder
         if not self.nodes.online[node]:
             self._suspend(token)
+            return
+        if self.authors_cycle:
+            self._authors_hold(token)
             return
         peer = self.network.random_online_neighbour(node, self._uniform)
         if peer < 0:
@@ -854,10 +966,13 @@ class RandomWalkService(Walk):
             return
         token.holder = node
         token.steps += 1
+        forced = token.restart_of >= 0 and token.restart_of == self.prop_id[node]
+        if self.authors_cycle:
+            self._authors_receive(token, node, forced)
+            return
         if self.rw_steps[node] < token.steps:
             self.rw_steps[node] = token.steps
             self.rw_state[node] = token.state
-        forced = token.restart_of >= 0 and token.restart_of == self.prop_id[node]
         if self.prop_steps[node] < self.rw_steps[node] or self.timed_out(node) or forced:
             # forward the local best copy (it is the arriving walk unless an older copy had
             # more steps: choice 1)
@@ -874,6 +989,78 @@ class RandomWalkService(Walk):
             self._forward(token)
         else:
             self._end(token, node, "dropped")
+
+    # --- the authors' walk (WalkVariant.cycle; C4-C5 of docs/walk-variants.md) --------------
+
+    def _authors_receive(self, token: WalkToken, node: int, forced: bool) -> None:
+        """``onReceiveRandomWalk`` of the authors' code (C4): the arriving walk, one step on,
+        against the node's local copy, which wins unless the walk has more steps. The winner
+        is forwarded, with a new update, if the node's update has fewer steps, has timed out
+        or is the one this walk restarted (``forced``), and only then becomes the local copy
+        (a walk that ends here leaves the local copy as it was). An update made from the
+        local copy carries the local copy's id."""
+        local_wins = self.rw_steps[node] >= token.steps
+        steps = int(self.rw_steps[node]) if local_wins else token.steps
+        if not (self.prop_steps[node] < steps or self.timed_out(node) or forced):
+            self._end(token, node, "dropped")
+            return
+        update = int(self.rw_update[node]) if local_wins else -1
+        if update < 0:
+            update = self._fresh_update_id()
+        now = self._env._now
+        self._store_prop(node, steps, update, 0.0)
+        token.steps = steps
+        token.update = update
+        state = self.rw_state[node] if local_wins else token.state
+        token.state = self.agent.visit(node, state, steps, token.walk, now)
+        self.rw_steps[node] = steps
+        self.rw_state[node] = token.state
+        self.rw_update[node] = update
+        self.counts["steps"] += 1
+        self.max_steps = max(self.max_steps, steps)
+        self.steps_table.append(now, token.walk, steps, node)
+        self._forward(token)
+
+    def _authors_hold(self, token: WalkToken) -> None:
+        """The authors' forwarding (C5): the target is chosen now (a random online neighbour,
+        the node itself when none is), and the walk is held for δ_rw by its holder, where it
+        counts as propagating while the holder is online."""
+        node = token.holder
+        target = self.network.random_online_neighbour(node, self._uniform)
+        token.target = node if target < 0 else target
+        token.status = "holding"
+        self.forwarding.setdefault(node, []).append(token)
+        self.sim.call_later(self.transfer_time, self._authors_hold_end, token, token.hop)
+
+    def _authors_hold_end(self, token: WalkToken, hop: int) -> None:
+        """The end of a hold (C5): the walk is handed over at once if its target is online;
+        otherwise a new target is chosen and the walk held for another full δ_rw, without
+        asking whether it is still needed. The end of a hold started before a hand-over
+        does nothing, and one that falls while the holder is offline is lost (the walk
+        stays parked until the holder is back); one started before the holder left and
+        came back acts on the walk as held now."""
+        node = token.holder
+        if token.hop != hop or token.status != "holding" or not self.nodes.online[node]:
+            return
+        held = self.forwarding[node]
+        held.remove(token)
+        if not held:
+            del self.forwarding[node]
+        target = token.target
+        if not self.nodes.online[target]:
+            self._authors_hold(token)
+            return
+        token.hop += 1
+        token.status = "transfer"
+        self.network.send(
+            node,
+            target,
+            kind=WALK,
+            payload=token,
+            duration=0.0,
+            on_deliver=self.on_receive_random_walk,
+            on_lost=self._on_transfer_lost,
+        )
 
     # --- churn -----------------------------------------------------------------------------
 

@@ -261,7 +261,7 @@ def authors_takes(
 
 
 @njit(cache=True)
-def _merge_into_buffer(
+def authors_merge_buffer(
     buffer: np.ndarray,
     node: int,
     steps: int,
@@ -289,6 +289,38 @@ def _merge_into_buffer(
 
 
 @njit(cache=True)
+def authors_merge_visible(
+    prop: np.ndarray,
+    merges: np.ndarray,
+    node: int,
+    steps: int,
+    update: int,
+    origin: float,
+    received_merges: int,
+    special: bool,
+    now: float,
+    delta: float,
+    error: float,
+) -> None:
+    """``rwprop = mergeProp(rwprop, received)`` at ``node`` (C3 of ``docs/walk-variants.md``),
+    in place: the node's visible record (``prop``, its merge count in ``merges``) takes the
+    received one, whose age gets ``error``, if :func:`authors_takes` says so."""
+    if special:
+        return  # no update: never taken over a record (the authors' default record)
+    visible = prop[node]
+    age = now - origin
+    if visible.special or authors_takes(
+        visible.steps, now - visible.origin, visible.id, merges[node], steps, age, update,
+        received_merges, delta,
+    ):  # fmt: skip
+        visible.steps = steps
+        visible.id = update
+        visible.origin = now - (age + error)
+        merges[node] = received_merges + 1
+        visible.special = False
+
+
+@njit(cache=True)
 def authors_timeout_check(
     prop: np.ndarray, node: int, local_steps: int, guarded: bool, now: float, delta: float
 ) -> int:
@@ -313,6 +345,46 @@ def authors_timeout_check(
     return restart
 
 
+@njit(cache=True)
+def authors_exchange(
+    prop: np.ndarray,
+    merges: np.ndarray,
+    buffer: np.ndarray,
+    u: int,
+    p: int,
+    now: float,
+    delta: float,
+    push_error: float,
+    pull_error: float,
+    own_error: float,
+) -> None:
+    """Node ``u``'s exchange with ``p`` in the authors' cycle (C2.5 of
+    ``docs/walk-variants.md``), in place: the push of u's visible record into p's buffer, the
+    pull of p's visible record into u's buffer, the merge of u's buffer into its visible
+    record (an unchanged buffer is taken back too), and the buffer made a copy of it; each
+    merge adds its error to an age it adopts."""
+    visible = prop[u]
+    authors_merge_buffer(
+        buffer, p, visible.steps, visible.id, visible.origin, merges[u], visible.special,
+        now, delta, push_error,
+    )  # fmt: skip
+    other = prop[p]
+    authors_merge_buffer(
+        buffer, u, other.steps, other.id, other.origin, merges[p], other.special,
+        now, delta, pull_error,
+    )  # fmt: skip
+    held = buffer[u]
+    authors_merge_visible(
+        prop, merges, u, held.steps, held.id, held.origin, held.merges, held.special,
+        now, delta, own_error,
+    )  # fmt: skip
+    held.steps = visible.steps
+    held.id = visible.id
+    held.origin = visible.origin
+    held.merges = merges[u]
+    held.special = visible.special
+
+
 @njit(cache=True, error_model="numpy")
 def authors_cycle(
     initiators: np.ndarray,
@@ -325,65 +397,43 @@ def authors_cycle(
     errors: np.ndarray,
     now: float,
     delta: float,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One gossip cycle of the authors' code (``nextCycle``, C2 of ``docs/walk-variants.md``)
     for every initiator in the given order, each with its peer.
 
     Per initiator u, on ``prop`` (the visible ``rwprop``, whose ``fired`` field holds the
     node's timeout counter as i − 1) and ``buffer`` (``rwpropNC``): the timeout check on u's
-    visible record before its exchange — age ≥ i·δ fires, and restarts unless ``guarded[u]``
-    (u forwards the walk that made its update) or ``steps − rw_steps[u] > i``; i advances
-    either way — then the reset to i = 1 when the age is below δ; then the push of u's
-    visible record into the peer's buffer, the pull of the peer's visible record into u's
-    buffer, the merge of u's buffer into its visible record, and the buffer set to a copy of
-    it. Merge k of initiator position j adds ``errors[3 j + k]`` to an adopted age (empty:
-    none). Returns the restarts in order: (nodes, i).
+    visible record before its exchange (:func:`authors_timeout_check`, with ``guarded[u]``
+    and the local copy's ``rw_steps[u]``), then its exchange (:func:`authors_exchange`).
+    Merge k of initiator position j adds ``errors[3 j + k]`` to an adopted age (empty:
+    none). Returns the restarts in order: (nodes, i, the timed-out update's id and steps).
     """
     m = initiators.size
     restart_nodes = np.empty(m, dtype=np.int64)
     restart_circles = np.empty(m, dtype=np.int64)
+    restart_updates = np.empty(m, dtype=np.int64)
+    restart_steps = np.empty(m, dtype=np.int64)
     restarts = 0
     noisy = errors.size > 0
     for j in range(m):
         u = initiators[j]
-        p = peers[j]
-        visible = prop[u]
         circle = authors_timeout_check(prop, u, rw_steps[u], guarded[u], now, delta)
         if circle:
             restart_nodes[restarts] = u
             restart_circles[restarts] = circle
+            restart_updates[restarts] = prop[u].id
+            restart_steps[restarts] = prop[u].steps
             restarts += 1
-        # the push: u's visible record into p's buffer
-        _merge_into_buffer(
-            buffer, p, visible.steps, visible.id, visible.origin, merges[u], visible.special,
-            now, delta, errors[3 * j] if noisy else 0.0,
-        )  # fmt: skip
-        # the pull: p's visible record into u's buffer
-        other = prop[p]
-        _merge_into_buffer(
-            buffer, u, other.steps, other.id, other.origin, merges[p], other.special,
-            now, delta, errors[3 * j + 1] if noisy else 0.0,
-        )  # fmt: skip
-        # u's visible record merged with its buffer (an unchanged buffer is taken back too)
-        held = buffer[u]
-        takes = not held.special and (
-            visible.special
-            or authors_takes(
-                visible.steps, now - visible.origin, visible.id, merges[u],
-                held.steps, now - held.origin, held.id, held.merges, delta,
-            )
-        )  # fmt: skip
-        if takes:
-            error = errors[3 * j + 2] if noisy else 0.0
-            visible.steps = held.steps
-            visible.id = held.id
-            visible.origin = now - ((now - held.origin) + error)
-            merges[u] = held.merges + 1
-            visible.special = False
-        # the buffer becomes a copy of the visible record
-        held.steps = visible.steps
-        held.id = visible.id
-        held.origin = visible.origin
-        held.merges = merges[u]
-        held.special = visible.special
-    return restart_nodes[:restarts], restart_circles[:restarts]
+        if noisy:
+            authors_exchange(
+                prop, merges, buffer, u, peers[j], now, delta,
+                errors[3 * j], errors[3 * j + 1], errors[3 * j + 2],
+            )  # fmt: skip
+        else:
+            authors_exchange(prop, merges, buffer, u, peers[j], now, delta, 0.0, 0.0, 0.0)
+    return (
+        restart_nodes[:restarts],
+        restart_circles[:restarts],
+        restart_updates[:restarts],
+        restart_steps[:restarts],
+    )
