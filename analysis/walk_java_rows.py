@@ -131,6 +131,7 @@ def summary_rows(runs: pd.DataFrame) -> list[dict[str, object]]:
                 "mode": mode,
                 "n": len(runs_of_mode),
             }
+            row["max_steps"] = mean_and_error(runs_of_mode["max_steps"])
             for metric in METRICS:
                 mean, error = mean_and_error(runs_of_mode[metric])
                 row[metric] = (mean, error)
@@ -146,6 +147,8 @@ def cell(metric: str, value: tuple[float, float]) -> str:
     mean, error = value
     if metric == "walks":
         return f"{mean:.3f} ± {error:.3f}"
+    if metric == "max_steps":
+        return f"{mean:,.0f} ± {error:,.0f}"
     return f"{mean:,.1f} ± {error:,.1f}"
 
 
@@ -157,8 +160,9 @@ def config_label(config: tuple[float, float, float]) -> str:
 def markdown(rows: list[dict[str, object]]) -> str:
     """The comparison as a Markdown table: Java's row, then netsim's per mode."""
     lines = [
-        "| δ_rw / δ − δ_rw / kill | code | n | walks (observer) | restarts/h | drops/h | z |",
-        "|---|---|---|---|---|---|---|",
+        "| δ_rw / δ − δ_rw / kill | code | n | walks (observer) | restarts/h | drops/h | z "
+        "| max steps |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     seen = set()
     for row in rows:
@@ -167,10 +171,12 @@ def markdown(rows: list[dict[str, object]]) -> str:
         if config not in seen and java is not None:
             seen.add(config)
             cells = " | ".join(cell(m, java[m]) for m in METRICS)
-            lines.append(f"| {config_label(config)} | Java (issue 30) | 5 | {cells} | |")  # type: ignore[arg-type]
+            label = config_label(config)  # type: ignore[arg-type]
+            lines.append(f"| {label} | Java (issue 30) | 5 | {cells} | | not given |")
         cells = " | ".join(cell(m, row[m]) for m in METRICS)  # type: ignore[arg-type]
         z = ", ".join(f"{row[f'z_{m}']:+.1f}" for m in METRICS if f"z_{m}" in row)
-        lines.append(f"| | netsim, {row['mode']} | {row['n']} | {cells} | {z} |")
+        steps = cell("max_steps", row["max_steps"])  # type: ignore[arg-type]
+        lines.append(f"| | netsim, {row['mode']} | {row['n']} | {cells} | {z} | {steps} |")
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Generator
+from heapq import heappush
 from typing import Any
 
 import simpy
@@ -16,6 +17,10 @@ from simpy.events import NORMAL
 
 from netsim.log import EventLog, PrefixedLog
 from netsim.rng import RandomStreams
+
+#: The priority of an event that runs after every normal event of its instant (simpy orders
+#: events of one instant by priority, URGENT = 0 and NORMAL = 1 first).
+LATE = NORMAL + 1
 
 Callback = Callable[[], None]
 
@@ -27,7 +32,13 @@ class Call(simpy.events.Event):
     was a tenth of exact mode's time)."""
 
     def __init__(
-        self, env: simpy.Environment, delay: float, callback: Callable[..., None], args: tuple
+        self,
+        env: simpy.Environment,
+        delay: float,
+        callback: Callable[..., None],
+        args: tuple,
+        priority: int = NORMAL,
+        at: float | None = None,
     ) -> None:
         if delay < 0:
             raise ValueError(f"negative delay {delay}")
@@ -38,7 +49,10 @@ class Call(simpy.events.Event):
         self._ok = True
         self.callback = callback
         self.args = args
-        env.schedule(self, NORMAL, delay)
+        if at is None:
+            env.schedule(self, priority, delay)
+        else:  # at this float exactly (now + a delay would round it)
+            heappush(env._queue, (at, priority, next(env._eid), self))
 
 
 def _run_call(event: Call) -> None:
@@ -74,6 +88,12 @@ class Simulation:
         a timeout is (same priority, next event id), so the order of events is a timeout's.
         """
         return Call(self.env, delay, callback, args)
+
+    def call_at_end_of(self, when: float, callback: Callable[..., None], *args: Any) -> simpy.Event:
+        """Run ``callback(*args)`` at the instant ``when`` (not before now), after every event
+        of normal priority at that instant (:data:`LATE`): what a cycle-driven simulator does
+        with a protocol's events that fall on a cycle (its cycle runs first)."""
+        return Call(self.env, 0.0, callback, args, LATE, at=max(when, self.env._now))
 
     def every(
         self, period: float, callback: Callback, *, first: float | None = None

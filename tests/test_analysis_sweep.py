@@ -346,6 +346,7 @@ def test_the_java_rows_summary_compares_each_mode_with_the_java_figures(tmp_path
     assert "| 100Δ / 10Δ / 0% | Java (issue 30) | 5 | 1.450 ± 0.015 | 157.0 ± 5.0 |" in out
     # rounds: restarts 155 ± 5 against 157 ± 5: z = -2 / √50 = -0.3
     assert "| | netsim, rounds | 2 | 1.450 ± 0.010 | 155.0 ± 5.0 | 154.0 ± 5.0 | +0.0, -0.3" in out
+    assert "| +0.0, -0.3, -0.3 | 358 ± 0 |" in out  # and the largest step count
     assert "Outside two standard errors of the Java code's: 100Δ / 10Δ / 0% exact restarts" in out
     assert "rounds" not in out.split("Outside")[1].split("\n")[0]
 

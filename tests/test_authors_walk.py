@@ -235,12 +235,16 @@ def test_exact_and_rounds_agree_under_the_authors_cycle():
 def test_a_node_back_online_ticks_at_the_very_instants_of_the_others():
     """Aligned ticks are one grid to the last bit: a rejoining node's ticks fall at the float
     every other node's re-queued tick computes, not at k·Δ (which differs from it after many
-    cycles and would put the node before or after the whole cycle)."""
+    cycles and would put the node before or after the whole cycle), and in its index's place
+    in the cycle."""
     from netsim.protocols.gossip import _Tick
 
     sim, _service, nodes, engine = authors_service(n=4, gossip=True)
     sim.call_later(12.345, nodes.set_offline, 2, 12.345)
     sim.call_later(31.71, nodes.set_online, 2, 31.71)
+    ticks = []
+    hook = engine._before_push_hook
+    engine._before_push_hook = lambda node: (ticks.append((sim.env.now, node)), hook(node))
     sim.run(40.05)
     pending = {
         when
@@ -248,3 +252,47 @@ def test_a_node_back_online_ticks_at_the_very_instants_of_the_others():
         if isinstance(event, _Tick) and event.generation == engine._timer_generation[event.node]
     }
     assert len(pending) == 1 and bool(engine.active[2])
+    # and it takes its turn in index order, as in their cycle, not last
+    last = max(when for when, _ in ticks)
+    assert [node for when, node in ticks if when == last] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("mode", ["exact", "rounds"])
+def test_a_hold_that_ends_on_a_cycle_ends_after_it(mode):
+    """Their simulator runs a cycle before the protocol's events of its instant: a hold of
+    δ_rw = 10Δ that ends on a cycle ends after that cycle's exchanges, at the very float the
+    gossip's clock reaches there (Δ added up, not the start + 1.0)."""
+    from netsim.protocols.rounds import RoundGossip
+
+    sim, service, _nodes, _ = authors_service(n=4, transfer=1.0)
+    engine_type = PushPullGossip if mode == "exact" else RoundGossip
+    engine = engine_type(sim, service.network, [service] if mode == "rounds" else service,
+                         period=0.1)  # fmt: skip
+    service.attach(engine)
+    order = []
+    exchanges = service._authors_exchanges if mode == "rounds" else service._authors_tick
+
+    def logged_exchange(*args, **kwargs):
+        order.append(("cycle", sim.env.now))
+        return exchanges(*args, **kwargs)
+
+    hold_end = service._authors_hold_end
+
+    def logged_hold_end(*args):
+        order.append(("hold end", sim.env.now))
+        return hold_end(*args)
+
+    if mode == "rounds":
+        service._authors_exchanges = logged_exchange
+    else:
+        engine._before_push_hook = logged_exchange
+    service._authors_hold_end = logged_hold_end
+    sim.call_later(0.3, lambda: service._launch(0, 5, "bootstrap", 0, -1, 0))
+    sim.run(1.35)
+    (end,) = [when for what, when in order if what == "hold end"]
+    cycle = 0.0
+    for _ in range(13):
+        cycle += 0.1  # the clock of the cycles, added up
+    assert end == cycle
+    at_end = [what for what, when in order if when == end]
+    assert at_end[-1] == "hold end" and at_end.count("cycle") == (4 if mode == "exact" else 1)

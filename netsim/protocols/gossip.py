@@ -40,6 +40,21 @@ from netsim.sim import Simulation
 PUSH = "gossip_push"
 PULL = "gossip_pull"
 
+#: How close an instant must be to a cycle of the common grid to count as on it. Sums of
+#: floating-point periods drift apart in the last bits (t + 100·Δ and t + Δ + … + Δ differ
+#: by some 10⁻¹⁴ s); 1 µs is 10⁻⁴ of the smallest Δ used (10 ms), so no other instant is taken
+#: for a cycle.
+GRID_TOLERANCE = 1e-6
+
+
+def grid_instant(last: float, period: float, when: float) -> float | None:
+    """The instant of the grid ``last``, ``last`` + Δ, ``last`` + Δ + Δ, … (added up as a
+    cycle's clock adds it) within :data:`GRID_TOLERANCE` of ``when``, or None."""
+    instant = last
+    while instant < when - GRID_TOLERANCE:
+        instant += period
+    return instant if abs(instant - when) <= GRID_TOLERANCE else None
+
 
 class GossipRule(Protocol):
     """What a protocol plugs into push-pull gossip."""
@@ -143,6 +158,12 @@ class PushPullEngine(GossipEngine):
         self.active[node] = False
         self.is_active[node] = False
 
+    def cycle_instant(self, when: float) -> float | None:
+        """The instant of a cycle of the engine's common grid that ``when`` falls on (up to
+        :data:`GRID_TOLERANCE`), as the engine's clock reaches it, or None: between cycles,
+        or no common grid (exact mode without :meth:`PushPullGossip.align_ticks`)."""
+        return None
+
     def activate(self, node: int) -> None:
         """Let online ``node`` take part at once, as if it had heard a fresh message (the
         authors' walk runs a rejoined node's cycle right away: ``walk.cycle: authors``)."""
@@ -203,6 +224,7 @@ class PushPullGossip(PushPullEngine):
         self._deliver_push, self._deliver_pull = self._on_push, self._on_pull
         self._started = False
         self._aligned = False  # align_ticks: every node on one grid
+        self._tick_priority: list[float] = []  # align_ticks: a cycle's order
         self._before_push_hook: Callable[[int], None] | None = None
         self._cycle_at = 0.0  # the latest aligned tick's instant
         if rule is not None:
@@ -254,14 +276,25 @@ class PushPullGossip(PushPullEngine):
     def align_ticks(self) -> None:
         """Tick every node at the same instants k·Δ, in index order, as a cycle-driven
         simulator does (the authors' walk: ``walk.cycle: authors``), instead of at its own
-        phase. A node that rejoins ticks last in the cycles it takes part in."""
+        phase; a node that rejoins takes its index's place in the cycles it takes part in."""
         self.phase[:] = 0.0
         self._aligned = True
         self._tick_callbacks = (self._tick_with_extras,)
+        # one cycle's ticks in index order whenever they were queued: a priority between
+        # NORMAL and LATE per node (simpy orders an instant's events by priority, then by
+        # when they were queued)
+        n = self.phase.size
+        self._tick_priority = [NORMAL + (node + 1) / (n + 2) for node in range(n)]
         if self._started:  # the ticks already queued, again at the aligned instants
             for node in np.flatnonzero(self.active).tolist():
                 self._timer_generation[node] += 1
                 self._schedule_tick(node)
+
+    def cycle_instant(self, when: float) -> float | None:
+        """See the base class: with aligned ticks the grid of their instants."""
+        if not self._aligned:
+            return None
+        return grid_instant(self._cycle_at, self.period, when)
 
     def _schedule_aligned_tick(self, node: int) -> None:
         """A tick at the common grid's next instant: the float every ticking node computes
@@ -275,15 +308,30 @@ class PushPullGossip(PushPullEngine):
         tick = _Tick(node, self._timer_generation[node])
         tick.env = env
         tick.callbacks = self._tick_callbacks
-        heappush(env._queue, (when, NORMAL, next(env._eid), tick))
+        heappush(env._queue, (when, self._tick_priority[node], next(env._eid), tick))
 
     def _tick_with_extras(self, tick: _Tick) -> None:
-        """A tick when ticks are aligned or hooked (the plain tick pays for neither)."""
-        self._cycle_at = self._env._now
+        """A tick when ticks are aligned or hooked: :meth:`_tick` with the hook first and the
+        next tick queued at the node's place in the cycle (written out again so that the
+        plain tick pays for neither)."""
+        env = self._env
+        self._cycle_at = env._now
+        node = tick.node
+        if tick.generation != self._timer_generation[node]:
+            return
         hook = self._before_push_hook
-        if hook is not None and tick.generation == self._timer_generation[tick.node]:
-            hook(tick.node)
-        self._tick(tick)
+        if hook is not None:
+            hook(node)
+        peer = self.network.random_online_neighbour(node, self._peer_uniform)
+        if peer >= 0:
+            self.exchanges += 1
+            self.network.send(
+                node, peer, kind=PUSH, payload=self._outgoing(node),
+                on_deliver=self._deliver_push, size=self.message_size,
+            )  # fmt: skip
+        tick.callbacks = self._tick_callbacks
+        priority = self._tick_priority[node] if self._aligned else NORMAL
+        heappush(env._queue, (env._now + self.period, priority, next(env._eid), tick))
 
     def _tick(self, tick: _Tick) -> None:
         node = tick.node

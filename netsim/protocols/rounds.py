@@ -49,7 +49,7 @@ import numpy as np
 
 from netsim.contracts import round_form
 from netsim.network.links import Network
-from netsim.protocols.gossip import PULL, PUSH, PushPullEngine
+from netsim.protocols.gossip import PULL, PUSH, PushPullEngine, grid_instant
 from netsim.sim import Simulation
 
 
@@ -130,6 +130,7 @@ class RoundGossip(PushPullEngine):
         self._loss_rng = sim.streams.get(f"{name}.loss")
         self._scratch = np.zeros(network.nodes.n, dtype=np.int64)
         self.rounds = 0
+        self._round_at = 0.0  # the latest round's instant
         if rules is not None:
             for rule in rules:
                 self.register(rule)
@@ -142,7 +143,13 @@ class RoundGossip(PushPullEngine):
             rule.round_exchange if round_form(rule) == "fused" else partial(self._exchange, rule)
             for rule in self.rules
         ]
+        self._round_at = self.sim.env.now  # the rounds' grid starts here
         self.sim.every(self.period, self._round)
+
+    def cycle_instant(self, when: float) -> float | None:
+        """The round instant ``when`` falls on, as the rounds' clock reaches it (see the
+        base class)."""
+        return grid_instant(self._round_at, self.period, when)
 
     def _drop_lost(
         self, initiators: np.ndarray, peers: np.ndarray
@@ -157,6 +164,7 @@ class RoundGossip(PushPullEngine):
         return initiators, peers, pull_lost
 
     def _round(self) -> None:
+        self._round_at = self.sim.env._now
         self.rounds += 1
         initiators, peers, asleep, active = self.network.round_pairs(self.active, self._peer_rng)
         count = int(initiators.size)

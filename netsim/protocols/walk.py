@@ -67,7 +67,7 @@ from netsim.errors import ScenarioError
 from netsim.fields import Probability
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
-from netsim.protocols.gossip import GossipEngine
+from netsim.protocols.gossip import GossipEngine, PushPullEngine
 from netsim.protocols.walk_kernels import (
     AGE_TOLERANCE,
     BUFFER_RECORD,
@@ -512,6 +512,12 @@ class RandomWalkService(Walk):
         assert ctx.sim is not None and ctx.network is not None
         cls.check_inputs(config, ctx)
         gossip = ctx.require("gossip")
+        if config.cycle == "authors" and not isinstance(gossip, PushPullEngine):
+            raise ScenarioError(
+                "walk.cycle: authors (the default of walk.preset: authors) runs the authors' "
+                f"cycle on the built-in gossip engine's ticks; the gossip section names "
+                f"{type(gossip).__name__}: use the built-in engine, or walk.cycle: netsim"
+            )
         service = cls(
             ctx.sim,
             ctx.network,
@@ -1024,13 +1030,21 @@ class RandomWalkService(Walk):
     def _authors_hold(self, token: WalkToken) -> None:
         """The authors' forwarding (C5): the target is chosen now (a random online neighbour,
         the node itself when none is), and the walk is held for δ_rw by its holder, where it
-        counts as propagating while the holder is online."""
+        counts as propagating while the holder is online. A hold that ends on a gossip cycle
+        ends after that cycle, as in their simulator, whose cycle runs before the protocol's
+        events of its instant: at the cycle's own float, after its events, rather than at a
+        float a few bits off it, before or after it by the rounding."""
         node = token.holder
         target = self.network.random_online_neighbour(node, self._uniform)
         token.target = node if target < 0 else target
         token.status = "holding"
         self.forwarding.setdefault(node, []).append(token)
-        self.sim.call_later(self.transfer_time, self._authors_hold_end, token, token.hop)
+        due = self._env._now + self.transfer_time
+        cycle = self.gossip.cycle_instant(due) if self.gossip is not None else None
+        if cycle is None:
+            self.sim.call_later(self.transfer_time, self._authors_hold_end, token, token.hop)
+        else:
+            self.sim.call_at_end_of(cycle, self._authors_hold_end, token, token.hop)
 
     def _authors_hold_end(self, token: WalkToken, hop: int) -> None:
         """The end of a hold (C5): the walk is handed over at once if its target is online;
