@@ -161,7 +161,7 @@ class PushPullEngine(GossipEngine):
     def cycle_instant(self, when: float) -> float | None:
         """The instant of a cycle of the engine's common grid that ``when`` falls on (up to
         :data:`GRID_TOLERANCE`), as the engine's clock reaches it, or None: between cycles,
-        or no common grid (exact mode without :meth:`PushPullGossip.align_ticks`)."""
+        or no common grid (exact mode without :meth:`PushPullGossip.run_cycles`)."""
         return None
 
     def activate(self, node: int) -> None:
@@ -223,10 +223,11 @@ class PushPullGossip(PushPullEngine):
         # the deliveries' bound methods, made once rather than at every message
         self._deliver_push, self._deliver_pull = self._on_push, self._on_pull
         self._started = False
-        self._aligned = False  # align_ticks: every node on one grid
-        self._tick_priority: list[float] = []  # align_ticks: a cycle's order
-        self._before_push_hook: Callable[[int], None] | None = None
-        self._cycle_at = 0.0  # the latest aligned tick's instant
+        # run_cycles: every node on one grid, a cycle's order, the hook, the last cycle
+        self._aligned = False
+        self._tick_priority: list[float] = []
+        self._before_push_hook: Callable[[int], None] = _no_hook
+        self._cycle_at = 0.0
         if rule is not None:
             self.register(rule)
             self.start()
@@ -262,24 +263,16 @@ class PushPullGossip(PushPullEngine):
         super()._on_leave(node)
         self._timer_generation[node] += 1  # cancels the pending tick
 
-    def before_push(self, hook: Callable[[int], None]) -> None:
-        """Call ``hook(node)`` at each of ``node``'s ticks, before its push leaves (the
-        authors' walk checks its timeout there: ``walk.cycle: authors``). One hook; ticks
-        pay nothing for it when none is set."""
-        self._before_push_hook = hook
-        self._tick_callbacks = (self._tick_with_extras,)
-        if self._started:  # the ticks already queued, again with the hook (same instants)
-            for node in np.flatnonzero(self.active).tolist():
-                self._timer_generation[node] += 1
-                self._schedule_tick(node)
-
-    def align_ticks(self) -> None:
-        """Tick every node at the same instants k·Δ, in index order, as a cycle-driven
-        simulator does (the authors' walk: ``walk.cycle: authors``), instead of at its own
-        phase; a node that rejoins takes its index's place in the cycles it takes part in."""
+    def run_cycles(self, hook: Callable[[int], None]) -> None:
+        """Run as a cycle-driven simulator does (the authors' walk: ``walk.cycle: authors``):
+        every node ticks at the same instants k·Δ, in index order, instead of at its own phase
+        (a node that rejoins takes its index's place in the cycles it takes part in), and
+        ``hook(node)`` runs at each tick before the node's push leaves. Plain ticks pay
+        nothing for either."""
         self.phase[:] = 0.0
         self._aligned = True
-        self._tick_callbacks = (self._tick_with_extras,)
+        self._before_push_hook = hook
+        self._tick_callbacks = (self._cycle_tick,)
         # one cycle's ticks in index order whenever they were queued: a priority between
         # NORMAL and LATE per node (simpy orders an instant's events by priority, then by
         # when they were queued)
@@ -310,18 +303,16 @@ class PushPullGossip(PushPullEngine):
         tick.callbacks = self._tick_callbacks
         heappush(env._queue, (when, self._tick_priority[node], next(env._eid), tick))
 
-    def _tick_with_extras(self, tick: _Tick) -> None:
-        """A tick when ticks are aligned or hooked: :meth:`_tick` with the hook first and the
-        next tick queued at the node's place in the cycle (written out again so that the
-        plain tick pays for neither)."""
+    def _cycle_tick(self, tick: _Tick) -> None:
+        """A tick under :meth:`run_cycles`: :meth:`_tick` with the hook first and the next
+        tick queued at the node's place in the cycle (written out again so that the plain
+        tick pays for neither)."""
         env = self._env
         self._cycle_at = env._now
         node = tick.node
         if tick.generation != self._timer_generation[node]:
             return
-        hook = self._before_push_hook
-        if hook is not None:
-            hook(node)
+        self._before_push_hook(node)
         peer = self.network.random_online_neighbour(node, self._peer_uniform)
         if peer >= 0:
             self.exchanges += 1
@@ -330,8 +321,9 @@ class PushPullGossip(PushPullEngine):
                 on_deliver=self._deliver_push, size=self.message_size,
             )  # fmt: skip
         tick.callbacks = self._tick_callbacks
-        priority = self._tick_priority[node] if self._aligned else NORMAL
-        heappush(env._queue, (env._now + self.period, priority, next(env._eid), tick))
+        heappush(
+            env._queue, (env._now + self.period, self._tick_priority[node], next(env._eid), tick)
+        )
 
     def _tick(self, tick: _Tick) -> None:
         node = tick.node
@@ -385,6 +377,10 @@ class PushPullGossip(PushPullEngine):
         self._incoming(node, transfer.payload, transfer.src, transfer)
         if not self.is_active[node]:  # _heard, inlined
             self._heard(node)
+
+
+def _no_hook(node: int) -> None:
+    """The hook of :meth:`PushPullGossip.run_cycles` until one is given."""
 
 
 class _Silent:

@@ -555,8 +555,8 @@ class RandomWalkService(Walk):
         else:
             self._hold_state_in_lists()
         if self.authors_cycle and not self.round_based:
-            gossip.align_ticks()  # their simulator runs every node's cycle at the same instants
-            gossip.before_push(self._authors_tick)
+            # their simulator runs every node's cycle at the same instants, in index order
+            gossip.run_cycles(self._authors_tick)
 
         gossip.on_activate(self._on_activate)
         for node in np.flatnonzero(gossip.active).tolist():
@@ -761,15 +761,10 @@ class RandomWalkService(Walk):
         the restarts their timeout checks made. A node forwarding the walk that made its
         update does not restart (``isSendingThisStepID``), nor does a ``rejoined`` node that
         parked such a walk when it left."""
-        prop_id = self.prop_id
         holders = [
-            token.holder
-            for token in self.propagating.values()
-            if token.update >= 0 and token.update == prop_id[token.holder]
+            token.holder for token in self.propagating.values() if self._sends_its_update(token)
         ]
-        if rejoined >= 0 and any(
-            token.update == prop_id[rejoined] for token in self.suspended.get(rejoined, ())
-        ):
+        if rejoined >= 0 and any(map(self._sends_its_update, self.suspended.get(rejoined, ()))):
             holders.append(rejoined)
         self._guarded[holders] = True
         errors = self._round_age_errors(3 * initiators.size)
@@ -783,6 +778,11 @@ class RandomWalkService(Walk):
         for node, i, update, update_steps in zip(*(a.tolist() for a in restarts), strict=True):
             steps = max(int(self.rw_steps[node]), 0)
             self._launch(node, steps, "timeout", i, update, update_steps)
+
+    def _sends_its_update(self, token: WalkToken) -> bool:
+        """``isSendingThisStepID``: is ``token`` the walk that made its holder's update (which
+        keeps the holder from restarting, C6)?"""
+        return token.update >= 0 and token.update == self.prop_id[token.holder]
 
     def _authors_rejoin(self, node: int) -> None:
         """A node back online in the authors' code (C7 of ``docs/walk-variants.md``): it runs
@@ -827,14 +827,14 @@ class RandomWalkService(Walk):
         if peer < 0:
             return
         now = self._env._now
-        update = self.prop_id[node]
-        guarded = any(  # isSendingThisStepID
-            token.holder == node and token.update == update for token in self.propagating.values()
+        guarded = any(
+            token.holder == node and self._sends_its_update(token)
+            for token in self.propagating.values()
         )
         circle = authors_timeout_check(
             self.prop, node, self.rw_steps[node], guarded, now, self.timeout
         )
-        update, update_steps = int(update), int(self.prop_steps[node])  # as checked
+        update, update_steps = int(self.prop_id[node]), int(self.prop_steps[node])  # as checked
         if self._age_error_draw is None:
             authors_exchange(
                 self.prop, self.merges, self.buffer, node, peer, now, self.timeout, 0.0, 0.0, 0.0
