@@ -49,7 +49,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from experiments import SweepRunner, describe, experiment_main, run_experiments
+from experiments import (
+    SweepRunner,
+    describe,
+    experiment_main,
+    run_experiments,
+    write_readme_tables,
+)
 
 from netsim.algorithms.dola.config import DolaConfig
 from netsim.algorithms.dola.figures import curve_figure, dola_curves, final_values, sparsity_figure
@@ -58,7 +64,6 @@ from netsim.network.topology import random_geometric
 from netsim.rng import RandomStreams
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.schema import Scenario
-from netsim.storage import atomic_write_text
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -393,7 +398,6 @@ def draw() -> None:
 
 # --- tables generated into analysis/README.md -------------------------------------------------
 
-README = REPO / "analysis" / "README.md"
 #: Configuration columns of a results table (one row per run and logged round).
 CONFIG = ["dataset", "algorithm", "calibration", "epsilon", "nodes", "batch", "topology",
           "radius", "strong_convexity"]  # fmt: skip
@@ -542,26 +546,9 @@ def generated_tables() -> dict[str, str]:
     return out
 
 
-def with_tables(text: str, tables: dict[str, str]) -> str:
-    """``text`` with each block between ``<!-- generated: NAME -->`` and ``<!-- /generated
-    -->`` replaced by the table NAME (blocks of tables not given are left as they are)."""
-    for name, table in tables.items():
-        start, end = f"<!-- generated: {name} -->", "<!-- /generated -->"
-        if start not in text:
-            continue
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        text = f"{head}{start}\n{table}\n{end}{tail}"
-    return text
-
-
 def write_tables() -> None:
     """Rewrite the generated tables of analysis/README.md from the results files."""
-    text = README.read_text(encoding="utf-8")
-    updated = with_tables(text, generated_tables())
-    if updated != text:
-        atomic_write_text(README, updated)
-        print(f"updated the generated tables of {README.relative_to(REPO)}")
+    write_readme_tables(generated_tables())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,12 +30,20 @@ import pandas as pd
 
 from netsim.analysis.collect import load_sweep, run_status
 from netsim.errors import NetsimError
-from netsim.storage import SWEEP_FAILURES, SWEEP_RUNS, atomic_write_bytes, is_complete_run
+from netsim.storage import (
+    SWEEP_FAILURES,
+    SWEEP_RUNS,
+    atomic_write_bytes,
+    atomic_write_text,
+    is_complete_run,
+)
 from netsim.sweep import SweepPlan
 from netsim.sweep.execute import Backend, SweepProgress, backend_for, is_done, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "analysis" / "sweeps"
+#: The analysis README, whose ``<!-- generated: NAME -->`` blocks the scripts write.
+README = REPO / "analysis" / "README.md"
 DEFAULT_JOBS = 2
 PROGRESS_EVERY = 50  # runs between progress lines
 EXIT_FAILED = 1
@@ -232,3 +240,31 @@ def experiment_main(
         return 0
 
     return guarded(program, act)
+
+
+# --- tables generated into analysis/README.md -------------------------------------------------
+
+
+def with_tables(text: str, tables: Mapping[str, str]) -> str:
+    """``text`` with each block between ``<!-- generated: NAME -->`` and ``<!-- /generated
+    -->`` replaced by the table NAME (blocks of tables not given are left as they are)."""
+    for name, table in tables.items():
+        start, end = f"<!-- generated: {name} -->", "<!-- /generated -->"
+        if start not in text:
+            continue
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{start}\n{table}\n{end}{tail}"
+    return text
+
+
+def write_readme_tables(tables: Mapping[str, str], readme: Path = README) -> bool:
+    """Rewrite the generated blocks ``tables`` names in ``readme`` (atomically); whether the
+    file changed."""
+    text = readme.read_text(encoding="utf-8")
+    updated = with_tables(text, tables)
+    if updated == text:
+        return False
+    atomic_write_text(readme, updated)
+    print(f"updated the generated tables of {readme.relative_to(REPO)}: {', '.join(tables)}")
+    return True

@@ -18,7 +18,9 @@ run directories are not at hand:
 
 With ``--figures`` (from a sweep directory), per value of ``walk.preset`` the first repetition
 of every point is drawn as Fig. 2 (no kills) and Fig. 3 (kill probability > 0) into
-``analysis/figures/``.
+``analysis/figures/``. With ``--readme`` the tables of ``analysis/README.md`` that rest on this
+sweep (its ``<!-- generated: ... -->`` blocks: :func:`readme_tables`) are rewritten from the
+per-run table; ``tests/test_analysis_tables.py`` holds the README to the committed tables.
 """
 
 from __future__ import annotations
@@ -31,18 +33,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+from experiments import write_readme_tables
 from scipy import stats
 
 from netsim.analysis.collect import load_sweep, run_status
 from netsim.analysis.figures import walk_figure
 from netsim.analysis.runs import load_run_scenario
 from netsim.errors import NetsimError
+from netsim.scenario.loader import load_scenario
 from netsim.storage import atomic_write_bytes
 from netsim.units import HOUR
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS = ("mean_walks", "time_none", "time_several", "restarts_per_hour", "progress")
 PRESET = "walk.preset"
+RESULTS = REPO / "analysis" / "results"
+#: The sweeps whose tables analysis/README.md shows (:func:`readme_tables`).
+README_SWEEPS = ("walk-paper-grid", "walk-age-error")
+#: The age-error sweep, whose Δ the README's error widths are given in.
+AGE_ERROR_SWEEP = REPO / "scenarios" / "walk" / "age-error-sweep.yaml"
 
 
 def run_metrics(run_dir: Path) -> dict[str, float]:
@@ -163,6 +172,94 @@ def markdown(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def in_deltas(multiple: float) -> str:
+    """A duration given in units of Δ as the README writes it: 0, Δ/2, Δ, 10Δ."""
+    if multiple == 0:
+        return "0"
+    if multiple == 1:
+        return "Δ"
+    if multiple < 1 and (1 / multiple).is_integer():
+        return f"Δ/{1 / multiple:g}"
+    return f"{multiple:g}Δ"
+
+
+def rate_cell(mean: float, half_width: float) -> str:
+    """A rate with its interval: one decimal below 100, whole numbers from there."""
+    if abs(mean) >= 100:
+        return f"{mean:,.0f} ± {half_width:,.0f}"
+    return f"{mean:.1f} ± {half_width:.1f}"
+
+
+def grid_table(summary: pd.DataFrame, killed: bool) -> str:
+    """The paper grid's rows without kills (Fig. 2) or with them (Fig. 3) as the README's
+    Markdown table: per configuration, the paper's variant, then the authors'."""
+    rows = summary[(summary["walk.kill_probability"] > 0) == killed].copy()
+    rows["variant_order"] = rows[PRESET].map({"paper": 0, "authors": 1})
+    rows = rows.sort_values(["delta_rw", "delta_extra", "variant_order"])
+    lines = [
+        "| δ_rw | δ − δ_rw | variant | mean walks | time with 0 walks | time with > 1 "
+        "| restarts/h | progress | seeds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, row in rows.iterrows():
+        lines.append(
+            f"| {in_deltas(row['delta_rw'])} | {in_deltas(row['delta_extra'])} | {row[PRESET]} "
+            f"| {row['mean_walks']:.3f} ± {row['mean_walks_pm']:.3f} "
+            f"| {100 * row['time_none']:.2f}% | {100 * row['time_several']:.2f}% "
+            f"| {rate_cell(row['restarts_per_hour'], row['restarts_per_hour_pm'])} "
+            f"| {row['progress']:.3f} ± {row['progress_pm']:.3f} | {row['seeds']} |"
+        )
+    return "\n".join(lines)
+
+
+def age_error_table(summary: pd.DataFrame, period: float) -> str:
+    """The age-error sweep as the README's Markdown table: per error width (in units of the
+    gossip period ``period``) and replace rule, mean walks and restarts per hour without kills
+    and with them."""
+    kills = sorted(summary["walk.kill_probability"].unique())
+    header = ["w", "rule"]
+    for kill in kills:
+        label = "no kills" if kill == 0 else f"kill {kill:.0%}"
+        header += [f"mean walks, {label}", f"restarts/h, {label}"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (error, _), group in summary.groupby(
+        ["walk.age_error", summary["walk.replace_rule"].map({"paper": 0, "authors": 1})]
+    ):
+        cells = [in_deltas(round(error / period, 6)), group["walk.replace_rule"].iloc[0]]
+        for kill in kills:
+            row = group[group["walk.kill_probability"] == kill].iloc[0]
+            cells.append(f"{row['mean_walks']:.3f} ± {row['mean_walks_pm']:.3f}")
+            cells.append(rate_cell(row["restarts_per_hour"], row["restarts_per_hour_pm"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def readme_tables(name: str, runs: pd.DataFrame, parameters: list[str]) -> dict[str, str]:
+    """The ``analysis/README.md`` blocks that rest on the sweep ``name`` (none for others):
+    ``walk-paper-fig2`` and ``walk-paper-fig3`` (with the runs left out of the means) for the
+    paper grid, ``walk-age-error`` for the age-error sweep."""
+    summary = summary_table(runs[~runs["never_recovered"]], parameters)
+    if name == "walk-paper-grid":
+        left_out = apart(runs)
+        fig3 = grid_table(summary, killed=True)
+        if left_out:
+            fig3 += "\n\nLeft out of the means (never recovered):\n\n" + left_out
+        return {"walk-paper-fig2": grid_table(summary, killed=False), "walk-paper-fig3": fig3}
+    if name == "walk-age-error":
+        period = load_scenario(AGE_ERROR_SWEEP).gossip.period
+        return {"walk-age-error": age_error_table(summary, period)}
+    return {}
+
+
+def generated_tables(results: Path = RESULTS) -> dict[str, str]:
+    """Every ``analysis/README.md`` block of this script, from the committed per-run tables."""
+    tables: dict[str, str] = {}
+    for name in README_SWEEPS:
+        runs, parameters, _ = from_per_run_table(results / f"{name}.parquet")
+        tables.update(readme_tables(name, runs, parameters))
+    return tables
+
+
 def draw_figures(sweep: Path, runs: pd.DataFrame, figures: Path) -> list[Path]:
     """Figs. 2 (no kills) and 3 (kills), per variant: the first repetition of each point."""
     source = load_sweep(sweep)
@@ -222,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=REPO / "analysis" / "results")
     parser.add_argument("--figures", action="store_true", help="draw Figs. 2–3 per variant")
     parser.add_argument("--figures-dir", type=Path, default=REPO / "analysis" / "figures")
+    parser.add_argument(
+        "--readme", action="store_true", help="rewrite analysis/README.md's tables of this sweep"
+    )
     args = parser.parse_args(argv)
     if (args.sweep is None) == (args.runs is None):
         parser.error("give either a sweep directory or --runs")
@@ -245,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
         if runs["never_recovered"].any():
             print("Left out of the means: runs whose walk died out and was never restarted")
             print(apart(runs))
+        if args.readme:
+            name = args.sweep.name if args.sweep is not None else table.stem
+            tables = readme_tables(name, runs, parameters)
+            if not tables:
+                raise NetsimError(f"{name}: analysis/README.md shows no table of this sweep")
+            write_readme_tables(tables)
         if args.sweep is None:
             return 0  # the figures need the run directories
         if args.figures and "walk.age_error" in summary:

@@ -19,7 +19,9 @@ column gives (at δ_rw = Δ with kills, 0.09 of a walk; elsewhere under 0.01).
 A netsim figure agrees with the Java one when their difference is within two standard errors
 of the difference (√(s₁² + s₂²)), i.e. inside the two-sample 95% interval; the ``z`` columns
 give the difference in those standard errors. The per-run table goes to
-``analysis/results/walk-java-rows.parquet``; ``--runs`` rebuilds the summary from it.
+``analysis/results/walk-java-rows.parquet``; ``--runs`` rebuilds the summary from it, and
+``--readme`` rewrites the ``walk-java-rows`` block of ``analysis/README.md`` from it
+(:func:`report`; ``tests/test_analysis_tables.py`` holds the README to the committed table).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
+from experiments import write_readme_tables
 
 from netsim.analysis.collect import load_sweep, run_status
 from netsim.analysis.runs import load_run_scenario
@@ -58,6 +61,7 @@ METRICS = ("walks", "restarts", "drops")
 #: The columns of the per-run table this script reads back (``--runs``).
 COLUMNS = ("seed", "mode", "delta_rw", "delta_extra", "kill", "time_none", *METRICS)
 FALLBACK_WARNING = "replaying the fallback trace"
+RESULTS = REPO / "analysis" / "results" / "walk-java-rows.parquet"
 
 
 def run_metrics(run_dir: Path) -> dict[str, float]:
@@ -193,29 +197,55 @@ def verdict(rows: list[dict[str, object]]) -> str:
     return "Outside two standard errors of the Java code's: " + "; ".join(outside) + "."
 
 
+def read_per_run_table(path: Path) -> pd.DataFrame:
+    """A per-run table this script wrote, checked for the columns it reads back."""
+    if not path.is_file():
+        raise NetsimError(f"{path}: no such file (a per-run table this script wrote)")
+    try:
+        runs = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise NetsimError(f"{path}: not a per-run table of this script ({exc})") from None
+    missing = [c for c in COLUMNS if c not in runs]
+    if missing:
+        raise NetsimError(f"{path}: not a per-run table of this script: no {', '.join(missing)}")
+    return runs
+
+
+def report(runs: pd.DataFrame) -> str:
+    """The comparison table, which figures fall outside two standard errors, and the runs left
+    out of the means (:func:`never_recovered`), as Markdown."""
+    apart = never_recovered(runs)
+    rows = summary_rows(runs[~apart])
+    text = f"{markdown(rows)}\n\n{verdict(rows)}"
+    if apart.any():
+        text += " Left out of the means, as runs whose first walk died at its first step:\n"
+        for _, run in runs[apart].iterrows():
+            text += (
+                f"\n- {config_label((run['delta_rw'], run['delta_extra'], run['kill']))}, "
+                f"{run['mode']}, seed {run['seed']}: no walk {run['time_none']:.3%} of the time"
+            )
+    return text
+
+
+def generated_tables(results: Path = RESULTS) -> dict[str, str]:
+    """The ``analysis/README.md`` block of this script, from the committed per-run table."""
+    return {"walk-java-rows": report(read_per_run_table(results))}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep", type=Path, nargs="?", help="the walk-java-rows sweep directory")
     parser.add_argument("--runs", type=Path, help="a per-run table this script wrote, instead")
     parser.add_argument("--results", type=Path, default=REPO / "analysis" / "results")
+    parser.add_argument(
+        "--readme", action="store_true", help="rewrite analysis/README.md's table of the rows"
+    )
     args = parser.parse_args(argv)
     if (args.sweep is None) == (args.runs is None):
         parser.error("give either a sweep directory or --runs")
     try:
         if args.runs is not None:
-            if not args.runs.is_file():
-                raise NetsimError(f"{args.runs}: no such file (a per-run table this script wrote)")
-            try:
-                runs = pd.read_parquet(args.runs)
-            except (OSError, ValueError) as exc:
-                raise NetsimError(
-                    f"{args.runs}: not a per-run table of this script ({exc})"
-                ) from None
-            missing = [c for c in COLUMNS if c not in runs]
-            if missing:
-                raise NetsimError(
-                    f"{args.runs}: not a per-run table of this script: no {', '.join(missing)}"
-                )
+            runs = read_per_run_table(args.runs)
             table = args.runs
         else:
             runs = per_run_table(args.sweep)
@@ -230,17 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     except NetsimError as exc:
         print(f"walk_java_rows: error: {exc}", file=sys.stderr)
         return 1
-    apart = never_recovered(runs)
-    rows = summary_rows(runs[~apart])
-    print(markdown(rows))
-    print(f"\n{verdict(rows)}\n{len(runs)} complete runs; per-run table: {table}")
-    if apart.any():
-        print("Left out: runs whose first walk died before any update existed (no walk after):")
-        for _, run in runs[apart].iterrows():
-            print(
-                f"- {config_label((run['delta_rw'], run['delta_extra'], run['kill']))}, "
-                f"{run['mode']}, seed {run['seed']}: no walk {run['time_none']:.3%} of the time"
-            )
+    text = report(runs)
+    print(text)
+    print(f"\n{len(runs)} complete runs; per-run table: {table}")
+    if args.readme:
+        write_readme_tables({"walk-java-rows": text})
     return 0
 
 

@@ -1,7 +1,8 @@
 """The tables of analysis/README.md are generated from run directories, never typed: each
-generated block equals what ``analysis/dola_experiments.py figures`` writes from the committed
-results (which ``run`` reduced from the run directories), and the results carry ε spent and
-the yardsticks (issue 26)."""
+generated block equals what ``analysis/dola_experiments.py figures`` (DOLA) or
+``analysis/walk_grid.py --readme`` and ``analysis/walk_java_rows.py --readme`` (the walk
+service) write from the committed results (which those scripts reduced from the run
+directories), and the DOLA results carry ε spent and the yardsticks (issue 26)."""
 
 from __future__ import annotations
 
@@ -14,25 +15,28 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "analysis"))  # the scripts import their shared module by name
 
 import dola_experiments  # noqa: E402
+import experiments  # noqa: E402
+import walk_grid  # noqa: E402
+import walk_java_rows  # noqa: E402
 
 
 def test_the_readme_dola_tables_are_the_generated_ones() -> None:
-    text = dola_experiments.README.read_text(encoding="utf-8")
+    text = experiments.README.read_text(encoding="utf-8")
     tables = dola_experiments.generated_tables()
     assert {"dola-tuning", "dola-epsilon", "dola-batch", "dola-datasets", "dola-table3"} <= set(
         tables
     )
     for name in tables:
         assert f"<!-- generated: {name} -->" in text, name
-    assert dola_experiments.with_tables(text, tables) == text
+    assert experiments.with_tables(text, tables) == text
 
 
 def test_a_typed_number_in_a_generated_table_is_found() -> None:
-    text = dola_experiments.README.read_text(encoding="utf-8")
+    text = experiments.README.read_text(encoding="utf-8")
     tables = dola_experiments.generated_tables()
     tampered = text.replace("| 0.831 ± 0.001 |", "| 0.846 ± 0.001 |", 1)
     assert tampered != text
-    assert dola_experiments.with_tables(tampered, tables) == text
+    assert experiments.with_tables(tampered, tables) == text
 
 
 def test_every_private_dola_result_spends_at_most_its_stated_epsilon() -> None:
@@ -52,3 +56,22 @@ def test_the_validated_defaults_are_the_studys_choice() -> None:
         "radius": fields["radius"].default,
         "strong_convexity": fields["strong_convexity"].default,
     }
+
+
+def test_the_readme_walk_tables_are_the_generated_ones() -> None:
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = {**walk_grid.generated_tables(), **walk_java_rows.generated_tables()}
+    assert set(tables) == {"walk-paper-fig2", "walk-paper-fig3", "walk-age-error", "walk-java-rows"}
+    for name in tables:
+        assert f"<!-- generated: {name} -->" in text, name
+    assert experiments.with_tables(text, tables) == text
+
+
+def test_a_typed_number_in_a_walk_table_is_found() -> None:
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = walk_java_rows.generated_tables()
+    typed = "| netsim, rounds | 8 | 1.002 ± 0.001 |"
+    assert typed in tables["walk-java-rows"]
+    tampered = text.replace(typed, "| netsim, rounds | 8 | 1.000 ± 0.001 |", 1)
+    assert tampered != text
+    assert experiments.with_tables(tampered, tables) == text
