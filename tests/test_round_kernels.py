@@ -16,6 +16,7 @@ from netsim.protocols.walk_kernels import (
     authors_cycle,
     due_timeouts,
     exchange_round,
+    in_index_order,
     replaces,
     replaces_compiled,
     should_replace,
@@ -385,3 +386,18 @@ def test_the_timeout_counter_belongs_to_the_node_and_a_held_walk_guards_it():
     young = cycle_state(2, {0: (10, 1, 0.5, 0)}, fired=[(0, 3)])
     run_cycle([0], [1], young, rw_steps=[10, 0])
     assert young[0][0]["fired"] == 0  # an age below δ resets it to i = 1
+
+
+@given(st.integers(1, 60), st.integers(0, 2**32 - 1))
+def test_in_index_order_is_the_stable_sort_of_the_initiators(n: int, seed: int) -> None:
+    """The authors' cycle runs a round's initiators in index order: the compiled scatter gives
+    exactly what a stable argsort gave, and leaves its scratch as it found it."""
+    rng = np.random.default_rng(seed)
+    initiators = rng.permutation(n)[: rng.integers(0, n + 1)].astype(np.int64)
+    peers = rng.integers(0, n, size=initiators.size).astype(np.int64)
+    scratch = np.full(n, -1, dtype=np.int64)
+    ordered, their_peers = in_index_order(initiators, peers, scratch)
+    order = np.argsort(initiators, kind="stable")
+    assert ordered.tolist() == initiators[order].tolist()
+    assert their_peers.tolist() == peers[order].tolist()
+    assert (scratch == -1).all()

@@ -79,6 +79,7 @@ from netsim.protocols.walk_kernels import (
     authors_timeout_check,
     due_timeouts,
     exchange_round,
+    in_index_order,
     replaces,
     timeout_circle,
 )
@@ -421,6 +422,7 @@ class RandomWalkService(Walk):
             self.buffer["special"] = True
             self.merges = np.zeros(n, dtype=np.int64)
             self._guarded = np.zeros(n, dtype=bool)
+            self._peer_of = np.full(n, -1, dtype=np.int64)  # scratch of in_index_order
             # the update id the local copy carries (latestModel's stepID): the id of the
             # update the node made when it last forwarded, or a fresh one after a restart
             self.rw_update = np.full(n, -1, dtype=np.int64)
@@ -751,8 +753,7 @@ class RandomWalkService(Walk):
     def _authors_round(self, initiators: np.ndarray, peers: np.ndarray) -> None:
         """One round as the authors' gossip cycle (:func:`authors_cycle`): the initiators in
         index order, then the restarts their timeout checks made, in that order."""
-        order = np.argsort(initiators, kind="stable")
-        self._authors_exchanges(initiators[order], peers[order])
+        self._authors_exchanges(*in_index_order(initiators, peers, self._peer_of))
 
     def _authors_exchanges(
         self, initiators: np.ndarray, peers: np.ndarray, rejoined: int = -1

@@ -385,6 +385,30 @@ def authors_exchange(
     held.special = visible.special
 
 
+@njit(cache=True)
+def in_index_order(
+    initiators: np.ndarray, peers: np.ndarray, peer_of: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """A round's pairs with the initiators (distinct node ids) in increasing order, each with
+    its peer: the order of the authors' cycle (C1). A scatter into ``peer_of`` (one entry per
+    node, all -1, and left so) and one pass over it, instead of sorting: at 2,300 initiators a
+    stable argsort took half of a round of the authors' cycle (issue 30)."""
+    m = initiators.size
+    for k in range(m):
+        peer_of[initiators[k]] = peers[k]
+    ordered = np.empty(m, dtype=np.int64)
+    their_peers = np.empty(m, dtype=np.int64)
+    j = 0
+    for node in range(peer_of.size):
+        peer = peer_of[node]
+        if peer >= 0:
+            ordered[j] = node
+            their_peers[j] = peer
+            peer_of[node] = -1
+            j += 1
+    return ordered, their_peers
+
+
 @njit(cache=True, error_model="numpy")
 def authors_cycle(
     initiators: np.ndarray,
