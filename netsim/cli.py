@@ -7,7 +7,6 @@ an interrupt exits with 130 and leaves no partial run directory behind.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,6 +15,12 @@ from typing import Any
 
 from netsim import __version__
 from netsim.errors import NetsimError, RunDirectoryError, ScenarioError
+from netsim.signals import (
+    Terminated,
+    install_stop_handlers,
+    raise_if_stopping,
+    restore_handlers,
+)
 
 #: The slots ``netsim check --slot`` takes (netsim.api's interfaces).
 SLOT_CHOICES = (
@@ -28,14 +33,6 @@ EXIT_USER_ERROR = 2
 EXIT_NOT_VERIFIED = 1
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived: unwind like an interrupt, so staging directories are removed."""
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated()
 
 
 @contextmanager
@@ -598,9 +595,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netsim`` console script."""
     args = build_parser().parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous = install_stop_handlers()
     try:
-        return int(args.handler(args))
+        try:
+            return int(args.handler(args))
+        except Exception:
+            raise_if_stopping()  # a stop that compiled code turned into another error
+            raise
     except NetsimError as exc:
         print(f"netsim: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -615,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("netsim: terminated; no partial run directory was kept", file=sys.stderr)
         return EXIT_TERMINATED
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        restore_handlers(previous)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "netsim.storage",
             "netsim.log",
             "netsim.sim",
+            "netsim.signals",
             "netsim.distributions",
             "netsim.plotting",
         ),

@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,8 @@ import pytest
 from netsim.analysis import collect, collect_status
 from netsim.cli import main
 from netsim.errors import SweepError
+from netsim.progress import PROGRESS_DIR
+from netsim.signals import clear_stop
 from netsim.storage import SWEEP_PLAN as PLAN
 from netsim.storage import SWEEP_RUNS as RUNS
 from netsim.storage import is_complete_run
@@ -555,3 +558,70 @@ def test_workers_exit_quietly_when_the_sweep_is_killed(tmp_path):
     assert not any(_running(*w) for w in workers.items())
     assert "Traceback" not in err and "Error" not in err, err
     assert not any(".partial-" in p.name for p in runs_dir.iterdir())
+
+
+@contextmanager
+def signal_inside_compiled_code(handler: Callable[[int, object], None]) -> Iterator[list[str]]:
+    """Run ``handler`` (as SIGTERM's) the first time the authors' round kernel
+    (``walk_kernels.authors_cycle``, called by ``_authors_exchanges``) calls back into the
+    interpreter (numba's ``_numba_unpickle``), which is where a real signal's handler ran when
+    a sweep hung: what it raised there came out as a ``SystemError``. Yields where it ran
+    (once, or the test is moot)."""
+    import sys
+
+    hit: list[str] = []
+
+    def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "call" and not hit and frame.f_code.co_name == "_numba_unpickle":
+            caller = frame.f_back  # compiled code makes no frame: its caller's is next
+            if caller is not None and caller.f_code.co_name == "_authors_exchanges":
+                hit.append(f"{frame.f_code.co_name} in {caller.f_code.co_name}")
+                handler(signal.SIGTERM, frame)
+        return None
+
+    sys.settrace(tracer)
+    try:
+        yield hit
+    finally:
+        sys.settrace(None)
+        clear_stop()
+
+
+ROUNDS_AUTHORS = BASE.replace("gossip: {period: 1s}", "gossip: {period: 1s, mode: rounds}").replace(
+    "  kind: service\n", "  kind: service\n  preset: authors\n"
+)
+
+
+def test_a_sigterm_that_compiled_code_swallows_still_stops_the_worker(tmp_path):
+    """A worker's SIGTERM handler ran inside a kernel's callback: numba turned its SystemExit
+    into a SystemError, the run was recorded as failed and the worker went back for the next
+    task — and its pool, which sends SIGTERM once, waited for it forever."""
+    from netsim.scenario.loader import load_scenario
+    from netsim.sweep.execute import RunTask, _exit_on_term, execute_task
+
+    scenario = load_scenario(write(tmp_path / "s.yaml", ROUNDS_AUTHORS))
+    runs = tmp_path / "runs"
+    task = RunTask(0, "tiny-walk-run", scenario, str(runs))
+    with signal_inside_compiled_code(_exit_on_term) as hit, pytest.raises(SystemExit) as stop:
+        execute_task(task)
+    assert len(hit) == 1 and hit[0].startswith("_numba_unpickle in ")
+    assert stop.value.code == 143
+    # nothing but the sweep's (now empty) progress directory: no run, complete or partial
+    assert [p.name for p in runs.iterdir()] == [PROGRESS_DIR]
+    assert list((runs / PROGRESS_DIR).iterdir()) == []
+
+
+def test_a_sigterm_that_compiled_code_swallows_still_ends_netsim_run_as_terminated(
+    tmp_path, capsys
+):
+    from netsim.signals import _terminate
+
+    scenario = write(tmp_path / "s.yaml", ROUNDS_AUTHORS)
+    out = tmp_path / "runs"
+    with signal_inside_compiled_code(_terminate) as hit:
+        code = main(["run", str(scenario), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert len(hit) == 1 and hit[0].startswith("_numba_unpickle in ")
+    assert code == 143, err
+    assert err == "netsim: terminated; no partial run directory was kept\n"
+    assert not out.exists() or list(out.iterdir()) == []

@@ -30,6 +30,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -40,6 +41,7 @@ from netsim.progress import PROGRESS_DIR, RunProgressWriter
 from netsim.scenario.loader import parameter_value, read_scenario_text, scenario_hash
 from netsim.scenario.runner import run_scenario
 from netsim.scenario.schema import Scenario
+from netsim.signals import raise_if_stopping, request_stop
 from netsim.storage import (
     SWEEP_FAILURES,
     SWEEP_MANIFEST,
@@ -90,11 +92,13 @@ def execute_task(task: RunTask) -> RunOutcome:
             task.scenario, out=Path(task.runs_dir), parameters=task.parameters, progress=writer
         )
     except Exception as exc:  # any failure of a run is recorded, not raised
+        raise_if_stopping()  # unless it is a stop that compiled code turned into an error
         return RunOutcome(
             task.run, task.run_id, "failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()
         )
     finally:
         writer.remove()
+    raise_if_stopping()  # not on to the next task: the pool sends its SIGTERM only once
     return RunOutcome(task.run, task.run_id, "complete")
 
 
@@ -190,7 +194,8 @@ def _exit_on_term(signum: int, frame: object) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
         os.close(devnull)
-    raise SystemExit(128 + signum)
+    # recorded as well as raised: raised inside compiled code it may not propagate
+    request_stop(partial(SystemExit, 128 + signum))
 
 
 def _parent_alive() -> bool:
