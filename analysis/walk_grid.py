@@ -49,9 +49,12 @@ METRICS = ("mean_walks", "time_none", "time_several", "restarts_per_hour", "prog
 PRESET = "walk.preset"
 RESULTS = REPO / "analysis" / "results"
 #: The sweeps whose tables analysis/README.md shows (:func:`readme_tables`).
-README_SWEEPS = ("walk-paper-grid", "walk-age-error")
-#: The age-error sweep, whose Δ the README's error widths are given in.
-AGE_ERROR_SWEEP = REPO / "scenarios" / "walk" / "age-error-sweep.yaml"
+README_SWEEPS = ("walk-paper-grid", "walk-age-error", "walk-authors-age-error")
+#: The age-error sweeps, whose Δ the README's error widths are given in.
+AGE_ERROR_SWEEPS = {
+    "walk-age-error": REPO / "scenarios" / "walk" / "age-error-sweep.yaml",
+    "walk-authors-age-error": REPO / "scenarios" / "walk" / "authors-age-error-sweep.yaml",
+}
 
 
 def run_metrics(run_dir: Path) -> dict[str, float]:
@@ -97,7 +100,9 @@ def per_run_table(sweep: Path) -> tuple[pd.DataFrame, list[str]]:
     plan = source.plan.set_index("run_id")
     rows = []
     for run_id in complete["run_id"]:
-        row = plan.loc[run_id].to_dict()
+        # value by value: a row as one Series would turn an all-numeric plan's seeds into
+        # floats, and 64-bit seeds do not survive that
+        row = {column: plan.at[run_id, column] for column in plan.columns}
         row["run_id"] = run_id
         row.update(run_metrics(source.run_directory(run_id)))
         rows.append(row)
@@ -207,7 +212,7 @@ def grid_table(summary: pd.DataFrame, killed: bool) -> str:
             f"| {row['mean_walks']:.3f} ± {row['mean_walks_pm']:.3f} "
             f"| {100 * row['time_none']:.2f}% | {100 * row['time_several']:.2f}% "
             f"| {rate_cell(row['restarts_per_hour'], row['restarts_per_hour_pm'])} "
-            f"| {row['progress']:.3f} ± {row['progress_pm']:.3f} | {row['seeds']} |"
+            f"| {row['progress']:.3f} ± {row['progress_pm']:.3f} | {int(row['seeds'])} |"
         )
     return "\n".join(lines)
 
@@ -234,10 +239,31 @@ def age_error_table(summary: pd.DataFrame, period: float) -> str:
     return "\n".join(lines)
 
 
+def authors_age_error_table(summary: pd.DataFrame, period: float) -> str:
+    """The authors' walk with and without its age error as the README's Markdown table: per
+    kill probability and error width (in units of ``period``), the §5.3 quantities."""
+    lines = [
+        "| kill probability | age error w | mean walks | time with 0 walks | time with > 1 "
+        "| restarts/h | progress | seeds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows = summary.sort_values(["walk.kill_probability", "walk.age_error"], ascending=[True, False])
+    for _, row in rows.iterrows():
+        width = in_deltas(round(row["walk.age_error"] / period, 6))
+        lines.append(
+            f"| {row['walk.kill_probability']:.0%} | {width} "
+            f"| {row['mean_walks']:.3f} ± {row['mean_walks_pm']:.3f} "
+            f"| {100 * row['time_none']:.2f}% | {100 * row['time_several']:.2f}% "
+            f"| {rate_cell(row['restarts_per_hour'], row['restarts_per_hour_pm'])} "
+            f"| {row['progress']:.3f} ± {row['progress_pm']:.3f} | {int(row['seeds'])} |"
+        )
+    return "\n".join(lines)
+
+
 def readme_tables(name: str, runs: pd.DataFrame, parameters: list[str]) -> dict[str, str]:
     """The ``analysis/README.md`` blocks that rest on the sweep ``name`` (none for others):
     ``walk-paper-fig2`` and ``walk-paper-fig3`` (with the runs left out of the means) for the
-    paper grid, ``walk-age-error`` for the age-error sweep."""
+    paper grid, ``walk-age-error`` and ``walk-authors-age-error`` for the age-error sweeps."""
     summary = summary_table(runs[~runs["never_recovered"]], parameters)
     if name == "walk-paper-grid":
         left_out = apart(runs)
@@ -246,8 +272,11 @@ def readme_tables(name: str, runs: pd.DataFrame, parameters: list[str]) -> dict[
             fig3 += "\n\nLeft out of the means (never recovered):\n\n" + left_out
         return {"walk-paper-fig2": grid_table(summary, killed=False), "walk-paper-fig3": fig3}
     if name == "walk-age-error":
-        period = load_scenario(AGE_ERROR_SWEEP).gossip.period
-        return {"walk-age-error": age_error_table(summary, period)}
+        period = load_scenario(AGE_ERROR_SWEEPS[name]).gossip.period
+        return {name: age_error_table(summary, period)}
+    if name == "walk-authors-age-error":
+        period = load_scenario(AGE_ERROR_SWEEPS[name]).gossip.period
+        return {name: authors_age_error_table(summary, period)}
     return {}
 
 
@@ -353,13 +382,14 @@ def main(argv: list[str] | None = None) -> int:
             write_readme_tables(tables)
         if args.sweep is None:
             return 0  # the figures need the run directories
-        if args.figures and "walk.age_error" in summary:
+        sensitivity = "walk.age_error" in summary and "walk.replace_rule" in summary
+        if args.figures and sensitivity:
             period = load_run_scenario(
                 load_sweep(args.sweep).run_directory(runs["run_id"].iloc[0])
             ).gossip.period
             out = args.figures_dir / f"{args.sweep.name}.png"
             print(draw_sensitivity(summary, period, out))
-        if args.figures and "walk.age_error" not in parameters:  # else: the figure above
+        if args.figures and "walk.age_error" not in parameters:  # else: none, or the above
             for path in draw_figures(args.sweep, runs, args.figures_dir):
                 print(path)
     except NetsimError as exc:
