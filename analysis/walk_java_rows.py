@@ -20,8 +20,9 @@ A netsim figure agrees with the Java one when their difference is within two sta
 of the difference (√(s₁² + s₂²)), i.e. inside the two-sample 95% interval; the ``z`` columns
 give the difference in those standard errors. The per-run table goes to
 ``analysis/results/walk-java-rows.parquet``; ``--runs`` rebuilds the summary from it, and
-``--readme`` rewrites the ``walk-java-rows`` block of ``analysis/README.md`` from it
-(:func:`report`; ``tests/test_analysis_tables.py`` holds the README to the committed table).
+``--readme`` rewrites the ``walk-java-rows`` block of ``analysis/README.md`` and the table of
+``docs/walk-variants.md`` from it (:func:`report`, :func:`docs_tables`;
+``tests/test_analysis_tables.py`` holds both to the committed table).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ METRICS = ("walks", "restarts", "drops")
 COLUMNS = ("seed", "mode", "delta_rw", "delta_extra", "kill", "time_none", *METRICS)
 FALLBACK_WARNING = "replaying the fallback trace"
 RESULTS = REPO / "analysis" / "results" / "walk-java-rows.parquet"
+#: The page that explains the comparison, whose ``walk-java-rows-table`` block is the table.
+WALK_VARIANTS = REPO / "docs" / "walk-variants.md"
 
 
 def run_metrics(run_dir: Path) -> dict[str, float]:
@@ -232,6 +235,11 @@ def generated_tables(results: Path = RESULTS) -> dict[str, str]:
     return {"walk-java-rows": report(read_per_run_table(results))}
 
 
+def docs_tables(runs: pd.DataFrame) -> dict[str, str]:
+    """The block of ``docs/walk-variants.md``: the comparison table alone."""
+    return {"walk-java-rows-table": markdown(summary_rows(runs[~never_recovered(runs)]))}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep", type=Path, nargs="?", help="the walk-java-rows sweep directory")
@@ -265,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(runs)} complete runs; per-run table: {table}")
     if args.readme:
         write_readme_tables({"walk-java-rows": text})
+        write_readme_tables(docs_tables(runs), WALK_VARIANTS)
     return 0
 
 
