@@ -242,6 +242,33 @@ def experiment_main(
     return guarded(program, act)
 
 
+# --- scripts that reduce a sweep to a per-run table ------------------------------------------
+
+
+def per_run_table_parser(description: str, sweep_help: str) -> argparse.ArgumentParser:
+    """The command line of a script that reduces a sweep's runs to a per-run table: the sweep
+    directory or ``--runs`` (a per-run table it wrote), ``--results`` and ``--readme``; see
+    :func:`parse_per_run_table_arguments`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("sweep", type=Path, nargs="?", help=sweep_help)
+    parser.add_argument("--runs", type=Path, help="a per-run table this script wrote, instead")
+    parser.add_argument("--results", type=Path, default=REPO / "analysis" / "results")
+    parser.add_argument(
+        "--readme", action="store_true", help="rewrite the tables that rest on it (README, docs)"
+    )
+    return parser
+
+
+def parse_per_run_table_arguments(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """The arguments of a :func:`per_run_table_parser`: exactly one of the sweep and ``--runs``."""
+    args = parser.parse_args(argv)
+    if (args.sweep is None) == (args.runs is None):
+        parser.error("give either a sweep directory or --runs")
+    return args
+
+
 # --- tables generated into analysis/README.md -------------------------------------------------
 
 

@@ -25,7 +25,6 @@ per-run table; ``tests/test_analysis_tables.py`` holds the README to the committ
 
 from __future__ import annotations
 
-import argparse
 import io
 import sys
 from pathlib import Path
@@ -33,7 +32,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
-from experiments import write_readme_tables
+from experiments import (
+    parse_per_run_table_arguments,
+    per_run_table_parser,
+    write_readme_tables,
+)
 from scipy import stats
 
 from netsim.analysis.collect import load_sweep, run_status
@@ -342,18 +345,10 @@ def draw_sensitivity(summary: pd.DataFrame, period: float, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sweep", type=Path, nargs="?", help="sweep directory of the walk service")
-    parser.add_argument("--runs", type=Path, help="a per-run table this script wrote, instead")
-    parser.add_argument("--results", type=Path, default=REPO / "analysis" / "results")
+    parser = per_run_table_parser(__doc__.split("\n\n")[0], "sweep directory of the walk service")
     parser.add_argument("--figures", action="store_true", help="draw Figs. 2–3 per variant")
     parser.add_argument("--figures-dir", type=Path, default=REPO / "analysis" / "figures")
-    parser.add_argument(
-        "--readme", action="store_true", help="rewrite analysis/README.md's tables of this sweep"
-    )
-    args = parser.parse_args(argv)
-    if (args.sweep is None) == (args.runs is None):
-        parser.error("give either a sweep directory or --runs")
+    args = parse_per_run_table_arguments(parser, argv)
     try:
         if args.runs is not None:
             runs, parameters, table = from_per_run_table(args.runs)

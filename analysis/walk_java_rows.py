@@ -27,7 +27,6 @@ give the difference in those standard errors. The per-run table goes to
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import math
@@ -36,7 +35,11 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-from experiments import write_readme_tables
+from experiments import (
+    parse_per_run_table_arguments,
+    per_run_table_parser,
+    write_readme_tables,
+)
 
 from netsim.analysis.collect import load_sweep, run_status
 from netsim.analysis.runs import load_run_scenario
@@ -241,16 +244,8 @@ def docs_tables(runs: pd.DataFrame) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sweep", type=Path, nargs="?", help="the walk-java-rows sweep directory")
-    parser.add_argument("--runs", type=Path, help="a per-run table this script wrote, instead")
-    parser.add_argument("--results", type=Path, default=REPO / "analysis" / "results")
-    parser.add_argument(
-        "--readme", action="store_true", help="rewrite analysis/README.md's table of the rows"
-    )
-    args = parser.parse_args(argv)
-    if (args.sweep is None) == (args.runs is None):
-        parser.error("give either a sweep directory or --runs")
+    parser = per_run_table_parser(__doc__.split("\n\n")[0], "the walk-java-rows sweep directory")
+    args = parse_per_run_table_arguments(parser, argv)
     try:
         if args.runs is not None:
             runs = read_per_run_table(args.runs)
