@@ -567,8 +567,6 @@ def signal_inside_compiled_code(handler: Callable[[int, object], None]) -> Itera
     interpreter (numba's ``_numba_unpickle``), which is where a real signal's handler ran when
     a sweep hung: what it raised there came out as a ``SystemError``. Yields where it ran
     (once, or the test is moot)."""
-    import sys
-
     hit: list[str] = []
 
     def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
