@@ -259,6 +259,21 @@ def per_run_table_parser(description: str, sweep_help: str) -> argparse.Argument
     return parser
 
 
+def read_per_run_table(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    """A per-run table a script wrote (``--runs``), with the ``columns`` it reads back; a
+    missing file, another file or a table without them is a :class:`NetsimError` naming it."""
+    if not path.is_file():
+        raise NetsimError(f"{path}: no such file (a per-run table this script wrote)")
+    try:
+        runs = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise NetsimError(f"{path}: not a per-run table of this script ({exc})") from None
+    missing = [c for c in columns if c not in runs]
+    if missing:
+        raise NetsimError(f"{path}: not a per-run table of this script: no {', '.join(missing)}")
+    return runs
+
+
 def parse_per_run_table_arguments(
     parser: argparse.ArgumentParser, argv: Sequence[str] | None
 ) -> argparse.Namespace:

@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from experiments import (
     parse_per_run_table_arguments,
     per_run_table_parser,
+    read_per_run_table,
     write_readme_tables,
 )
 from scipy import stats
@@ -81,15 +82,7 @@ def from_per_run_table(path: Path) -> tuple[pd.DataFrame, list[str], Path]:
     """A per-run table written by :func:`main`, with its ``never_recovered`` column computed
     afresh (tables written before the column existed have none), and the sweep parameters it
     holds."""
-    if not path.is_file():
-        raise NetsimError(f"{path}: no such file (a per-run table this script wrote)")
-    try:
-        runs = pd.read_parquet(path)
-    except (OSError, ValueError) as exc:
-        raise NetsimError(f"{path}: not a per-run table of this script ({exc})") from None
-    missing = [c for c in ("run_id", "seed", "delta_rw", "delta_extra", *METRICS) if c not in runs]
-    if missing:
-        raise NetsimError(f"{path}: not a per-run table of this script: no {', '.join(missing)}")
+    runs = read_per_run_table(path, ("run_id", "seed", "delta_rw", "delta_extra", *METRICS))
     runs["never_recovered"] = never_recovered(runs)
     parameters = [c for c in runs.columns if c.startswith("walk.")]
     return runs, parameters, path

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 from experiments import (
     parse_per_run_table_arguments,
     per_run_table_parser,
+    read_per_run_table,
     write_readme_tables,
 )
 
@@ -203,20 +204,6 @@ def verdict(rows: list[dict[str, object]]) -> str:
     return "Outside two standard errors of the Java code's: " + "; ".join(outside) + "."
 
 
-def read_per_run_table(path: Path) -> pd.DataFrame:
-    """A per-run table this script wrote, checked for the columns it reads back."""
-    if not path.is_file():
-        raise NetsimError(f"{path}: no such file (a per-run table this script wrote)")
-    try:
-        runs = pd.read_parquet(path)
-    except (OSError, ValueError) as exc:
-        raise NetsimError(f"{path}: not a per-run table of this script ({exc})") from None
-    missing = [c for c in COLUMNS if c not in runs]
-    if missing:
-        raise NetsimError(f"{path}: not a per-run table of this script: no {', '.join(missing)}")
-    return runs
-
-
 def report(runs: pd.DataFrame) -> str:
     """The comparison table, which figures fall outside two standard errors, and the runs left
     out of the means (:func:`never_recovered`), as Markdown."""
@@ -235,7 +222,7 @@ def report(runs: pd.DataFrame) -> str:
 
 def generated_tables(results: Path = RESULTS) -> dict[str, str]:
     """The ``analysis/README.md`` block of this script, from the committed per-run table."""
-    return {"walk-java-rows": report(read_per_run_table(results))}
+    return {"walk-java-rows": report(read_per_run_table(results, COLUMNS))}
 
 
 def docs_tables(runs: pd.DataFrame) -> dict[str, str]:
@@ -248,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_per_run_table_arguments(parser, argv)
     try:
         if args.runs is not None:
-            runs = read_per_run_table(args.runs)
+            runs = read_per_run_table(args.runs, COLUMNS)
             table = args.runs
         else:
             runs = per_run_table(args.sweep)

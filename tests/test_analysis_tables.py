@@ -82,7 +82,7 @@ def test_a_typed_number_in_a_walk_table_is_found() -> None:
 
 def test_the_walk_variants_page_shows_the_generated_java_comparison() -> None:
     text = walk_java_rows.WALK_VARIANTS.read_text(encoding="utf-8")
-    runs = walk_java_rows.read_per_run_table(walk_java_rows.RESULTS)
+    runs = experiments.read_per_run_table(walk_java_rows.RESULTS, walk_java_rows.COLUMNS)
     tables = walk_java_rows.docs_tables(runs)
     assert "<!-- generated: walk-java-rows-table -->" in text
     assert "| | netsim, rounds | 8 | 1.002 ± 0.001 |" in tables["walk-java-rows-table"]
