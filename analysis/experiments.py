@@ -30,7 +30,9 @@ import pandas as pd
 
 from netsim.analysis.collect import load_sweep, run_status
 from netsim.errors import NetsimError
+from netsim.network.churn import FALLBACK_WARNING
 from netsim.storage import (
+    MANIFEST,
     SWEEP_FAILURES,
     SWEEP_RUNS,
     atomic_write_bytes,
@@ -257,6 +259,13 @@ def per_run_table_parser(description: str, sweep_help: str) -> argparse.Argument
         "--readme", action="store_true", help="rewrite the tables that rest on it (README, docs)"
     )
     return parser
+
+
+def replayed_fallback_trace(run_dir: Path) -> bool:
+    """Did the run replay its STUNner replay's fallback trace (``../shared/data`` absent) rather
+    than the STUNner trace? Its manifest keeps the warning the replay gave."""
+    manifest = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+    return any(FALLBACK_WARNING in str(w) for w in manifest.get("warnings", ()))
 
 
 def read_per_run_table(path: Path, columns: Sequence[str]) -> pd.DataFrame:

@@ -21,6 +21,9 @@ of every point is drawn as Fig. 2 (no kills) and Fig. 3 (kill probability > 0) i
 ``analysis/figures/``. With ``--readme`` the tables of ``analysis/README.md`` that rest on this
 sweep (its ``<!-- generated: ... -->`` blocks: :func:`readme_tables`) are rewritten from the
 per-run table; ``tests/test_analysis_tables.py`` holds the README to the committed tables.
+The README states §5.3's figures on the STUNner trace, so ``--readme`` refuses a sweep with a
+run that replayed the synthetic fallback trace instead (``../shared/data`` absent; the per-run
+table's ``fallback_trace`` column, absent from tables written before it existed).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from experiments import (
     parse_per_run_table_arguments,
     per_run_table_parser,
     read_per_run_table,
+    replayed_fallback_trace,
     write_readme_tables,
 )
 from scipy import stats
@@ -75,6 +79,7 @@ def run_metrics(run_dir: Path) -> dict[str, float]:
         "time_several": float(summary["time_with_several"]),
         "restarts_per_hour": float(summary["restarts"]) / (scenario.duration / HOUR),
         "progress": float(summary["max_steps"]) * walk.transfer_time / span,
+        "fallback_trace": replayed_fallback_trace(run_dir),
     }
 
 
@@ -112,6 +117,24 @@ def never_recovered(runs: pd.DataFrame) -> pd.Series:
     no step-0 update, and a first walk killed at its first step leaves none — and had no walk
     from then to the end (issue 30)."""
     return (runs["restarts_per_hour"] == 0) & (runs["time_none"] > 0)
+
+
+def fallback_runs(runs: pd.DataFrame) -> int:
+    """How many runs replayed the synthetic fallback trace instead of STUNner's (0 for a
+    per-run table written before the ``fallback_trace`` column existed, which cannot tell)."""
+    return int(runs["fallback_trace"].sum()) if "fallback_trace" in runs else 0
+
+
+def refuse_fallback_for_readme(runs: pd.DataFrame, name: str) -> None:
+    """The README's tables state what §5.3 measures on the STUNner trace: a :class:`NetsimError`
+    if any run replayed the synthetic fallback trace (``../shared/data`` absent)."""
+    fallback = fallback_runs(runs)
+    if fallback:
+        raise NetsimError(
+            f"{name}: {fallback} of {len(runs)} runs replayed the synthetic fallback trace, "
+            "not STUNner's peersim_session_100.txt; analysis/README.md's tables are of the "
+            "STUNner trace, so they are left as they are (run the sweep with ../shared/data)"
+        )
 
 
 def interval(values: pd.Series) -> tuple[float, float]:
@@ -362,8 +385,14 @@ def main(argv: list[str] | None = None) -> int:
         if runs["never_recovered"].any():
             print("Left out of the means: runs whose walk died out and was never restarted")
             print(apart(runs))
+        if fallback_runs(runs):
+            print(
+                f"{fallback_runs(runs)} of {len(runs)} runs replayed the synthetic fallback "
+                "trace (../shared/data absent), not the STUNner trace"
+            )
         if args.readme:
             name = args.sweep.name if args.sweep is not None else table.stem
+            refuse_fallback_for_readme(runs, name)
             tables = readme_tables(name, runs, parameters)
             if not tables:
                 raise NetsimError(f"{name}: analysis/README.md shows no table of this sweep")

@@ -28,7 +28,6 @@ give the difference in those standard errors. The per-run table goes to
 from __future__ import annotations
 
 import io
-import json
 import math
 import sys
 from pathlib import Path
@@ -39,13 +38,14 @@ from experiments import (
     parse_per_run_table_arguments,
     per_run_table_parser,
     read_per_run_table,
+    replayed_fallback_trace,
     write_readme_tables,
 )
 
 from netsim.analysis.collect import load_sweep, run_status
 from netsim.analysis.runs import load_run_scenario
 from netsim.errors import NetsimError
-from netsim.storage import MANIFEST, atomic_write_bytes
+from netsim.storage import atomic_write_bytes
 from netsim.units import HOUR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,6 @@ JAVA: dict[tuple[float, float, float], dict[str, tuple[float, float]]] = {
 METRICS = ("walks", "restarts", "drops")
 #: The columns of the per-run table this script reads back (``--runs``).
 COLUMNS = ("seed", "mode", "delta_rw", "delta_extra", "kill", "time_none", *METRICS)
-FALLBACK_WARNING = "replaying the fallback trace"
 RESULTS = REPO / "analysis" / "results" / "walk-java-rows.parquet"
 #: The page that explains the comparison, whose ``walk-java-rows-table`` block is the table.
 WALK_VARIANTS = REPO / "docs" / "walk-variants.md"
@@ -73,8 +72,7 @@ WALK_VARIANTS = REPO / "docs" / "walk-variants.md"
 
 def run_metrics(run_dir: Path) -> dict[str, float]:
     """One run's configuration (in units of Δ) and what the Java figures measure."""
-    manifest = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
-    if any(FALLBACK_WARNING in str(w) for w in manifest.get("warnings", ())):
+    if replayed_fallback_trace(run_dir):
         raise NetsimError(
             f"{run_dir}: replayed the synthetic fallback trace, not STUNner's "
             "peersim_session_100.txt that the Java figures come from (../shared/data is absent)"

@@ -375,3 +375,46 @@ def test_the_java_rows_refuse_runs_of_the_synthetic_fallback_trace(tmp_path):
     outcome = run(scenario, out=tmp_path / "runs")
     with pytest.raises(NetsimError, match="synthetic fallback trace"):
         walk_java_rows.run_metrics(outcome.directory)
+
+
+def test_the_walk_grid_marks_runs_of_the_fallback_trace(tmp_path):
+    """walk_grid.py records per run whether it replayed the STUNner replay's synthetic
+    fallback (the research-only file absent) or not (here: a trace replayed directly)."""
+    from netsim.api import run
+
+    synthetic = str(REPO / "traces" / "stunner-synthetic.csv")
+    base = {
+        "seed": 1, "nodes": 30, "duration": "30s", "topology": {"kind": "k_out", "k": 5},
+        "gossip": {"period": "1s", "mode": "rounds"},
+        "walk": {"kind": "service", "transfer_time": "1s", "timeout": "11s"},
+    }  # fmt: skip
+    fallback = {"kind": "stunner", "path": str(tmp_path / "absent.txt"),
+                "fallback": {"kind": "trace", "path": synthetic}}  # fmt: skip
+    replayed = run({**base, "churn": fallback}, out=tmp_path / "fallback")
+    direct = run({**base, "churn": {"kind": "trace", "path": synthetic}}, out=tmp_path / "direct")
+    assert walk_grid.run_metrics(replayed.directory)["fallback_trace"] is True
+    assert walk_grid.run_metrics(direct.directory)["fallback_trace"] is False
+
+
+def test_the_walk_grid_keeps_the_readme_from_runs_of_the_fallback_trace(
+    tmp_path, capsys, monkeypatch
+):
+    """--readme refuses a per-run table with a run of the synthetic fallback trace, naming
+    how many: analysis/README.md states §5.3's figures on the STUNner trace (issue 30)."""
+    written = []
+    monkeypatch.setattr(walk_grid, "write_readme_tables", written.append)
+    row = {"walk.kill_probability": 0.0, "walk.preset": "paper", "delta_rw": 1.0,
+           "delta_extra": 10.0, "time_several": 0.0, "progress": 0.99, "mean_walks": 1.0,
+           "time_none": 0.0, "restarts_per_hour": 2.0}  # fmt: skip
+    rows = [{**row, "run_id": f"r{seed}", "seed": seed, "fallback_trace": seed == 2}
+            for seed in (1, 2, 3)]  # fmt: skip
+    table = tmp_path / "walk-paper-grid.parquet"  # a sweep whose tables the README shows
+    pd.DataFrame(rows).to_parquet(table)
+    assert walk_grid.main(["--runs", str(table), "--readme"]) == 2
+    captured = capsys.readouterr()
+    assert "1 of 3 runs replayed the synthetic fallback trace" in captured.out
+    assert "walk-paper-grid: 1 of 3 runs replayed the synthetic fallback trace" in captured.err
+    assert written == []
+    pd.DataFrame([{**r, "fallback_trace": False} for r in rows]).to_parquet(table)
+    assert walk_grid.main(["--runs", str(table), "--readme"]) == 0
+    assert len(written) == 1

@@ -27,6 +27,10 @@ from netsim.sim import Simulation
 from netsim.traces.intervals import IntervalTrace, read_canonical_trace, read_stunner_segments
 from netsim.units import DAY
 
+#: What the run's manifest warning says when a STUNner replay replayed its fallback trace (the
+#: research-only file absent): scripts that compare with figures of the real trace look for it.
+FALLBACK_WARNING = "replaying the fallback trace"
+
 CHURN_TABLE = TableSchema(
     name="churn",
     columns=(("time", F64), ("node", I32), ("online", BOOL)),
@@ -423,9 +427,7 @@ class StunnerReplay(_Replay):
     def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
         config = self.config
         if not config.path.is_file() and config.fallback is not None:
-            self.ctx.warn(
-                f"{config.path} is absent; replaying the fallback trace {config.fallback.path}"
-            )
+            self.ctx.warn(f"{config.path} is absent; {FALLBACK_WARNING} {config.fallback.path}")
             fallback = TraceReplay(config.fallback, self.ctx)
             schedule = fallback.schedule(nodes, horizon)
             self.trace_labels = fallback.trace_labels
