@@ -65,8 +65,9 @@ AGE_ERROR_SWEEPS = {
 }
 
 
-def run_metrics(run_dir: Path) -> dict[str, float]:
-    """What §5.3 reports about one run (see the module docstring)."""
+def run_metrics(run_dir: Path) -> dict[str, float | bool]:
+    """What §5.3 reports about one run (see the module docstring), and whether it replayed the
+    synthetic fallback trace."""
     scenario = load_run_scenario(run_dir)
     walk = scenario.walk
     summary = pq.read_table(run_dir / "walk_summary.parquet").to_pandas().iloc[0]
@@ -385,9 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         if runs["never_recovered"].any():
             print("Left out of the means: runs whose walk died out and was never restarted")
             print(apart(runs))
-        if fallback_runs(runs):
+        fallback = fallback_runs(runs)
+        if fallback:
             print(
-                f"{fallback_runs(runs)} of {len(runs)} runs replayed the synthetic fallback "
+                f"{fallback} of {len(runs)} runs replayed the synthetic fallback "
                 "trace (../shared/data absent), not the STUNner trace"
             )
         if args.readme:
