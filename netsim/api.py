@@ -11,7 +11,7 @@ a plugin that imports its interfaces from here stays light.
 Every part of a run that a scenario names with ``kind:`` is a **component**: a class deriving
 from one of the interfaces — :class:`TopologyBuilder`, :class:`ChurnModel`,
 :class:`GossipApplication`, :class:`NetworkProtocol`, :class:`Walk`, :class:`WalkAgent`,
-:class:`RoundLearner`, :class:`Mechanism`, :class:`DatasetLoader` — described in
+:class:`RoundLearner`, :class:`Mechanism`, :class:`Model`, :class:`DatasetLoader` — described in
 :mod:`netsim.contracts`; ``docs/components.md`` walks through writing one.
 """
 
@@ -37,7 +37,9 @@ from netsim.contracts import (
     GossipApplication,
     GossipEngine,
     LoadedData,
+    LossCurvature,
     Mechanism,
+    Model,
     NetworkProtocol,
     Observer,
     ObserverConfig,
@@ -73,7 +75,9 @@ __all__ = [
     "GossipApplication",
     "GossipEngine",
     "LoadedData",
+    "LossCurvature",
     "Mechanism",
+    "Model",
     "NetworkProtocol",
     "Observer",
     "ObserverConfig",

@@ -62,6 +62,7 @@ SLOTS: dict[str, tuple[str, str]] = {
     "learner": ("RoundLearner", "round learner"),
     "mechanism": ("Mechanism", "noise mechanism"),
     "dataset": ("DatasetLoader", "data-set loader"),
+    "model": ("Model", "model"),
     "transport": ("Transport", "transport"),
     "gossip": ("GossipEngine", "gossip engine"),
     "observer": ("Observer", "observer"),

@@ -90,7 +90,9 @@ __all__ = [
     "GossipApplication",
     "GossipEngine",
     "LoadedData",
+    "LossCurvature",
     "Mechanism",
+    "Model",
     "NetworkProtocol",
     "Observer",
     "ObserverConfig",
@@ -416,6 +418,100 @@ class DatasetLoader(Component):
         and what is allowed when it is malformed)."""
 
 
+@dataclass(frozen=True)
+class LossCurvature:
+    """What a model's per-example loss ℓ(θ; x, y) is as a function of the parameters θ, for
+    records with ‖x‖₂ ≤ ``radius``: whether it is convex, its smoothness β (‖∇ℓ(θ) − ∇ℓ(θ′)‖ ≤
+    β‖θ − θ′‖; ``None``: not smooth or not known) and its Lipschitz constant L (‖∇ℓ‖ ≤ L;
+    ``None``: unbounded). Privacy amplification by iteration needs a convex, smooth loss
+    (Feldman, Mironov, Talwar, Thakurta 2018; ``docs/explanation/privacy.md``)."""
+
+    convex: bool
+    smoothness: float | None
+    lipschitz: float | None
+
+
+class Model(Component):
+    """A model trained by (private) SGD: the ``learning.model`` slot, named
+    (``model: logreg``) or with its settings (``model: {kind: mlp, hidden: [64]}``).
+
+    The parameters are one flat float64 vector of :attr:`size` entries; the model knows the
+    data's shape after :meth:`setup`. It gives per-example losses and gradients for a batch of
+    records (one row of the result per record: DP-SGD clips each row before adding noise),
+    predictions, and what its loss is (:meth:`curvature`). A model that can bound its own
+    per-example gradient for records of norm at most 1 says so in :meth:`gradient_bound`;
+    the others run privately only with clipping (``learning.clip``), which bounds any model's
+    gradient. ``docs/components.md`` walks through writing one; ``netsim check`` checks its
+    gradients against finite differences, its shapes and its determinism.
+
+    Class indices are 0..K−1 everywhere (``y`` holds them as integers).
+    """
+
+    slot = "model"
+    slot_title = "model"
+
+    def setup(self, classes: int, features: int) -> None:
+        """Fix the data's shape: ``classes`` ≥ 2 classes over ``features`` features (called
+        once, before any other method)."""
+        if classes < 2 or features < 1:
+            raise DataError(
+                f"a model needs at least 2 classes and 1 feature, got {classes} and {features}"
+            )
+        self.classes = classes
+        self.features = features
+
+    @property
+    @abstractmethod
+    def size(self) -> int:
+        """The number of parameters (the length of the flat vector)."""
+
+    @abstractmethod
+    def initial_parameters(self, rng: np.random.Generator) -> np.ndarray:
+        """θ₀ (a new array of :attr:`size` entries; draw only from ``rng``)."""
+
+    @abstractmethod
+    def losses(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """ℓ(θ; x_i, y_i) for each row of ``x`` (shape (rows,))."""
+
+    @abstractmethod
+    def per_example_gradients(
+        self, params: np.ndarray, x: np.ndarray, y: np.ndarray
+    ) -> np.ndarray:
+        """∇_θ ℓ(θ; x_i, y_i) for each row of ``x``: shape (rows, :attr:`size`)."""
+
+    @abstractmethod
+    def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The predicted class index of each row of ``x`` (int64, shape (rows,))."""
+
+    def predict_many(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Predictions of several models at once: ``params`` (models, size) → (models, rows).
+        By default one :meth:`predict` per model; override to batch."""
+        return np.stack([self.predict(p, x) for p in params]) if len(params) else np.zeros(
+            (0, len(x)), dtype=np.int64
+        )
+
+    def accuracy(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+        """The fraction of rows of ``x`` classified as ``y`` (Hegedűs et al. 2016, eq. 11)."""
+        return float(np.mean(self.predict(params, x) == y))
+
+    def gradient_bound(self, norm: str) -> float | None:
+        """A bound G on ‖∇ℓ(θ; x, y)‖ in ``norm`` (``L1`` or ``L2``) for every θ and every
+        record with ‖x‖ ≤ 1 in that norm (``None``: the model cannot bound it, so a private
+        run needs ``learning.clip``)."""
+        return None
+
+    def sensitivity(self, norm: str) -> float | None:
+        """The replace-one sensitivity of one unclipped per-example gradient in ``norm``:
+        2G for the bound G of :meth:`gradient_bound` (``None`` without one)."""
+        bound = self.gradient_bound(norm)
+        return None if bound is None else 2.0 * bound
+
+    def curvature(self) -> LossCurvature:
+        """Convexity, smoothness and Lipschitz constant of the loss for ‖x‖₂ ≤ 1 (by default:
+        nothing known)."""
+        return LossCurvature(convex=False, smoothness=None, lipschitz=self.gradient_bound("L2"))
+
+
 class RoundsConfig(ComponentConfig):
     """A round-based learner's timing: a round every ``period``, T = ``rounds`` of them."""
 
@@ -591,5 +687,5 @@ class Observer(Component):
 #: The interfaces a component derives from, one per slot.
 INTERFACES: tuple[type[Component], ...] = (
     TopologyBuilder, ChurnModel, GossipApplication, NetworkProtocol, Walk, WalkAgent,
-    RoundLearner, Mechanism, DatasetLoader, Transport, GossipEngine, Observer,
+    RoundLearner, Mechanism, DatasetLoader, Transport, GossipEngine, Observer, Model,
 )  # fmt: skip

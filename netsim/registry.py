@@ -65,6 +65,9 @@ BUILTIN: tuple[str, ...] = (
     "l2_paper = netsim.privacy.mechanisms:PaperL2Mechanism",
     "k_norm_l2 = netsim.privacy.mechanisms:KNormL2Mechanism",
     "gaussian = netsim.privacy.mechanisms:GaussianMechanism",
+    "logreg = netsim.learning.models:LogisticRegression",
+    "svm = netsim.learning.models:LinearSVM",
+    "mlp = netsim.learning.models:MLP",
     *(
         f"{name} = netsim.learning.datasets:BuiltinDataset"
         for name in (

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from netsim.contracts import Component, Mechanism, supports_rounds
+from netsim.contracts import Component, Mechanism, Model, supports_rounds
 from netsim.errors import ComponentError, NetsimError
 from netsim.registry import REGISTRY, SLOT_NAMES, import_reference, interface_problem
 
@@ -172,6 +172,11 @@ def contract_scenario(
         data["walk"] = {"kind": "ideal", "agent": {"kind": "sgd"}}
     elif slot == "dataset":
         data["learning"] = {**LEARNING, "dataset": {"name": kind, **keys}}
+        data["walk"] = {"kind": "ideal", "agent": {"kind": "sgd"}}
+    elif slot == "model":
+        # trained privately with clipping (any model can then run), carried by an ideal walk
+        model: Any = {"kind": kind, **keys} if keys else kind
+        data["learning"] = {**LEARNING, "algorithm": "dp-sgd-2", "model": model, "clip": 1.0}
         data["walk"] = {"kind": "ideal", "agent": {"kind": "sgd"}}
     else:
         raise ComponentError(f"unknown slot {slot!r}")
@@ -307,6 +312,8 @@ def _check_one(
             results.append(_round_agreement(data, agreement))
     if issubclass(cls, Mechanism) and audit_mechanism:
         results.append(_audit(kind, slot, keys))
+    if issubclass(cls, Model):
+        results.extend(model_checks(kind, keys))
     return results
 
 
@@ -364,6 +371,103 @@ def _round_agreement(data: Mapping[str, Any], agreement: tuple[str, str, float])
     )
     detail = f"exact {means['exact']:.6g}, rounds {means['rounds']:.6g}"
     return CheckResult(check, ok, detail)
+
+
+# --- models: gradients, shapes, determinism --------------------------------------------------
+
+#: The shapes a model is checked on: (classes, features, batch rows).
+MODEL_SHAPES: tuple[tuple[int, int, int], ...] = ((2, 5, 4), (3, 4, 3))
+#: Finite differences: the step, and the relative error allowed against the model's gradient.
+FINITE_DIFFERENCE_STEP = 1e-6
+FINITE_DIFFERENCE_TOLERANCE = 1e-4
+
+
+def _model_batch(
+    classes: int, features: int, rows: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, features))
+    x /= np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True))  # ‖x‖₂ ≤ 1, as normalised
+    return x, np.arange(rows) % classes, rng
+
+
+def _gradient_error(model: Model, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    """The largest relative error of ``per_example_gradients`` against central finite
+    differences of ``losses`` (every parameter, every row)."""
+    gradients = model.per_example_gradients(params, x, y)
+    worst = 0.0
+    step = FINITE_DIFFERENCE_STEP
+    for j in range(params.size):
+        up, down = params.copy(), params.copy()
+        up[j] += step
+        down[j] -= step
+        numeric = (model.losses(up, x, y) - model.losses(down, x, y)) / (2 * step)
+        scale = np.maximum(1.0, np.abs(numeric))
+        worst = max(worst, float(np.max(np.abs(gradients[:, j] - numeric) / scale)))
+    return worst
+
+
+def model_checks(kind: str, keys: Mapping[str, Any] | None = None) -> list[CheckResult]:
+    """The checks of a model (:class:`~netsim.contracts.Model`) beyond a run: for binary and
+    multi-class data, the shapes of what it returns, its per-example gradients against
+    central finite differences of its losses, a batch's gradients equal to the rows' one at a
+    time, and the same results from the same seed."""
+    from netsim.registry import named_component
+
+    results: list[CheckResult] = []
+    for classes, features, rows in MODEL_SHAPES:
+        where = f"{classes} classes, {features} features"
+        try:
+            model = named_component("model", kind, settings=keys)
+            assert isinstance(model, Model)
+            model.setup(classes, features)
+            x, y, rng = _model_batch(classes, features, rows, seed=classes)
+            params = model.initial_parameters(rng)
+            params = params + 0.3 * rng.normal(size=params.shape)  # away from a symmetric start
+            shapes = {
+                "initial_parameters": (np.shape(params), (model.size,)),
+                "losses": (np.shape(model.losses(params, x, y)), (rows,)),
+                "per_example_gradients": (
+                    np.shape(model.per_example_gradients(params, x, y)), (rows, model.size)
+                ),
+                "predict": (np.shape(model.predict(params, x)), (rows,)),
+            }  # fmt: skip
+            wrong = [f"{name} {got} (expected {want})" for name, (got, want) in shapes.items()
+                     if tuple(got) != want]  # fmt: skip
+            predicted = model.predict(params, x)
+            if not wrong and not np.all((predicted >= 0) & (predicted < classes)):
+                wrong.append(f"predict returns classes outside [0, {classes})")
+            results.append(CheckResult(f"its shapes ({where})", not wrong, "; ".join(wrong)))
+            error = _gradient_error(model, params, x, y)
+            results.append(
+                CheckResult(
+                    f"its gradients match finite differences of its losses ({where})",
+                    error <= FINITE_DIFFERENCE_TOLERANCE,
+                    f"largest relative error {error:.2e}",
+                )
+            )
+            batch = model.per_example_gradients(params, x, y)
+            single = np.vstack(
+                [model.per_example_gradients(params, x[i : i + 1], y[i : i + 1]) for i in
+                 range(rows)]
+            )  # fmt: skip
+            results.append(
+                CheckResult(
+                    f"a batch's gradients are its rows' ({where})",
+                    bool(np.allclose(batch, single, rtol=1e-12, atol=1e-14)),
+                )
+            )
+            again = named_component("model", kind, settings=keys)
+            assert isinstance(again, Model)
+            again.setup(classes, features)
+            same = np.array_equal(
+                model.initial_parameters(np.random.default_rng(5)),
+                again.initial_parameters(np.random.default_rng(5)),
+            ) and np.array_equal(batch, again.per_example_gradients(params, x, y))
+            results.append(CheckResult(f"the same seed gives the same model ({where})", same))
+        except Exception as exc:
+            results.append(CheckResult(f"it runs as a model ({where})", False, _error(exc)))
+    return results
 
 
 # --- mechanisms: the guarantee they claim is the one they give ------------------------------

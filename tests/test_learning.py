@@ -333,19 +333,21 @@ def test_gossip_learning_samples_models_from_its_own_stream(monkeypatch):
         reference["gossip_learning"].models.models,
         strict=True,
     ):  # the same noise went into every model
-        assert np.array_equal(ours.weights, theirs.weights)
+        assert np.array_equal(ours.parameters, theirs.parameters)
 
 
 @pytest.mark.parametrize("classes", [2, 4])
 def test_batched_model_accuracies_match_one_model_at_a_time(classes):
-    from netsim.algorithms.gossip_learning.application import model_accuracies
+    from netsim.learning.models import build_model, model_accuracies
 
     rng = np.random.default_rng(classes)
-    model = LinearModel("logreg", classes, 6)
+    linear = LinearModel("logreg", classes, 6)
+    model = build_model("logreg", classes, 6)
     x, y = rng.normal(size=(50, 6)), rng.integers(0, classes, 50)
-    weights = [rng.normal(size=model.shape) for _ in range(7)]
-    expected = [model.accuracy(w, x, y) for w in weights]
-    assert model_accuracies(model, weights, x, y).tolist() == expected
+    weights = [rng.normal(size=linear.shape) for _ in range(7)]
+    expected = [linear.accuracy(w, x, y) for w in weights]
+    flat = [w.ravel() for w in weights]
+    assert model_accuracies(model, flat, x, y).tolist() == expected
 
 
 # --- bad input ------------------------------------------------------------------------------

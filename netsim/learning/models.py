@@ -1,4 +1,6 @@
-"""Linear classifiers trained by (private) SGD: logistic regression and the Pegasos SVM.
+"""The models of the ``learning.model`` slot: linear classifiers (logistic regression, the
+Pegasos SVM) and a multi-layer perceptron, each a :class:`~netsim.contracts.Model` whose
+parameters are one flat vector.
 
 Hegedűs, Berta, Jelasity (2016) §2.1 and eqs. (9)–(10): binary logistic regression
 (y ∈ {0, 1}) and the linear SVM with the hinge loss (y ∈ {−1, 1}, Pegasos); for more than two
@@ -7,22 +9,36 @@ classes, multinomial logistic regression (softmax) and the SVM with K hyperplane
 :func:`netsim.privacy.sensitivity.per_example_gradient`, whose sensitivity that module
 certifies, so the noise is calibrated to exactly the function that is computed.
 
-Weights are a vector of length d for two classes and a K×d matrix for K > 2 classes. Class
-indices are 0..K−1 everywhere; :meth:`LinearModel.label` maps them to each loss's label set.
+:class:`LinearModel` is the arithmetic of the linear classifiers (weights a vector of length d
+for two classes, a K×d matrix for K > 2); :class:`LogisticRegression` and :class:`LinearSVM`
+are the slot's components around it, whose flat parameters are those weights in row-major
+order. :class:`MLP` is a fully connected network with softmax cross-entropy, whose gradient
+has no bound of its own: it runs privately only with ``learning.clip`` (Abadi et al. 2016,
+per-example clipping).
+
+Class indices are 0..K−1 everywhere; :meth:`LinearModel.label` maps them to each loss's label
+set.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
+from netsim.contracts import BuildContext, ComponentConfig, LossCurvature, Model
 from netsim.learning.losses import binary_label, loss_value, per_example_gradient
-from netsim.privacy.sensitivity import Norm, sensitivity
+from netsim.privacy.sensitivity import Norm, gradient_bound, sensitivity
+from netsim.registry import build_spec, component_spec
 
 ModelName = Literal["logreg", "svm"]
 MODEL_NAMES: tuple[str, ...] = ("logreg", "svm")
+#: Models scored at once by :func:`LinearModel.predict_many` (bounds the memory of a batch:
+#: models × test rows × classes).
+_BATCH_SCORES = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -80,6 +96,22 @@ class LinearModel:
             return (scores > 0).astype(np.int64)
         return np.argmax(scores, axis=1)
 
+    def predict_many(self, weights: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Class indices for the rows of ``x`` under each of ``weights`` (models × the
+        weights' shape) → (models, rows), scored in batches of one matrix product each."""
+        out = np.empty((len(weights), len(x)), dtype=np.int64)
+        per_model = max(1, len(x) * (1 if self.binary else self.classes))
+        batch = max(1, _BATCH_SCORES // per_model)
+        for start in range(0, len(weights), batch):
+            w = weights[start : start + batch]
+            if self.binary:
+                predicted = (x @ w.T > 0).astype(np.int64)  # (rows, m)
+            else:
+                scores = x @ w.reshape(-1, w.shape[-1]).T  # (rows, m·K)
+                predicted = np.argmax(scores.reshape(len(x), len(w), -1), axis=2)
+            out[start : start + len(w)] = predicted.T
+        return out
+
     def accuracy(self, w: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
         """The fraction of rows classified correctly (Hegedűs et al. eq. 11)."""
         return float(np.mean(self.predict(w, x) == y))
@@ -89,3 +121,223 @@ class LinearModel:
         norm (2R for the binary losses, §3.2; the multi-class bounds of
         :mod:`netsim.privacy.sensitivity`)."""
         return sensitivity(self.loss, radius=radius, norm=norm, classes=self.classes)
+
+
+# --- the slot's components -------------------------------------------------------------------
+
+
+class _LinearClassifier(Model):
+    """A :class:`LinearModel` as a component of the model slot: the flat parameters are its
+    weights (the K×d matrix in row-major order for K > 2 classes), starting at 0."""
+
+    name: ClassVar[ModelName]
+    #: ℓ'' bound of the loss in the margin (logistic 1/4; softmax: the logits' Hessian
+    #: diag(p) − ppᵀ has eigenvalues ≤ 1/2); ``None`` for the non-smooth hinge losses.
+    _smoothness: ClassVar[dict[bool, float | None]]
+
+    class Config(ComponentConfig):
+        pass
+
+    def setup(self, classes: int, features: int) -> None:
+        super().setup(classes, features)
+        self.linear = LinearModel(self.name, classes, features)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.linear.shape))
+
+    def initial_parameters(self, rng: np.random.Generator) -> np.ndarray:
+        """w₀ = 0 (no draw)."""
+        return np.zeros(self.size)
+
+    def weights(self, params: np.ndarray) -> np.ndarray:
+        """The flat parameters as the linear model's weights (a view)."""
+        return params.reshape(self.linear.shape)
+
+    def losses(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        w = self.weights(params)
+        return np.array([self.linear.loss_value(w, x[i], int(y[i])) for i in range(len(x))])
+
+    def per_example_gradients(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """One gradient per row, each computed as :func:`per_example_gradient` computes a
+        single record's (so a batch of one is bit for bit the paper's update)."""
+        w = self.weights(params)
+        out = np.empty((len(x), self.size))
+        for i in range(len(x)):
+            out[i] = self.linear.gradient(w, x[i], int(y[i])).ravel()
+        return out
+
+    def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.linear.predict(self.weights(params), x)
+
+    def predict_many(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.linear.predict_many(params.reshape(-1, *self.linear.shape), x)
+
+    def gradient_bound(self, norm: str) -> float | None:
+        return gradient_bound(self.linear.loss, radius=1.0, norm=norm, classes=self.classes)
+
+    def sensitivity(self, norm: str) -> float | None:
+        return self.linear.sensitivity(norm)  # type: ignore[arg-type]
+
+    def curvature(self) -> LossCurvature:
+        """Convex; smooth for the logistic losses (β = 1/4 binary, 1/2 softmax, for
+        ‖x‖₂ ≤ 1); the hinge losses are not smooth."""
+        return LossCurvature(
+            convex=True,
+            smoothness=self._smoothness[self.classes == 2],
+            lipschitz=self.gradient_bound("L2"),
+        )
+
+
+class LogisticRegression(_LinearClassifier):
+    """``logreg``: binary logistic regression, or multinomial (softmax) for K > 2 classes
+    (Hegedűs et al. 2016, eq. 9)."""
+
+    name = "logreg"
+    _smoothness: ClassVar[dict[bool, float | None]] = {True: 0.25, False: 0.5}
+
+
+class LinearSVM(_LinearClassifier):
+    """``svm``: the Pegasos linear SVM (hinge loss), or Crammer–Singer's K hyperplanes for
+    K > 2 classes (Hegedűs et al. 2016, eq. 10)."""
+
+    name = "svm"
+    _smoothness: ClassVar[dict[bool, float | None]] = {True: None, False: None}
+
+
+class MLPConfig(ComponentConfig):
+    """The ``mlp`` model's settings."""
+
+    #: Widths of the hidden layers, input side first (``[]``: softmax regression).
+    hidden: tuple[int, ...] = Field(default=(32,))
+    #: The hidden layers' activation.
+    activation: Literal["tanh", "relu"] = "tanh"
+
+    def model_post_init(self, context: object, /) -> None:
+        if any(width < 1 for width in self.hidden):
+            raise ValueError(f"hidden: every layer needs at least 1 unit, got {self.hidden}")
+
+
+class MLP(Model):
+    """``mlp``: a fully connected network, ``hidden`` layers of ``activation`` units and a
+    softmax output over the K classes (two outputs for a binary data set), trained on the
+    cross-entropy loss. Parameters: each layer's weight matrix (outputs × inputs, row-major)
+    then its biases, input layer first; weights start Glorot-uniform (Glorot & Bengio 2010)
+    from the run's ``learning.model`` stream, biases at 0.
+
+    Its gradient has no bound for a given record (it grows with the weights), so a private
+    run needs ``learning.clip``; the loss is not convex.
+    """
+
+    Config = MLPConfig
+
+    def __init__(self, config: MLPConfig, ctx: BuildContext | None) -> None:
+        super().__init__(config, ctx)
+        self.hidden = tuple(config.hidden)
+        self.activation = config.activation
+
+    def setup(self, classes: int, features: int) -> None:
+        super().setup(classes, features)
+        widths = (features, *self.hidden, classes)
+        #: (rows, columns, offset of the weights, offset of the biases) of each layer
+        self.layers: list[tuple[int, int, int, int]] = []
+        offset = 0
+        for fan_in, fan_out in itertools.pairwise(widths):
+            self.layers.append((fan_out, fan_in, offset, offset + fan_out * fan_in))
+            offset += fan_out * fan_in + fan_out
+        self._size = offset
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def initial_parameters(self, rng: np.random.Generator) -> np.ndarray:
+        params = np.zeros(self._size)
+        for rows, cols, w_at, _ in self.layers:
+            limit = np.sqrt(6.0 / (rows + cols))
+            params[w_at : w_at + rows * cols] = rng.uniform(-limit, limit, rows * cols)
+        return params
+
+    def _unpack(self, params: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [
+            (params[w_at : w_at + rows * cols].reshape(rows, cols), params[b_at : b_at + rows])
+            for rows, cols, w_at, b_at in self.layers
+        ]
+
+    def _act(self, z: np.ndarray) -> np.ndarray:
+        return np.tanh(z) if self.activation == "tanh" else np.maximum(z, 0.0)
+
+    def _act_derivative(self, z: np.ndarray, a: np.ndarray) -> np.ndarray:
+        return 1.0 - a * a if self.activation == "tanh" else (z > 0).astype(np.float64)
+
+    def _forward(
+        self, params: np.ndarray, x: np.ndarray
+    ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+        """Pre-activations and activations of the hidden layers, and the output logits."""
+        layers = self._unpack(params)
+        zs, activations = [], [np.asarray(x, dtype=np.float64)]
+        for w, b in layers[:-1]:
+            z = activations[-1] @ w.T + b
+            zs.append(z)
+            activations.append(self._act(z))
+        w, b = layers[-1]
+        return zs, activations, activations[-1] @ w.T + b
+
+    @staticmethod
+    def _log_softmax(logits: np.ndarray) -> np.ndarray:
+        top = logits.max(axis=1, keepdims=True)
+        shifted = logits - top
+        return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+    def losses(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Cross-entropy −log softmax(f_θ(x))_y per row."""
+        _, _, logits = self._forward(params, x)
+        return -self._log_softmax(logits)[np.arange(len(x)), np.asarray(y, dtype=np.int64)]
+
+    def per_example_gradients(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Back-propagation kept per example: the gradient of layer l's weights for row i is
+        the outer product of its output error and its input, δ_l,i ⊗ a_{l−1},i."""
+        layers = self._unpack(params)
+        zs, activations, logits = self._forward(params, x)
+        rows = len(x)
+        delta = np.exp(self._log_softmax(logits))  # softmax(f) − e_y: the logits' gradient
+        delta[np.arange(rows), np.asarray(y, dtype=np.int64)] -= 1.0
+        out = np.empty((rows, self._size))
+        for index in range(len(layers) - 1, -1, -1):
+            out_rows, _, w_at, b_at = self.layers[index]
+            a_in = activations[index]
+            out[:, w_at:b_at] = (delta[:, :, None] * a_in[:, None, :]).reshape(rows, -1)
+            out[:, b_at : b_at + out_rows] = delta
+            if index > 0:
+                w, _ = layers[index]
+                delta = (delta @ w) * self._act_derivative(zs[index - 1], a_in)
+        return out
+
+    def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        _, _, logits = self._forward(params, x)
+        return np.argmax(logits, axis=1).astype(np.int64)
+
+
+#: The annotation of ``learning.model``: a registered model's name (``logreg``) or a mapping
+#: with its settings (``{kind: mlp, hidden: [64]}``).
+ModelSpec = component_spec("model")
+
+
+def build_model(
+    spec: str | ComponentConfig, classes: int, features: int, ctx: BuildContext | None = None
+) -> Model:
+    """The model of a :data:`ModelSpec` value, set up for ``classes`` and ``features``."""
+    model = build_spec("model", spec, ctx)
+    assert isinstance(model, Model)
+    model.setup(classes, features)
+    return model
+
+
+def model_accuracies(
+    model: Model, params: list[np.ndarray], x: np.ndarray, y: np.ndarray
+) -> np.ndarray:
+    """The test accuracy of each of ``params`` (:meth:`Model.predict_many`)."""
+    if not params:
+        return np.zeros(0)
+    predicted = model.predict_many(np.stack(params), x)
+    return np.mean(predicted == y[None, :], axis=1)

@@ -20,8 +20,15 @@ Choices where the paper is silent:
 - A model's *visits* count every node it was at (with or without an update); accuracy is
   sampled every ``evaluate_every`` visits of a model, which is the x-axis of the paper's
   Fig. 4–7 ("updates", up to ten times the data set size: walk steps, §6.3).
-- The noise is added to the gradient of the flattened weights (a K×d matrix for K classes is
-  one vector of K·d coordinates, as in the sensitivity bounds).
+- The noise is added to the gradient of the flat parameter vector (a K×d matrix for K
+  classes is one vector of K·d coordinates, as in the sensitivity bounds).
+- Any model of the ``learning.model`` slot (:class:`~netsim.contracts.Model`) can be trained.
+  With ``learning.clip: C`` each example's gradient is clipped to norm C in the noise's norm
+  before the noise is added (Abadi et al. 2016), so one gradient's replace-one sensitivity is
+  2C whatever the model; without it the sensitivity is the model's own bound for normalised
+  records (2R for the linear models, §3.2), and a model without one (the MLP) is refused for
+  private runs.
+- η_t = ``learning_rate``/√t (the paper's η_t = t^(−1/2) at the default 1).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from netsim.contracts import (
     Curve,
     FigureSpec,
     Mechanism,
+    Model,
     WalkAgent,
 )
 from netsim.errors import BudgetExhausted
@@ -56,7 +64,7 @@ from netsim.learning.datasets import (
     preprocess,
     vector_norms,
 )
-from netsim.learning.models import LinearModel
+from netsim.learning.models import ModelSpec, build_model
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
 from netsim.privacy import mechanisms
 from netsim.privacy.accountant import (
@@ -67,8 +75,8 @@ from netsim.privacy.accountant import (
     policy_by_name,
 )
 from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
-from netsim.privacy.sensitivity import Norm
-from netsim.registry import component_name
+from netsim.privacy.sensitivity import Norm, clip_rows
+from netsim.registry import component_name, spec_class, spec_kind
 from netsim.sim import Simulation
 
 VISITS_TABLE = TableSchema(
@@ -167,12 +175,13 @@ ACCURACY_FIGURE = FigureSpec(
 
 @dataclass(frozen=True, eq=False)
 class ModelState:
-    """What a walk carries: the weights and how many visits and updates made them.
+    """What a walk carries: the model's flat parameter vector and how many visits and updates
+    made it.
 
     Never modified in place (nodes' local copies share these objects, see ``WalkAgent``).
     """
 
-    weights: np.ndarray
+    parameters: np.ndarray
     updates: int
     visits: int
 
@@ -182,7 +191,7 @@ class PrivateSGD:
 
     def __init__(
         self,
-        model: LinearModel,
+        model: Model,
         x: np.ndarray,
         y: np.ndarray,
         accountant: PrivacyAccountant,
@@ -190,6 +199,9 @@ class PrivateSGD:
         noise: Mechanism,
         regularisation: float,
         rng: np.random.Generator,
+        initial: np.ndarray,
+        clip: float | None = None,
+        learning_rate: float = 1.0,
     ) -> None:
         if x.shape[0] != accountant.records or y.shape[0] != accountant.records:
             raise ValueError(
@@ -202,14 +214,34 @@ class PrivateSGD:
         self.accountant = accountant
         self.mechanism = noise
         self.norm: Norm = noise.norm  # type: ignore[assignment]
-        self.sensitivity = model.sensitivity(self.norm)
+        #: The clipping norm C (in the noise's norm), or None: the model's own bound.
+        self.clip = clip
+        sensitivity = 2.0 * clip if clip is not None else model.sensitivity(self.norm)
+        if sensitivity is None and accountant.policy.private:
+            raise ValueError(
+                f"{type(model).__name__} cannot bound its per-example gradient: a private run "
+                "needs learning.clip"
+            )
+        #: One gradient's replace-one sensitivity (0 for an unbounded model without noise).
+        self.sensitivity = 0.0 if sensitivity is None else sensitivity
+        self.initial = initial
+        self.learning_rate = learning_rate
         self.regularisation = regularisation
         self.rng = rng
         #: Updates left out because the noisy step was not finite (see :meth:`step`).
         self.non_finite = 0
 
     def initial_state(self) -> ModelState:
-        return ModelState(self.model.zeros(), 0, 0)
+        return ModelState(self.initial, 0, 0)
+
+    def gradient(self, parameters: np.ndarray, record: int) -> np.ndarray:
+        """The gradient of ``record``'s loss at ``parameters``, clipped to norm C in the
+        noise's norm when ``learning.clip`` is set (Abadi et al. 2016, Alg. 1)."""
+        rows = slice(record, record + 1)
+        gradient = self.model.per_example_gradients(parameters, self.x[rows], self.y[rows])[0]
+        if self.clip is None:
+            return gradient
+        return clip_rows(gradient[None, :], self.clip, self.norm)[0]
 
     def step(
         self, state: ModelState, record: int, now: float
@@ -222,12 +254,12 @@ class PrivateSGD:
         thousand uses the noise scale Δ/ε_t overflows and one such step would turn every
         later model into NaN. :attr:`non_finite` counts them; the run warns.
         """
-        w = state.weights
-        gradient = self.model.gradient(w, self.x[record], int(self.y[record]))
+        w = state.parameters
+        gradient = self.gradient(w, record)
         try:
             noisy, event = self.accountant.release(
                 record,
-                gradient.ravel(),
+                gradient,
                 mechanism=self.mechanism,
                 sensitivity=self.sensitivity,
                 rng=self.rng,
@@ -236,9 +268,9 @@ class PrivateSGD:
         except BudgetExhausted:
             return ModelState(w, state.updates, state.visits + 1), None, False
         t = state.updates + 1
-        eta = 1.0 / math.sqrt(t)
+        eta = self.learning_rate / math.sqrt(t)
         with np.errstate(over="ignore", invalid="ignore"):  # checked right below
-            updated = w - eta * (self.regularisation * w + noisy.reshape(w.shape))
+            updated = w - eta * (self.regularisation * w + noisy)
         if not np.isfinite(updated).all():
             self.non_finite += 1
             return ModelState(w, state.updates, state.visits + 1), event.epsilon, False
@@ -274,7 +306,15 @@ class LearningConfig(ComponentConfig):
 
     dataset: DatasetConfig
     normalisation: Literal["local", "global", "none"] = "local"
-    model: Literal["logreg", "svm"] = "logreg"
+    #: The model (:class:`~netsim.contracts.Model`): ``logreg``, ``svm``, ``mlp`` (with
+    #: settings: ``{kind: mlp, hidden: [64]}``), a plugin's name or ``module:Class``.
+    model: ModelSpec = "logreg"
+    #: Clip each example's gradient to this norm (in the noise's norm) before the noise:
+    #: one gradient's replace-one sensitivity is then 2·clip for any model (None: the
+    #: model's own bound for normalised records; a model without one cannot run privately).
+    clip: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    #: η_t = learning_rate/√t (Hegedűs et al. 2016 eq. 8 has 1).
+    learning_rate: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
     algorithm: Annotated[str, Field(pattern=r"^(sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")] = "dp-sgd-1"
     noise: MechanismSpec = "k_norm_l2"
     epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
@@ -292,6 +332,15 @@ class LearningConfig(ComponentConfig):
             )
             if problem:
                 raise ValueError(problem)
+            if self.clip is None:
+                cls = spec_class("model", self.model)
+                if issubclass(cls, Model) and cls.gradient_bound is Model.gradient_bound:
+                    raise ValueError(
+                        f"learning.model {spec_kind(self.model)} cannot bound its per-example "
+                        f"gradient, so {self.algorithm} cannot calibrate its noise: set "
+                        "learning.clip (e.g. 1.0) to clip every gradient to that norm, or run "
+                        "algorithm sgd (no noise)"
+                    )
         return self
 
 
@@ -372,7 +421,7 @@ class SGDAgent(Component):
         n = ctx.nodes
         data = learning_data(config, n)
         rows = ctx.stream("rows").permutation(data.n_train)[:n]
-        model = LinearModel(config.model, data.classes, data.features)
+        model = build_model(config.model, data.classes, data.features, ctx)
         policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
         accountant = PrivacyAccountant(n, epsilon=config.epsilon, delta=config.delta, policy=policy)
         accountant.stream_ledger(ledger_sink(ctx.sim.log, ctx.scenario.metrics.privacy_ledger))
@@ -384,6 +433,9 @@ class SGDAgent(Component):
             noise=mechanism(config.noise, ctx),
             regularisation=config.regularisation,
             rng=ctx.stream("noise"),
+            initial=model.initial_parameters(ctx.stream("model")),
+            clip=config.clip,
+            learning_rate=config.learning_rate,
         )
         agent = cls(
             ctx.sim,
@@ -419,7 +471,7 @@ class SGDAgent(Component):
         return self.sgd.initial_state()
 
     def accuracy(self, state: ModelState) -> float:
-        return self.sgd.model.accuracy(state.weights, self.x_test, self.y_test)
+        return self.sgd.model.accuracy(state.parameters, self.x_test, self.y_test)
 
     def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
         """Eq. (8) with the record of ``node`` (the record index is the node id)."""

@@ -38,7 +38,7 @@ from netsim.algorithms.dpsgd.sgd import (
 )
 from netsim.contracts import BuildContext, ComponentConfig, Curve, FigureSpec, NetworkProtocol
 from netsim.distributions import PositiveDuration
-from netsim.learning.models import LinearModel
+from netsim.learning.models import model_accuracies
 from netsim.log import F64, I64, TableSchema
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import PushPullGossip
@@ -48,8 +48,6 @@ GOSSIP_LEARNING_WALK = -1
 #: At most this many nodes' models are evaluated at each evaluation (a fixed sample when the
 #: network has more nodes): all 4,140 models of Spambase take 8 ms.
 EVALUATED_MODELS = 5000
-#: Models scored at once (bounds the memory of a batch: models × test rows × classes).
-_BATCH_SCORES = 4_000_000
 
 ACCURACY_SPREAD_TABLE = TableSchema(
     name="gossip_learning_accuracy",
@@ -98,28 +96,6 @@ ACCURACY_SPREAD_FIGURE = FigureSpec(
 )
 
 
-def model_accuracies(
-    model: LinearModel, weights: list[np.ndarray], x: np.ndarray, y: np.ndarray
-) -> np.ndarray:
-    """The test accuracy of each of ``weights`` (as :meth:`LinearModel.accuracy`, scored in
-    batches: one matrix product per batch of models)."""
-    if not weights:
-        return np.zeros(0)
-    stacked = np.stack(weights)  # (m, d) or (m, K, d)
-    per_model = max(1, len(y) * (1 if model.binary else model.classes))
-    batch = max(1, _BATCH_SCORES // per_model)
-    out = np.empty(len(weights))
-    for start in range(0, len(weights), batch):
-        w = stacked[start : start + batch]
-        if model.binary:
-            predicted = (x @ w.T > 0).astype(np.int64)  # (rows, m)
-        else:
-            scores = x @ w.reshape(-1, w.shape[-1]).T  # (rows, m·K)
-            predicted = np.argmax(scores.reshape(len(x), len(w), -1), axis=2)
-        out[start : start + len(w)] = np.mean(predicted == y[:, None], axis=0)
-    return out
-
-
 class GossipLearningRule:
     """Alg. 1 as a push-only gossip rule: a node's value is its current model."""
 
@@ -137,8 +113,8 @@ class GossipLearningRule:
         )
 
     def model_bytes(self) -> float:
-        """The size of one model message: 8 bytes per weight."""
-        return 8.0 * self.models[0].weights.size
+        """The size of one model message: 8 bytes per parameter."""
+        return 8.0 * self.models[0].parameters.size
 
     def accuracy_spread(self, nodes: np.ndarray) -> tuple[object, ...]:
         """A ``gossip_learning_accuracy`` row (without the time) for the models of ``nodes``
@@ -148,7 +124,7 @@ class GossipLearningRule:
         index = {key: k for k, key in enumerate(unique)}
         agent = self.agent
         scores = model_accuracies(
-            agent.sgd.model, [s.weights for s in unique.values()], agent.x_test, agent.y_test
+            agent.sgd.model, [s.parameters for s in unique.values()], agent.x_test, agent.y_test
         )
         accuracy = scores[[index[id(s)] for s in states]]
         visits = np.fromiter((s.visits for s in states), dtype=np.float64, count=len(states))
