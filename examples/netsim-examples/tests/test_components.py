@@ -31,6 +31,7 @@ COMPONENTS = {
     "partitioned_links": {"split": 6, "start": "30s", "end": "1min"},
     "push_only": {"period": "2s"},
     "online_degree": {"every": "20s"},
+    "quadratic_logistic": {},
 }
 
 
