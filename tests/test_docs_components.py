@@ -19,7 +19,7 @@ SOURCES = EXAMPLE / "src" / "netsim_examples"
 #: and the transport, gossip engine and observer slots of its named instances.
 SLOTS = {
     "Walk", "Walk agent", "Gossip application", "Churn model", "Topology", "Noise mechanism",
-    "Data set", "Round learner", "Transport", "Gossip engine", "Observer",
+    "Data set", "Round learner", "Transport", "Gossip engine", "Observer", "Model",
 }  # fmt: skip
 
 
@@ -68,6 +68,8 @@ def test_the_scenario_of_each_slot_runs_and_writes_its_tables(example_paths, slo
         assert set(result["privacy_ledger"]["mechanism"]) == {"coordinate_laplace"}
     if slot == "Transport":
         assert "partition" in set(result["messages_lost"]["reason"])
+    if slot == "Model":
+        assert (result["privacy_ledger"]["sensitivity"] == 2.0).all()
     if slot == "Data set":
         summary = result["learning_summary"].iloc[0]
         assert 0 <= summary["majority_accuracy"] <= 1
