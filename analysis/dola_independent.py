@@ -296,12 +296,15 @@ def seeds_argument(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
-def adult_study(epsilons: list[float], seeds: list[int]) -> pd.DataFrame:
-    """One row per (ε, seed): netsim's and the independent accuracies, agreement, run time."""
+def adult_study(
+    epsilons: list[float], seeds: list[int], overrides: tuple[str, ...] = ()
+) -> pd.DataFrame:
+    """One row per (ε, seed): netsim's and the independent accuracies, agreement, run time;
+    ``overrides`` (``dotted.key=value``) change the scenario (e.g. the mixing)."""
     rows = []
     for epsilon in epsilons:
         for seed in seeds:
-            scenario = adult_scenario(seed, epsilon)
+            scenario = adult_scenario(seed, epsilon, overrides)
             section = scenario.dola
             start = time.perf_counter()
             capture = capture_run(scenario)
@@ -371,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     study.add_argument("--seeds", type=seeds_argument, default=list(range(1, 21)))
     study.add_argument("--epsilon", type=float, nargs="+", default=[1.0, 0.1])
     study.add_argument("--out", type=Path, help="write the per-run results here (CSV)")
+    study.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override a scenario key (e.g. dola.mixing.fraction=1.0); repeatable",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "compare":
         scenario = adult_scenario(args.seed, args.epsilon)
@@ -380,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             radius=scenario.dola.radius,
         ))  # fmt: skip
         return 0
-    results = adult_study(args.epsilon, args.seeds)
+    results = adult_study(args.epsilon, args.seeds, tuple(args.set))
     if args.out is not None:
         results.to_csv(args.out, index=False)
     disagree = results[

@@ -183,3 +183,31 @@ def test_private_dola_on_adult_equals_the_independent_dola():
     assert capture.scales[0] == pytest.approx(20396.078, rel=1e-7)
     assert result.netsim_averaged == result.independent_averaged == pytest.approx(0.7115, abs=1e-4)
     assert result.netsim_released == pytest.approx(0.4934, abs=1e-4)
+
+
+def test_the_experiment_tables_label_the_iterates_and_the_released_model():
+    """analysis/dola_experiments.py carries the released model's accuracy into its results
+    and its tables, beside the iterates' and labelled (results without it keep the old
+    tables, which analysis/README.md holds)."""
+    import dola_experiments
+
+    scenario = small(regret_checkpoints=2)
+    tables = run_in_memory(scenario)[1]
+    curves = dola_experiments.run_curves(tables, scenario)
+    summary = tables["dola_summary"].iloc[0]
+    assert (
+        curves["final_accuracy_released_averaged"] == summary["accuracy_released_averaged"]
+    ).all()
+    for table in (dola_experiments.datasets_table(curves),
+                  dola_experiments.regret_table(curves, ["algorithm"])):  # fmt: skip
+        header, _, row = table.splitlines()[:3]
+        cells = [c.strip() for c in header.split("|")]
+        values = [c.strip() for c in row.split("|")]
+        assert values[cells.index("accuracy ŵ_T (released)")] == (
+            f"{summary['accuracy_released_averaged']:.3f}"
+        )
+        assert (
+            values[cells.index("accuracy ŵ_T (iterates)")] == f"{summary['accuracy_averaged']:.3f}"
+        )
+    old = curves.drop(columns=[c for c in curves if "released" in c])
+    assert "released" not in dola_experiments.datasets_table(old)
