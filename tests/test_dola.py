@@ -673,7 +673,8 @@ def test_the_manifest_states_the_budget_and_the_guarantee_reached(tmp_path):
 
     result = run_scenario(scenario(dola_algorithm="laplace", dola_epsilon=0.5), out=tmp_path)
     report = json.loads((result.directory / "manifest.json").read_text())["privacy"]["dola"]
-    assert report["policy"] == "dp-sgd-1" and report["stated_epsilon"] == 0.5
+    assert report["policy"] == "dola: one release per example per pass (1 pass)"
+    assert report["stated_epsilon"] == 0.5
     assert report["spent_epsilon"] == 0.5 and report["spent_delta"] == 0.0
     assert report["differentially_private"] is True and report["refused"] == 0
     assert report["uses"] == 200 * 16  # one example per node and round

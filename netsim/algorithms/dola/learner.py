@@ -54,7 +54,7 @@ from netsim.errors import DolaConfigError
 from netsim.learning import ordered
 from netsim.learning.online_data import OnlineData, passes, shard_rows, stream_rows
 from netsim.privacy import mechanisms
-from netsim.privacy.accountant import KUses, PrivacyAccountant, Unlimited
+from netsim.privacy.accountant import PrivacyAccountant, Unlimited
 from netsim.privacy.events import PrivacyEvent
 
 LOSS_CODES = {"hinge": kernels.HINGE, "logistic": kernels.LOGISTIC}
@@ -65,6 +65,32 @@ _EMPTY_FLOAT = np.zeros(0)
 #: L, the Lipschitz constant of the hinge and logistic losses on examples in the unit ball
 #: (every DOLA data stream is normalised to ‖x‖ ≤ 1).
 LIPSCHITZ = 1.0
+
+
+@dataclass(frozen=True)
+class ReleasePerPass:
+    """DOLA's budget policy: an example enters one release per pass over its node's shard
+    (the perturbed value its node broadcasts in the round that uses it; Li et al., TKDE
+    Lemma 2 and the parallel composition over disjoint samples), and each of the ``passes``
+    releases spends ε/passes (sequential composition). The split is that of the DP-SGD-k
+    policy of :mod:`netsim.privacy.accountant`, but DOLA makes passes over data, not DP-SGD
+    updates, and the manifest's policy name says so."""
+
+    passes: int
+    private: bool = True
+
+    def __post_init__(self) -> None:
+        if self.passes < 1:
+            raise DolaConfigError(f"an example is used in at least one pass, got {self.passes}")
+
+    @property
+    def name(self) -> str:
+        plural = "es" if self.passes > 1 else ""
+        return f"dola: one release per example per pass ({self.passes} pass{plural})"
+
+    def epsilon_for_use(self, budget: float, use: int) -> float | None:
+        """ε/passes for each of the first ``passes`` uses, then none."""
+        return budget / self.passes if use <= self.passes else None
 
 
 @dataclass(frozen=True)
@@ -200,7 +226,7 @@ class DolaLearner:
                     printed_gaussian_overspends(config, worst, self.release_delta, self.passes)
                 )
         return PrivacyAccountant(
-            records, epsilon=config.epsilon, delta=delta, policy=KUses(self.passes)
+            records, epsilon=config.epsilon, delta=delta, policy=ReleasePerPass(self.passes)
         )
 
     def gaussian_event(self, t: int) -> PrivacyEvent:
@@ -353,6 +379,26 @@ class DolaLearner:
     def mean_weights(self) -> np.ndarray:
         """w̄_t = (1/m) Σ_i w_i from the running sum (no pass over the iterates)."""
         return self.weight_sum / self.m
+
+    def released_models(self) -> np.ndarray:
+        """The (m × n) models the nodes' released values determine: the model of each node
+        that the privacy guarantee covers (Li et al., arXiv and TKDE Alg. 1–3).
+
+        Each release is ε-DP for the examples of its round (Lemma 2 of TKDE): it is a
+        function of the values released before (the mixed point b, or the mixed duals p),
+        one round's fresh examples and fresh noise. Any function of released values is
+        post-processing, so these models, and averages of them over nodes and rounds, carry
+        the run's guarantee. The internal iterate w_{t+1}^i = Proj[b_t^i − α g(b_t^i; ξ_t^i)]
+        of Alg. 1 depends on node i's last example ξ_t^i without noise, so a model built from
+        the iterates (ŵ_T, w̄_T, w_T^j) is not covered: the noise is added only to the copy
+        that leaves the node.
+
+        ``laplace``: the broadcast w̃_t^i = w_t^i + σ_t^i (Alg. 1 line 7); ``gaussian``: w̃_t^i,
+        which is the iterate itself (Alg. 2 perturbs the gradient before the step); ``sparse``:
+        w_t^i = Proj[soft(p_t^i)], computed from the mixed released duals ϑ̃ only (Alg. 3);
+        ``non_private``: the broadcast value, which is the iterate (no guarantee to cover).
+        Offline nodes keep their last released value."""
+        return self.weights if self.config.algorithm == "sparse" else self.released
 
     def resum(self) -> None:
         """Recompute Σ_i w_i exactly (the running sum drifts by rounding over many rounds)."""

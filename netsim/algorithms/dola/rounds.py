@@ -66,15 +66,23 @@ ROUNDS_TABLE = TableSchema(
         ("noise_scale", F64),
         ("stale_values", I64),
         ("max_staleness", I64),
+        ("accuracy_released_averaged", F64),
+        ("accuracy_released_mean", F64),
+        ("accuracy_released_node", F64),
     ),
     description=(
         "DOLA every dola.evaluate_every rounds (1-based round t) and after the last: online "
         "nodes; Σ_s≤t Σ_i f_s^i(w_s^j) at the regret node j and its mean per round; "
         "consensus Σ_i ‖w_i − w̄‖²; fraction of zero weights at node j and over all nodes; "
-        "test accuracy of the running average ŵ_t = (1/t) Σ_s w̄_s (the stochastic-"
-        "optimisation conversion), of w̄_t and of w_t^j; the noise scale of the round's "
-        "releases (Laplace b, Gaussian σ; 0 when non-private); stale values used since the "
-        "last row and the largest staleness in rounds."
+        "test accuracy of the internal iterates, which the privacy guarantee does not "
+        "cover (a node's iterate depends on its last examples without noise): the running "
+        "average ŵ_t = (1/t) Σ_s w̄_s (the stochastic-optimisation conversion), w̄_t and "
+        "w_t^j; the noise scale of the round's releases (Laplace b, Gaussian σ; 0 when "
+        "non-private); stale values used since the last row and the largest staleness in "
+        "rounds; and the test accuracy of the released models, which the guarantee covers "
+        "(post-processing of released values; DolaLearner.released_models: w̃ = w + σ for "
+        "Alg. 1): their running average (1/t) Σ_s (1/m) Σ_i w̃_s^i, their mean (1/m) Σ_i "
+        "w̃_t^i and node j's w̃_t^j."
     ),
     role="rounds",
     time="time",
@@ -124,15 +132,22 @@ SUMMARY_TABLE = TableSchema(
         ("passes", I64),
         ("majority_accuracy", F64),
         ("centralised_accuracy", F64),
+        ("accuracy_released_averaged", F64),
+        ("accuracy_released_mean", F64),
+        ("accuracy_released_node", F64),
     ),
     description=(
         "One row per DOLA run: configuration, final regret and average regret (NaN without "
-        "checkpoints), final test accuracies and sparsity, consensus, and the privacy "
+        "checkpoints), final test accuracies of the internal iterates (ŵ_T, w̄_T, w_T^j: not "
+        "covered by the privacy guarantee) and sparsity, consensus, and the privacy "
         "guarantee per example (basic composition over its uses; 'none' if any release had "
         "no DP guarantee, 'non-private' for the baseline): epsilon and delta are the stated "
         "budget per example, epsilon_spent_max and delta_spent_max what the ledger spent; and "
         "the yardsticks on the same split (netsim.learning.baselines): the test accuracy of "
-        "the training majority class and of centralised non-private logistic regression."
+        "the training majority class and of centralised non-private logistic regression; last, "
+        "the final test accuracies of the released models, which the guarantee covers (as "
+        "in dola_rounds: the running average of the nodes' mean released model, that mean, "
+        "and node j's released model)."
     ),
     role="summary",
 )
@@ -237,6 +252,8 @@ class DolaRounds(RoundLearner):
         self.cumulative = 0.0
         self.cumulative_at: list[float] = []
         self.averaged = np.zeros(learner.n)
+        # Σ_s (1/m) Σ_i of the released models: the averaged model the guarantee covers
+        self.released_averaged = np.zeros(learner.n)
         self.window_matrices: list[sp.csr_matrix] = []
         self.window_online = np.zeros(learner.m, dtype=bool)
         self.stale_used = 0
@@ -311,6 +328,7 @@ class DolaRounds(RoundLearner):
             self.cumulative += report.loss_at_node
         self.cumulative_at.append(self.cumulative)
         self.averaged += learner.mean_weights()
+        self.released_averaged += ordered.column_means(learner.released_models())
         if report.event is not None:
             self.last_scale = report.event.noise_scale
         self._log_mixing(mixing, online, now)
@@ -449,8 +467,22 @@ class DolaRounds(RoundLearner):
             learner.sparsity_of(learner.weights),
             *accuracies([self.averaged / self.round_index, mean, w_node], data.x_test, data.y_test),
             self.last_scale, self.stale_used, self.max_staleness,
+            *self._released_accuracies(self.round_index),
         )  # fmt: skip
         self.stale_used = 0
+
+    def _released_accuracies(self, done: int) -> list[float]:
+        """Test accuracy of the released models after ``done`` rounds (what the privacy
+        guarantee covers, :meth:`DolaLearner.released_models`): the running average
+        (1/t) Σ_s (1/m) Σ_i ṽ_s^i, the mean (1/m) Σ_i ṽ_t^i and the regret node's ṽ_t^j."""
+        learner = self.learner
+        released = learner.released_models()
+        models = [
+            self.released_averaged / max(done, 1),
+            ordered.column_means(released),
+            released[learner.regret_node],
+        ]
+        return accuracies(models, learner.data.x_test, learner.data.y_test)
 
     def finish(self) -> None:
         """Regret at the checkpoints, the summary row and the privacy tables."""
@@ -507,6 +539,7 @@ class DolaRounds(RoundLearner):
             ),
             learner.sparsity_of(w_node), learner.consensus(), guarantee,
             run.epsilon, run.delta, learner.passes, yardsticks.majority, yardsticks.centralised,
+            *self._released_accuracies(done),
         )  # fmt: skip
 
     @classmethod
@@ -521,15 +554,29 @@ class DolaRounds(RoundLearner):
             f"dola: {row['algorithm']}, {row['nodes']} nodes, {row['rounds']} rounds, batch "
             f"{row['batch']}; average regret R/T {row['average_regret']:.4g} "
             f"({row['average_regret'] / row['nodes']:.4g} per node)",
-            f"dola test accuracy: averaged iterate {row['accuracy_averaged']:.3f}, mean model "
+            f"dola test accuracy of the internal iterates (not covered by the privacy "
+            f"guarantee): averaged iterate {row['accuracy_averaged']:.3f}, mean model "
             f"{row['accuracy_mean']:.3f}, regret node {row['accuracy_node']:.3f}; sparsity "
             f"{row['sparsity_node']:.1%}",
+            *released_line(row),
             f"dola yardsticks on the same split: majority class {row['majority_accuracy']:.3f}, "
             f"centralised non-private logistic regression {row['centralised_accuracy']:.3f}",
             f"dola privacy per example: {row['guarantee']} (stated budget ε = "
             f"{row['epsilon']:g}{stated_delta})",
         ]
         return lines
+
+
+def released_line(row: pd.Series) -> list[str]:
+    """The summary line of the released models' accuracies (none for a run recorded before
+    they were)."""
+    if "accuracy_released_averaged" not in row.index:
+        return []
+    return [
+        f"dola test accuracy of the released models (covered by the guarantee): averaged "
+        f"{row['accuracy_released_averaged']:.3f}, mean {row['accuracy_released_mean']:.3f}, "
+        f"regret node {row['accuracy_released_node']:.3f}"
+    ]
 
 
 def dola_data(section: DolaConfig) -> OnlineData:
