@@ -90,24 +90,40 @@ def gaussian_rdp_curve(noise_multiplier: float) -> np.ndarray:
     return _gaussian_rdp_curve(float(noise_multiplier))
 
 
+# The conversion's terms that depend on the order alone: ln(1 − 1/α) − ln(α)/(α − 1) and
+# 1/(α − 1), for α > 1.01 (∞ and 0 elsewhere: compute_epsilon skips those orders).
+_USABLE = RDP_ORDERS > 1.01
+_OFFSET = np.where(
+    _USABLE, np.log1p(-1.0 / RDP_ORDERS) - np.log(RDP_ORDERS) / (RDP_ORDERS - 1.0), np.inf
+)
+_SLOPE = np.where(_USABLE, 1.0 / (RDP_ORDERS - 1.0), 0.0)
+
+
 def rdp_epsilons(curves: np.ndarray, delta: np.ndarray | float) -> np.ndarray:
     """ε at ``delta`` of each row of ``curves`` (rows × :data:`RDP_ORDERS`): row by row the
     conversion of ``dp_accounting.rdp.compute_epsilon`` (Canonne, Kamath & Steinke 2020,
-    Prop. 12: min over α of ρ(α) + ln(1 − 1/α) − ln(δα)/(α − 1), for α > 1.01; 0 where the
-    KL bound δ² > 1 − e^{−ρ} already gives ε = 0; ∞ for δ = 0 unless the curve is 0)."""
-    curves = np.atleast_2d(np.asarray(curves, dtype=np.float64))
-    delta_column = np.broadcast_to(np.asarray(delta, dtype=np.float64), curves.shape[:1])[:, None]
-    orders = RDP_ORDERS[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eps = curves + np.log1p(-1.0 / orders) - np.log(delta_column * orders) / (orders - 1.0)
-        eps = np.where(orders > 1.01, eps, np.inf)
-        eps = np.where(delta_column**2 + np.expm1(-curves) > 0, 0.0, eps)
-    eps = np.where(curves < 0, 0.0, eps)
+    Prop. 12: min over α of ρ(α) + ln(1 − 1/α) − ln(δα)/(α − 1), for α > 1.01; 0 at an order
+    where the KL bound δ² > 1 − e^{−ρ} already gives ε = 0, or ρ < 0; ∞ for δ = 0 unless
+    the curve is 0), with the terms of the order alone computed once."""
+    curves = np.asarray(curves, dtype=np.float64)
+    if curves.ndim == 1:
+        curves = curves[None, :]
+    deltas = np.asarray(delta, dtype=np.float64).reshape(-1)
+    if deltas.size == 1:  # one δ for every row: one row of the order terms
+        one = float(deltas[0])
+        eps = curves + (_OFFSET - math.log(one) * _SLOPE if one > 0 else np.inf)
+        threshold: np.ndarray | float = -math.log1p(-one * one)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eps = curves + (_OFFSET - np.log(deltas)[:, None] * _SLOPE)
+        threshold = -np.log1p(-(deltas * deltas))[:, None]
     best = np.maximum(eps.min(axis=1), 0.0)
-    # δ = 0: (ε, 0)-DP only for a zero curve (compute_epsilon's first case)
-    zero_delta = delta_column[:, 0] == 0
+    # δ² + expm1(−ρ) > 0 ⟺ ρ < −ln(1 − δ²); with ρ < 0 too, one such order makes ε = 0
+    best[(curves < threshold).any(axis=1)] = 0.0
+    zero_delta = deltas == 0  # (ε, 0)-DP only for a zero curve (compute_epsilon's first case)
     if zero_delta.any():
-        best[zero_delta] = np.where((curves[zero_delta] == 0).all(axis=1), 0.0, np.inf)
+        rows = zero_delta if deltas.size > 1 else slice(None)
+        best[rows] = np.where((curves[rows] == 0).all(axis=1), 0.0, np.inf)
     return best
 
 
