@@ -366,6 +366,35 @@ class Mechanism(Component):
         available, so the mechanism cannot be audited)."""
         return None
 
+    # --- optional: Gaussian noise at a noise multiplier, for RDP / PLD accounting ----------
+
+    def release_at_multiplier(
+        self,
+        value: np.ndarray,
+        *,
+        sensitivity: float,
+        noise_multiplier: float,
+        delta: float,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """``value`` plus N(0, (z·Δ)² I) for ``noise_multiplier`` z, with an event that
+        declares ``GaussianDpEvent(z)`` and states the release's own ε at ``delta``.
+
+        Optional: a mechanism that implements it (:meth:`releases_at_multiplier`) lets an
+        accountant under ``accounting: rdp`` or ``pld`` choose the noise for a record's
+        composed budget (DP-SGD-k) or release at the scenario's fixed multiplier (``dp-sgd``);
+        any other mechanism is given a share of ε per use and composed by the basic sum."""
+        raise PrivacyError(f"{type(self).__name__} cannot release at a noise multiplier")
+
+    @classmethod
+    def releases_at_multiplier(cls) -> bool:
+        """Whether the mechanism implements :meth:`release_at_multiplier`."""
+        return cls.release_at_multiplier is not Mechanism.release_at_multiplier
+
+    def fixed_noise_multiplier(self) -> float | None:
+        """The noise multiplier σ/Δ the settings fix (None: calibrated per release)."""
+        return None
+
 
 @dataclass(frozen=True)
 class LoadedData:

@@ -6,8 +6,12 @@ set. Each record has a ledger of the releases that used it. Composition (Hegedű
 
 - *sequential* within a record: the basic sum of ε and δ, or advanced composition for (ε, δ);
 - *parallel* across disjoint records: the run is (max ε, max δ)-DP over records;
-- *tight* for Gaussian (and Laplace) releases: an RDP or PLD accountant from Google's
-  ``dp-accounting``, to compare with the basic bound.
+- *tight* for Gaussian releases, as the ceiling itself: with ``accounting="rdp"`` or
+  ``"pld"`` a record's Gaussian releases are composed by Rényi DP (Mironov 2017) or its
+  privacy-loss distribution (dp-accounting's ``PLDAccountant``), and the budget is checked
+  against the composed ε at the budget δ (:mod:`netsim.privacy.composition`); releases of
+  other mechanisms keep the basic sum. ``record_tight_epsilon`` states the tight ε of a basic
+  run after the fact, to compare.
 
 The accountant validates before it changes state: a charge that would take a record past its
 budget raises :class:`BudgetExhausted` and leaves every ledger as it was.
@@ -26,11 +30,24 @@ import pandas as pd
 import pyarrow as pa
 from dp_accounting import pld, rdp
 
+from netsim.component import ComponentConfig
 from netsim.contracts import Mechanism
 from netsim.errors import BudgetExhausted, PrivacyError
 from netsim.log import F64, I64, STR, EventLog, EventTable, TableSchema
 from netsim.privacy import mechanisms
+from netsim.privacy.composition import (
+    RDP_ORDERS,
+    TIGHT_ACCOUNTINGS,
+    Accounting,
+    Signature,
+    calibrated_noise_multiplier,
+    check_accounting,
+    gaussian_rdp_curve,
+    pld_epsilon,
+    rdp_epsilons,
+)
 from netsim.privacy.events import PrivacyEvent
+from netsim.registry import spec_class, spec_kind
 
 LEDGER_TABLE = TableSchema(
     name="privacy_ledger",
@@ -65,7 +82,9 @@ RECORDS_TABLE = TableSchema(
         ("mutual_information_spent", F64),
     ),
     description=(
-        "Per record at the end: uses, ε and δ spent (basic composition), how many releases "
+        "Per record at the end: uses, ε and δ spent (composed as the accountant's "
+        "accounting says: basic sums, or for Gaussian releases under rdp/pld the composed ε at "
+        "the budget δ, which is then the δ spent), how many releases "
         "were refused because the budget was spent, and the sum of the releases' "
         "mutual-information bounds in nats (releases with independent noise: the leakage "
         "of all of them together is at most the sum)."
@@ -139,8 +158,33 @@ class Unlimited:
         return 0.0
 
 
+@dataclass(frozen=True)
+class UntilSpent:
+    """dp-sgd: no cap on uses; a record is used for as long as its composed spend (RDP or PLD
+    of Gaussian releases at a fixed noise multiplier) stays within the budget, so the
+    accounting decides how many updates a run gets (Abadi et al. 2016 §3.1, with the moments
+    accountant's successor). Needs ``accounting`` rdp or pld and a fixed noise multiplier."""
+
+    name: str = "dp-sgd"
+    private: bool = True
+
+    def epsilon_for_use(self, budget: float, use: int) -> float | None:
+        return budget  # no share: the composed spend decides
+
+
+def uses_cap(policy: BudgetPolicy) -> int | None:
+    """How many uses the policy allows a record (None: no fixed number)."""
+    if isinstance(policy, SingleUse):
+        return 1
+    if isinstance(policy, KUses):
+        return policy.k
+    return None
+
+
 def policy_by_name(name: str) -> BudgetPolicy:
-    """``dp-sgd-1``, ``dp-sgd-<k>``, ``dp-sgd-inf`` or ``unlimited``."""
+    """``dp-sgd-1``, ``dp-sgd-<k>``, ``dp-sgd-inf``, ``dp-sgd`` or ``unlimited``."""
+    if name == "dp-sgd":
+        return UntilSpent()
     if name == "dp-sgd-1":
         return SingleUse()
     if name == "dp-sgd-inf":
@@ -150,7 +194,7 @@ def policy_by_name(name: str) -> BudgetPolicy:
     if name.startswith("dp-sgd-") and name[7:].isdigit():
         return KUses(int(name[7:]))
     raise ValueError(
-        f"unknown budget policy {name!r}; use dp-sgd-1, dp-sgd-<k>, dp-sgd-inf or unlimited"
+        f"unknown budget policy {name!r}; use dp-sgd-1, dp-sgd-<k>, dp-sgd-inf, dp-sgd or unlimited"
     )
 
 
@@ -215,8 +259,117 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """What charging some records would make of their state under rdp/pld accounting (one
+    entry per record of ``records``), computed before anything changes."""
+
+    records: np.ndarray
+    counts: np.ndarray
+    epsilon: np.ndarray  # composed ε after the charge
+    delta: np.ndarray  # δ spent after the charge
+    basic_epsilon: np.ndarray
+    basic_delta: np.ndarray
+    tight_uses: np.ndarray
+    history: np.ndarray  # RDP curves (rdp) or multiplier counts (pld) after the charge
+    over: np.ndarray  # bool: past the budget
+
+
+#: A placeholder event for a budget check of Gaussian releases at a given multiplier.
+_NO_EVENT = PrivacyEvent("gaussian_multiplier", "(epsilon,delta)-DP", 0.0, 0.0, 1.0, "L2", 1.0, 1)
+
+
+def _refusal(pending: _Pending, accountant: PrivacyAccountant) -> str:
+    """The reason :meth:`PrivacyAccountant._raise_if_over` gives, without the record."""
+    try:
+        accountant._raise_if_over(pending)
+    except BudgetExhausted as exc:
+        return str(exc).removeprefix(f"record {int(pending.records[0])}: ")
+    return ""
+
+
+def _gaussian_multiplier(event: PrivacyEvent) -> float | None:
+    """σ/Δ of an event that declares a ``GaussianDpEvent`` (None: any other event)."""
+    declared = event.accounting
+    if isinstance(declared, dp_accounting.GaussianDpEvent):
+        return float(declared.noise_multiplier)
+    return None
+
+
+def _basic_reason(mechanism: str, guarantee: str, accounting: str) -> str:
+    """Why releases of ``mechanism`` with ``guarantee`` keep basic composition under
+    ``accounting``."""
+    tight = accounting.upper()
+    if guarantee == "epsilon-DP":
+        return f"{mechanism} is pure ε-DP, which {tight} does not tighten here"
+    if guarantee in ("none", "mutual-information"):
+        return f"{mechanism} has no DP guarantee ({guarantee}), so there is nothing to compose"
+    return f"{mechanism} declares no GaussianDpEvent, which {tight} would need"
+
+
+def composition_for(mechanism: str | ComponentConfig, accounting: str) -> tuple[str, str]:
+    """How an accountant with ``accounting`` will compose the releases of the mechanism
+    ``mechanism`` (a scenario's ``noise`` value), and why: ``("rdp" | "pld" | "basic",
+    reason)``. Known before the run, for its summary; the accountant's own
+    :attr:`PrivacyAccountant.composition` says what it did."""
+    check_accounting(accounting)
+    cls = spec_class("mechanism", mechanism)
+    assert issubclass(cls, Mechanism)
+    if accounting == "basic":
+        return "basic", "basic composition: the sum of the releases' ε and δ (accounting: basic)"
+    if cls.releases_at_multiplier():
+        return accounting, (
+            f"{accounting.upper()} composition of {spec_kind(mechanism)}'s Gaussian releases, "
+            "converted at the budget δ"
+        )
+    return "basic", "basic composition: " + _basic_reason(
+        spec_kind(mechanism), cls.guarantee, accounting
+    )
+
+
+def accounting_problem(mechanism: str | ComponentConfig, algorithm: str, accounting: str) -> str:
+    """Why the noise ``mechanism`` (a scenario's ``noise`` value) cannot run the budget policy
+    ``algorithm`` (``dp-sgd-<k>``, ``dp-sgd``, ...) under ``accounting`` ("" when it can):
+    ``dp-sgd`` uses a record until its composed spend reaches the budget, which needs RDP or
+    PLD composition (under the basic sum each use would spend a fixed share, and nothing
+    would say how many) and a Gaussian mechanism with a fixed noise multiplier (nothing else
+    fixes the noise of each use)."""
+    if accounting not in ("basic", *TIGHT_ACCOUNTINGS):
+        return f"accounting {accounting!r} is not one of basic, rdp, pld"
+    if algorithm != "dp-sgd":
+        return ""
+    if accounting == "basic":
+        return (
+            "algorithm dp-sgd uses a record for as long as its composed spend stays within the "
+            "budget, which needs accounting rdp or pld (under basic composition every use "
+            "would spend a fixed share of ε); set accounting: rdp (or pld), or choose "
+            "dp-sgd-<k>"
+        )
+    cls = spec_class("mechanism", mechanism)
+    multiplier = getattr(mechanism, "noise_multiplier", None)
+    if not (issubclass(cls, Mechanism) and cls.releases_at_multiplier()) or multiplier is None:
+        return (
+            f"algorithm dp-sgd needs Gaussian noise at a fixed noise multiplier (noise: "
+            f"{{kind: gaussian, noise_multiplier: 1.1}}), got noise {spec_kind(mechanism)} "
+            "without one: the multiplier fixes each use's noise and the accounting the "
+            "number of uses; or choose dp-sgd-<k>, whose noise is calibrated to k uses"
+        )
+    return ""
+
+
 class PrivacyAccountant:
-    """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ)."""
+    """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ).
+
+    ``accounting`` chooses how a record's releases compose against its budget: ``basic``
+    (the sum of ε and of δ), or ``rdp`` / ``pld``: the record's Gaussian releases (events that
+    declare a ``GaussianDpEvent``) are composed by Rényi DP or by their privacy-loss
+    distribution and converted to ε at the budget δ, and a release is refused when that ε
+    would pass the budget ε. Releases of other mechanisms keep the basic sum (their ε adds
+    to the composed one, their δ comes off the δ the Gaussian part is converted at);
+    :attr:`composition` and :attr:`composition_reason` say which composition was used.
+    Under rdp/pld a record with at least one Gaussian release reports ``delta_spent`` = the
+    budget δ, the δ at which its ``epsilon_spent`` is stated.
+    """
 
     def __init__(
         self,
@@ -225,6 +378,7 @@ class PrivacyAccountant:
         epsilon: float,
         delta: float = 0.0,
         policy: BudgetPolicy,
+        accounting: Accounting = "basic",
         tolerance: float = 1e-9,
     ) -> None:
         if records < 1:
@@ -233,6 +387,9 @@ class PrivacyAccountant:
             raise ValueError(f"the budget epsilon must be positive and finite, got {epsilon}")
         if not 0 <= delta < 1:
             raise ValueError(f"the budget delta must be in [0, 1), got {delta}")
+        check_accounting(accounting)
+        if isinstance(policy, UntilSpent) and accounting == "basic":
+            raise PrivacyError(accounting_problem("gaussian", "dp-sgd", "basic"))
         self.records = records
         self.epsilon = epsilon
         self.delta = delta
@@ -258,6 +415,21 @@ class PrivacyAccountant:
         self._keep_charges = True
         self._streamed = False  # some of the ledger has left memory
         self._stream_every = 0
+        self.accounting: str = accounting
+        #: Whether Gaussian releases are composed by RDP/PLD (a private policy under them).
+        self.tight = bool(policy.private and accounting in TIGHT_ACCOUNTINGS)
+        #: Names of the mechanisms composed by RDP/PLD, and of the others with their reason.
+        self.tight_mechanisms: set[str] = set()
+        self.basic_mechanisms: dict[str, str] = {}
+        if self.tight:
+            # the basic part of each record (releases without a GaussianDpEvent) and its
+            # Gaussian history: RDP curves over RDP_ORDERS, or counts per noise multiplier
+            self._basic_epsilon = np.zeros(records)
+            self._basic_delta = np.zeros(records)
+            self._tight_uses = np.zeros(records, dtype=np.int64)
+            self._rdp = np.zeros((records, RDP_ORDERS.size) if accounting == "rdp" else (0, 0))
+            self._multipliers: list[float] = []
+            self._counts = np.zeros((records if accounting == "pld" else 0, 0), dtype=np.int64)
 
     def stream_ledger(self, table: EventTable | None, *, every_rows: int = 20_000) -> None:
         """Bound the ledger's memory for long runs.
@@ -316,6 +488,9 @@ class PrivacyAccountant:
         self._check_record(record)
         if self.policy.private and event.guarantee == "non-private":
             raise PrivacyError(f"record {record}: a non-private release under a private policy")
+        if self.tight:
+            self._raise_if_over(self._evaluate(np.array([record]), np.ones(1, np.int64), event))
+            return
         eps_after = self.epsilon_spent[record] + event.epsilon
         delta_after = self.delta_spent[record] + event.delta
         if self.policy.private and eps_after > self.epsilon_limit:
@@ -331,6 +506,15 @@ class PrivacyAccountant:
 
     def charge(self, record: int, event: PrivacyEvent, *, time: float = math.nan) -> None:
         """Record one release of ``record`` (validated first; state changes only if it fits)."""
+        if self.tight:
+            self._check_record(record)
+            if self.policy.private and event.guarantee == "non-private":
+                raise PrivacyError(f"record {record}: a non-private release under a private policy")
+            pending = self._evaluate(np.array([record]), np.ones(1, np.int64), event)
+            self._raise_if_over(pending)
+            self._commit(pending, event)
+            self._keep(_LedgerChunk(time, pending.records, self.uses[pending.records], event))
+            return
         self.check(record, event)
         self.uses[record] += 1
         self.epsilon_spent[record] += event.epsilon
@@ -360,6 +544,13 @@ class PrivacyAccountant:
         if self.policy.private and event.guarantee == "non-private":
             raise PrivacyError("a non-private release under a private policy")
         unique, counts = np.unique(records, return_counts=True)
+        if self.tight:
+            pending = self._evaluate(unique, counts, event)
+            self._raise_if_over(pending)
+            use_numbers = self._use_numbers(records, unique, counts)
+            self._commit(pending, event)
+            self._keep(_LedgerChunk(time, records.copy(), use_numbers, event))
+            return
         eps_after = self.epsilon_spent[unique] + counts * event.epsilon
         delta_after = self.delta_spent[unique] + counts * event.delta
         over = delta_after > self.delta_limit
@@ -372,15 +563,7 @@ class PrivacyAccountant:
                 f"{int(counts[bad])} release(s) of ε {event.epsilon:g}, δ {event.delta:g} "
                 f"would exceed the budget ({self.epsilon:g}, {self.delta:g})",
             )
-        # use numbers: the uses before this batch plus the occurrence number within it
-        if counts.max() == 1:
-            use_numbers = self.uses[records] + 1
-        else:
-            order = np.argsort(records, kind="stable")
-            group_start = np.repeat(np.cumsum(counts) - counts, counts)
-            occurrence = np.empty(records.size, dtype=np.int64)
-            occurrence[order] = np.arange(records.size) - group_start
-            use_numbers = self.uses[records] + 1 + occurrence
+        use_numbers = self._use_numbers(records, unique, counts)
         self.uses[unique] += counts
         self.epsilon_spent[unique] = eps_after
         self.delta_spent[unique] = delta_after
@@ -388,6 +571,244 @@ class PrivacyAccountant:
         if event.guarantee in ("none", "mutual-information"):
             self.not_dp[unique] = True
         self._keep(_LedgerChunk(time, records.copy(), use_numbers, event))
+
+    def _use_numbers(
+        self, records: np.ndarray, unique: np.ndarray, counts: np.ndarray
+    ) -> np.ndarray:
+        """The use number of each entry of a batch: the record's uses before the batch plus
+        its occurrence number within it."""
+        if counts.max() == 1:
+            return self.uses[records] + 1
+        order = np.argsort(records, kind="stable")
+        group_start = np.repeat(np.cumsum(counts) - counts, counts)
+        occurrence = np.empty(records.size, dtype=np.int64)
+        occurrence[order] = np.arange(records.size) - group_start
+        return self.uses[records] + 1 + occurrence
+
+    # --- composition by RDP / PLD ----------------------------------------------------------
+
+    def _evaluate(
+        self,
+        records: np.ndarray,
+        counts: np.ndarray,
+        event: PrivacyEvent,
+        multiplier: float | None = None,
+    ) -> _Pending:
+        """The state of distinct ``records`` after ``counts`` more releases like ``event``
+        (or, with ``multiplier`` and no event, Gaussian releases at that σ/Δ), and whether
+        it would pass the budget. Nothing changes here."""
+        if multiplier is None:
+            multiplier = _gaussian_multiplier(event)
+        tight_uses = self._tight_uses[records]
+        basic_epsilon = self._basic_epsilon[records]
+        basic_delta = self._basic_delta[records]
+        if multiplier is None:
+            basic_epsilon = basic_epsilon + counts * event.epsilon
+            basic_delta = basic_delta + counts * event.delta
+        else:
+            tight_uses = tight_uses + counts
+        # the δ the Gaussian part is converted at: the budget less the basic part's δ
+        target = np.maximum(self.delta - basic_delta, 0.0)
+        if self.accounting == "rdp":
+            history = self._rdp[records]
+            if multiplier is not None:
+                history = history + counts[:, None] * gaussian_rdp_curve(multiplier)
+            tight_epsilon = rdp_epsilons(history, target)
+        else:
+            if multiplier is not None:
+                column = self._multiplier_column(multiplier)
+            history = self._counts[records]
+            if multiplier is not None:
+                history[:, column] += counts  # fancy indexing copied the rows
+            tight_epsilon = self._pld_epsilons(history, target)
+        epsilon = np.where(tight_uses > 0, tight_epsilon, 0.0) + basic_epsilon
+        delta = np.where(tight_uses > 0, self.delta, basic_delta)
+        over = (epsilon > self.epsilon_limit) | (basic_delta > self.delta_limit)
+        return _Pending(
+            records, counts, epsilon, delta, basic_epsilon, basic_delta, tight_uses, history, over
+        )
+
+    def _multiplier_column(self, multiplier: float) -> int:
+        """The column of ``multiplier`` in the PLD counts (added, all zeros, when new)."""
+        try:
+            return self._multipliers.index(multiplier)
+        except ValueError:
+            self._multipliers.append(multiplier)
+            self._counts = np.hstack([self._counts, np.zeros((self.records, 1), np.int64)])
+            return len(self._multipliers) - 1
+
+    def _signature(self, counts: np.ndarray) -> Signature:
+        """A record's Gaussian history for PLD from its row of counts per multiplier."""
+        return tuple(sorted((self._multipliers[j], int(counts[j])) for j in np.flatnonzero(counts)))
+
+    def _pld_epsilons(self, counts: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """PLD ε of each row of ``counts`` at its ``target`` δ, one dp-accounting
+        computation per distinct history (:func:`~netsim.privacy.composition.pld_epsilon`
+        caches them across calls)."""
+        if counts.shape[0] == 1:
+            return np.array([pld_epsilon(self._signature(counts[0]), float(target[0]))])
+        if (target == target[0]).all():
+            distinct, inverse = np.unique(counts, axis=0, return_inverse=True)
+            values = np.array(
+                [pld_epsilon(self._signature(row), float(target[0])) for row in distinct]
+            )
+            return values[inverse.reshape(-1)]
+        pairs = zip(counts, target, strict=True)
+        return np.array([pld_epsilon(self._signature(row), float(t)) for row, t in pairs])
+
+    def _raise_if_over(self, pending: _Pending) -> None:
+        """:class:`BudgetExhausted` naming the first record ``pending`` takes past its
+        budget."""
+        if not pending.over.any():
+            return
+        bad = int(np.argmax(pending.over))
+        record, count = int(pending.records[bad]), int(pending.counts[bad])
+        uses = f"{count} more release(s)" if count > 1 else "the release"
+        if pending.basic_delta[bad] > self.delta_limit:
+            raise BudgetExhausted(
+                record,
+                f"{uses} would bring δ to {pending.basic_delta[bad]:g} > budget {self.delta:g}",
+            )
+        raise BudgetExhausted(
+            record,
+            f"{uses} would bring the composed ε ({self.accounting}, at δ {self.delta:g}) to "
+            f"{pending.epsilon[bad]:g} > budget {self.epsilon:g}",
+        )
+
+    def _commit(self, pending: _Pending, event: PrivacyEvent) -> None:
+        """Apply a validated ``pending`` charge of ``event``."""
+        records, counts = pending.records, pending.counts
+        self.uses[records] += counts
+        self.epsilon_spent[records] = pending.epsilon
+        self.delta_spent[records] = pending.delta
+        self._basic_epsilon[records] = pending.basic_epsilon
+        self._basic_delta[records] = pending.basic_delta
+        self._tight_uses[records] = pending.tight_uses
+        if self.accounting == "rdp":
+            self._rdp[records] = pending.history
+        else:
+            self._counts[records] = pending.history
+        self.mutual_information_spent[records] += counts * event.mutual_information
+        if event.guarantee in ("none", "mutual-information"):
+            self.not_dp[records] = True
+        if _gaussian_multiplier(event) is not None:
+            self.tight_mechanisms.add(event.mechanism)
+        elif event.mechanism not in self.basic_mechanisms:
+            self.basic_mechanisms[event.mechanism] = _basic_reason(
+                event.mechanism, event.guarantee, self.accounting
+            )
+
+    @property
+    def composition(self) -> str:
+        """How the releases charged so far were composed: ``basic``, ``rdp``, ``pld``, or
+        ``rdp+basic`` / ``pld+basic`` when some were Gaussian and some not (before any
+        release under rdp/pld: the accounting)."""
+        if not self.tight:
+            return "basic"
+        if self.basic_mechanisms and not self.tight_mechanisms:
+            return "basic"
+        return self.accounting + ("+basic" if self.basic_mechanisms else "")
+
+    @property
+    def composition_reason(self) -> str:
+        """A sentence for the run's summary and manifest on :attr:`composition`."""
+        if not self.policy.private:
+            return "no composition: a non-private policy adds no noise"
+        if not self.tight:
+            return "basic composition: the sum of the releases' ε and δ (accounting: basic)"
+        parts = []
+        if self.tight_mechanisms or not self.basic_mechanisms:
+            names = ", ".join(sorted(self.tight_mechanisms)) or "Gaussian releases"
+            parts.append(
+                f"{self.accounting.upper()} composition of {names} per record, converted to ε "
+                f"at the budget δ {self.delta:g}"
+            )
+        if self.basic_mechanisms:
+            parts.append(
+                "basic composition: " + "; ".join(self.basic_mechanisms[name]
+                                                  for name in sorted(self.basic_mechanisms))
+            )  # fmt: skip
+        return "; ".join(parts)
+
+    def noise_multiplier_for(self, mechanism: str | Release | Mechanism) -> float | None:
+        """The noise multiplier σ/Δ :meth:`release` gives ``mechanism`` under rdp/pld: its
+        fixed one, or for DP-SGD-k the one calibrated so that k uses compose to the budget
+        (ε, δ) exactly (:func:`~netsim.privacy.composition.calibrated_noise_multiplier`).
+        None: the mechanism is given a share of ε per use instead (basic accounting, a
+        mechanism that cannot release at a multiplier, or DP-SGD-∞)."""
+        if not self.tight:
+            return None
+        at_multiplier = (isinstance(mechanism, str) and mechanism == "gaussian") or (
+            isinstance(mechanism, Mechanism) and mechanism.releases_at_multiplier()
+        )
+        fixed = mechanism.fixed_noise_multiplier() if isinstance(mechanism, Mechanism) else None
+        if isinstance(self.policy, UntilSpent) and (not at_multiplier or fixed is None):
+            name = (
+                mechanism
+                if isinstance(mechanism, str)
+                else getattr(mechanism, "__name__", type(mechanism).__name__)
+            )
+            raise PrivacyError(
+                f"policy dp-sgd needs Gaussian noise at a fixed noise multiplier (noise: "
+                f"{{kind: gaussian, noise_multiplier: z}}), got {name}"
+                + (" without one" if at_multiplier else "")
+            )
+        if not at_multiplier:
+            return None
+        if not 0 < self.delta < 1:
+            raise PrivacyError(
+                f"Gaussian noise under {self.accounting} accounting needs a δ budget in (0, 1), "
+                f"got δ = {self.delta:g}: give the algorithm a δ budget"
+            )
+        if fixed is not None:
+            return fixed
+        cap = uses_cap(self.policy)
+        if cap is None:
+            return None
+        return calibrated_noise_multiplier(cap, self.epsilon, self.delta, self.accounting)
+
+    def _release_at_multiplier(
+        self,
+        record: int,
+        value: np.ndarray | float,
+        *,
+        mechanism: str | Mechanism,
+        multiplier: float,
+        sensitivity: float,
+        rng: np.random.Generator,
+        time: float,
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """A Gaussian release of ``record`` at σ/Δ = ``multiplier``, validated against the
+        composed budget before any noise is drawn."""
+        self._check_record(record)
+        if self.policy.epsilon_for_use(self.epsilon, int(self.uses[record]) + 1) is None:
+            self._refuse(
+                record, f"budget spent ({self.policy.name}, {int(self.uses[record])} uses)"
+            )
+        one = np.ones(1, np.int64)
+        expected: float | None = None
+        if sensitivity > 0:
+            expected = multiplier * sensitivity / sensitivity  # the event's σ/Δ
+            pending = self._evaluate(np.array([record]), one, _NO_EVENT, multiplier=expected)
+            if pending.over.any():
+                self._refuse(record, _refusal(pending, self))
+        if isinstance(mechanism, Mechanism):
+            noisy, event = mechanism.release_at_multiplier(
+                mechanisms.as_vector(value), sensitivity=sensitivity, noise_multiplier=multiplier,
+                delta=self.delta, rng=rng,
+            )  # fmt: skip
+        else:
+            noisy, event = mechanisms.gaussian_at_multiplier(
+                value, sensitivity=sensitivity, noise_multiplier=multiplier, delta=self.delta,
+                rng=rng,
+            )  # fmt: skip
+        if expected is None or _gaussian_multiplier(event) != expected:
+            pending = self._evaluate(np.array([record]), one, event)  # what it really declared
+            if pending.over.any():
+                self._refuse(record, _refusal(pending, self))
+        self._commit(pending, event)
+        self._keep(_LedgerChunk(time, pending.records, self.uses[pending.records], event))
+        return noisy, event
 
     def delta_for_use(self, epsilon: float) -> float:
         """The share of the δ budget a use that spends ``epsilon`` of the ε budget may spend:
@@ -424,6 +845,13 @@ class PrivacyAccountant:
         """
         if isinstance(mechanism, str) and mechanism not in MECHANISMS:
             raise ValueError(f"unknown mechanism {mechanism!r}; known: {', '.join(MECHANISMS)}")
+        multiplier = self.noise_multiplier_for(mechanism)
+        if multiplier is not None:
+            assert isinstance(mechanism, (str, Mechanism))
+            return self._release_at_multiplier(
+                record, value, mechanism=mechanism, multiplier=multiplier,
+                sensitivity=sensitivity, rng=rng, time=time,
+            )  # fmt: skip
         eps = self.next_epsilon(record)
         if eps is None:
             self._refuse(
@@ -457,7 +885,8 @@ class PrivacyAccountant:
     # --- guarantees ------------------------------------------------------------------------
 
     def record_guarantee(self, record: int) -> Guarantee:
-        """Basic sequential composition of ``record``'s releases."""
+        """Sequential composition of ``record``'s releases (basic, or RDP/PLD for its
+        Gaussian releases under those accountings)."""
         self._check_record(record)
         return Guarantee(
             float(self.epsilon_spent[record]),
@@ -515,13 +944,21 @@ class PrivacyAccountant:
         def number(value: float) -> float | None:
             return float(value) if math.isfinite(value) else None
 
+        guaranteed = run.is_dp
         return {
             "policy": self.policy.name,
             # what the scenario states (a ceiling per record) and what the ledger spent
             "stated_epsilon": number(self.epsilon) if self.policy.private else None,
             "stated_delta": number(self.delta),
-            "spent_epsilon": number(run.epsilon),
+            # a release without a DP guarantee (the paper's L2 noise, a mutual-information
+            # bound) spends no ε that could be read as one: its ε is the nominal one asked for
+            "spent_epsilon": number(run.epsilon) if guaranteed else None,
+            "nominal_epsilon": None if guaranteed else number(run.epsilon),
             "spent_delta": number(run.delta),
+            "accounting": self.accounting,
+            "composition": self.composition,
+            "composition_reason": self.composition_reason,
+            "tight_mechanisms": sorted(self.tight_mechanisms),
             "differentially_private": bool(self.policy.private and run.is_dp),
             "mutual_information": number(float(self.mutual_information_spent.max())),
             "records": int(self.records),
@@ -530,7 +967,8 @@ class PrivacyAccountant:
         }
 
     def run_guarantee(self) -> Guarantee:
-        """Parallel composition over disjoint records: the worst record's basic guarantee."""
+        """Parallel composition over disjoint records: the worst record's guarantee (basic,
+        or composed by RDP/PLD under those accountings)."""
         return Guarantee(
             float(self.epsilon_spent.max()),
             float(self.delta_spent.max()),

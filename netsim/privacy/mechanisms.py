@@ -30,6 +30,7 @@ inputs is unbounded. The K-norm density ∝ exp(−ε‖z‖/Δ) needs the Gamma
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import ClassVar, Literal
@@ -309,6 +310,43 @@ def gaussian(
     )
 
 
+@functools.lru_cache(maxsize=4096)
+def single_release_epsilon(noise_multiplier: float, delta: float) -> float:
+    """ε at ``delta`` of one Gaussian release with σ/Δ = ``noise_multiplier`` (the exact
+    privacy profile, :func:`gaussian_epsilon`; cached: a run releases at few multipliers)."""
+    return gaussian_epsilon(noise_multiplier, 1.0, delta)
+
+
+def gaussian_at_multiplier(
+    value: np.ndarray | float,
+    *,
+    sensitivity: float,
+    noise_multiplier: float,
+    delta: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, PrivacyEvent]:
+    """``value`` plus N(0, σ² I) with σ = ``noise_multiplier``·Δ, the noise an RDP or PLD
+    accountant calibrated for a record's composed budget (Abadi et al. 2016 §3.1). The event
+    declares ``GaussianDpEvent(σ/Δ)`` and states what this release alone gives at the budget
+    δ ``delta``: ε of the exact privacy profile (Balle & Wang 2018, Thm 8)."""
+    if not (noise_multiplier > 0 and math.isfinite(noise_multiplier)):
+        raise ValueError(f"noise_multiplier must be positive and finite, got {noise_multiplier}")
+    if not (sensitivity >= 0 and math.isfinite(sensitivity)):
+        raise ValueError(f"sensitivity must be >= 0 and finite, got {sensitivity}")
+    check_delta(delta)
+    x = as_vector(value)
+    sigma = noise_multiplier * sensitivity
+    spent = single_release_epsilon(sigma / sensitivity, delta) if sensitivity > 0 else 0.0
+    guarantee: Literal["(epsilon,delta)-DP", "none"] = (
+        "(epsilon,delta)-DP" if math.isfinite(spent) else "none"
+    )
+    noisy = add_noise(x, gaussian_noise, sigma, rng)
+    return noisy, PrivacyEvent(
+        "gaussian_multiplier", guarantee, spent, delta, sensitivity, "L2", sigma, x.size,
+        accounting=gaussian_dp_event(sigma, sensitivity),
+    )  # fmt: skip
+
+
 def no_noise(value: np.ndarray | float) -> tuple[np.ndarray, PrivacyEvent]:
     """The non-private baseline: the value unchanged, recorded as such."""
     x = as_vector(value)
@@ -411,6 +449,25 @@ class GaussianMechanism(Mechanism):
         return noisy, PrivacyEvent(
             "gaussian_fixed", guarantee, spent, delta, sensitivity, "L2", sigma, x.size,
             accounting=gaussian_dp_event(sigma, sensitivity),
+        )  # fmt: skip
+
+    def fixed_noise_multiplier(self) -> float | None:
+        """``noise_multiplier`` of the settings (None: σ is calibrated)."""
+        config: GaussianConfig = self.config  # type: ignore[assignment]
+        return config.noise_multiplier
+
+    def release_at_multiplier(
+        self,
+        value: np.ndarray,
+        *,
+        sensitivity: float,
+        noise_multiplier: float,
+        delta: float,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        return gaussian_at_multiplier(
+            value, sensitivity=sensitivity, noise_multiplier=noise_multiplier, delta=delta,
+            rng=rng,
         )  # fmt: skip
 
 

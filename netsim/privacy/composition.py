@@ -1,0 +1,271 @@
+"""Tight composition of Gaussian releases per record: Rényi DP and privacy-loss distributions.
+
+The accountant (:mod:`netsim.privacy.accountant`) composes a record's Gaussian releases with
+these functions when a run asks for ``accounting: rdp`` or ``pld``
+(``docs/explanation/privacy.md``, "Composition by RDP or PLD"):
+
+- **RDP** (Mironov 2017): a Gaussian release N(0, σ²I) of L2 sensitivity Δ has the Rényi
+  curve ρ(α) = α/(2z²), z = σ/Δ (Prop. 7); curves of one record add (Prop. 1) and are
+  converted to (ε, δ) once, at the budget δ, as dp-accounting's ``RdpAccountant`` does
+  (Canonne, Kamath & Steinke 2020, Prop. 12, over :data:`RDP_ORDERS`). The accountant keeps
+  one curve per record, a (records × orders) array, and :func:`rdp_epsilons` converts many
+  rows at once: the same arithmetic as ``dp_accounting.rdp.compute_epsilon``, vectorised.
+- **PLD** (Koskela, Jälkö & Honkela 2020; Doroshenko et al. 2022, dp-accounting's
+  ``PLDAccountant``): numerically near-exact. A record's ε depends only on the multiset of
+  its noise multipliers (its *signature*), which most records share, so
+  :func:`pld_epsilon` is cached by signature.
+
+Neighbours: netsim's Δ is the largest L2 distance between a release's values on two data
+sets that differ in one record's value (replace-one, SPEC §8.1, e.g. 2C for a gradient
+clipped to C). A Gaussian release's privacy loss between such neighbours is that of a shift
+by Δ, which is what dp-accounting composes for ``GaussianDpEvent(σ/Δ)`` under its default
+relation (``ADD_OR_REMOVE_ONE``, a shift by one unit of the multiplier). Its ``REPLACE_ONE``
+would shift by 2Δ, counting the replacement twice, so the accountants here keep the default.
+No amplification by subsampling is claimed (a walk's visits are not Poisson samples,
+SPEC §8.3): every use is one full Gaussian release.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Collection
+from typing import Literal
+
+import dp_accounting
+import numpy as np
+import pandas as pd
+from dp_accounting import pld, rdp
+from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
+
+from netsim.errors import PrivacyError
+from netsim.privacy import mechanisms
+
+Accounting = Literal["basic", "rdp", "pld"]
+ACCOUNTINGS: tuple[str, ...] = ("basic", "rdp", "pld")
+TIGHT_ACCOUNTINGS: tuple[str, ...] = ("rdp", "pld")
+
+#: The Rényi orders of every RDP computation: dp-accounting's default grid (1.1 … 1024).
+RDP_ORDERS: np.ndarray = np.array(DEFAULT_RDP_ORDERS, dtype=np.float64)
+RDP_ORDERS.setflags(write=False)
+
+#: A record's Gaussian history for PLD: ((noise multiplier, uses), ...), sorted by multiplier.
+Signature = tuple[tuple[float, int], ...]
+
+
+def check_accounting(accounting: str) -> None:
+    """Raise ValueError unless ``accounting`` is ``basic``, ``rdp`` or ``pld``."""
+    if accounting not in ACCOUNTINGS:
+        raise ValueError(f"accounting must be one of {', '.join(ACCOUNTINGS)}, got {accounting!r}")
+
+
+def rdp_accountant() -> rdp.RdpAccountant:
+    """A fresh ``RdpAccountant`` over :data:`RDP_ORDERS` (default neighbouring relation: see
+    the module docstring)."""
+    return rdp.RdpAccountant(orders=RDP_ORDERS.tolist())
+
+
+def pld_accountant() -> pld.PLDAccountant:
+    """A fresh ``PLDAccountant`` (default discretisation 1e-4, pessimistic estimates)."""
+    return pld.PLDAccountant()
+
+
+def gaussian_event(noise_multiplier: float) -> dp_accounting.DpEvent:
+    """``GaussianDpEvent(z)``, or ``NoOpDpEvent`` for z = ∞ (a query of sensitivity 0)."""
+    if math.isinf(noise_multiplier):
+        return dp_accounting.NoOpDpEvent()
+    return dp_accounting.GaussianDpEvent(noise_multiplier)
+
+
+@functools.lru_cache(maxsize=1024)
+def _gaussian_rdp_curve(noise_multiplier: float) -> np.ndarray:
+    curve = rdp_accountant().compose(gaussian_event(noise_multiplier)).rdp
+    curve.setflags(write=False)
+    return curve
+
+
+def gaussian_rdp_curve(noise_multiplier: float) -> np.ndarray:
+    """The RDP curve over :data:`RDP_ORDERS` of one Gaussian release with σ/Δ = z, as
+    dp-accounting computes it (α/(2z²), Mironov 2017 Prop. 7; zeros for z = ∞). Read-only."""
+    return _gaussian_rdp_curve(float(noise_multiplier))
+
+
+# The conversion's terms that depend on the order alone: ln(1 − 1/α) − ln(α)/(α − 1) and
+# 1/(α − 1), for α > 1.01 (∞ and 0 elsewhere: compute_epsilon skips those orders).
+_USABLE = RDP_ORDERS > 1.01
+_OFFSET = np.where(
+    _USABLE, np.log1p(-1.0 / RDP_ORDERS) - np.log(RDP_ORDERS) / (RDP_ORDERS - 1.0), np.inf
+)
+_SLOPE = np.where(_USABLE, 1.0 / (RDP_ORDERS - 1.0), 0.0)
+
+
+def rdp_epsilons(curves: np.ndarray, delta: np.ndarray | float) -> np.ndarray:
+    """ε at ``delta`` of each row of ``curves`` (rows × :data:`RDP_ORDERS`): row by row the
+    conversion of ``dp_accounting.rdp.compute_epsilon`` (Canonne, Kamath & Steinke 2020,
+    Prop. 12: min over α of ρ(α) + ln(1 − 1/α) − ln(δα)/(α − 1), for α > 1.01; 0 at an order
+    where the KL bound δ² > 1 − e^{−ρ} already gives ε = 0, or ρ < 0; ∞ for δ = 0 unless
+    the curve is 0), with the terms of the order alone computed once."""
+    curves = np.asarray(curves, dtype=np.float64)
+    if curves.ndim == 1:
+        curves = curves[None, :]
+    deltas = np.asarray(delta, dtype=np.float64).reshape(-1)
+    if deltas.size == 1:  # one δ for every row: one row of the order terms
+        one = float(deltas[0])
+        eps = curves + (_OFFSET - math.log(one) * _SLOPE if one > 0 else np.inf)
+        threshold: np.ndarray | float = -math.log1p(-one * one)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eps = curves + (_OFFSET - np.log(deltas)[:, None] * _SLOPE)
+        threshold = -np.log1p(-(deltas * deltas))[:, None]
+    best = np.maximum(eps.min(axis=1), 0.0)
+    # δ² + expm1(−ρ) > 0 ⟺ ρ < −ln(1 − δ²); with ρ < 0 too, one such order makes ε = 0
+    best[(curves < threshold).any(axis=1)] = 0.0
+    zero_delta = deltas == 0  # (ε, 0)-DP only for a zero curve (compute_epsilon's first case)
+    if zero_delta.any():
+        rows = zero_delta if deltas.size > 1 else slice(None)
+        best[rows] = np.where((curves[rows] == 0).all(axis=1), 0.0, np.inf)
+    return best
+
+
+@functools.lru_cache(maxsize=65536)
+def pld_epsilon(signature: Signature, delta: float) -> float:
+    """ε at ``delta`` of Gaussian releases with the multipliers and counts of ``signature``,
+    from dp-accounting's ``PLDAccountant`` (cached: records with one history share it)."""
+    if not signature:
+        return 0.0
+    if delta <= 0:
+        return math.inf
+    accountant = pld_accountant()
+    for noise_multiplier, count in signature:
+        accountant.compose(gaussian_event(noise_multiplier), count)
+    return float(accountant.get_epsilon(delta))
+
+
+def rdp_epsilon_of(signature: Signature, delta: float) -> float:
+    """ε at ``delta`` of the Gaussian releases of ``signature`` from dp-accounting's own
+    ``RdpAccountant`` over :data:`RDP_ORDERS` (the reference :func:`rdp_epsilons` matches)."""
+    if not signature:
+        return 0.0
+    accountant = rdp_accountant()
+    for noise_multiplier, count in signature:
+        accountant.compose(gaussian_event(noise_multiplier), count)
+    return float(accountant.get_epsilon(delta))
+
+
+def composed_epsilon(signature: Signature, delta: float, accounting: str) -> float:
+    """ε at ``delta`` of the Gaussian releases of ``signature`` under ``accounting``
+    (``rdp`` or ``pld``), as dp-accounting's accountant of that name states it."""
+    if accounting == "rdp":
+        return rdp_epsilon_of(signature, delta)
+    if accounting == "pld":
+        return pld_epsilon(signature, delta)
+    raise ValueError(f"composed_epsilon needs accounting rdp or pld, got {accounting!r}")
+
+
+@functools.lru_cache(maxsize=256)
+def calibrated_noise_multiplier(uses: int, epsilon: float, delta: float, accounting: str) -> float:
+    """The smallest noise multiplier z = σ/Δ (to 1e-9 relative) whose ``uses`` Gaussian
+    releases compose to at most (``epsilon``, ``delta``) under ``accounting`` (``rdp`` or
+    ``pld``): DP-SGD-k's noise, calibrated to the composed budget rather than to a share of
+    it (Abadi et al. 2016 §3.1). ``dp_accounting.calibrate_dp_mechanism`` (Brent's method,
+    never returning a z whose ε exceeds the target) on ``SelfComposedDpEvent(
+    GaussianDpEvent(z), uses)``, within a bracket found by doubling; the accountant checks
+    the same ε, so k uses of z are never refused for want of budget."""
+    if uses < 1:
+        raise ValueError(f"uses must be >= 1, got {uses}")
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be positive and finite, got {epsilon}")
+    mechanisms.check_delta(delta)
+    if accounting not in TIGHT_ACCOUNTINGS:
+        raise ValueError(f"calibration needs accounting rdp or pld, got {accounting!r}")
+
+    def fits(z: float) -> bool:
+        return composed_epsilon(((z, uses),), delta, accounting) <= epsilon
+
+    # PLD is never looser than RDP, so its z lies below RDP's: a narrow bracket for the
+    # slower accountant
+    high = 1.0 if accounting == "rdp" else calibrated_noise_multiplier(uses, epsilon, delta, "rdp")
+    low = high / 2.0
+    while not fits(high):
+        low, high = high, high * 2.0
+        if high > 1e9:
+            raise PrivacyError(f"no noise multiplier below 1e9 gives ({epsilon:g}, {delta:g})")
+    while fits(low):
+        low, high = low / 2.0, low
+        if low < 1e-9:
+            return high
+    fresh = rdp_accountant if accounting == "rdp" else pld_accountant
+    z = float(
+        dp_accounting.calibrate_dp_mechanism(
+            fresh,
+            lambda z: dp_accounting.SelfComposedDpEvent(gaussian_event(z), uses),
+            epsilon,
+            delta,
+            dp_accounting.ExplicitBracketInterval(low, high),
+            tol=1e-9 * high,
+        )
+    )
+    return z if fits(z) else high  # calibrate_dp_mechanism's ε never exceeds the target
+
+
+def ledger_multipliers(ledger: pd.DataFrame) -> np.ndarray:
+    """σ/Δ of each ledger row (∞ where the sensitivity is 0: such a release reveals nothing)."""
+    sensitivity = ledger["sensitivity"].to_numpy(dtype=np.float64)
+    scale = ledger["noise_scale"].to_numpy(dtype=np.float64)
+    positive = sensitivity > 0
+    return np.where(positive, scale / np.where(positive, sensitivity, 1.0), np.inf)
+
+
+def composed_epsilon_from_ledger(
+    ledger: pd.DataFrame,
+    delta: float,
+    accounting: str,
+    *,
+    gaussian_mechanisms: Collection[str] | None = None,
+) -> pd.Series:
+    """ε per record rebuilt from a ``privacy_ledger`` table with dp-accounting's own
+    accountants, independently of :class:`~netsim.privacy.accountant.PrivacyAccountant`.
+
+    Rows of a Gaussian mechanism (``gaussian_mechanisms``, by default every mechanism whose
+    name begins with ``gaussian``: netsim's Gaussian events; the accountant lists the ones it
+    composed tightly in its report's ``tight_mechanisms``) are composed as
+    ``GaussianDpEvent(noise_scale / sensitivity)`` by a fresh ``RdpAccountant`` (over
+    :data:`RDP_ORDERS`) or ``PLDAccountant`` and converted at ``delta`` minus the record's
+    other rows' δ; the other rows add their ε (basic composition). Under ``basic`` every row
+    adds its ε. Indexed by record (records without a row are absent)."""
+    check_accounting(accounting)
+    if accounting == "basic":
+        return ledger.groupby("record")["epsilon"].sum().rename("epsilon")
+    names = ledger["mechanism"].astype(str)
+    if gaussian_mechanisms is None:
+        tight = names.str.startswith("gaussian").to_numpy()
+    else:
+        tight = names.isin(list(gaussian_mechanisms)).to_numpy()
+    frame = pd.DataFrame(
+        {
+            "record": ledger["record"].to_numpy(),
+            "multiplier": ledger_multipliers(ledger),
+            "tight": tight,
+            "epsilon": ledger["epsilon"].to_numpy(dtype=np.float64),
+            "delta": ledger["delta"].to_numpy(dtype=np.float64),
+        }
+    )
+    fresh = {"rdp": rdp_accountant, "pld": pld_accountant}[accounting]
+    by_history: dict[tuple[Signature, float], float] = {}  # records sharing a history
+    result = {}
+    for record, rows in frame.groupby("record", sort=True):
+        gaussian = rows.loc[rows["tight"], "multiplier"].value_counts().sort_index()
+        signature = tuple((float(z), int(n)) for z, n in gaussian.items())
+        other = rows[~rows["tight"]]
+        target = delta - float(other["delta"].sum())
+        key = (signature, target)
+        if key not in by_history:
+            accountant = fresh()
+            for noise_multiplier, count in signature:
+                accountant.compose(gaussian_event(noise_multiplier), count)
+            by_history[key] = (
+                0.0 if not signature
+                else float(accountant.get_epsilon(target)) if target > 0 else math.inf
+            )  # fmt: skip
+        result[int(record)] = by_history[key] + float(other["epsilon"].sum())  # type: ignore[call-overload]
+    return pd.Series(result, name="epsilon", dtype=np.float64).rename_axis("record")
