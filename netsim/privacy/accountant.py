@@ -769,7 +769,7 @@ class PrivacyAccountant:
 
     def _release_at_multiplier(
         self,
-        record: int,
+        records: np.ndarray,
         value: np.ndarray | float,
         *,
         mechanism: str | Mechanism,
@@ -778,20 +778,23 @@ class PrivacyAccountant:
         rng: np.random.Generator,
         time: float,
     ) -> tuple[np.ndarray, PrivacyEvent]:
-        """A Gaussian release of ``record`` at σ/Δ = ``multiplier``, validated against the
-        composed budget before any noise is drawn."""
-        self._check_record(record)
-        if self.policy.epsilon_for_use(self.epsilon, int(self.uses[record]) + 1) is None:
-            self._refuse(
-                record, f"budget spent ({self.policy.name}, {int(self.uses[record])} uses)"
-            )
-        one = np.ones(1, np.int64)
+        """A Gaussian release at σ/Δ = ``multiplier`` charged as one use to each of the
+        distinct ``records``, validated against the composed budget before any noise is
+        drawn."""
+        for record in records:
+            self._check_record(int(record))
+            if self.policy.epsilon_for_use(self.epsilon, int(self.uses[record]) + 1) is None:
+                self._refuse_all(
+                    records,
+                    f"budget spent ({self.policy.name}, {int(self.uses[record])} uses)",
+                )
+        one = np.ones(records.size, np.int64)
         expected: float | None = None
         if sensitivity > 0:
             expected = multiplier * sensitivity / sensitivity  # the event's σ/Δ
-            pending = self._evaluate(np.array([record]), one, _NO_EVENT, multiplier=expected)
+            pending = self._evaluate(records, one, _NO_EVENT, multiplier=expected)
             if pending.over.any():
-                self._refuse(record, _refusal(pending, self))
+                self._refuse_all(records, _refusal(pending, self))
         if isinstance(mechanism, Mechanism):
             noisy, event = mechanism.release_at_multiplier(
                 mechanisms.as_vector(value), sensitivity=sensitivity, noise_multiplier=multiplier,
@@ -803,9 +806,9 @@ class PrivacyAccountant:
                 rng=rng,
             )  # fmt: skip
         if expected is None or _gaussian_multiplier(event) != expected:
-            pending = self._evaluate(np.array([record]), one, event)  # what it really declared
+            pending = self._evaluate(records, one, event)  # what it really declared
             if pending.over.any():
-                self._refuse(record, _refusal(pending, self))
+                self._refuse_all(records, _refusal(pending, self))
         self._commit(pending, event)
         self._keep(_LedgerChunk(time, pending.records, self.uses[pending.records], event))
         return noisy, event
@@ -849,8 +852,8 @@ class PrivacyAccountant:
         if multiplier is not None:
             assert isinstance(mechanism, (str, Mechanism))
             return self._release_at_multiplier(
-                record, value, mechanism=mechanism, multiplier=multiplier,
-                sensitivity=sensitivity, rng=rng, time=time,
+                np.array([record], dtype=np.int64), value, mechanism=mechanism,
+                multiplier=multiplier, sensitivity=sensitivity, rng=rng, time=time,
             )  # fmt: skip
         eps = self.next_epsilon(record)
         if eps is None:
@@ -881,6 +884,70 @@ class PrivacyAccountant:
         self.refused[record] += 1
         self.last_refusal = reason
         raise BudgetExhausted(record, reason)
+
+    def _refuse_all(self, records: np.ndarray, reason: str) -> NoReturn:
+        """Count a refused release of each of ``records`` and raise :class:`BudgetExhausted`
+        naming the first (``reason`` may name another: the record of the pending charge)."""
+        self.refused[records] += 1
+        self.last_refusal = reason
+        first = int(records[0])
+        raise BudgetExhausted(first, reason.removeprefix(f"record {first}: "))
+
+    def release_batch(
+        self,
+        records: np.ndarray,
+        value: np.ndarray,
+        *,
+        mechanism: str | Release | Mechanism,
+        sensitivity: float,
+        rng: np.random.Generator,
+        time: float = math.nan,
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """One release of ``value`` computed from several distinct ``records`` (a
+        mini-batch), charged as one use to each of them, all or nothing: if any record has
+        no budget left for it, nothing is drawn or charged, each is counted as refused and
+        :class:`BudgetExhausted` is raised. ``sensitivity`` is the value's sensitivity to one
+        record (e.g. 2C/b for the mean of b gradients clipped to C). Under a split policy the
+        release spends the smallest of the records' next shares. A single record is
+        :meth:`release`."""
+        records = np.asarray(records, dtype=np.int64).reshape(-1)
+        if records.size == 1:
+            return self.release(
+                int(records[0]), value, mechanism=mechanism, sensitivity=sensitivity, rng=rng,
+                time=time,
+            )  # fmt: skip
+        if np.unique(records).size != records.size:
+            raise ValueError("release_batch needs distinct records")
+        multiplier = self.noise_multiplier_for(mechanism)
+        if multiplier is not None:
+            assert isinstance(mechanism, (str, Mechanism))
+            return self._release_at_multiplier(
+                records, value, mechanism=mechanism, multiplier=multiplier,
+                sensitivity=sensitivity, rng=rng, time=time,
+            )  # fmt: skip
+        shares = [self.next_epsilon(int(record)) for record in records]
+        if any(share is None for share in shares):
+            spent = int(records[[share is None for share in shares]][0])
+            self._refuse_all(
+                records, f"budget spent ({self.policy.name}, {int(self.uses[spent])} uses)"
+            )
+        eps = min(share for share in shares if share is not None)
+        if not self.policy.private:
+            noisy, event = mechanisms.no_noise(value)
+        elif isinstance(mechanism, Mechanism):
+            noisy, event = mechanism.spend(
+                mechanisms.as_vector(value), sensitivity=sensitivity, epsilon=eps,
+                delta=self.delta_for_use(eps), rng=rng,
+            )  # fmt: skip
+        else:
+            release = MECHANISMS[mechanism] if isinstance(mechanism, str) else mechanism
+            options = {"delta": self.delta_for_use(eps)} if mechanism == "gaussian" else {}
+            noisy, event = release(value, sensitivity=sensitivity, epsilon=eps, rng=rng, **options)
+        try:
+            self.charge_batch(records, event, time=time)
+        except BudgetExhausted as exc:
+            self._refuse_all(records, str(exc))
+        return noisy, event
 
     # --- guarantees ------------------------------------------------------------------------
 

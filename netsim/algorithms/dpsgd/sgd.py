@@ -71,13 +71,18 @@ from netsim.privacy.accountant import (
     LEDGER_TABLE,
     RECORDS_TABLE,
     PrivacyAccountant,
+    accounting_problem,
     ledger_sink,
     policy_by_name,
 )
+from netsim.privacy.events import PrivacyEvent
 from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.privacy.sensitivity import Norm, clip_rows
 from netsim.registry import component_name, spec_class, spec_kind
 from netsim.sim import Simulation
+
+#: What one privacy budget protects (SPEC §8.1): a training record, or all of a node's records.
+PrivacyUnit = Literal["record", "node"]
 
 VISITS_TABLE = TableSchema(
     name="sgd_visits",
@@ -93,8 +98,9 @@ VISITS_TABLE = TableSchema(
     ),
     description=(
         "Every visit of a model to a node: the walk (−1 in gossip learning), the node and its "
-        "training row, the model's visits and updates after it, whether it was updated (False: "
-        "the record's budget was spent) and the ε the update spent."
+        "training row (the first of the visit's mini-batch), the model's visits and updates "
+        "after it, whether it was updated (False: the record's budget was spent) and the ε the "
+        "update spent."
     ),
     time="time",
 )
@@ -202,12 +208,29 @@ class PrivateSGD:
         initial: np.ndarray,
         clip: float | None = None,
         learning_rate: float = 1.0,
+        records_per_node: int = 1,
+        batch: int = 1,
+        unit: PrivacyUnit = "record",
     ) -> None:
-        if x.shape[0] != accountant.records or y.shape[0] != accountant.records:
+        if not 1 <= batch <= records_per_node or x.shape[0] % records_per_node:
             raise ValueError(
-                f"need one record per accountant record: {x.shape[0]} rows, "
-                f"{accountant.records} records"
+                f"need 1 <= batch ({batch}) <= records_per_node ({records_per_node}) and whole "
+                f"shards ({x.shape[0]} rows)"
             )
+        nodes = x.shape[0] // records_per_node
+        units = x.shape[0] if unit == "record" else nodes
+        if y.shape[0] != x.shape[0] or accountant.records != units:
+            raise ValueError(
+                f"need one accountant record per {unit}: {x.shape[0]} rows in shards of "
+                f"{records_per_node}, {accountant.records} accountant records"
+            )
+        self.records_per_node = records_per_node
+        self.batch = batch
+        self.unit: PrivacyUnit = unit
+        #: Where each node's next visit starts in its shard (it cycles through its records).
+        self.cursor = np.zeros(nodes, dtype=np.int64)
+        #: The records the last :meth:`step` used.
+        self.last_records = np.zeros(batch, dtype=np.int64)
         self.model = model
         self.x = x
         self.y = y
@@ -234,20 +257,49 @@ class PrivateSGD:
     def initial_state(self) -> ModelState:
         return ModelState(self.initial, 0, 0)
 
-    def gradient(self, parameters: np.ndarray, record: int) -> np.ndarray:
-        """The gradient of ``record``'s loss at ``parameters``, clipped to norm C in the
-        noise's norm when ``learning.clip`` is set (Abadi et al. 2016, Alg. 1)."""
-        rows = slice(record, record + 1)
-        gradient = self.model.per_example_gradients(parameters, self.x[rows], self.y[rows])[0]
-        if self.clip is None:
-            return gradient
-        return clip_rows(gradient[None, :], self.clip, self.norm)[0]
+    def gradient(self, parameters: np.ndarray, records: int | np.ndarray) -> np.ndarray:
+        """The gradient of the loss of ``records`` (one, or the mean over a mini-batch) at
+        ``parameters``, each example's clipped to norm C in the noise's norm when
+        ``learning.clip`` is set (Abadi et al. 2016, Alg. 1)."""
+        rows = slice(records, records + 1) if isinstance(records, int) else records
+        gradients = self.model.per_example_gradients(parameters, self.x[rows], self.y[rows])
+        if self.clip is not None:
+            gradients = clip_rows(gradients, self.clip, self.norm)
+        return gradients[0] if len(gradients) == 1 else gradients.mean(axis=0)
+
+    def visit_records(self, node: int) -> np.ndarray:
+        """The ``batch`` records of ``node``'s shard this visit uses: the next ones in the
+        shard's order, cycling (so every record of a node is used once before any twice)."""
+        r = self.records_per_node
+        start = int(self.cursor[node])
+        self.cursor[node] = (start + self.batch) % r
+        return node * r + (start + np.arange(self.batch)) % r
+
+    def _release(
+        self, node: int, records: np.ndarray, gradient: np.ndarray, now: float
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """The noisy gradient, charged to the privacy unit: the node (its whole shard may
+        differ, so one gradient's sensitivity), or each record of the batch (one record
+        differs: the mean's sensitivity is that over the batch size)."""
+        accountant, options = self.accountant, {"mechanism": self.mechanism, "rng": self.rng}
+        if self.unit == "node":
+            return accountant.release(
+                node, gradient, sensitivity=self.sensitivity, time=now, **options
+            )
+        if records.size == 1:
+            return accountant.release(
+                int(records[0]), gradient, sensitivity=self.sensitivity, time=now, **options
+            )
+        return accountant.release_batch(
+            records, gradient, sensitivity=self.sensitivity / records.size, time=now, **options
+        )
 
     def step(
-        self, state: ModelState, record: int, now: float
+        self, state: ModelState, node: int, now: float
     ) -> tuple[ModelState, float | None, bool]:
-        """The model after visiting ``record``, the ε spent (``None``: no budget left) and
-        whether the model was updated.
+        """The model after visiting ``node`` (a step on the next mini-batch of its shard: its
+        one record by default), the ε spent (``None``: no budget left) and whether the model
+        was updated.
 
         A noisy step that is not finite leaves the model as it was (the ε is spent all the
         same): under DP-SGD-∞ the t-th use of a record spends ε·2^−t, so past about a
@@ -255,16 +307,11 @@ class PrivateSGD:
         later model into NaN. :attr:`non_finite` counts them; the run warns.
         """
         w = state.parameters
-        gradient = self.gradient(w, record)
+        records = self.visit_records(node)
+        self.last_records = records
+        one = int(records[0]) if records.size == 1 else records
         try:
-            noisy, event = self.accountant.release(
-                record,
-                gradient,
-                mechanism=self.mechanism,
-                sensitivity=self.sensitivity,
-                rng=self.rng,
-                time=now,
-            )
+            noisy, event = self._release(node, records, self.gradient(w, one), now)
         except BudgetExhausted:
             return ModelState(w, state.updates, state.visits + 1), None, False
         t = state.updates + 1
@@ -315,7 +362,21 @@ class LearningConfig(ComponentConfig):
     clip: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
     #: η_t = learning_rate/√t (Hegedűs et al. 2016 eq. 8 has 1).
     learning_rate: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
-    algorithm: Annotated[str, Field(pattern=r"^(sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")] = "dp-sgd-1"
+    algorithm: Annotated[
+        str, Field(pattern=r"^(sgd|dp-sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")
+    ] = "dp-sgd-1"
+    #: How a record's uses compose against its budget: ``basic`` (the sum of ε and δ), or
+    #: ``rdp`` / ``pld`` for Gaussian noise (Rényi DP or the privacy-loss distribution,
+    #: dp-accounting; :mod:`netsim.privacy.composition`); other noise keeps the basic sum.
+    accounting: Literal["basic", "rdp", "pld"] = "basic"
+    #: Training records each node holds (its shard); node i holds rows i·r … i·r + r − 1 of
+    #: a seeded permutation of the training split.
+    records_per_node: int = Field(default=1, ge=1)
+    #: Records one visit uses (the mean of their clipped gradients), at most records_per_node.
+    batch: int = Field(default=1, ge=1)
+    #: What one budget protects: a ``record`` (example-level DP; a batch of b records has
+    #: sensitivity 2C/b and charges each) or a ``node`` (user-level DP: all of its records).
+    privacy_unit: PrivacyUnit = "record"
     noise: MechanismSpec = "k_norm_l2"
     epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
     #: The δ budget of a record, split over its uses as ε is (0: only mechanisms that spend
@@ -326,7 +387,15 @@ class LearningConfig(ComponentConfig):
 
     @model_validator(mode="after")
     def _delta_budget(self) -> LearningConfig:
+        if self.batch > self.records_per_node:
+            raise ValueError(
+                f"learning.batch {self.batch} is more than learning.records_per_node "
+                f"{self.records_per_node}: a visit uses records of the node it visits"
+            )
         if self.algorithm != "sgd":
+            problem = accounting_problem(self.noise, self.algorithm, self.accounting)
+            if problem:
+                raise ValueError(f"learning: {problem}")
             problem = delta_budget_problem(
                 self.noise, self.delta, ("learning.noise", "learning.delta")
             )
@@ -360,11 +429,13 @@ def learning_data(config: LearningConfig, n: int) -> Dataset:
         normalisation=config.normalisation,
         norm=mechanism_norm,
     )
-    if data.n_train < n:
+    r = config.records_per_node
+    if data.n_train < n * r:
+        held = "one record" if r == 1 else f"{r} records (learning.records_per_node)"
         raise DataError(
             f"learning.dataset: {data.name} has {data.n_train:,} training records but the "
-            f"scenario has {n:,} nodes; every node holds one record, so nodes must be at most "
-            f"{data.n_train:,}"
+            f"scenario has {n:,} nodes; every node holds {held}, so nodes must be at most "
+            f"{data.n_train // r:,}"
         )
     if config.normalisation == "none":
         radius = float(vector_norms(data.x_train, mechanism_norm).max())
@@ -420,10 +491,16 @@ class SGDAgent(Component):
         assert ctx.sim is not None
         n = ctx.nodes
         data = learning_data(config, n)
-        rows = ctx.stream("rows").permutation(data.n_train)[:n]
+        rows = ctx.stream("rows").permutation(data.n_train)[: n * config.records_per_node]
         model = build_model(config.model, data.classes, data.features, ctx)
         policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
-        accountant = PrivacyAccountant(n, epsilon=config.epsilon, delta=config.delta, policy=policy)
+        accountant = PrivacyAccountant(
+            rows.size if config.privacy_unit == "record" else n,
+            epsilon=config.epsilon,
+            delta=config.delta,
+            policy=policy,
+            accounting=config.accounting,
+        )
         accountant.stream_ledger(ledger_sink(ctx.sim.log, ctx.scenario.metrics.privacy_ledger))
         sgd = PrivateSGD(
             model,
@@ -436,6 +513,9 @@ class SGDAgent(Component):
             initial=model.initial_parameters(ctx.stream("model")),
             clip=config.clip,
             learning_rate=config.learning_rate,
+            records_per_node=config.records_per_node,
+            batch=config.batch,
+            unit=config.privacy_unit,
         )
         agent = cls(
             ctx.sim,
@@ -474,12 +554,13 @@ class SGDAgent(Component):
         return self.sgd.model.accuracy(state.parameters, self.x_test, self.y_test)
 
     def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
-        """Eq. (8) with the record of ``node`` (the record index is the node id)."""
+        """Eq. (8) with the record of ``node`` (the next mini-batch of its shard)."""
         new, epsilon, updated = self.sgd.step(state, node, now)
         self.updates += updated
         self.refused += epsilon is None
+        row = int(self.rows[self.sgd.last_records[0]])
         self.visits_table.append(
-            now, walk, node, int(self.rows[node]), new.visits, new.updates, updated, epsilon or 0.0
+            now, walk, node, row, new.visits, new.updates, updated, epsilon or 0.0
         )
         if new.visits % self.evaluate_every == 0:
             self.accuracy_table.append(now, walk, new.visits, new.updates, self.accuracy(new))
