@@ -169,8 +169,9 @@ def test_deterministic_and_cached(small_spambase, delta):
         *(np.array(a, copy=True) for a in small_spambase), epsilon=1.0, delta=delta
     )
     assert again is second
-    other_seed = central_dp.central_dp_baseline(*small_spambase, epsilon=1.0, delta=delta, seed=1)
-    assert other_seed != second
+    if delta > 0:  # (output perturbation's seed is checked by its noise test; it is slower)
+        other_seed = central_dp.central_dp_baseline(*small_spambase, epsilon=1, delta=delta, seed=1)
+        assert other_seed != second
 
 
 @pytest.mark.parametrize("delta", [1e-5, 0.0])
