@@ -36,7 +36,7 @@ BASE = {
     "duration": 120.0,
     "topology": {"kind": "ring", "k": 2},
     "learning": {"dataset": {"name": "breast_cancer"}, "epsilon": 1.0, "algorithm": "dp-sgd-1"},
-    "walk": {"kind": "ideal", "step_time": 1.0, "agent": {"kind": "sgd"}},
+    "walk": {"step_time": 1.0, "kind": "ideal", "agent": {"kind": "sgd"}},
     "gossip_learning": None,
 }
 
@@ -165,6 +165,51 @@ def test_the_central_dp_yardstick_is_drawn_when_the_runs_record_it():
     )
     lines = baseline_lines(with_dp, YARDSTICKS)
     assert [(line.label, line.value) for line in lines][-1] == ("central DP at the same ε", 0.8)
+
+
+def comparison_long(gossip_runs: int) -> pd.DataFrame:
+    """A collected long table: run 0 an SGD walk evaluated every 7 s for 1,400 s (two walks),
+    the next ``gossip_runs`` runs one gossip-learning point sampled every 2 s for 600 s (with
+    an ``accuracy`` table of single models too, which the comparison leaves out). Both are long
+    series: the figure bins them."""
+    rows = []
+    for time in range(7, 1401, 7):
+        for walk in (0, 1):
+            rows.append((0, 0, "accuracy", "accuracy", time, str(walk), 0.5 + 0.01 * walk))
+    for run in range(1, 1 + gossip_runs):
+        for time in range(2, 601, 2):
+            for metric, value in (("accuracy_mean", 0.6), ("accuracy_min", 0.4),
+                                  ("accuracy_max", 0.8)):  # fmt: skip
+                rows.append((run, 1, "gossip_learning_accuracy", metric, time, "", value))
+            rows.append((run, 1, "accuracy", "accuracy", time + 0.5, "-1", 0.1))
+    columns = ["run", "point", "table", "metric", "time", "series", "value"]
+    long = pd.DataFrame(rows, columns=columns).assign(round=float("nan"))
+    return long.assign(run_id=long["run"].astype(str), repetition=0, seed=1)
+
+
+def test_the_comparison_bins_the_spread_as_its_line_and_drops_it_over_repetitions():
+    from netsim.analysis.learning import learning_accuracy_samples
+    from netsim.analysis.report import curve_statistics
+
+    curve = COMPARISON_FIGURE.panels[0]
+    samples = learning_accuracy_samples(comparison_long(gossip_runs=1))
+    assert set(samples.groupby("run")["metric"].unique().map(tuple)) == {
+        ("accuracy",),
+        ("accuracy", "accuracy_min", "accuracy_max"),
+    }
+    assert not (samples["value"] == 0.1).any()  # gossip's single-model table is left out
+    statistics = curve_statistics(samples, curve)
+    assert statistics.binning is not None  # 200 and 300 samples a run
+    gossip = statistics.frame[statistics.frame["point"] == 1]
+    assert gossip["mean"].tolist() == pytest.approx([0.6] * len(gossip))
+    walk = statistics.frame[statistics.frame["point"] == 0]
+    assert walk["mean"].tolist() == pytest.approx([0.505] * len(walk))  # mean over walks
+    assert statistics.spread is not None
+    for bound in statistics.spread:  # binned as the line: the same x
+        assert bound["x"].tolist() == gossip["x"].tolist()
+    # two runs of the gossip point: no lowest / highest model (a mean of minima is no model's)
+    repeated = learning_accuracy_samples(comparison_long(gossip_runs=2))
+    assert set(repeated["metric"]) == {"accuracy"}
 
 
 # --- a walk and gossip learning in one report ----------------------------------------------------
