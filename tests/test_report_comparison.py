@@ -362,3 +362,31 @@ def test_a_named_run_goes_by_its_name(walk_and_gossip):
         "learning.epsilon=1",
         "learning.epsilon=0.5",
     }
+
+
+# --- the how-to's pair of scenarios --------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+HOWTO = REPO / "docs" / "howto" / "compare-algorithms.md"
+
+
+def test_the_how_to_compares_two_shipped_scenarios_that_differ_only_in_what_learns():
+    from netsim.scenario.loader import load_scenario
+
+    text = HOWTO.read_text(encoding="utf-8")
+    files = ["compare-walk-service.yaml", "compare-gossip-learning.yaml"]
+    for file in files:
+        assert f"netsim run scenarios/learning/{file}" in text
+    assert 'netsim report "$A" "$B" --out' in text
+    assert (
+        "](compare-algorithms.png)" in text and (HOWTO.parent / "compare-algorithms.png").is_file()
+    )
+    assert "compare-algorithms" in (HOWTO.parent / "index.md").read_text(encoding="utf-8")
+    walk, gossip = (load_scenario(REPO / "scenarios" / "learning" / f) for f in files)
+    assert walk.walk is not None and walk.gossip_learning is None
+    assert gossip.gossip_learning is not None and gossip.walk is None
+    # the same data set, privacy budget, churn, network and duration
+    assert walk.learning == gossip.learning
+    assert walk.churn == gossip.churn and walk.nodes == gossip.nodes == 4140
+    assert walk.duration == gossip.duration and walk.seed == gossip.seed
+    assert walk.topology == gossip.topology and walk.links == gossip.links
