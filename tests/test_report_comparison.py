@@ -267,6 +267,9 @@ def test_one_figure_draws_the_walk_and_gossip_learning_with_the_yardsticks(
 ):
     runs = [walk_and_gossip["walk"], walk_and_gossip["gossip"]]
     figures = report_figures(monkeypatch, runs, tmp_path / "report")
+    # in place of the walk's own accuracy figure (and no table figure of its table)
+    assert "accuracy_vs_time.png" not in figures and "table_accuracy.png" not in figures
+    assert "gossip_learning_accuracy.png" in figures
     (ax,) = figures[COMPARISON_FIGURE.file].axes
     solid = {line.get_label(): line for line in ax.get_lines() if line.get_linestyle() == "-"}
     assert set(solid) == {"walk.kind=ideal", "gossip_learning.period=1"}
@@ -307,6 +310,7 @@ def test_runs_of_one_algorithm_get_no_comparison_figure(walk_and_gossip, tmp_pat
     runs = [walk_and_gossip["walk"], walk_and_gossip["walk_eps"]]
     report = write_report(runs, tmp_path / "report")
     assert not (report.parent / COMPARISON_FIGURE.file).exists()
+    assert (report.parent / "accuracy_vs_time.png").is_file()
     markdown = report.read_text(encoding="utf-8")
     header = "| metric | point 0: learning.epsilon=1 | point 1: learning.epsilon=0.5 |"
     assert header in markdown

@@ -824,7 +824,7 @@ def draw_figures(
     table with a time or round axis, into ``out``, time axes in ``unit``; returns those drawn,
     each with a note on how its runs were binned ("" if they were not). Runs that learned by
     a walk and by gossip get, first, their accuracies in one figure
-    (:data:`~netsim.analysis.learning.COMPARISON_FIGURE`)."""
+    (:data:`~netsim.analysis.learning.COMPARISON_FIGURE`), in place of the walk's own."""
     labels = point_labels(source)
     styles = point_styles(source)
     drawn: dict[FigureSpec, str] = {}
@@ -838,11 +838,17 @@ def draw_figures(
                 spec, statistics, labels, styles, repetitions, out / spec.file, unit
             )
 
+    superseded: tuple[FigureSpec, ...] = ()
     if mixed_learning(long):
         draw([COMPARISON_FIGURE], pd.concat([long, learning_accuracy_samples(long)]))
-    draw(figures)
+        # the walk's accuracy figure would repeat the walk's line beside gossip learning's
+        # single-model evaluations (its runs' accuracy table), which the comparison leaves out
+        superseded = tuple(
+            spec for spec in figures if {c.table for c in spec.panels} == {WALK_ACCURACY_TABLE}
+        )
+    draw([spec for spec in figures if spec not in superseded])
     # a table no drawn figure shows (e.g. broadcasts with other thresholds) gets its own
-    draw(table_figures(long, tuple(drawn)))
+    draw(table_figures(long, (*drawn, *superseded)))
     privacy = long[(long["table"] == "privacy") & (long["metric"] == "epsilon_spent_max")]
     if _spent_epsilon(privacy):
         statistics = summarize(privacy, CONFIDENCE)
