@@ -181,7 +181,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from netsim.analysis.report import write_report
 
-    print(write_report(args.directory, args.out))
+    # one path is read as what it is (its report goes into it); several as their runs together
+    paths = args.directory[0] if len(args.directory) == 1 else args.directory
+    if len(args.directory) > 1 and args.out is None:
+        print("netsim report: several directories need --out (where the report goes)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    print(write_report(paths, args.out))
     return 0
 
 
@@ -454,9 +460,15 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     report.add_argument(
-        "directory", type=Path, help="a sweep directory, a run directory or a folder of runs"
+        "directory",
+        type=Path,
+        nargs="+",
+        help="a sweep directory, a run directory or a folder of runs; several are compared "
+        "in one report (their lines named by run name, or by the scenario keys that differ)",
     )
-    report.add_argument("--out", type=Path, default=None, help="default: DIRECTORY/report")
+    report.add_argument(
+        "--out", type=Path, default=None, help="default: DIRECTORY/report (needed for several)"
+    )
     report.set_defaults(handler=_cmd_report)
 
     verify_help = "check every run of a sweep, run directory or folder of runs against its manifest"

@@ -196,7 +196,7 @@ class FigureSpec:
     title: str
     panels: tuple[Curve, ...]
     log_x_over_decades: float | None = None  # log-scaled x when x spans more decades
-    xlabel: str | None = None  # default: "time (hours)" or "round", by the panels' axis
+    xlabel: str | None = None  # default: "time (<unit of the runs' duration>)" or "round"
 
 
 #: The two forms of round support (``gossip.mode: rounds``) and the methods each implements:

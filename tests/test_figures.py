@@ -174,7 +174,7 @@ def test_the_accuracy_figure_draws_the_baselines_dashed(tmp_path, monkeypatch):
     legend = [text.get_text() for legend in ax.figure.legends for text in legend.get_texts()]
     assert f"majority class ({majority:.3f})" in legend
     assert ax.get_ylabel() == "test accuracy (fraction correct)"
-    assert ax.get_xlabel() == "time (hours)"
+    assert ax.get_xlabel() == "time (minutes)"  # a 10-minute run
 
 
 def test_the_gossip_learning_figure_draws_the_spread_and_the_baselines(tmp_path, monkeypatch):

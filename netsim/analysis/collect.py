@@ -244,7 +244,8 @@ def _not_a_sweep(path: Path, why: str) -> RunDirectoryError:
 
 def load_sweep(path: Path | Sequence[Path]) -> SweepSource:
     """Read the description and plan of what ``path`` is: a sweep directory, a run directory,
-    a folder of run directories, or a list of run directories.
+    a folder of run directories, or a list of any of these (the complete runs of each,
+    :func:`complete_run_directories`, read together).
 
     Runs that are not a sweep's are grouped into points by their resolved scenario without
     its seed: runs of one configuration with different seeds are repetitions of one point.
@@ -252,7 +253,8 @@ def load_sweep(path: Path | Sequence[Path]) -> SweepSource:
     point's keys); a run not given one of them has its resolved scenario's value there.
     """
     if not isinstance(path, str | Path):
-        return _load_runs([Path(p) for p in path], folder=None)
+        runs = [run for p in path for run in complete_run_directories(Path(p))]
+        return _load_runs(runs, folder=None)
     path = Path(path)
     has_sweep, has_plan = (path / SWEEP_MANIFEST).is_file(), (path / SWEEP_PLAN).is_file()
     if has_sweep or has_plan:
@@ -275,6 +277,32 @@ def load_sweep(path: Path | Sequence[Path]) -> SweepSource:
             "complete run directory in it"
         )
     raise _not_a_sweep(path, why)
+
+
+def complete_run_directories(path: Path) -> list[Path]:
+    """The complete run directories ``path`` stands for in a list of paths: itself if it is
+    one; the complete runs of a sweep directory (its ``runs/``) or of a folder of runs
+    (in name order). Raises :class:`RunDirectoryError` when it holds none."""
+    path = Path(path)
+    if is_complete_run(path):
+        return [path]
+    if (path / SWEEP_MANIFEST).is_file() and (path / SWEEP_PLAN).is_file():
+        folder = path / SWEEP_RUNS
+    else:
+        folder = path
+    runs = sorted(d for d in folder.iterdir() if is_complete_run(d)) if folder.is_dir() else []
+    if not runs:
+        raise _not_a_sweep(path, "holds no complete run directory")
+    return runs
+
+
+def run_name(manifest: Mapping[str, Any]) -> str:
+    """The name a run goes by: the one ``netsim run --name`` gave it, else its scenario's
+    ``name`` (its run id is then ``<name>-seed<seed>-<hash>``)."""
+    scenario = str(manifest.get("scenario_name", ""))
+    run_id = str(manifest.get("run_id", scenario))
+    default = f"{scenario}-seed{manifest.get('seed')}-{str(manifest.get('scenario_hash', ''))[:10]}"
+    return scenario if run_id == default or not run_id else run_id
 
 
 def _load_sweep_directory(path: Path) -> SweepSource:
@@ -305,7 +333,7 @@ def _load_sweep_directory(path: Path) -> SweepSource:
     )
 
 
-def _configuration(run_dir: Path) -> dict[str, Any]:
+def run_configuration(run_dir: Path) -> dict[str, Any]:
     """The resolved scenario of a run without its seed, as plain data."""
     file = run_dir / SCENARIO
     try:
@@ -329,6 +357,19 @@ def _one_column_type(values: list[Any]) -> list[Any]:
     if len(kinds) <= 1 or kinds <= {int, float}:
         return values
     return [None if v is None else str(v) for v in values]
+
+
+#: A list of runs with more names than this is named by how many runs it has.
+MAX_NAMES_IN_TITLE = 4
+
+
+def _list_name(manifests: Sequence[Mapping[str, Any]]) -> str:
+    """The name of a list of runs: their names, "a vs b" (:func:`run_name`), or "N runs"
+    when there are more than :data:`MAX_NAMES_IN_TITLE`."""
+    names = list(dict.fromkeys(run_name(m) for m in manifests))
+    if len(names) > MAX_NAMES_IN_TITLE:
+        return f"{len(manifests)} runs"
+    return " vs ".join(names)
 
 
 def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
@@ -357,7 +398,7 @@ def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
     repetitions: dict[int, int] = {}
     rows: dict[str, list[Any]] = {c: [] for c in (*RUN_COLUMNS, *parameters)}
     for run, (run_dir, manifest) in enumerate(zip(run_dirs, manifests, strict=True)):
-        configuration = _configuration(run_dir)
+        configuration = run_configuration(run_dir)
         canonical = json.dumps(configuration, sort_keys=True, default=str)
         point = points.setdefault(canonical, len(points))
         recorded = manifest.get("parameters") or {}
@@ -381,7 +422,7 @@ def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
     if single:
         name = str(manifests[0].get("scenario_name", run_dirs[0].name))
     else:
-        name = folder.name if folder is not None else "runs"
+        name = folder.name if folder is not None else _list_name(manifests)
     return SweepSource(
         path=folder,
         name=name,

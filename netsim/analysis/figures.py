@@ -3,7 +3,8 @@
 :func:`walk_figure` draws the panels of Hegedűs et al. (2016) Fig. 2 / Fig. 3: per run, the
 number of walks propagating concurrently (dots, jittered vertically to show density) and the
 step count of the oldest propagating walk (coloured by walk id), with the theoretical maximum
-progress t/δ_rw and the time-averaged number of walks in the title.
+progress t/δ_rw and the time-averaged number of walks in the title; time in the unit of the
+run's duration (:func:`netsim.plotting.time_unit`: hours for the paper's two-day runs).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import numpy as np
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import RunDirectoryError
 from netsim.plotting import pyplot as _pyplot
+from netsim.plotting import time_unit
 from netsim.storage import atomic_write_bytes
-from netsim.units import HOUR
 
 
 def _walk_title(scenario, mean_walks: float) -> str:
@@ -48,17 +49,18 @@ def walk_figure(run_dirs: list[Path], out: Path, *, columns: int = 3, seed: int 
         if scenario.walk is None or scenario.walk.kind != "service" or "walk_samples" not in tables:
             raise RunDirectoryError(f"{run_dir}: not a run of the random walk service")
         samples = tables["walk_samples"]
-        hours = samples["time"].to_numpy() / HOUR
+        unit = time_unit(scenario.duration)
+        times = samples["time"].to_numpy() / unit.seconds
         count = samples["propagating"].to_numpy()
         ax.scatter(
-            hours,
+            times,
             count + jitter.uniform(-0.15, 0.15, count.size),
             s=3,
             color="tab:green",
             alpha=0.6,
             label="walks propagating",
         )
-        ax.set_xlabel("time (hours)")
+        ax.set_xlabel(unit.label())
         ax.set_ylabel("number of walks", color="tab:green")
         ax.set_ylim(bottom=-0.5, top=max(3.5, float(count.max()) + 0.5))
         ax.yaxis.get_major_locator().set_params(integer=True)
@@ -66,7 +68,7 @@ def walk_figure(run_dirs: list[Path], out: Path, *, columns: int = 3, seed: int 
         alive = samples["oldest_walk"].to_numpy() >= 0
         walk_ids = samples["oldest_walk"].to_numpy()[alive]
         steps_ax.scatter(
-            hours[alive],
+            times[alive],
             samples["oldest_steps"].to_numpy()[alive],
             s=2,
             c=walk_ids % 20,
@@ -77,7 +79,7 @@ def walk_figure(run_dirs: list[Path], out: Path, *, columns: int = 3, seed: int 
         start = scenario.walk.start
         t_end = scenario.duration
         steps_ax.plot(
-            [start / HOUR, t_end / HOUR],
+            [start / unit.seconds, t_end / unit.seconds],
             [0, (t_end - start) / scenario.walk.transfer_time],
             color="black",
             linewidth=0.8,

@@ -10,12 +10,17 @@ line per configuration, as the paper does (20 repetitions), and the data set's m
 and centralised non-private accuracy as dashed lines (principle 9 of
 ``docs/architecture.md``). :func:`scenario_baselines` computes those for a scenario's data set
 and pre-processing, with the code a run uses.
+
+For ``netsim report``: :func:`final_accuracy` is a learning run's final test accuracy (a
+walk's last evaluation, gossip learning's last mean over models) and
+:func:`learning_accuracy_samples` puts the accuracies of walk and gossip-learning runs, kept in
+different tables, into one table for :data:`COMPARISON_FIGURE`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +28,7 @@ import pandas as pd
 
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
+from netsim.contracts import Baseline, Curve, FigureSpec
 from netsim.errors import RunDirectoryError
 from netsim.learning.baselines import LearningBaselines, learning_baselines
 from netsim.protocols.walk import IdealWalkConfig
@@ -42,6 +48,57 @@ CONFIG_COLUMNS: tuple[str, ...] = (
 
 #: The yardsticks of a run (``learning_summary``, netsim.learning.baselines).
 BASELINE_COLUMNS: tuple[str, ...] = ("majority_accuracy", "centralised_accuracy")
+#: The yardstick of centrally private training at the run's (ε, δ) (SPEC §8.4, "Central"), a
+#: column of ``learning_summary`` in runs that record it; runs written before have none.
+CENTRAL_DP_COLUMN = "central_dp_accuracy"
+
+#: The tables the final test accuracy and the accuracy over time are read from: a walk's SGD
+#: agent evaluates a model every ``evaluate_every`` of its visits (``accuracy``, one series per
+#: walk); gossip learning evaluates the current models of a fixed set of nodes every
+#: ``metrics.sample_every`` (``gossip_learning_accuracy``, their mean, minimum, median and
+#: maximum).
+WALK_ACCURACY_TABLE = "accuracy"
+GOSSIP_ACCURACY_TABLE = "gossip_learning_accuracy"
+#: The table of the report's combined accuracy figure, made from the two above
+#: (:func:`learning_accuracy_samples`): metric ``accuracy`` and, for a gossip-learning grid
+#: point of one run, ``accuracy_min`` and ``accuracy_max``.
+COMBINED_ACCURACY_TABLE = "test_accuracy"
+
+#: The yardsticks of every learning figure of the report: dashed lines at the
+#: ``learning_summary`` columns (principle 9 of ``docs/architecture.md``); a column the runs
+#: lack draws no line.
+YARDSTICKS: tuple[Baseline, ...] = (
+    Baseline("learning_summary", "majority_accuracy", "majority class"),
+    Baseline("learning_summary", "centralised_accuracy", "centralised non-private"),
+    Baseline("learning_summary", CENTRAL_DP_COLUMN, "central DP at the same ε"),
+)
+
+#: Test accuracy over time of every learning run, whatever learned: a walk or gossip.
+COMPARISON_FIGURE = FigureSpec(
+    file="test_accuracy_compared.png",
+    caption="test accuracy over time, every learning run",
+    sentence=(
+        "Test accuracy against simulated time of every learning run in one panel: for a "
+        "walk, the mean over the models (walks) its `accuracy` table evaluated in each time "
+        "bin; for gossip learning, the mean over the nodes' current models "
+        "(`gossip_learning_accuracy.accuracy_mean`), with the lowest and highest model dotted "
+        "when its line is one run. Dashed: the yardsticks of `learning_summary` — the "
+        "majority class, centralised non-private training and, when the runs record it, "
+        "central DP training at the same ε."
+    ),
+    title="Test accuracy of every learning run",
+    panels=(
+        Curve(
+            COMBINED_ACCURACY_TABLE,
+            "accuracy",
+            "time",
+            "test accuracy (fraction correct)",
+            spread=("accuracy_min", "accuracy_max"),
+            spread_label="lowest / highest model (gossip learning, one run)",
+            baselines=YARDSTICKS,
+        ),
+    ),
+)
 
 NOISE_LABELS = {"l1": "L1", "l2_paper": "L2 (paper)", "k_norm_l2": "L2 (K-norm)"}
 ALGORITHM_LABELS = {
@@ -226,3 +283,62 @@ def learning_figure(
     bottom = (0.35 + 0.22 * legend_rows) / fig.get_figheight()
     fig.tight_layout(rect=(0, bottom, 1, 1 - 0.45 / fig.get_figheight()))
     return save_figure(fig, out)
+
+
+# --- the report's comparison of learning runs --------------------------------------------------
+
+
+def final_walk_accuracy(accuracy: pd.DataFrame) -> float:
+    """The final test accuracy of a walk's SGD run: the mean accuracy of the models at its
+    last evaluation, the rows with the most visits of an ``accuracy`` table (what ``netsim run``
+    prints as "test accuracy after N visits")."""
+    last = accuracy[accuracy["visits"] == accuracy["visits"].max()]
+    return float(last["accuracy"].mean())
+
+
+def final_gossip_accuracy(spread: pd.DataFrame) -> float:
+    """The final test accuracy of a gossip-learning run: ``accuracy_mean`` of the last
+    evaluation of the nodes' models (the latest row of ``gossip_learning_accuracy``)."""
+    return float(spread.sort_values("time", kind="stable")["accuracy_mean"].iloc[-1])
+
+
+def final_accuracy(tables: Mapping[str, pd.DataFrame]) -> float | None:
+    """The final test accuracy of a learning run from its tables: gossip learning's
+    (:func:`final_gossip_accuracy`) when it has ``gossip_learning_accuracy`` — its
+    ``accuracy`` table holds single models, the best-travelled one no better a summary than
+    any other — else the walk's (:func:`final_walk_accuracy`); None for a run with neither."""
+    spread = tables.get(GOSSIP_ACCURACY_TABLE)
+    if spread is not None and len(spread):
+        return final_gossip_accuracy(spread)
+    accuracy = tables.get(WALK_ACCURACY_TABLE)
+    if accuracy is not None and len(accuracy):
+        return final_walk_accuracy(accuracy)
+    return None
+
+
+def learning_accuracy_samples(long: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a collected long table (:func:`netsim.analysis.collect.collect`) that the
+    report's :data:`COMPARISON_FIGURE` draws, as table :data:`COMBINED_ACCURACY_TABLE`: per
+    run, gossip learning's ``accuracy_mean`` as ``accuracy`` when the run has
+    ``gossip_learning_accuracy`` — with ``accuracy_min`` and ``accuracy_max`` when the run is
+    its grid point's only one (a mean of the lowest models of several runs is no model's) —
+    else its walk's ``accuracy`` (one series per walk, averaged per time bin when drawn)."""
+    gossip = long[long["table"] == GOSSIP_ACCURACY_TABLE]
+    gossip_runs = set(gossip["run"].unique())
+    walk = long[
+        (long["table"] == WALK_ACCURACY_TABLE)
+        & (long["metric"] == "accuracy")
+        & ~long["run"].isin(gossip_runs)
+    ]
+    runs_per_point = gossip.groupby("point")["run"].nunique()
+    alone = set(runs_per_point.index[runs_per_point.to_numpy() == 1])
+    metrics = gossip["metric"].map(
+        {
+            "accuracy_mean": "accuracy",
+            "accuracy_min": "accuracy_min",
+            "accuracy_max": "accuracy_max",
+        }
+    )
+    keep = metrics.eq("accuracy") | (metrics.notna() & gossip["point"].isin(alone))
+    gossip = gossip[keep].assign(metric=metrics[keep])
+    return pd.concat([walk, gossip], ignore_index=True).assign(table=COMBINED_ACCURACY_TABLE)

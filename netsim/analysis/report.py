@@ -10,7 +10,15 @@ several (:func:`netsim.analysis.collect.summarize`). Long series (more than
 :data:`MAX_LONG_SERIES_BINS` equal time bins, as the title says; a panel whose positive means
 span more than :data:`LOG_Y_OVER_DECADES` decades gets a logarithmic y-axis. Lines are told
 apart by colour, and in grids of more than ten points also by line style (one varying
-parameter) — see :func:`point_styles`.
+parameter) — see :func:`point_styles` — and named by the parameters a sweep varies, or for
+runs read from their directories (``netsim report A B --out C``) by their names or the scenario
+keys that differ (:func:`point_labels`). Time axes are in seconds, minutes, hours or days by
+the runs' simulated duration (:func:`netsim.plotting.time_unit`).
+
+Runs that learned, by a walk or by gossip, get their final test accuracy as the first row of
+the summary table, beside the yardsticks of ``learning_summary`` (:func:`final_accuracies`);
+when some learned by a walk and others by gossip, one figure draws all their accuracies over
+time (:data:`netsim.analysis.learning.COMPARISON_FIGURE`).
 """
 
 from __future__ import annotations
@@ -31,14 +39,26 @@ from netsim.analysis.collect import (
     long_table,
     parameter_columns,
     refuse_damaged,
+    run_configuration,
+    run_name,
     run_status,
     summarize,
 )
 from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.labels import series_labels
+from netsim.analysis.learning import (
+    COMPARISON_FIGURE,
+    GOSSIP_ACCURACY_TABLE,
+    WALK_ACCURACY_TABLE,
+    YARDSTICKS,
+    final_accuracy,
+    learning_accuracy_samples,
+)
 from netsim.analysis.runs import load_manifest
 from netsim.contracts import Curve, FigureSpec
 from netsim.errors import NetsimError, RunDirectoryError
-from netsim.storage import atomic_write_text
+from netsim.plotting import HOURS, TimeUnit, time_unit
+from netsim.storage import atomic_write_text, read_table
 from netsim.units import DAY, HOUR, MINUTE
 
 REPORT_FILE = "report.md"
@@ -160,8 +180,12 @@ def short_names(keys: Sequence[str]) -> dict[str, str]:
 
 
 def point_labels(source: SweepSource) -> dict[int, str]:
-    """How each grid point is named in legends: the parameters that vary, by their shortest
-    unambiguous name (``transfer_time=0.1, timeout=1.1, kill_probability=0``)."""
+    """How each grid point is named in legends. A sweep's: the parameters that vary, by their
+    shortest unambiguous name (``transfer_time=0.1, timeout=1.1, kill_probability=0``). Runs
+    read from their directories (``netsim report A B``): their run's name, or when names are
+    shared the scenario keys that differ (:func:`netsim.analysis.labels.series_labels`)."""
+    if source.directories is not None:
+        return run_point_labels(source)
     varying = varying_parameters(source)
     names = short_names(varying)
     labels = {}
@@ -169,6 +193,22 @@ def point_labels(source: SweepSource) -> dict[int, str]:
         parts = [f"{names[p]}={format_value(row[p])}" for p in varying]
         labels[int(row["point"])] = ", ".join(parts) if parts else source.name
     return labels
+
+
+def run_point_labels(source: SweepSource) -> dict[int, str]:
+    """The legend label of each point of runs read from their directories: each point by its
+    first run's name and resolved scenario (:func:`~netsim.analysis.labels.series_labels`);
+    a point whose runs go by several names is named by its scenario's name."""
+    points = source.plan.sort_values("run").drop_duplicates("point")
+    names, configurations = [], []
+    for point, run_id in zip(points["point"], points["run_id"], strict=True):
+        runs = source.plan.loc[source.plan["point"] == point, "run_id"]
+        manifests = [load_manifest(source.run_directory(str(r))) for r in runs]
+        given = {run_name(m) for m in manifests}
+        names.append(given.pop() if len(given) == 1 else str(manifests[0]["scenario_name"]))
+        configurations.append(run_configuration(source.run_directory(str(run_id))))
+    labels = series_labels(names, configurations)
+    return {int(p): label for p, label in zip(points["point"], labels, strict=True)}
 
 
 @dataclass(frozen=True)
@@ -406,15 +446,24 @@ class CurveStatistics:
         return self.frame.empty
 
 
-def curve_statistics(long: pd.DataFrame, curve: Curve) -> CurveStatistics:
+#: Bin as :func:`curve_binning` chooses (the default of :func:`curve_statistics`).
+CHOOSE_BINNING = "choose"
+
+
+def curve_statistics(
+    long: pd.DataFrame, curve: Curve, binning: Binning | str | None = CHOOSE_BINNING
+) -> CurveStatistics:
     """Per grid point and ``curve.axis`` value: n, mean and CI over repetitions of the metric,
     after averaging each run over its series and, for long series or runs whose x differ, over
-    equal bins of the axis (:func:`curve_binning`)."""
+    equal bins of the axis (``binning``: :func:`curve_binning`'s unless given; the reference
+    and spread metrics are binned as the metric, so that they line up with it)."""
     samples = long[(long["table"] == curve.table) & (long["metric"] == curve.metric)]
     samples = samples.dropna(subset=[curve.axis])
     if samples["value"].isna().all():
         return CurveStatistics(pd.DataFrame())
-    binning = curve_binning(samples, curve.axis)
+    if binning == CHOOSE_BINNING:
+        binning = curve_binning(samples, curve.axis)
+    assert binning is None or isinstance(binning, Binning)
     if binning is not None:
         samples = binning.apply(samples)
     samples = samples.dropna(subset=["value"])  # after the check: a missing value is no shift
@@ -435,12 +484,12 @@ def curve_statistics(long: pd.DataFrame, curve: Curve) -> CurveStatistics:
     runs = per_run[["run", "point", curve.axis, "value"]].rename(columns={curve.axis: "x"})
     reference = None
     if curve.reference is not None:
-        found = curve_statistics(long, Curve(curve.table, curve.reference, curve.axis, ""))
+        found = curve_statistics(long, Curve(curve.table, curve.reference, curve.axis, ""), binning)
         reference = None if found.empty else found.frame
     spread = None
     if curve.spread is not None:
         low, high = (
-            curve_statistics(long, Curve(curve.table, metric, curve.axis, ""))
+            curve_statistics(long, Curve(curve.table, metric, curve.axis, ""), binning)
             for metric in curve.spread
         )
         spread = None if low.empty or high.empty else (low.frame, high.frame)
@@ -542,8 +591,10 @@ def _draw_curve_figure(
     styles: dict[int, LineStyle],
     repetitions: dict[int, int],
     out: Path,
+    unit: TimeUnit = HOURS,
 ) -> str:
-    """Draw ``spec`` into ``out``; returns how the runs were binned ("" if not)."""
+    """Draw ``spec`` into ``out``, a time axis in ``unit``; returns how the runs were binned
+    ("" if not)."""
     plt = _pyplot()
     panels = len(spec.panels)
     fig, axes = plt.subplots(
@@ -559,7 +610,7 @@ def _draw_curve_figure(
     alpha = 0.2 if len(points) <= 3 else 0.12 if len(points) <= 6 else 0.08
     counts = [repetitions.get(p, 0) for p in points]
     draw_runs = 1 < max(counts) < BAND_FROM_REPETITIONS
-    x_scale = HOUR if spec.panels[0].axis == "time" else 1.0
+    x_scale = unit.seconds if spec.panels[0].axis == "time" else 1.0
     for ax, curve, stats in zip(axes[:, 0], spec.panels, statistics, strict=True):
         frame = stats.frame
         extra = []  # the axes hold the reference, spread and baseline lines too
@@ -576,7 +627,7 @@ def _draw_curve_figure(
             positive = frame["mean"][frame["mean"] > 0]
             floor = float(positive.min()) / 1e3  # a band reaching 0 or below: off the axis
         for point, line in frame.groupby("point", sort=True):
-            x = line["x"].to_numpy() / (HOUR if curve.axis == "time" else 1.0)
+            x = line["x"].to_numpy() / x_scale
             mean = line["mean"].to_numpy(dtype=float)
             low = line["ci_low"].to_numpy(dtype=float)
             high = line["ci_high"].to_numpy(dtype=float)
@@ -642,7 +693,7 @@ def _draw_curve_figure(
         if decorated and len(points) == 1 and panels > 1:
             ax.legend(fontsize=8, frameon=False)
     bottom = axes[-1, 0]
-    default_xlabel = "time (hours)" if spec.panels[0].axis == "time" else "round"
+    default_xlabel = unit.label() if spec.panels[0].axis == "time" else "round"
     bottom.set_xlabel(spec.xlabel or default_xlabel)
     if _log_x(statistics, spec.log_x_over_decades):
         bottom.set_xscale("log")
@@ -752,32 +803,52 @@ def table_figures(
     return tuple(specs)
 
 
+def mixed_learning(long: pd.DataFrame) -> bool:
+    """True iff some runs of ``long`` learned by gossip (``gossip_learning_accuracy``) and
+    others by a walk (``accuracy`` only): their accuracies are in different tables, which
+    :data:`~netsim.analysis.learning.COMPARISON_FIGURE` draws in one panel."""
+    gossip = set(long.loc[long["table"] == GOSSIP_ACCURACY_TABLE, "run"])
+    walk = set(long.loc[long["table"] == WALK_ACCURACY_TABLE, "run"])
+    return bool(gossip) and bool(walk - gossip)
+
+
 def draw_figures(
     long: pd.DataFrame,
     source: SweepSource,
     repetitions: dict[int, int],
     out: Path,
     figures: Sequence[FigureSpec] = NETWORK_FIGURES,
+    unit: TimeUnit = HOURS,
 ) -> dict[FigureSpec, str]:
     """Draw every standard figure whose tables ``long`` has, and a figure of every other
-    table with a time or round axis, into ``out``; returns those drawn, each with a note on
-    how its runs were binned ("" if they were not)."""
+    table with a time or round axis, into ``out``, time axes in ``unit``; returns those drawn,
+    each with a note on how its runs were binned ("" if they were not). Runs that learned by
+    a walk and by gossip get, first, their accuracies in one figure
+    (:data:`~netsim.analysis.learning.COMPARISON_FIGURE`), in place of the walk's own."""
     labels = point_labels(source)
     styles = point_styles(source)
     drawn: dict[FigureSpec, str] = {}
 
-    def draw(specs: Sequence[FigureSpec]) -> None:
+    def draw(specs: Sequence[FigureSpec], rows: pd.DataFrame = long) -> None:
         for spec in specs:
-            statistics = [curve_statistics(long, curve) for curve in spec.panels]
+            statistics = [curve_statistics(rows, curve) for curve in spec.panels]
             if any(s.empty for s in statistics):
                 continue
             drawn[spec] = _draw_curve_figure(
-                spec, statistics, labels, styles, repetitions, out / spec.file
+                spec, statistics, labels, styles, repetitions, out / spec.file, unit
             )
 
-    draw(figures)
+    superseded: tuple[FigureSpec, ...] = ()
+    if mixed_learning(long):
+        draw([COMPARISON_FIGURE], pd.concat([long, learning_accuracy_samples(long)]))
+        # the walk's accuracy figure would repeat the walk's line beside gossip learning's
+        # single-model evaluations (its runs' accuracy table), which the comparison leaves out
+        superseded = tuple(
+            spec for spec in figures if {c.table for c in spec.panels} == {WALK_ACCURACY_TABLE}
+        )
+    draw([spec for spec in figures if spec not in superseded])
     # a table no drawn figure shows (e.g. broadcasts with other thresholds) gets its own
-    draw(table_figures(long, tuple(drawn)))
+    draw(table_figures(long, (*drawn, *superseded)))
     privacy = long[(long["table"] == "privacy") & (long["metric"] == "epsilon_spent_max")]
     if _spent_epsilon(privacy):
         statistics = summarize(privacy, CONFIDENCE)
@@ -820,9 +891,11 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def grid_lines(source: SweepSource, status: pd.DataFrame) -> list[str]:
-    """The grid as a Markdown table: one row per point with its parameters and how many of
-    its planned repetitions completed."""
+def grid_lines(
+    source: SweepSource, status: pd.DataFrame, labels: dict[int, str] | None = None
+) -> list[str]:
+    """The grid as a Markdown table: one row per point with its parameters, how many of its
+    planned repetitions completed and, given ``labels``, its name in the figures' legends."""
     complete = status[status["status"] == "complete"].groupby("point").size()
     planned = status.groupby("point").size()
     points = source.plan.drop_duplicates("point").sort_values("point")
@@ -831,10 +904,12 @@ def grid_lines(source: SweepSource, status: pd.DataFrame) -> list[str]:
             str(int(row["point"])),
             *(format_value(row[p]) for p in source.parameters),
             f"{int(complete.get(row['point'], 0))}/{int(planned.get(row['point'], 0))}",
+            *([labels.get(int(row["point"]), "")] if labels is not None else []),
         ]
         for _, row in points.iterrows()
     ]
-    return _table(["point", *source.parameters, "repetitions complete/planned"], rows)
+    legend = ["in the legends"] if labels is not None else []
+    return _table(["point", *source.parameters, "repetitions complete/planned", *legend], rows)
 
 
 def failure_lines(status: pd.DataFrame) -> list[str]:
@@ -858,22 +933,37 @@ def failure_lines(status: pd.DataFrame) -> list[str]:
     return lines
 
 
-def summary_lines(long: pd.DataFrame, points: Sequence[int], single: bool = False) -> list[str]:
-    """The one-row summary metrics as a Markdown table: one row per ``table.metric``, one
-    column per grid point, ``mean ± half-width of the CI`` (just the mean for n = 1)."""
-    indexed = long["time"].notna() | long["round"].notna()
-    per_table = indexed.groupby(long["table"]).any()
-    one_row = sorted(per_table.index[~per_table.to_numpy()].tolist())
-    statistics = summarize(long[long["table"].isin(one_row)], CONFIDENCE)
-    if statistics.empty:
-        return ["No summary tables in these runs."]
+#: The summary table's row of the final test accuracy (:func:`final_accuracies`).
+FINAL_ACCURACY_ROW = "final test accuracy"
+#: The summary table's first rows after it: the yardsticks of a learning result.
+YARDSTICK_KEYS: tuple[tuple[str, str], ...] = tuple((b.table, b.column) for b in YARDSTICKS)
+
+
+def final_accuracies(source: SweepSource, status: pd.DataFrame) -> pd.DataFrame:
+    """The final test accuracy of every complete learning run (``run, point, value``), from
+    its ``accuracy`` or ``gossip_learning_accuracy`` table
+    (:func:`netsim.analysis.learning.final_accuracy`); runs that learned nothing have none."""
+    rows = []
+    complete = status[status["status"] == "complete"]
+    for run, point, run_id in complete[["run", "point", "run_id"]].itertuples(index=False):
+        directory = source.run_directory(str(run_id))
+        listed = load_manifest(directory).get("tables", {})
+        tables = {
+            name: read_table(directory / f"{name}.parquet").to_pandas()
+            for name in (WALK_ACCURACY_TABLE, GOSSIP_ACCURACY_TABLE)
+            if name in listed
+        }
+        value = final_accuracy(tables)
+        if value is not None:
+            rows.append((int(run), int(point), value))
+    return pd.DataFrame(rows, columns=["run", "point", "value"])
+
+
+def _statistic_cells(statistics: pd.DataFrame) -> dict[tuple[str, str, int], str]:
+    """``mean ± half-width`` (the mean alone for n = 1 or no spread) by (table, metric,
+    point)."""
     statistics = statistics.assign(half=half_width(statistics))
-    order = {name: i for i, name in enumerate(one_row)}
-    keys = sorted(
-        statistics[["table", "metric"]].drop_duplicates().itertuples(index=False),
-        key=lambda k: (order[k.table], k.metric),
-    )
-    cells = {
+    return {
         (row.table, row.metric, int(row.point)): (
             _number(row.mean)
             if row.n <= 1 or not row.half > 0
@@ -881,11 +971,50 @@ def summary_lines(long: pd.DataFrame, points: Sequence[int], single: bool = Fals
         )
         for row in statistics.itertuples(index=False)
     }
+
+
+def summary_lines(
+    long: pd.DataFrame,
+    points: Sequence[int],
+    single: bool = False,
+    final: pd.DataFrame | None = None,
+    labels: dict[int, str] | None = None,
+) -> list[str]:
+    """The one-row summary metrics as a Markdown table: one row per ``table.metric``, one
+    column per grid point (headed by its legend label from ``labels``), ``mean ± half-width
+    of the CI`` (just the mean for n = 1). The final test accuracy of the runs (``final``, as
+    :func:`final_accuracies` gives it) comes first, then the yardsticks of
+    ``learning_summary`` beside it, then the other metrics by table."""
+    indexed = long["time"].notna() | long["round"].notna()
+    per_table = indexed.groupby(long["table"]).any()
+    one_row = sorted(per_table.index[~per_table.to_numpy()].tolist())
+    statistics = summarize(long[long["table"].isin(one_row)], CONFIDENCE)
+    if final is not None and len(final):
+        samples = final.assign(
+            table="", metric=FINAL_ACCURACY_ROW, series="", round=np.nan, time=np.nan
+        )
+        statistics = pd.concat([summarize(samples, CONFIDENCE), statistics], ignore_index=True)
+    if statistics.empty:
+        return ["No summary tables in these runs."]
+    order = {name: i for i, name in enumerate(["", *one_row])}
+    first = {key: i for i, key in enumerate((("", FINAL_ACCURACY_ROW), *YARDSTICK_KEYS))}
+    keys = sorted(
+        statistics[["table", "metric"]].drop_duplicates().itertuples(index=False),
+        key=lambda k: (first.get((k.table, k.metric), len(first)), order[k.table], k.metric),
+    )
+    cells = _statistic_cells(statistics)
     rows = [
-        [f"{table}.{metric}", *(cells.get((table, metric, p), "–") for p in points)]
+        [
+            f"{table}.{metric}" if table else metric,
+            *(cells.get((table, metric, p), "–") for p in points),
+        ]
         for table, metric in keys
     ]
-    columns = ["value"] if len(points) == 1 and single else [f"point {p}" for p in points]
+    if len(points) == 1 and single:
+        columns = ["value"]
+    else:
+        labels = labels or {}
+        columns = [f"point {p}" + (f": {labels[p]}" if p in labels else "") for p in points]
     return _table(["metric", *columns], rows)
 
 
@@ -934,13 +1063,28 @@ def _sweep_head(source: SweepSource, status: pd.DataFrame) -> list[str]:
         "",
         "## Grid",
         "",
-        *grid_lines(source, status),
+        *grid_lines(source, status, point_labels(source) if source.directories else None),
         "",
         "## Failed runs",
         "",
         *failure_lines(status),
         "",
     ]
+
+
+def simulated_span(source: SweepSource, status: pd.DataFrame, long: pd.DataFrame) -> float:
+    """The longest simulated duration of the complete runs (their manifests'
+    ``simulated_seconds``), what the time axes show; the latest time stamp of ``long`` for
+    runs whose manifests do not say."""
+    spans = [
+        load_manifest(source.run_directory(str(run_id))).get("simulated_seconds")
+        for run_id in status.loc[status["status"] == "complete", "run_id"]
+    ]
+    recorded = [float(x) for x in spans if isinstance(x, int | float) and math.isfinite(x)]
+    if recorded:
+        return max(recorded)
+    times = long["time"].dropna()
+    return float(times.max()) if len(times) else 0.0
 
 
 def write_report(path: Path | Sequence[Path], out: Path | None = None) -> Path:
@@ -966,7 +1110,8 @@ def write_report(path: Path | Sequence[Path], out: Path | None = None) -> Path:
         for p, n in status[status["status"] == "complete"].groupby("point").size().items()
     }
     figures = component_figures(source, status)
-    drawn = draw_figures(long, source, repetitions, out, figures)
+    unit = time_unit(simulated_span(source, status, long))
+    drawn = draw_figures(long, source, repetitions, out, figures, unit)
     known = {spec.file for spec in (*figures, *builtin_figures(), PRIVACY_FIGURE)}
     for file in known - {spec.file for spec in drawn}:
         (out / file).unlink(missing_ok=True)
@@ -982,7 +1127,13 @@ def write_report(path: Path | Sequence[Path], out: Path | None = None) -> Path:
     lines += [
         "## Summary metrics",
         "",
-        *summary_lines(long, points, single=source.single_run),
+        *summary_lines(
+            long,
+            points,
+            single=source.single_run,
+            final=final_accuracies(source, status),
+            labels=point_labels(source),
+        ),
         "",
         "## Figures",
         "",
