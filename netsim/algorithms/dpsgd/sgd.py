@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -57,6 +58,7 @@ from netsim.contracts import (
 from netsim.errors import BudgetExhausted
 from netsim.fields import resolved_path
 from netsim.learning.baselines import LearningBaselines, learning_baselines
+from netsim.learning.central_dp import central_dp_baseline
 from netsim.learning.datasets import (
     DataError,
     Dataset,
@@ -135,15 +137,23 @@ SUMMARY_TABLE = TableSchema(
         ("guarantee", STR),
         ("majority_accuracy", F64),
         ("centralised_accuracy", F64),
+        ("central_dp_accuracy", F64),
+        ("privacy_unit", STR),
+        ("composition", STR),
     ),
     description=(
         "One row at the end: visits and updates over all models, visits refused for lack of "
         "budget, the run's guarantee by parallel composition over the records (the worst "
         "record's ε and δ; guarantee epsilon-DP, (epsilon,delta)-DP, none — some release had "
-        "no DP guarantee, e.g. the paper's L2 noise — or non-private), and the yardsticks of "
-        "the accuracy on the same pre-processed split (netsim.learning.baselines): the test "
-        "accuracy of predicting the training split's majority class and of a centralised "
-        "non-private logistic regression trained on the whole training split."
+        "no DP guarantee, e.g. the paper's L2 noise, and ε is then only the paper's nominal "
+        "value — or non-private), and the yardsticks of the accuracy on the same "
+        "pre-processed split (netsim.learning.baselines, netsim.learning.central_dp): the "
+        "test accuracy of predicting the training split's majority class, of a centralised "
+        "non-private logistic regression trained on the whole training split, and of a "
+        "centrally private one at the run's budget (ε, δ) per record (DP-GD with Gaussian "
+        "noise and RDP for δ > 0, output perturbation for δ = 0; NaN for a run without a "
+        "privacy budget); then what one budget protects (record or node) and how each "
+        "record's releases were composed (basic, rdp, pld, or rdp+basic / pld+basic)."
     ),
     role="summary",
 )
@@ -154,6 +164,7 @@ SUMMARY_TABLE = TableSchema(
 LEARNING_BASELINES: tuple[Baseline, ...] = (
     Baseline("learning_summary", "majority_accuracy", "majority class"),
     Baseline("learning_summary", "centralised_accuracy", "centralised non-private"),
+    Baseline("learning_summary", "central_dp_accuracy", "central DP at the run's (ε, δ)"),
 )
 
 #: Test accuracy against simulated time (Hegedűs et al. 2016, Figs. 4–7).
@@ -467,6 +478,7 @@ class SGDAgent(Component):
         y_test: np.ndarray,
         evaluate_every: int,
         baselines: LearningBaselines | None = None,
+        central_dp: Callable[[], float] | None = None,
     ) -> None:
         if evaluate_every < 1:
             raise ValueError(f"evaluate_every must be at least 1, got {evaluate_every}")
@@ -478,6 +490,9 @@ class SGDAgent(Component):
         self.evaluate_every = evaluate_every
         #: The split's majority-class and centralised accuracies (principle 9); NaN if unknown.
         self.baselines = baselines or LearningBaselines(math.nan, math.nan, "")
+        #: The central-DP yardstick's test accuracy, computed when the run ends (None: the run
+        #: has no privacy budget, NaN in the summary).
+        self.central_dp = central_dp
         self.visits_table = sim.log.table(VISITS_TABLE)
         self.accuracy_table = sim.log.table(ACCURACY_TABLE)
         self.updates = 0
@@ -525,6 +540,11 @@ class SGDAgent(Component):
             y_test=data.y_test,
             evaluate_every=config.evaluate_every,
             baselines=learning_baselines(data.x_train, data.y_train, data.x_test, data.y_test),
+            central_dp=(
+                partial(central_dp_accuracy, data, config.epsilon, config.delta)
+                if policy.private
+                else None
+            ),
         )
         agent.warn = ctx.warn
         return agent
@@ -610,6 +630,9 @@ class SGDAgent(Component):
             kind,
             self.baselines.majority,
             self.baselines.centralised,
+            math.nan if self.central_dp is None else self.central_dp(),
+            self.sgd.unit,
+            accountant.composition,
         )
 
     @classmethod
@@ -625,9 +648,12 @@ class SGDAgent(Component):
             "epsilon-DP": f"ε-DP with ε = {row['epsilon']:g}",
             "(epsilon,delta)-DP": f"(ε, δ)-DP with ε = {row['epsilon']:g}, δ = {row['delta']:g}",
         }.get(row["guarantee"], row["guarantee"])
+        unit = row.get("privacy_unit", "record")
+        composition = row.get("composition", "basic")
+        how = f" ({composition} composition)" if row["guarantee"] != "non-private" else ""
         lines = [
             f"learning: {row['updates']} updates, {row['refused']} visits refused (budget spent); "
-            f"privacy per record: {guarantee}"
+            f"privacy per {unit}: {guarantee}{how}"
         ]
         yardsticks = baseline_text(summary)
         accuracy = tables.get("accuracy")
@@ -646,15 +672,27 @@ class SGDAgent(Component):
 
 def baseline_text(summary: pd.DataFrame) -> str:
     """The yardsticks of a ``learning_summary`` table as printed beside an accuracy
-    (principle 9): "majority class 0.612, centralised non-private 0.907" ("" when the table
-    predates them)."""
+    (principle 9): "majority class 0.612, centralised non-private 0.907, central DP 0.879"
+    ("" when the table predates them; no central DP for a run without a privacy budget)."""
     if not {"majority_accuracy", "centralised_accuracy"} <= set(summary.columns):
         return ""
     row = summary.iloc[0]
-    return (
+    text = (
         f"majority class {row['majority_accuracy']:.3f}, centralised non-private "
         f"{row['centralised_accuracy']:.3f}"
     )
+    central = row.get("central_dp_accuracy", math.nan)
+    if not pd.isna(central):
+        text += f", central DP at the same (ε, δ) {central:.3f}"
+    return text
+
+
+def central_dp_accuracy(data: Dataset, epsilon: float, delta: float) -> float:
+    """The central-DP yardstick's test accuracy on ``data``'s split at (ε, δ)
+    (:func:`netsim.learning.central_dp.central_dp_baseline`; cached in-process)."""
+    return central_dp_baseline(
+        data.x_train, data.y_train, data.x_test, data.y_test, epsilon=epsilon, delta=delta
+    ).accuracy
 
 
 class SGDWalkAgent(WalkAgent):
