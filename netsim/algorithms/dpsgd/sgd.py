@@ -644,7 +644,10 @@ class SGDAgent(Component):
         row = summary.iloc[0]
         guarantee = {
             "non-private": "none (no noise)",
-            "none": f"no DP guarantee (e.g. the paper's L2 noise), ε = {row['epsilon']:g} charged",
+            "none": (
+                f"no DP guarantee (e.g. the paper's L2 noise; nominal ε = {row['epsilon']:g}, "
+                "not a guarantee)"
+            ),
             "epsilon-DP": f"ε-DP with ε = {row['epsilon']:g}",
             "(epsilon,delta)-DP": f"(ε, δ)-DP with ε = {row['epsilon']:g}, δ = {row['delta']:g}",
         }.get(row["guarantee"], row["guarantee"])
