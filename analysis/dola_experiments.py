@@ -76,10 +76,12 @@ RCV1_LIKE = {"examples": 20242, "features": 47236, "nonzeros": 75, "relevant": 5
 REAL_SIM_LIKE = {"examples": 20000, "features": 20958, "nonzeros": 50, "relevant": 500}
 #: A run's final values kept in its curve rows. The ``accuracy_*`` are of the internal
 #: iterates, which the privacy guarantee does not cover; the ``accuracy_released_*`` of the
-#: released models, which it covers (``DolaLearner.released_models``).
+#: released models, which it covers (``DolaLearner.released_models``), and of the average of
+#: the nodes' projected mixes of released values, also covered (``DolaLearner.mixed_models``).
 SUMMARY_COLUMNS = (
     "accuracy_averaged", "accuracy_mean", "accuracy_node", "sparsity_node",
     "accuracy_released_averaged", "accuracy_released_mean", "accuracy_released_node",
+    "accuracy_released_mixed_averaged",
 )  # fmt: skip
 
 

@@ -81,6 +81,66 @@ def test_the_released_model_accuracy_is_that_of_the_broadcast_values():
     assert (internal[0] != internal[1]).sum() >= 6
 
 
+def test_the_mixed_model_is_the_projected_mix_of_the_released_values():
+    """mixed_models() is Proj_W(A_t w̃_{t−1}) in every round, computed here from the captured
+    releases and A_t; the same from the iterates (A_t w_{t−1}, or this round's w_t) is far
+    from it, so a mutation that builds the covered model from the internal iterates fails.
+    The column accuracy_released_mixed_averaged is the accuracy of its running average, and
+    the independent DOLA's releases give the same accuracy."""
+    capture = dola_independent.capture_run(small(epsilon=0.3))
+    released, iterates = np.array(capture.released), np.array(capture.iterates)
+    mixed = np.array(capture.mixed)
+    before = np.concatenate([np.zeros_like(released[:1]), released[:-1]])
+    iterates_before = np.concatenate([np.zeros_like(iterates[:1]), iterates[:-1]])
+    expected = np.array([
+        dola_independent.project(a @ w, 1.0) for a, w in zip(capture.mixing, before, strict=True)
+    ])  # fmt: skip
+    np.testing.assert_allclose(mixed, expected, rtol=0, atol=1e-15)
+    from_iterates = np.array([
+        dola_independent.project(a @ w, 1.0)
+        for a, w in zip(capture.mixing, iterates_before, strict=True)
+    ])  # fmt: skip
+    assert np.abs(mixed[1:] - from_iterates[1:]).max(axis=(1, 2)).min() > 1e-3
+    assert np.abs(mixed - iterates).max(axis=(1, 2)).min() > 1e-3
+    x, y = capture.x_test, capture.y_test
+    for _, row in capture.tables["dola_rounds"].iterrows():
+        t = int(row["round"])
+        assert row["accuracy_released_mixed_averaged"] == dola_independent.accuracy(
+            mixed[:t].mean(axis=(0, 1)), x, y
+        )
+    result = dola_independent.compare(capture, strong_convexity=1.0, radius=1.0)
+    assert result.netsim_mixed == result.independent_mixed
+    summary = capture.tables["dola_summary"].iloc[0]
+    assert summary["accuracy_released_mixed_averaged"] == result.netsim_mixed
+
+
+def test_the_mixed_model_uses_the_values_actually_received():
+    """With link loss a node mixes the last value received from each neighbour (stale
+    values): its mixed model is the projection of that amended mix, and an offline node
+    keeps its last."""
+    config = DolaConfig(data={"name": "synthetic_ball"}, algorithm="laplace", rounds=3,
+                        strong_convexity=1.0, radius=0.5)  # fmt: skip
+    data = synthetic_ball(examples=200, features=4, label_noise=0.1, seed=1)
+    learner = DolaLearner(config, data, 3, shard_seed=1, rng=np.random.default_rng(0))
+    ptr, idx = np.array([0, 2, 4, 5]), np.array([0, 1, 0, 1, 2], dtype=np.int32)
+    val = np.array([0.5, 0.5, 0.5, 0.5, 1.0])
+    learner.round(0, ptr, idx, val, np.arange(3))
+    first = learner.released.copy()  # row 2 of A is e_2: node 2 mixes only its own value
+    learner.round(1, ptr, idx, val, np.arange(3))
+    kept = learner.mixed_models()[2].copy()
+    np.testing.assert_allclose(kept, dola_independent.project(first[2:], 0.5)[0], rtol=1e-15)
+    stale = np.full(4, 7.0)
+
+    def correct(mixed: np.ndarray, nodes: np.ndarray) -> None:
+        mixed[1] = stale
+
+    learner.round(2, ptr, idx, val, np.array([0, 1]), correct=correct)
+    mixed = learner.mixed_models()
+    np.testing.assert_allclose(mixed[1], stale * 0.5 / np.linalg.norm(stale), rtol=1e-15)
+    assert np.array_equal(mixed[2], kept)
+    assert np.linalg.norm(mixed, axis=1).max() <= 0.5 * (1 + 1e-15)
+
+
 def test_released_models_are_what_leaves_the_nodes():
     """Alg. 1: w̃ = w + σ (not the iterate); Alg. 2: the iterate is the release; Alg. 3: the
     iterate, computed from the mixed released duals; without noise: the iterate's copy."""

@@ -244,6 +244,16 @@ def mix_rows(
 
 
 @njit(cache=True)
+def project_rows(values: np.ndarray, nodes: np.ndarray, radius: float, out: np.ndarray) -> None:
+    """out[i] = Proj_W(values[i]) onto the ball ‖w‖ ≤ radius for every i in ``nodes`` (other
+    rows untouched)."""
+    for i in nodes:
+        target = out[i]
+        target[:] = values[i]
+        _project(target, radius)
+
+
+@njit(cache=True)
 def gradient_steps(
     a_ptr: np.ndarray,
     a_idx: np.ndarray,

@@ -192,6 +192,8 @@ class DolaLearner:
         else:
             self.released = np.zeros((nodes, self.n))
         self._mixed = np.zeros((nodes, self.n))
+        #: Proj_W(b_t^i) of every node (kept for offline nodes): see :meth:`mixed_models`
+        self.mixed_projected = np.zeros((nodes, self.n))
         self._next = (
             np.zeros((nodes, self.n)) if config.algorithm in ("gaussian", "sparse") else None
         )
@@ -275,6 +277,11 @@ class DolaLearner:
             mixing = (_EMPTY_INT, _EMPTY_INT, _EMPTY_FLOAT, self.released)
         else:  # mixed inside the step kernel
             mixing = (matrix_ptr, matrix_idx, matrix_val, self.released)
+            # b_t for mixed_models, before the released values change (the kernel mixes
+            # again on the fly and does not read this copy)
+            kernels.mix_rows(matrix_ptr, matrix_idx, matrix_val, self.released, nodes, self._mixed)
+        if config.algorithm != "sparse":
+            kernels.project_rows(self._mixed, nodes, config.radius, self.mixed_projected)
         event: PrivacyEvent | None = None
         common = (dense, data, indices, indptr, self.labels, self.loss_code)
         everyone = nodes.size == self.m  # no churn: whole arrays, no gathers
@@ -399,6 +406,19 @@ class DolaLearner:
         ``non_private``: the broadcast value, which is the iterate (no guarantee to cover).
         Offline nodes keep their last released value."""
         return self.weights if self.config.algorithm == "sparse" else self.released
+
+    def mixed_models(self) -> np.ndarray:
+        """The (m × n) models Proj_W(b_t^i): each node's mix of the values its neighbours
+        released, projected onto W, i.e. the point its round-t step starts from (Li et al.,
+        arXiv and TKDE Alg. 1 line 5, Alg. 2; with ``correct``, the mix of the last values
+        received). b_t^i = Σ_j a_ij(t) w̃_{t−1}^j is a function of released values and A_t,
+        which depends on the schedule and the links, not on the data, so Proj_W(b_t^i) and
+        its averages over nodes and rounds are post-processing and carry the run's guarantee,
+        as :meth:`released_models` does. Unlike w̃, it lies in W: the noise of the early
+        releases (S(t)/ε ∝ 1/t) is averaged over the neighbours and then cut to norm R, so it
+        does not swamp an average over rounds. ``sparse``: the model Proj[soft(p_t^i)] of
+        the mixed released duals (:meth:`released_models`). Offline nodes keep their last."""
+        return self.weights if self.config.algorithm == "sparse" else self.mixed_projected
 
     def resum(self) -> None:
         """Recompute Σ_i w_i exactly (the running sum drifts by rounding over many rounds)."""
