@@ -165,9 +165,11 @@ def test_the_accuracy_figure_draws_the_baselines_dashed(tmp_path, monkeypatch):
     lines = dashed_lines(ax)
     majority = summary["majority_accuracy"]
     centralised = summary["centralised_accuracy"]
+    central_dp = summary["central_dp_accuracy"]
     assert lines == {
         f"majority class ({majority:.3f})": pytest.approx(majority),
         f"centralised non-private ({centralised:.3f})": pytest.approx(centralised),
+        f"central DP at the run's (ε, δ) ({central_dp:.3f})": pytest.approx(central_dp),
     }
     low, high = ax.get_ylim()
     assert low <= majority <= high and low <= centralised <= high

@@ -298,6 +298,7 @@ def test_one_figure_draws_the_walk_and_gossip_learning_with_the_yardsticks(
     assert dashed == {
         "majority class": pytest.approx(summary["majority_accuracy"]),
         "centralised non-private": pytest.approx(summary["centralised_accuracy"]),
+        "central DP at the same ε": pytest.approx(summary["central_dp_accuracy"]),
     }
     legend = [text.get_text() for legend in ax.figure.legends for text in legend.get_texts()]
     assert "walk.kind=ideal" in legend and not any("runs" in text for text in legend)
