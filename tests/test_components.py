@@ -691,7 +691,7 @@ def test_a_plugin_model_learns_xor_in_a_walk_where_a_linear_model_cannot(example
     linear = final_accuracy(netsim.run(xor_learning("logreg")))
     assert quadratic == pytest.approx(0.8375) and linear == pytest.approx(0.4125)
     # privately it needs clipping, named in one message
-    with pytest.raises(ScenarioError, match="learning.clip"):
+    with pytest.raises(ScenarioError, match=r"learning\.clip"):
         netsim.run(xor_learning("quadratic_logistic", algorithm="dp-sgd-1"))
     private = netsim.run(xor_learning("quadratic_logistic", algorithm="dp-sgd-5", clip=1.0))
     assert private["learning_summary"]["updates"].iloc[0] == 5 * 320

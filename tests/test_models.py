@@ -123,7 +123,8 @@ def test_clipping_bounds_every_gradient_that_reaches_the_noise(clip, scale, seed
     assert sgd.sensitivity == 2 * clip
     for record in range(6):
         gradient = sgd.gradient(sgd.initial, record)
-        raw = model.per_example_gradients(sgd.initial, x[record : record + 1], y[record : record + 1])
+        rows = slice(record, record + 1)
+        raw = model.per_example_gradients(sgd.initial, x[rows], y[rows])
         assert np.linalg.norm(gradient) <= clip * (1 + 1e-12)
         if np.linalg.norm(raw) <= clip:  # inside the ball: left as it is
             assert np.array_equal(gradient, raw[0])
