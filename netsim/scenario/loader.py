@@ -335,6 +335,8 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("dola", "data", "validation"): None,
     ("learning", "delta"): 0.0,
     ("dola", "mechanism"): None,
+    ("dola", "accounting"): "basic",
+    ("mi_ogd", "accounting"): "basic",
     ("mi_ogd", "mechanism"): None,
     ("mi_ogd", "epsilon"): None,
     ("mi_ogd", "delta"): 0.0,
