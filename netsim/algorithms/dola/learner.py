@@ -427,18 +427,19 @@ class DolaLearner:
     def _mechanism_rows_at_multiplier(
         self, rows: np.ndarray, sensitivity: float
     ) -> tuple[np.ndarray, PrivacyEvent]:
-        """``rows`` each released by the mechanism at σ = z·Δ_t (accounting rdp/pld), and
-        each row's event (one: the rows share Δ_t and z)."""
+        """``rows`` plus N(0, (z·Δ_t)² I) each (accounting rdp/pld), and each row's event.
+
+        The noise a mechanism's ``release_at_multiplier`` adds (its contract: N(0, (z·Δ)² I)),
+        drawn here for all of the round's nodes at once and at a σ_t whose σ_t/Δ_t is z to
+        the last bit (:func:`~netsim.algorithms.dola.calibration.scale_at_multiplier`), so
+        every release of a run declares the one multiplier the budget was calibrated for."""
         assert self.mechanism is not None and self.noise_multiplier is not None
-        out = np.empty_like(rows)
-        event: PrivacyEvent | None = None
-        for i in range(rows.shape[0]):
-            out[i], event = self.mechanism.release_at_multiplier(
-                rows[i], sensitivity=sensitivity, noise_multiplier=self.noise_multiplier,
-                delta=self.config.delta, rng=self.rng,
-            )  # fmt: skip
-        assert event is not None
-        return out, event
+        noisy = np.array(rows, dtype=np.float64)
+        event = calibration.dola_gaussian_rows_at_multiplier(
+            noisy, sensitivity=sensitivity, noise_multiplier=self.noise_multiplier,
+            delta=self.config.delta, accounting=self.config.accounting, rng=self.rng,
+        )  # fmt: skip
+        return noisy, event
 
     def _loss(self, w: np.ndarray, rows: np.ndarray) -> float:
         dense, (data, indices, indptr) = self._dense, self._csr
