@@ -22,6 +22,7 @@ from netsim.algorithms.mi_ogd.learner import (
 )
 from netsim.errors import ScenarioError
 from netsim.learning.hindsight import hindsight_minimum
+from netsim.privacy.composition import calibrated_noise_multiplier, composed_epsilon_from_ledger
 from netsim.scenario.loader import validate_scenario
 from netsim.scenario.runner import run_in_memory
 from tests.test_bad_input import cli_error, write
@@ -318,9 +319,43 @@ def test_a_registered_mechanism_perturbs_the_reports_within_the_examples_budget(
     assert math.isnan(summary["sigma"]) and math.isnan(summary["bound"])
 
 
+@pytest.mark.parametrize("accounting", ["rdp", "pld"])
+def test_gaussian_reports_are_calibrated_to_the_examples_composed_budget(accounting):
+    """mi_ogd.accounting rdp/pld: σ = z·2√P with z calibrated so that an example's ``uses``
+    reports compose to (ε, δ); the accountant composes them so, dp-accounting rebuilds every
+    example's ε from the ledger, and a third report of an example is refused."""
+    _, frames = run_in_memory(
+        scenario(
+            mi_mechanism={"kind": "gaussian"}, mi_epsilon=1.0, mi_delta=1e-5, mi_uses=2,
+            mi_eta=0.05, mi_accounting=accounting,
+            mi_data={"name": "synthetic_regression", "options": {"examples": 40}},
+        )
+    )  # fmt: skip
+    ledger, records = frames["privacy_ledger"], frames["privacy_records"]
+    z = calibrated_noise_multiplier(2, 1.0, 1e-5, accounting)
+    np.testing.assert_allclose(ledger["noise_scale"] / ledger["sensitivity"], z, rtol=1e-12)
+    twice = records[records["uses"] == 2]
+    assert len(twice) and (twice["epsilon_spent"] >= 1.0 - 1e-6).all()
+    assert (records["epsilon_spent"] <= 1.0 + 1e-9).all() and records["refused"].sum() > 0
+    rebuilt = composed_epsilon_from_ledger(ledger, 1e-5, accounting)
+    spent = records.set_index("record")["epsilon_spent"]
+    np.testing.assert_allclose(spent.loc[rebuilt.index], rebuilt, rtol=1e-9)
+    assert frames["mi_ogd_summary"]["composition"].iloc[0] == accounting
+    # basic: each report (ε/2, δ/2) by the analytic Gaussian, over 1.2× the noise
+    _, basic = run_in_memory(
+        scenario(
+            mi_mechanism={"kind": "gaussian"}, mi_epsilon=1.0, mi_delta=1e-5, mi_uses=2,
+            mi_eta=0.05, mi_data={"name": "synthetic_regression", "options": {"examples": 40}},
+        )
+    )  # fmt: skip
+    assert basic["mi_ogd_summary"]["composition"].iloc[0] == "basic"
+    assert (basic["privacy_ledger"]["noise_scale"] / ledger["noise_scale"].iloc[0]).min() > 1.2
+
+
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
+        ({"mi_accounting": "rdp"}, "accounting: the budget of a mechanism's releases"),
         ({"mi_mechanism": "l1", "mi_eta": 0.1}, "mechanism needs epsilon"),
         ({"mi_mechanism": "l1", "mi_epsilon": 1.0}, "mechanism needs eta"),
         ({"mi_mechanism": "gaussian", "mi_epsilon": 1.0, "mi_eta": 0.1},

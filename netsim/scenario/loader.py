@@ -341,6 +341,8 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("learning", "batch"): 1,
     ("learning", "privacy_unit"): "record",
     ("dola", "mechanism"): None,
+    ("dola", "accounting"): "basic",
+    ("mi_ogd", "accounting"): "basic",
     ("mi_ogd", "mechanism"): None,
     ("mi_ogd", "epsilon"): None,
     ("mi_ogd", "delta"): 0.0,

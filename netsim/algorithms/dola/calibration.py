@@ -12,6 +12,9 @@ mechanism                  guarantee            noise
 ``dola_laplace_rows``      as ``laplace_dola``  the same, for all nodes of a round at once
 ``dola_gaussian_rows``     as above, or         J² as printed (ε' recorded), or σ from the
                            (ε, δ)-DP analytic   analytic Gaussian for (ε, δ) per release
+``dola_gaussian_rows_at_   (ε, δ) per example,  σ_t = z·Δ_t, z calibrated so that an example's
+multiplier``               composed by RDP or   k releases compose to exactly (ε, δ)
+                           PLD (``accounting``) (``calibrated_noise_multiplier``)
 =========================  ===================  ==============================================
 
 The row functions perturb all nodes of a round at once (rows = releases, one per node).
@@ -37,6 +40,7 @@ from netsim.privacy.mechanisms import (
     gaussian_noise,
     laplace,
     laplace_dp_event,
+    single_release_epsilon,
 )
 
 
@@ -211,3 +215,54 @@ def dola_gaussian_rows(
     )
     gradients += rng.standard_normal(gradients.shape) * sigma
     return event
+
+
+def scale_at_multiplier(noise_multiplier: float, sensitivity: float) -> tuple[float, float]:
+    """(σ, Δ') with Δ' ≥ Δ = ``sensitivity`` (by at most a few ulps) and σ/Δ' equal to z =
+    ``noise_multiplier`` to the last bit, so that σ ≥ z·Δ up to rounding (a sensitivity is
+    an upper bound: a larger one stays one).
+
+    DOLA's output perturbation has a new Δ_t every round, and for some Δ no float σ has
+    σ/Δ = z exactly. Releases whose declared σ/Δ differ in the last bit are composed by PLD
+    as distinct multipliers, each with its own pessimistic discretisation, which states an
+    example's ε some 1e-8 above the budget its z was calibrated to (in the accountant and in
+    a rebuild from the ledger); with one multiplier it is composed as calibrated."""
+    bound = sensitivity
+    if sensitivity <= 0:
+        return noise_multiplier * sensitivity, sensitivity
+    for _ in range(16):
+        sigma = noise_multiplier * bound
+        for candidate in (sigma, float(np.nextafter(sigma, math.inf))):
+            if candidate / bound == noise_multiplier:
+                return candidate, bound
+        bound = float(np.nextafter(bound, math.inf))
+    raise ArithmeticError(f"no σ with σ/Δ = {noise_multiplier!r} near Δ = {sensitivity!r}")
+
+
+def dola_gaussian_rows_at_multiplier(
+    values: np.ndarray,
+    *,
+    sensitivity: float,
+    noise_multiplier: float,
+    delta: float,
+    accounting: str,
+    rng: np.random.Generator,
+) -> PrivacyEvent:
+    """Adds N(0, σ² I), σ = ``noise_multiplier``·``sensitivity`` (to the last bit:
+    :func:`scale_at_multiplier`, whose Δ' the event records), to every row of ``values``
+    **in place** (rows = releases, one per node: Li et al. TKDE Alg. 2's gradient noise, or
+    a Gaussian output perturbation of Alg. 1/3) and returns each row's event: it declares
+    ``GaussianDpEvent(z)`` for the accountant's RDP/PLD composition and states the ε this
+    release alone gives at the budget δ (exact privacy profile, Balle & Wang 2018, Thm 8)."""
+    if values.ndim != 2:
+        raise ValueError("dola_gaussian_rows_at_multiplier perturbs a (releases, dimension) array")
+    if not (noise_multiplier > 0 and math.isfinite(noise_multiplier)):
+        raise ValueError(f"noise_multiplier must be positive and finite, got {noise_multiplier}")
+    check_delta(delta)
+    sigma, sensitivity = scale_at_multiplier(noise_multiplier, sensitivity)
+    spent = single_release_epsilon(noise_multiplier, delta) if sensitivity > 0 else 0.0
+    values += rng.standard_normal(values.shape) * sigma
+    return PrivacyEvent(
+        f"gaussian_dola_{accounting}", "(epsilon,delta)-DP", spent, delta, sensitivity, "L2",
+        sigma, values.shape[1], accounting=gaussian_dp_event(sigma, sensitivity),
+    )  # fmt: skip

@@ -54,6 +54,12 @@ class DolaConfig(RoundsConfig):
     epsilon: float = Field(default=1.0, allow_inf_nan=True)  # .inf: no noise
     delta: float = 1e-5
     calibration: Literal["printed", "analytic"] = "analytic"
+    #: How an example's releases compose against its budget (ε, δ): ``basic`` gives each of
+    #: its ``passes`` releases (ε/passes, δ/passes) (sequential composition); ``rdp`` or
+    #: ``pld`` compose its Gaussian releases by Rényi DP or their privacy-loss distribution
+    #: (dp-accounting; :mod:`netsim.privacy.composition`), with σ_t = z·Δ_t and z calibrated so
+    #: that ``passes`` releases compose to (ε, δ) exactly. Laplace releases keep the basic sum.
+    accounting: Literal["basic", "rdp", "pld"] = "basic"
     #: A registered noise mechanism for every release instead of the algorithm's own noise
     #: (None: Laplace for laplace and sparse, the calibrated Gaussian for gaussian). It gets
     #: each release's sensitivity in its norm and its share (ε, δ) of the budget
@@ -98,6 +104,8 @@ class DolaConfig(RoundsConfig):
                 f"delta must be in (0, 1) for the Gaussian mechanism, got {self.delta}: it is "
                 "the probability with which the ε bound may fail"
             )
+        if self.accounting != "basic" and self.private:
+            out.extend(self._accounting_problems())
         if self.batch < 1:
             out.append(f"batch must be at least 1, got {self.batch}")
         if self.step == "strongly_convex" and not self.strong_convexity > 0:
@@ -110,6 +118,17 @@ class DolaConfig(RoundsConfig):
         if self.regularisation < 0 or self.sparsity < 0:
             out.append("regularisation φ and sparsity ρ must be >= 0")
         return out
+
+    def _accounting_problems(self) -> list[str]:
+        """Why ``accounting`` rdp/pld cannot calibrate this section's noise (empty: it can)."""
+        own_gaussian = self.mechanism is None and self.algorithm == "gaussian"
+        if own_gaussian and self.calibration == "printed":
+            return [
+                f"calibration printed is the J² noise of Li et al.'s Alg. 2; accounting "
+                f"{self.accounting} calibrates σ so that an example's releases compose to "
+                "(epsilon, delta): leave calibration out, or set accounting: basic"
+            ]
+        return []
 
     def _mechanism_problems(self) -> list[str]:
         assert self.mechanism is not None

@@ -12,7 +12,9 @@ algorithm        update and release                              privacy (per ex
 ``laplace``      arXiv Alg. 1 / TKDE Alg. 1: b = A w̃;            ε-DP: Laplace(S(t)/ε),
                  w ← Proj[b − α g(b)]; release w̃ = w + σ         S(t) = 2 α_t √n L / h
 ``gaussian``     TKDE Alg. 2: w̃ ← Proj[b − α (g(b) + σ)]         J² as printed (ε' recorded)
-                                                                 or analytic (ε, δ)-DP
+                                                                 or analytic (ε, δ)-DP; with
+                                                                 ``accounting`` rdp/pld, σ =
+                                                                 z·2L/h composed to (ε, δ)
 ``sparse``       TKDE Alg. 3: p = A ϑ̃;                           ε-DP as ``laplace``
                  w = Proj[soft(p, α_t ρ)]; ϑ = w − α g(w);
                  release ϑ̃ = ϑ + σ
@@ -25,6 +27,10 @@ examples per round, dividing the sensitivity by h. Step sizes α_t = 1/(λt) (st
 or 1/(2√t) (convex). Every noise draw goes through :mod:`netsim.privacy.mechanisms` and is
 charged to the examples it protects in a :class:`~netsim.privacy.accountant.PrivacyAccountant`
 (one record per training example; an example is used once per pass over its node's shard).
+Under ``accounting: basic`` each of an example's k releases spends (ε/k, δ/k); under ``rdp`` or
+``pld`` Gaussian releases (Alg. 2's own noise, or a Gaussian ``mechanism``) get σ_t = z·Δ_t with
+z calibrated so that k of them compose to (ε, δ), and the accountant composes them so; DOLA's
+Laplace releases are pure ε-DP and keep the basic sum (the accountant's ``composition`` says so).
 
 Choices where the papers are silent or inconsistent (see ``scenarios/README.md``):
 
@@ -55,6 +61,11 @@ from netsim.learning import ordered
 from netsim.learning.online_data import OnlineData, passes, shard_rows, stream_rows
 from netsim.privacy import mechanisms
 from netsim.privacy.accountant import PrivacyAccountant, Unlimited
+from netsim.privacy.composition import (
+    TIGHT_ACCOUNTINGS,
+    calibrated_noise_multiplier,
+    composed_epsilon,
+)
 from netsim.privacy.events import PrivacyEvent
 
 LOSS_CODES = {"hinge": kernels.HINGE, "logistic": kernels.LOGISTIC}
@@ -184,6 +195,9 @@ class DolaLearner:
         self.mechanism = (
             None if config.mechanism is None else mechanisms.build_mechanism(config.mechanism)
         )
+        #: z = σ/Δ of every Gaussian release under accounting rdp/pld (None: basic, or noise
+        #: that is not Gaussian, which keeps its share ε/passes per release)
+        self.noise_multiplier = self._noise_multiplier()
         self.accountant = self._accountant()
         self.weights = np.zeros((nodes, self.n))
         self.weight_sum = np.zeros(self.n)  # Σ_i w_i, kept by the step kernel
@@ -208,6 +222,35 @@ class DolaLearner:
             self._csr = (np.zeros(0), np.zeros(0, np.int64), np.zeros(1, np.int64))
         self.labels = data.y_train
 
+    def _noise_multiplier(self) -> float | None:
+        """z = σ/Δ of the releases under ``accounting`` rdp or pld when they are Gaussian (the
+        algorithm's own Alg. 2 noise, or a mechanism that releases at a multiplier): the
+        mechanism's fixed one, else the smallest z whose ``passes`` releases per example
+        compose to (ε, δ) (:func:`~netsim.privacy.composition.calibrated_noise_multiplier`).
+        A fixed z that composes past the budget is refused here, before the run."""
+        config = self.config
+        if not config.private or config.accounting not in TIGHT_ACCOUNTINGS:
+            return None
+        if self.mechanism is None:
+            if config.algorithm != "gaussian":
+                return None  # DOLA's own Laplace is pure ε-DP: basic composition
+        elif not self.mechanism.releases_at_multiplier():
+            return None
+        fixed = None if self.mechanism is None else self.mechanism.fixed_noise_multiplier()
+        if fixed is None:
+            return calibrated_noise_multiplier(
+                self.passes, config.epsilon, config.delta, config.accounting
+            )
+        spent = composed_epsilon(((fixed, self.passes),), config.delta, config.accounting)
+        if spent > config.epsilon * (1.0 + 1e-9):
+            raise DolaConfigError(
+                f"mechanism.noise_multiplier {fixed:g}: {self.passes} release(s) per example "
+                f"compose ({config.accounting}) to ε = {spent:.4g} at δ = {config.delta:g}, "
+                f"more than the stated budget epsilon = {config.epsilon:g}; raise it or leave "
+                "it out (the noise is then calibrated to the budget)"
+            )
+        return fixed
+
     def _accountant(self) -> PrivacyAccountant:
         """One record per training example with the stated budget (ε, δ), used at most
         ``passes`` times with ε/passes (and δ/passes) each. The printed Gaussian calibration is
@@ -228,8 +271,9 @@ class DolaLearner:
                     printed_gaussian_overspends(config, worst, self.release_delta, self.passes)
                 )
         return PrivacyAccountant(
-            records, epsilon=config.epsilon, delta=delta, policy=ReleasePerPass(self.passes)
-        )
+            records, epsilon=config.epsilon, delta=delta, policy=ReleasePerPass(self.passes),
+            accounting=config.accounting,
+        )  # fmt: skip
 
     def gaussian_event(self, t: int) -> PrivacyEvent:
         """Alg. 2's event (and σ) for the release made with step α_t."""
@@ -309,6 +353,12 @@ class DolaLearner:
             noise = np.zeros((nodes.size if config.private else 0, self.n))
             if nodes.size and config.private and self.mechanism is not None:
                 noise, event = self._mechanism_rows(noise, self.gradient_sensitivity())
+            elif nodes.size and config.private and self.noise_multiplier is not None:
+                event = calibration.dola_gaussian_rows_at_multiplier(
+                    noise, sensitivity=2.0 * LIPSCHITZ / config.batch,
+                    noise_multiplier=self.noise_multiplier, delta=config.delta,
+                    accounting=config.accounting, rng=self.rng,
+                )  # fmt: skip
             elif nodes.size and config.private:
                 event = calibration.dola_gaussian_rows(
                     noise, alpha=alpha, lipschitz=LIPSCHITZ, rounds=self.rounds,
@@ -367,10 +417,29 @@ class DolaLearner:
         """``rows`` (one release per node) perturbed by the section's mechanism with each
         release's share (ε, δ), and each row's event."""
         assert self.mechanism is not None
+        if self.noise_multiplier is not None:
+            return self._mechanism_rows_at_multiplier(rows, sensitivity)
         return self.mechanism.release_rows(
             rows, sensitivity=sensitivity, epsilon=self.release_epsilon,
             delta=self.release_delta, rng=self.rng,
         )  # fmt: skip
+
+    def _mechanism_rows_at_multiplier(
+        self, rows: np.ndarray, sensitivity: float
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """``rows`` plus N(0, (z·Δ_t)² I) each (accounting rdp/pld), and each row's event.
+
+        The noise a mechanism's ``release_at_multiplier`` adds (its contract: N(0, (z·Δ)² I)),
+        drawn here for all of the round's nodes at once and at a σ_t whose σ_t/Δ_t is z to
+        the last bit (:func:`~netsim.algorithms.dola.calibration.scale_at_multiplier`), so
+        every release of a run declares the one multiplier the budget was calibrated for."""
+        assert self.mechanism is not None and self.noise_multiplier is not None
+        noisy = np.array(rows, dtype=np.float64)
+        event = calibration.dola_gaussian_rows_at_multiplier(
+            noisy, sensitivity=sensitivity, noise_multiplier=self.noise_multiplier,
+            delta=self.config.delta, accounting=self.config.accounting, rng=self.rng,
+        )  # fmt: skip
+        return noisy, event
 
     def _loss(self, w: np.ndarray, rows: np.ndarray) -> float:
         dense, (data, indices, indptr) = self._dense, self._csr

@@ -139,20 +139,25 @@ SUMMARY_TABLE = TableSchema(
         ("accuracy_released_mean", F64),
         ("accuracy_released_node", F64),
         ("accuracy_released_mixed_averaged", F64),
+        ("composition", STR),
     ),
     description=(
         "One row per DOLA run: configuration, final regret and average regret (NaN without "
         "checkpoints), final test accuracies of the internal iterates (ŵ_T, w̄_T, w_T^j: not "
         "covered by the privacy guarantee) and sparsity, consensus, and the privacy "
-        "guarantee per example (basic composition over its uses; 'none' if any release had "
-        "no DP guarantee, 'non-private' for the baseline): epsilon and delta are the stated "
-        "budget per example, epsilon_spent_max and delta_spent_max what the ledger spent; and "
+        "guarantee per example (composed over its uses as dola.accounting says; 'none' if "
+        "any release had no DP guarantee, 'non-private' for the baseline): epsilon and delta "
+        "are the stated budget per example, epsilon_spent_max and delta_spent_max what the "
+        "ledger spent (under rdp/pld the composed ε of the Gaussian releases at the budget "
+        "δ, which is then the δ spent); and "
         "the yardsticks on the same split (netsim.learning.baselines): the test accuracy of "
         "the training majority class and of centralised non-private logistic regression; last, "
         "the final test accuracies of the released models, which the guarantee covers (as "
         "in dola_rounds: the running average of the nodes' mean released model, that mean, "
         "and node j's released model), and of the running average of the nodes' mean "
-        "projected mix Proj_W(b) of released values (also covered)."
+        "projected mix Proj_W(b) of released values (also covered); last, how the "
+        "accountant composed the releases: basic, rdp or pld (PrivacyAccountant.composition; "
+        "DOLA's Laplace releases stay basic under rdp/pld)."
     ),
     role="summary",
 )
@@ -550,7 +555,7 @@ class DolaRounds(RoundLearner):
             ),
             learner.sparsity_of(w_node), learner.consensus(), guarantee,
             run.epsilon, run.delta, learner.passes, yardsticks.majority, yardsticks.centralised,
-            *self._released_accuracies(done),
+            *self._released_accuracies(done), accountant.composition,
         )  # fmt: skip
 
     @classmethod
@@ -561,6 +566,8 @@ class DolaRounds(RoundLearner):
             return []
         row = summary.iloc[0]
         stated_delta = f", δ = {row['delta']:g}" if row["delta"] > 0 else ""
+        composition = row.get("composition", "basic")
+        how = f", {composition} composition" if row["guarantee"] != "non-private" else ""
         lines = [
             f"dola: {row['algorithm']}, {row['nodes']} nodes, {row['rounds']} rounds, batch "
             f"{row['batch']}; average regret R/T {row['average_regret']:.4g} "
@@ -573,7 +580,7 @@ class DolaRounds(RoundLearner):
             f"dola yardsticks on the same split: majority class {row['majority_accuracy']:.3f}, "
             f"centralised non-private logistic regression {row['centralised_accuracy']:.3f}",
             f"dola privacy per example: {row['guarantee']} (stated budget ε = "
-            f"{row['epsilon']:g}{stated_delta})",
+            f"{row['epsilon']:g}{stated_delta}{how})",
         ]
         return lines
 

@@ -49,6 +49,11 @@ class MiOgdConfig(RoundsConfig):
     epsilon: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
     delta: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
     uses: int = Field(default=1, ge=1)
+    #: How an example's reports compose against its budget: ``basic`` (ε/uses, δ/uses each),
+    #: or ``rdp`` / ``pld`` for a Gaussian mechanism: σ = z·2√P with z calibrated so that
+    #: ``uses`` reports compose to (ε, δ) by Rényi DP or the privacy-loss distribution
+    #: (dp-accounting; :mod:`netsim.privacy.composition`). Other mechanisms keep the basic sum.
+    accounting: Literal["basic", "rdp", "pld"] = "basic"
 
     @model_validator(mode="after")
     def _runnable(self) -> MiOgdConfig:
@@ -88,6 +93,7 @@ class MiOgdConfig(RoundsConfig):
                     ("delta", self.delta != 0.0),
                     ("epsilon", self.epsilon is not None),
                     ("uses", self.uses != 1),
+                    ("accounting", self.accounting != "basic"),
                 )
                 if given
             ]

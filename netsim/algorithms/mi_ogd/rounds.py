@@ -117,10 +117,14 @@ SUMMARY_TABLE = TableSchema(
         ("bound", F64),
         ("leakage_per_report", F64),
         ("leakage_max_per_example", F64),
+        ("composition", STR),
     ),
     description=(
         "One row: the configuration, rounds scheduled, played and applied, the final regret "
-        "and bound, C per report and the largest total leakage of one example (nats)."
+        "and bound, C per report and the largest total leakage of one example (nats); last, "
+        "how the accountant composed the reports of a mechanism (mi_ogd.accounting: basic, "
+        "rdp or pld, PrivacyAccountant.composition; 'none' for the Gaussian channel, which "
+        "is accounted in nats)."
     ),
     role="summary",
 )
@@ -190,7 +194,7 @@ class MiOgdRounds(RoundLearner):
             assert config.epsilon is not None  # validated
             self.accountant = PrivacyAccountant(
                 stream.x.shape[0], epsilon=config.epsilon, delta=config.delta,
-                policy=KUses(config.uses),
+                policy=KUses(config.uses), accounting=config.accounting,
             )  # fmt: skip
         self.refused = 0
         self.accountant.stream_ledger(ledger_sink(sim.log, ctx.scenario.metrics.privacy_ledger))
@@ -329,6 +333,7 @@ class MiOgdRounds(RoundLearner):
             problem.delta if config.setting == "bandit" else math.nan, problem.rounds,
             len(self.rows), applied, regret, bound, problem.leakage(),
             float(self.accountant.mutual_information_spent.max()),
+            "none" if self.mechanism is None else self.accountant.composition,
         )  # fmt: skip
 
     @classmethod
@@ -343,7 +348,8 @@ class MiOgdRounds(RoundLearner):
             noise = "noise by a mechanism"
             privacy = (
                 f"mi_ogd privacy per example: ε = {records['epsilon_spent'].max():.4g}, "
-                f"δ = {records['delta_spent'].max():.3g} spent, {records['refused'].sum()} "
+                f"δ = {records['delta_spent'].max():.3g} spent "
+                f"({row.get('composition', 'basic')} composition), {records['refused'].sum()} "
                 "reports refused"
             )
         else:
