@@ -82,6 +82,11 @@ def probes() -> list[Probe]:
               "analytic, α_t = 0.1, L = 1, T = 1000, ε = 1, δ = 10⁻⁵",
               lambda x, rng: dola.dola_gaussian_sigma(dimension=x.size, **dola_args, **gauss,
                                                       calibration="analytic")[1]),
+        Probe("netsim.algorithms.dola.calibration.dola_gaussian_rows_at_multiplier",
+              "Δ₂ = 1, σ/Δ = 4, δ = 10⁻⁵, rdp",
+              lambda x, rng: dola.dola_gaussian_rows_at_multiplier(
+                  rows(x), sensitivity=1.0, noise_multiplier=4.0, delta=1e-5, accounting="rdp",
+                  rng=rng)),
         Probe("netsim.algorithms.dola.calibration.dola_gaussian_rows",
               "J² as printed, α_t = 0.1, L = 1, T = 1000, ε = 1, δ = 10⁻⁵",
               lambda x, rng: dola.dola_gaussian_rows(rows(x), **dola_args, **gauss, rng=rng)),

@@ -1,21 +1,25 @@
 """DOLA's privacy calibration (Li et al., arXiv 2017 and TKDE 2018): the sensitivity S(t) of
 an update and the noise of each algorithm's releases, through :mod:`netsim.privacy.mechanisms`.
 
-=========================  ===================  ==============================================
-mechanism                  guarantee            noise
-=========================  ===================  ==============================================
-``laplace_dola``           ε-DP (L1 Δ = S(t))   Laplace(0, S(t)/ε), S(t) = 2 α_t √n L / h
-                                                (Li et al., Alg. 1 and mini-batch variant)
-``gaussian_dola_printed``  per-release (ε', δ)  N(0, J² I), J² as printed in Li et al. TKDE
-                           with ε' computed     Alg. 2; the event records the ε' the noise
-                           from σ (see below)   really gives per release, not the claim
-``dola_laplace_rows``      as ``laplace_dola``  the same, for all nodes of a round at once
-``dola_gaussian_rows``     as above, or         J² as printed (ε' recorded), or σ from the
-                           (ε, δ)-DP analytic   analytic Gaussian for (ε, δ) per release
-``dola_gaussian_rows_at_   (ε, δ) per example,  σ_t = z·Δ_t, z calibrated so that an example's
-multiplier``               composed by RDP or   k releases compose to exactly (ε, δ)
-                           PLD (``accounting``) (``calibrated_noise_multiplier``)
-=========================  ===================  ==============================================
+====================================  ====================  ========================================
+mechanism                             guarantee             noise
+====================================  ====================  ========================================
+``laplace_dola``                      ε-DP (L1 Δ = S(t))    Laplace(0, S(t)/ε), S(t) = 2 α_t √n L /
+                                                            h (Li et al., Alg. 1 and mini-batch
+                                                            variant)
+``gaussian_dola_printed``             per-release (ε', δ)   N(0, J² I), J² as printed in Li et al.
+                                      with ε' computed      TKDE Alg. 2; the event records the ε'
+                                      from σ (see below)    the noise really gives per release, not
+                                                            the claim
+``dola_laplace_rows``                 as ``laplace_dola``   the same, for all nodes of a round at
+                                                            once
+``dola_gaussian_rows``                as above, or          J² as printed (ε' recorded), or σ from
+                                      (ε, δ)-DP analytic    the analytic Gaussian for (ε, δ) per
+                                                            release
+``dola_gaussian_rows_at_multiplier``  (ε, δ) per example,   σ_t = z·Δ_t, z calibrated so that an
+                                      composed by RDP or    example's k releases compose to exactly
+                                      PLD (``accounting``)  (ε, δ) (``calibrated_noise_multiplier``)
+====================================  ====================  ========================================
 
 The row functions perturb all nodes of a round at once (rows = releases, one per node).
 """
