@@ -38,6 +38,7 @@ from netsim.contracts import Baseline, BuildContext, Curve, FigureSpec, RoundLea
 from netsim.distributions import Constant
 from netsim.learning import ordered
 from netsim.learning.baselines import learning_baselines
+from netsim.learning.central_dp import central_dp_baseline
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
 from netsim.learning.online_data import OnlineData, hold_out, load_online_data
 from netsim.log import F64, I64, STR, TableSchema
@@ -140,6 +141,7 @@ SUMMARY_TABLE = TableSchema(
         ("accuracy_released_node", F64),
         ("accuracy_released_mixed_averaged", F64),
         ("composition", STR),
+        ("central_dp_accuracy", F64),
     ),
     description=(
         "One row per DOLA run: configuration, final regret and average regret (NaN without "
@@ -157,7 +159,9 @@ SUMMARY_TABLE = TableSchema(
         "and node j's released model), and of the running average of the nodes' mean "
         "projected mix Proj_W(b) of released values (also covered); last, how the "
         "accountant composed the releases: basic, rdp or pld (PrivacyAccountant.composition; "
-        "DOLA's Laplace releases stay basic under rdp/pld)."
+        "DOLA's Laplace releases stay basic under rdp/pld); and the third yardstick, the test "
+        "accuracy of centrally private logistic regression on the same split at the stated "
+        "budget (ε, δ) per example (netsim.learning.central_dp; NaN for a non-private run)."
     ),
     role="summary",
 )
@@ -182,6 +186,7 @@ FIGURES = (
                 baselines=(
                     Baseline("dola_summary", "majority_accuracy", "majority class"),
                     Baseline("dola_summary", "centralised_accuracy", "centralised non-private"),
+                    Baseline("dola_summary", "central_dp_accuracy", "central DP at the same ε"),
                 ),
             ),
         ),
@@ -556,6 +561,10 @@ class DolaRounds(RoundLearner):
             learner.sparsity_of(w_node), learner.consensus(), guarantee,
             run.epsilon, run.delta, learner.passes, yardsticks.majority, yardsticks.centralised,
             *self._released_accuracies(done), accountant.composition,
+            central_dp_baseline(
+                data.x_train, data.y_train, data.x_test, data.y_test, epsilon=config.epsilon,
+                delta=config.delta if config.spends_delta else 0.0,
+            ).accuracy if config.private else math.nan,
         )  # fmt: skip
 
     @classmethod
@@ -578,11 +587,19 @@ class DolaRounds(RoundLearner):
             f"{row['sparsity_node']:.1%}",
             *released_line(row),
             f"dola yardsticks on the same split: majority class {row['majority_accuracy']:.3f}, "
-            f"centralised non-private logistic regression {row['centralised_accuracy']:.3f}",
+            f"centralised non-private logistic regression {row['centralised_accuracy']:.3f}"
+            + central_dp_text(row),
             f"dola privacy per example: {row['guarantee']} (stated budget ε = "
             f"{row['epsilon']:g}{stated_delta}{how})",
         ]
         return lines
+
+
+def central_dp_text(row: pd.Series) -> str:
+    """", central DP at the same (ε, δ) 0.824" (nothing for a non-private run, or a run
+    recorded before the column)."""
+    central = row.get("central_dp_accuracy", math.nan)
+    return "" if pd.isna(central) else f", central DP at the same (ε, δ) {central:.3f}"
 
 
 def released_line(row: pd.Series) -> list[str]:
