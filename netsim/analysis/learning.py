@@ -123,7 +123,7 @@ def configuration(scenario: Scenario) -> dict[str, object]:
         sampling, kind = "walk_service", "service"
     return {
         "dataset": learning.dataset.name,
-        "model": learning.model,
+        "model": spec_kind(learning.model),
         "algorithm": learning.algorithm,
         "noise": spec_kind(learning.noise),
         "normalisation": learning.normalisation,
