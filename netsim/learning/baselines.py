@@ -79,17 +79,8 @@ def learning_baselines(x_train: Any, y_train: Any, x_test: Any, y_test: Any) -> 
     y_te = np.asarray(y_test).ravel()
     if len(y_tr) == 0:
         raise ValueError("learning_baselines: the training split is empty")
-    if x_train.shape[0] != len(y_tr) or x_test.shape[0] != len(y_te):
-        raise ValueError(
-            f"learning_baselines: {x_train.shape[0]} training rows with {len(y_tr)} labels, "
-            f"{x_test.shape[0]} test rows with {len(y_te)} labels"
-        )
-    if len(y_te) and x_train.shape[1] != x_test.shape[1]:
-        raise ValueError(
-            f"learning_baselines: {x_train.shape[1]} training features but "
-            f"{x_test.shape[1]} test features"
-        )
-    key = _content_key(x_train, y_tr, x_test, y_te)
+    check_split("learning_baselines", x_train, y_tr, x_test, y_te)
+    key = content_key(x_train, y_tr, x_test, y_te)
     with _LOCK:
         found = _CACHE.get(key)
     if found is not None:
@@ -97,6 +88,22 @@ def learning_baselines(x_train: Any, y_train: Any, x_test: Any, y_test: Any) -> 
     result = _compute(x_train, y_tr, x_test, y_te)
     with _LOCK:
         return _CACHE.setdefault(key, result)
+
+
+def check_split(
+    caller: str, x_train: Any, y_train: np.ndarray, x_test: Any, y_test: np.ndarray
+) -> None:
+    """Raise ``ValueError`` (naming ``caller``) when the rows and labels of a train/test split,
+    or the two parts' features, do not match."""
+    if x_train.shape[0] != len(y_train) or x_test.shape[0] != len(y_test):
+        raise ValueError(
+            f"{caller}: {x_train.shape[0]} training rows with {len(y_train)} labels, "
+            f"{x_test.shape[0]} test rows with {len(y_test)} labels"
+        )
+    if len(y_test) and x_train.shape[1] != x_test.shape[1]:
+        raise ValueError(
+            f"{caller}: {x_train.shape[1]} training features but {x_test.shape[1]} test features"
+        )
 
 
 def clear_cache() -> None:
@@ -128,19 +135,19 @@ def _compute(
         max_iter=CENTRALISED_MAX_ITER,
         random_state=CENTRALISED_RANDOM_STATE,
     )
-    classifier.fit(_matrix(x_train), y_train)
-    centralised = float(np.mean(classifier.predict(_matrix(x_test)) == y_test))
+    classifier.fit(float_matrix(x_train), y_train)
+    centralised = float(np.mean(classifier.predict(float_matrix(x_test)) == y_test))
     return LearningBaselines(majority, centralised, model)
 
 
-def _matrix(x: Any) -> Any:
+def float_matrix(x: Any) -> Any:
     """``x`` as float64: CSR if sparse, a dense array otherwise."""
     if sp.issparse(x):
         return sp.csr_matrix(x, dtype=np.float64)
     return np.asarray(x, dtype=np.float64)
 
 
-def _content_key(x_train: Any, y_train: np.ndarray, x_test: Any, y_test: np.ndarray) -> str:
+def content_key(x_train: Any, y_train: np.ndarray, x_test: Any, y_test: np.ndarray) -> str:
     """A hash of the four arrays' values, shapes and label types (a sparse matrix as its
     canonical CSR form, so equal matrices hash alike whatever their index order)."""
     digest = hashlib.blake2b(digest_size=20)

@@ -62,7 +62,7 @@ from dp_accounting import rdp
 from scipy import optimize
 from scipy.special import expit, log_expit, logsumexp, softmax
 
-from netsim.learning.baselines import _content_key, _matrix
+from netsim.learning.baselines import check_split, content_key, float_matrix
 from netsim.privacy.mechanisms import check_budget, k_norm_l2
 from netsim.privacy.sensitivity import gradient_bound
 from netsim.rng import RandomStreams
@@ -156,8 +156,8 @@ def central_dp_baseline(
         raise ValueError(f"delta must be in [0, 1), got {delta}")
     y_tr = np.asarray(y_train).ravel()
     y_te = np.asarray(y_test).ravel()
-    _check_shapes(x_train, y_tr, x_test, y_te)
-    key = (_content_key(x_train, y_tr, x_test, y_te), float(epsilon), float(delta), int(seed))
+    check_split("central_dp_baseline", x_train, y_tr, x_test, y_te)
+    key = (content_key(x_train, y_tr, x_test, y_te), float(epsilon), float(delta), int(seed))
     with _LOCK:
         found = _CACHE.get(key)
     if found is not None:
@@ -221,7 +221,7 @@ def clipped_gradients(x: Any, y: np.ndarray, weights: np.ndarray, clip: float) -
     """Every example's clipped gradient, shape (n, d + 1, m) (for checks; training sums them
     without forming them). ``y`` holds class indices, ``weights`` is (d + 1, m) with m = 1
     for two classes."""
-    x = _matrix(x)
+    x = float_matrix(x)
     targets = _targets(y, _classes_of(weights))
     residuals = _residuals(_logits(x, weights), targets)
     scaled = residuals * clip_factors(residuals, _extended_norms(x), clip)[:, None]
@@ -266,7 +266,7 @@ def noisy_gradient_descent(
 def minimiser_sensitivity(x: Any, classes: int, regularisation: float) -> float:
     """Δ = 2G/(nλ) of the exact minimiser, G the gradient bound of one example at radius
     R = max ‖x̃ᵢ‖₂ (Chaudhuri et al. 2011, Corollary 8, replace-one)."""
-    radius = float(_extended_norms(_matrix(x)).max())
+    radius = float(_extended_norms(float_matrix(x)).max())
     loss = "logistic" if classes == 2 else "softmax"
     bound = gradient_bound(loss, radius=radius, norm="L2", classes=classes)
     return 2.0 * bound / (x.shape[0] * regularisation)
@@ -411,22 +411,9 @@ def _train_dp_gd(
 # --- the model -------------------------------------------------------------------------------
 
 
-def _check_shapes(x_train: Any, y_train: np.ndarray, x_test: Any, y_test: np.ndarray) -> None:
-    if x_train.shape[0] != len(y_train) or x_test.shape[0] != len(y_test):
-        raise ValueError(
-            f"central_dp_baseline: {x_train.shape[0]} training rows with {len(y_train)} labels, "
-            f"{x_test.shape[0]} test rows with {len(y_test)} labels"
-        )
-    if len(y_test) and x_train.shape[1] != x_test.shape[1]:
-        raise ValueError(
-            f"central_dp_baseline: {x_train.shape[1]} training features but "
-            f"{x_test.shape[1]} test features"
-        )
-
-
 def _design(x: Any) -> Any:
     """``x`` as float64, CSR when sparse or mostly zero (see :data:`SPARSE_DENSITY`)."""
-    matrix = _matrix(x)
+    matrix = float_matrix(x)
     if (
         not sp.issparse(matrix)
         and matrix.size

@@ -860,24 +860,37 @@ class PrivacyAccountant:
             self._refuse(
                 record, f"budget spent ({self.policy.name}, {int(self.uses[record])} uses)"
             )
-        if not self.policy.private:
-            noisy, event = mechanisms.no_noise(value)
-        elif isinstance(mechanism, Mechanism):
-            noisy, event = mechanism.spend(
-                mechanisms.as_vector(value), sensitivity=sensitivity, epsilon=eps,
-                delta=self.delta_for_use(eps), rng=rng,
-            )  # fmt: skip
-        else:
-            if mechanism == "gaussian":
-                options.setdefault("delta", self.delta_for_use(eps))
-            release = MECHANISMS[mechanism] if isinstance(mechanism, str) else mechanism
-            noisy, event = release(value, sensitivity=sensitivity, epsilon=eps, rng=rng, **options)
+        noisy, event = self._noise_for_share(value, mechanism, sensitivity, eps, rng, options)
         try:
             self.check(record, event)
         except BudgetExhausted as exc:
             self._refuse(record, str(exc).removeprefix(f"record {record}: "))
         self.charge(record, event, time=time)
         return noisy, event
+
+    def _noise_for_share(
+        self,
+        value: np.ndarray | float,
+        mechanism: str | Release | Mechanism,
+        sensitivity: float,
+        epsilon: float,
+        rng: np.random.Generator,
+        options: dict[str, Any],
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """``value`` released with the share ``epsilon`` of the budget (and its share of δ,
+        :meth:`delta_for_use`, for a mechanism that spends δ); unchanged under the unlimited
+        policy. ``options`` go to a release function (not to a component)."""
+        if not self.policy.private:
+            return mechanisms.no_noise(value)
+        if isinstance(mechanism, Mechanism):
+            return mechanism.spend(
+                mechanisms.as_vector(value), sensitivity=sensitivity, epsilon=epsilon,
+                delta=self.delta_for_use(epsilon), rng=rng,
+            )  # fmt: skip
+        if mechanism == "gaussian":
+            options.setdefault("delta", self.delta_for_use(epsilon))
+        release = MECHANISMS[mechanism] if isinstance(mechanism, str) else mechanism
+        return release(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng, **options)
 
     def _refuse(self, record: int, reason: str) -> NoReturn:
         """Count a refused release of ``record`` and raise :class:`BudgetExhausted`."""
@@ -932,17 +945,7 @@ class PrivacyAccountant:
                 records, f"budget spent ({self.policy.name}, {int(self.uses[spent])} uses)"
             )
         eps = min(share for share in shares if share is not None)
-        if not self.policy.private:
-            noisy, event = mechanisms.no_noise(value)
-        elif isinstance(mechanism, Mechanism):
-            noisy, event = mechanism.spend(
-                mechanisms.as_vector(value), sensitivity=sensitivity, epsilon=eps,
-                delta=self.delta_for_use(eps), rng=rng,
-            )  # fmt: skip
-        else:
-            release = MECHANISMS[mechanism] if isinstance(mechanism, str) else mechanism
-            options = {"delta": self.delta_for_use(eps)} if mechanism == "gaussian" else {}
-            noisy, event = release(value, sensitivity=sensitivity, epsilon=eps, rng=rng, **options)
+        noisy, event = self._noise_for_share(value, mechanism, sensitivity, eps, rng, {})
         try:
             self.charge_batch(records, event, time=time)
         except BudgetExhausted as exc:
