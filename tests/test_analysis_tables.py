@@ -10,12 +10,14 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "analysis"))  # the scripts import their shared module by name
 
 import dola_experiments  # noqa: E402
 import experiments  # noqa: E402
+import private_learning  # noqa: E402
 import walk_grid  # noqa: E402
 import walk_java_rows  # noqa: E402
 
@@ -87,3 +89,83 @@ def test_the_walk_variants_page_shows_the_generated_java_comparison() -> None:
     assert "<!-- generated: walk-java-rows-table -->" in text
     assert "| | netsim, rounds | 8 | 1.002 ± 0.001 |" in tables["walk-java-rows-table"]
     assert experiments.with_tables(text, tables) == text
+
+
+# --- private learning at ε = 1 (analysis/private_learning.py) ---------------------------------
+
+
+def _private_learning_runs() -> pd.DataFrame:
+    return private_learning.load_results()
+
+
+def test_the_readme_private_learning_tables_are_the_generated_ones() -> None:
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = private_learning.generated_tables(_private_learning_runs())
+    assert set(tables) == {
+        "private-learning-spambase", "private-learning-adult", "private-learning-gossip",
+        "private-learning-margin",
+    }  # fmt: skip
+    for name in tables:
+        assert f"<!-- generated: {name} -->" in text, name
+    assert experiments.with_tables(text, tables) == text
+
+
+def test_a_typed_number_in_a_private_learning_table_is_found() -> None:
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = private_learning.generated_tables(_private_learning_runs())
+    row = next(
+        line for line in tables["private-learning-adult"].splitlines() if "rdp | 1 / 1" in line
+    )
+    cells = row.split(" | ")
+    accuracy = next(i for i, cell in enumerate(cells) if " ± " in cell and "(" in cell)
+    typed = " | ".join([*cells[:accuracy], "0.999 ± 0.001 (5)", *cells[accuracy + 1 :]])
+    tampered = text.replace(row, typed, 1)
+    assert tampered != text
+    assert experiments.with_tables(tampered, tables) == text
+    margin = tables["private-learning-margin"]
+    retyped = text.replace(margin, margin.replace("±", "+/-"), 1)
+    assert retyped != text
+    assert experiments.with_tables(retyped, tables) == text
+
+
+def test_every_private_learning_row_is_what_its_label_says() -> None:
+    runs = _private_learning_runs()
+    assert (runs.groupby(["experiment", "row"])["seed"].nunique() >= 5).all()
+    private = runs[runs["mechanism"] != "none"]
+    guaranteed = private[private["guarantee"] != "none"]
+    # every guaranteed row spends at most its budget per record; the paper's L2 has none
+    assert (guaranteed["epsilon_spent"] <= guaranteed["epsilon"] * (1 + 1e-9)).all()
+    assert (guaranteed["delta_spent"] <= guaranteed["delta"] * (1 + 1e-9)).all()
+    assert (private["epsilon"] == 1.0).all()
+    assert set(private[private["guarantee"] == "none"]["mechanism"]) == {"l2_paper"}
+    gaussian = private[private["mechanism"] == "gaussian"]
+    assert (gaussian["delta"] == 1e-5).all()
+    assert (private[private["mechanism"] != "gaussian"]["delta"] == 0).all()
+    assert set(gaussian["composition"]) <= {"rdp", "basic"}
+    assert (gaussian["composition"] == gaussian["accounting"]).all()
+    # the three yardsticks on every run (central DP only where there is a budget)
+    assert runs[["majority_accuracy", "centralised_accuracy"]].notna().all().all()
+    assert private["central_dp_accuracy"].notna().all()
+    assert runs[runs["mechanism"] == "none"]["central_dp_accuracy"].isna().all()
+    # a walk makes ten passes over its nodes; a shard of r records is stepped on whole (b = r)
+    walks = runs[runs["learner"] == "walk"]
+    assert ((walks["visits"] + 1) // walks["nodes"] == private_learning.PASSES).all()
+    assert (walks["records_per_node"] == walks["batch"]).all()
+
+
+def test_the_margin_is_the_difference_of_the_means_with_its_standard_error() -> None:
+    runs = pd.DataFrame(
+        {
+            "experiment": "adult",
+            "row": ["a"] * 3 + ["b"] * 3,
+            "seed": [1, 2, 3] * 2,
+            "final_accuracy": [0.70, 0.72, 0.74, 0.60, 0.66, 0.63],
+        }
+    )
+    found = private_learning.margin(runs, "adult", "a", "b")
+    assert found.difference == pytest.approx(0.72 - 0.63)
+    # Welch: sqrt(s_a^2/3 + s_b^2/3) with s_a^2 = 4e-4, s_b^2 = 9e-4
+    assert found.standard_error == pytest.approx((4e-4 / 3 + 9e-4 / 3) ** 0.5)
+    # paired: differences 0.10, 0.06, 0.11, s.d. 0.0264575 / sqrt(3)
+    assert found.paired_standard_error == pytest.approx(0.02645751311 / 3**0.5)
+    assert found.n == (3, 3)
