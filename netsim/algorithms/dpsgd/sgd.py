@@ -297,10 +297,6 @@ class PrivateSGD:
             return accountant.release(
                 node, gradient, sensitivity=self.sensitivity, time=now, **options
             )
-        if records.size == 1:
-            return accountant.release(
-                int(records[0]), gradient, sensitivity=self.sensitivity, time=now, **options
-            )
         return accountant.release_batch(
             records, gradient, sensitivity=self.sensitivity / records.size, time=now, **options
         )
