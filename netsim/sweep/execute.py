@@ -360,15 +360,15 @@ def plan_table(plan: SweepPlan) -> pa.Table:
 
 def is_done(run: PlannedRun, runs_dir: Path) -> bool:
     """True iff the run's directory is complete, was made from exactly its scenario, and is
-    not damaged (:func:`~netsim.storage.check_run`: every file matches the checksums its
+    verified (:func:`~netsim.storage.check_run`: every file matches the checksums its
     manifest records; a deleted, swapped or corrupted table is run again, not taken for
-    done)."""
+    done, and so is a run whose manifest records no checksums to check it by)."""
     directory = runs_dir / run.run_id
     manifest = complete_manifest(directory)
     return (
         manifest is not None
         and manifest.get("scenario_hash") == scenario_hash(run.scenario)
-        and check_run(directory, manifest).state != "damaged"
+        and check_run(directory, manifest).state == "ok"
     )
 
 
