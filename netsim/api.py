@@ -161,18 +161,27 @@ def run(
     )  # fmt: skip
 
 
-def load_run(path: str | Path, *, parameters: bool = True) -> dict[str, pd.DataFrame]:
+def load_run(
+    path: str | Path, *, parameters: bool = True, allow_unverified: bool = False
+) -> dict[str, pd.DataFrame]:
     """Every event table of a complete run directory, as DataFrames
-    (:func:`netsim.analysis.runs.load_run`)."""
+    (:func:`netsim.analysis.runs.load_run`; a run without checksums only with
+    ``allow_unverified``)."""
     from netsim.analysis.runs import load_run as load
 
-    return load(Path(path), parameters=parameters)
+    return load(Path(path), parameters=parameters, allow_unverified=allow_unverified)
 
 
-def collect(path: str | Path | Iterable[str | Path], *, write: bool | None = None) -> pd.DataFrame:
+def collect(
+    path: str | Path | Iterable[str | Path],
+    *,
+    write: bool | None = None,
+    allow_unverified: bool = False,
+) -> pd.DataFrame:
     """The tidy long table of a sweep directory, a run directory, a folder of runs or a list of
-    run directories (:func:`netsim.analysis.collect.collect`, which says what ``write`` does)."""
+    run directories (:func:`netsim.analysis.collect.collect`, which says what ``write`` and
+    ``allow_unverified`` do)."""
     from netsim.analysis.collect import collect as tidy
 
     where = Path(path) if isinstance(path, str | Path) else [Path(p) for p in path]
-    return tidy(where, write=write)
+    return tidy(where, write=write, allow_unverified=allow_unverified)

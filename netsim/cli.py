@@ -187,8 +187,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print("netsim report: several directories need --out (where the report goes)",
               file=sys.stderr)  # fmt: skip
         return 2
-    print(write_report(paths, args.out))
+    print(write_report(paths, args.out, allow_unverified=args.allow_unverified))
     return 0
+
+
+def _allow_unverified_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="read runs whose manifests record no checksums (written before manifests recorded "
+        "them, or stripped of them) instead of refusing them; their bytes cannot be checked",
+    )
 
 
 #: The files ``netsim collect --out`` writes, by suffix.
@@ -213,7 +222,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             )
         if not out.parent.is_dir():
             raise NetsimError(f"--out {out}: the directory {out.parent} does not exist")
-    long = collect(args.directory, write=out is None)
+    long = collect(args.directory, write=out is None, allow_unverified=args.allow_unverified)
     if out is None:
         print(
             f"{len(long)} rows; summary over repetitions: {args.directory / SWEEP_SUMMARY}",
@@ -469,6 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--out", type=Path, default=None, help="default: DIRECTORY/report (needed for several)"
     )
+    _allow_unverified_option(report)
     report.set_defaults(handler=_cmd_report)
 
     verify_help = "check every run of a sweep, run directory or folder of runs against its manifest"
@@ -478,8 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
         verify_help,
         (
             ": each table's SHA-256, size and row "
-            "count. Prints one line per run: ok, unverified (written before manifests recorded "
-            "checksums), damaged (and what is wrong), failed or missing. Exit status 0 if "
+            "count. Prints one line per run: ok, unverified (no checksums in its manifest: "
+            "written before manifests recorded them, or stripped of them), damaged (and what "
+            "is wrong), failed or missing. Exit status 0 if "
             "every run is ok, 1 if not, 2 if the directory is not a run, folder or sweep."
         ),
     )
@@ -499,7 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
             "time, round, series, value), from every table the runs' components declare as "
             "samples, rounds or summary. Without --out it is written to DIRECTORY/"
             "results.parquet with the statistics over repetitions in DIRECTORY/"
-            "summary.parquet. Damaged runs are refused (exit 2)."
+            "summary.parquet. Damaged runs are refused (exit 2), and so are unverified ones "
+            "(no checksums in their manifests) unless --allow-unverified."
         ),
     )
     collect_command.add_argument(
@@ -511,6 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write the table to FILE.parquet or FILE.csv instead (the suffix picks the format)",
     )
+    _allow_unverified_option(collect_command)
     collect_command.set_defaults(handler=_cmd_collect)
 
     check_help = "check that a component keeps netsim's component contract"

@@ -9,9 +9,17 @@ manifest whose ``status`` is ``complete`` is a complete run, and nothing else is
 The manifest's ``files`` records the SHA-256, the size in bytes and (for a table) the row count
 of every file of the run as published (:func:`file_records`). :func:`check_run` compares a run
 with it: a missing table, a table whose bytes changed (corrupted, or another run's), and a
-manifest whose row counts disagree with the tables make the run *damaged*. A run written
-before manifests recorded ``files`` is *unverified*: only its tables' footers (row counts and
-columns) are checked.
+manifest whose row counts disagree with the tables make the run *damaged*. So does a run whose
+listings disagree: every table on disk (``*.parquet``) and every table of the manifest's
+``schemas`` must be in its ``tables`` and ``files``, a run lists at least one table, and a
+table's name is a plain name (:data:`TABLE_NAME`), never a path into another directory. A
+manifest of format 2 or later (:data:`MANIFEST_FORMAT`) without ``files`` is damaged too: that
+format always records them. A run whose manifest has no ``files`` (written before manifests
+recorded them, or stripped of them) is *unverified*: only its tables' footers (row counts and
+columns) are checked, and readers refuse it unless asked to read unverified runs.
+
+Records (manifests, ``sweep.json``, failure records) are read bounded: at most
+:data:`~netsim.files.MAX_RECORD_BYTES` and :data:`MAX_RECORD_DEPTH` levels of nesting.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -45,6 +54,24 @@ SWEEP_RESULTS = "results.parquet"
 SWEEP_SUMMARY = "summary.parquet"
 #: The manifest key that records each file's sha256, size and (tables) row count.
 FILES = "files"
+#: The manifest key that says which layout of manifest a run was written with.
+MANIFEST_FORMAT_KEY = "manifest_format"
+#: The layout netsim writes: 2 = ``files`` (checksums) always recorded; manifests without the
+#: key are older (format 1: ``files`` recorded since checksums were introduced, or not at all).
+MANIFEST_FORMAT = 2
+#: How deeply a run record (a manifest, ``sweep.json``) may nest lists and objects; netsim's
+#: own nest at most 5 levels.
+MAX_RECORD_DEPTH = 64
+#: What a table's name may be: a plain file name stem (an instance's prefix has a dot), never
+#: a path (no ``/``, and not ``.`` or ``..``).
+TABLE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=+-]{0,199}")
+#: Files ``collect`` and ``netsim collect`` write into a run directory read on its own: not tables.
+COLLECTED_FILES = (SWEEP_RESULTS, SWEEP_SUMMARY)
+#: Why a run without checksums is not read (unless asked): what ``verify`` and the readers say.
+UNVERIFIED_REASON = (
+    f"its manifest records no checksums (no {FILES!r}: written before manifests recorded them, "
+    "or stripped of them), so its tables' bytes cannot be checked"
+)
 PARTIAL_MARK = ".partial-"
 RETIRED_MARK = ".old-"
 PUBLISH_ATTEMPTS = 5
@@ -169,15 +196,47 @@ def publish_directory(staging: Path, final: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` (parsed JSON) nests lists and objects (a scalar: 0), walked without
+    recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _too_deep(path: Path) -> RunDirectoryError:
+    return RunDirectoryError(
+        f"{path}: nests lists or objects more than {MAX_RECORD_DEPTH} levels deep; a run "
+        f"record nests at most {MAX_RECORD_DEPTH} (netsim refuses deeper records rather than "
+        "read them)"
+    )
+
+
 def read_record(path: Path) -> Any:
     """The JSON of a record netsim wrote (a manifest, ``sweep.json``, a failure record): a
-    regular file of at most :data:`~netsim.files.MAX_RECORD_BYTES`. Raises ``OSError``,
-    ``ValueError`` (not JSON) or :class:`RunDirectoryError` (not a regular file, too large)."""
-    return json.loads(
-        files.read_text(
-            path, what="run record", limit=files.MAX_RECORD_BYTES, error=RunDirectoryError
-        )
+    regular file of at most :data:`~netsim.files.MAX_RECORD_BYTES` nesting at most
+    :data:`MAX_RECORD_DEPTH` levels. Raises ``OSError``, ``ValueError`` (not JSON) or
+    :class:`RunDirectoryError` (not a regular file, too large, too deep)."""
+    text = files.read_text(
+        path, what="run record", limit=files.MAX_RECORD_BYTES, error=RunDirectoryError
     )
+    try:
+        record = json.loads(text)
+    except RecursionError:  # the parser gave up first: deeper than Python's recursion limit
+        raise _too_deep(path) from None
+    if json_depth(record) > MAX_RECORD_DEPTH:  # deep enough to break code that walks it
+        raise _too_deep(path)
+    return record
 
 
 def open_table(path: Path) -> BinaryIO:
@@ -206,6 +265,22 @@ def complete_manifest(directory: Path) -> dict[str, Any] | None:
     if not isinstance(manifest, dict) or manifest.get("status") != "complete":
         return None
     return manifest
+
+
+def manifest_problem(directory: Path) -> str:
+    """Why ``directory`` has no complete manifest (:func:`complete_manifest` gave None)."""
+    file = Path(directory) / MANIFEST
+    try:
+        manifest = read_record(file)
+    except FileNotFoundError:
+        return f"no {MANIFEST} with status 'complete'"
+    except RunDirectoryError as exc:  # not a regular file, too large, too deep
+        return f"{MANIFEST} {str(exc).removeprefix(f'{file}: ')}"
+    except (OSError, ValueError) as exc:
+        return f"{MANIFEST} cannot be read as JSON ({exc})"
+    if not isinstance(manifest, dict) or manifest.get("status") != "complete":
+        return f"no {MANIFEST} with status 'complete'"
+    return f"the run directory's name marks a staging directory ({PARTIAL_MARK})"
 
 
 def table_problem(directory: Path, name: str, rows: object, schema: object) -> str | None:
@@ -301,21 +376,29 @@ def check_run(directory: Path, manifest: Mapping[str, Any] | None = None) -> Run
         manifest = complete_manifest(directory)
     if manifest is None:
         return RunCheck(
-            directory, directory.name, "damaged",
-            ((MANIFEST, "no manifest.json with status 'complete'"),),
-        )  # fmt: skip
+            directory, directory.name, "damaged", ((MANIFEST, manifest_problem(directory)),)
+        )
     run_id = str(manifest.get("run_id", directory.name))
     tables = manifest.get("tables")
+    if not isinstance(tables, dict) or not tables:
+        why = "the manifest lists no tables (every run writes some)"
+        return RunCheck(directory, run_id, "damaged", ((MANIFEST, why),))
+    records = manifest.get(FILES)
+    problems = listing_problems(directory, manifest)
+    if any(file == MANIFEST for file, _ in problems):  # names that are paths: nothing is read
+        return RunCheck(directory, run_id, "damaged", tuple(problems))
     schemas = manifest.get("schemas") or {}
-    if not isinstance(tables, dict):
-        return RunCheck(directory, run_id, "damaged", ((MANIFEST, "the manifest lists no tables"),))
-    problems: list[tuple[str, str]] = []
     for name, rows in tables.items():
         problem = table_problem(directory, name, rows, schemas.get(name))
         if problem is not None:
             problems.append((f"{name}.parquet", problem))
-    records = manifest.get(FILES)
     if records is None:
+        written = manifest.get(MANIFEST_FORMAT_KEY)
+        if isinstance(written, int) and written >= MANIFEST_FORMAT:
+            problems.append((MANIFEST, (
+                f"the manifest has no {FILES!r} (checksums), though a manifest of format "
+                f"{written} always records them (it was stripped of them)"
+            )))  # fmt: skip
         return RunCheck(directory, run_id, "damaged" if problems else "unverified", tuple(problems))
     if not isinstance(records, dict):
         problems.append((MANIFEST, f"the manifest's {FILES!r} is not a mapping"))
@@ -332,6 +415,57 @@ def check_run(directory: Path, manifest: Mapping[str, Any] | None = None) -> Run
         if problem is not None:
             problems.append((file, problem))
     return RunCheck(directory, run_id, "damaged" if problems else "ok", tuple(problems), found)
+
+
+def _bad_names(names: Iterable[object], *, suffix: str = "") -> list[str]:
+    """The names among ``names`` that are not a plain table name (with ``suffix``)."""
+    return [
+        repr(name.removesuffix(suffix) if isinstance(name, str) and suffix else name)
+        for name in names
+        if not (
+            isinstance(name, str)
+            and name.endswith(suffix)
+            and TABLE_NAME.fullmatch(name.removesuffix(suffix) if suffix else name)
+        )
+    ]
+
+
+def listing_problems(directory: Path, manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Where the manifest's listings disagree with each other or with the disk: a table name
+    that is not a plain name (a problem of :data:`MANIFEST`: no file is read then), a table
+    with a schema but not in ``tables``, a ``*.parquet`` in the directory the manifest does not
+    list (each a problem of its file)."""
+    tables = manifest.get("tables") or {}
+    schemas = manifest.get("schemas")
+    records = manifest.get(FILES)
+    problems: list[tuple[str, str]] = []
+    bad = _bad_names(tables)
+    if isinstance(schemas, dict):
+        bad += _bad_names(schemas)
+    if isinstance(records, dict):
+        bad += _bad_names((f for f in records if f != SCENARIO), suffix=".parquet")
+    if bad:
+        names = ", ".join(dict.fromkeys(bad))
+        return [(MANIFEST, (
+            f"the manifest names the table(s) {names}; a table's name is a plain name (letters, "
+            "digits and _ . = + -, not starting with a dot), never a path"
+        ))]  # fmt: skip
+    if schemas is not None and not isinstance(schemas, dict):
+        problems.append((MANIFEST, "the manifest's 'schemas' is not a mapping"))
+    for name in sorted(schemas or {}):
+        if name not in tables:
+            problems.append((f"{name}.parquet", (
+                f"table {name} has a schema in the manifest but is not in its tables (a table "
+                "dropped from the manifest)"
+            )))  # fmt: skip
+    collected = set(COLLECTED_FILES)
+    for file in sorted(directory.glob("*.parquet")):
+        if file.stem not in tables and file.name not in collected:
+            problems.append((file.name, (
+                f"{file.name} is in the run directory but not in the manifest's tables (a "
+                "table dropped from the manifest, or a file put there)"
+            )))  # fmt: skip
+    return problems
 
 
 def _record_problem(

@@ -1,9 +1,9 @@
 """The run ids of the shipped scenarios, recorded, so a change that alters one is seen.
 
-A run's id ends in the hash of its resolved scenario, whose file paths are absolute; here each
-path below the checkout is written ``<repo>/...`` and each below ``../shared`` ``<shared>/...``
-before hashing, so the recorded ids hold in any checkout. Recorded from commit b5bc1e0 (before
-the scenario became named instances, issue 28), with that commit's code::
+A run's id ends in the hash of its resolved scenario, in which each data file stands for its
+content (:func:`netsim.scenario.loader.content_digest`), not for where it lives: the recorded
+ids hold in any checkout, whether ``../shared`` is a directory or a symlink. Recorded again
+when run ids stopped hashing absolute paths (every other scenario kept its id)::
 
     python -m tests.scenario_ids            # compare with tests/scenario_ids.json
     python -m tests.scenario_ids --write    # record (only when a change is meant)
@@ -14,30 +14,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 RECORD = Path(__file__).with_name("scenario_ids.json")
 
 
-def portable(value: Any) -> Any:
-    """``value`` with absolute paths of this checkout and of ``../shared`` made portable."""
-    if isinstance(value, dict):
-        return {key: portable(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [portable(item) for item in value]
-    if isinstance(value, str):
-        for root, name in ((SHARED, "<shared>"), (REPO, "<repo>")):
-            if value == str(root) or value.startswith(f"{root}/"):
-                return name + value[len(str(root)) :]
-    return value
-
-
 def scenario_ids() -> dict[str, str | None]:
-    """Shipped scenario file → its portable hash (``None`` when it needs absent data)."""
+    """Shipped scenario file → its hash (``None`` when it needs absent data)."""
     from netsim.errors import NetsimError
-    from netsim.scenario.loader import data_hash, identity_data, load_scenario
+    from netsim.scenario.loader import load_scenario, scenario_hash
 
     ids: dict[str, str | None] = {}
     for path in sorted(REPO.glob("scenarios/**/*.yaml")):
@@ -46,7 +31,7 @@ def scenario_ids() -> dict[str, str | None]:
         except NetsimError:
             ids[str(path.relative_to(REPO))] = None
             continue
-        ids[str(path.relative_to(REPO))] = data_hash(portable(identity_data(scenario)))
+        ids[str(path.relative_to(REPO))] = scenario_hash(scenario)
     return ids
 
 

@@ -449,7 +449,7 @@ def test_a_path_that_is_not_a_sweep_or_run_names_itself(tmp_path, mi_run):
         (a_file, "is a file"),
         (only_plan, "sweep.json is missing"),
         (only_sweep, "plan.parquet is missing"),
-        (unfinished, "has no sweep.json"),
+        (unfinished, "not a complete run directory (no manifest.json with status 'complete')"),
     ):
         for call in (collect, collect_status, write_report):
             with pytest.raises(RunDirectoryError) as error:

@@ -12,13 +12,22 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from netsim.analysis import collect, collect_status, load_run
+from netsim.analysis.collect import _SWEEP_EXPECTED as EXPECTED
 from netsim.cli import EXIT_NOT_VERIFIED, main
 from netsim.errors import RunDirectoryError
-from netsim.storage import FILES, MANIFEST, SCENARIO
+from netsim.storage import (
+    FILES,
+    MANIFEST,
+    MANIFEST_FORMAT_KEY,
+    MAX_RECORD_DEPTH,
+    SCENARIO,
+    UNVERIFIED_REASON,
+)
 from netsim.sweep import ProcessPool, plan_sweep, run_sweep
 from tests.test_bad_input import cli_error, netsim_subprocess
 from tests.test_sweep import InterruptAfter, sweep_file
@@ -203,21 +212,175 @@ def test_a_resumed_sweep_runs_a_damaged_run_again(
     assert capsys.readouterr().out.endswith("3 runs: 3 ok\n")
 
 
-def test_a_run_from_before_checksums_is_unverified_not_damaged(
+def strip_checksums(manifest: dict) -> None:
+    """The manifest as a version from before checksums wrote it: no ``files``, no format."""
+    manifest.pop(FILES)
+    manifest.pop(MANIFEST_FORMAT_KEY)
+
+
+def test_a_run_from_before_checksums_is_unverified_and_read_only_when_asked(
     sweep: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     old = runs_of(sweep)[1]
-    rewrite_manifest(old, lambda manifest: manifest.pop(FILES))
+    rewrite_manifest(old, strip_checksums)
     assert main(["verify", str(sweep)]) == EXIT_NOT_VERIFIED
     out = capsys.readouterr().out
     assert f"unverified  {old.name}: written before manifests recorded checksums" in out
     assert out.endswith("3 runs: 2 ok, 1 unverified\n")
-    assert len(load_run(old)[TABLE]) == manifest_of(old)["tables"][TABLE]  # still readable
-    assert set(collect(sweep, write=False)["run_id"]) == {run.name for run in runs_of(sweep)}
+    with pytest.raises(RunDirectoryError) as refused:
+        load_run(old)
+    assert str(refused.value) == (
+        f"{old}: unverified run directory: {UNVERIFIED_REASON}; it is not read unless asked "
+        "(--allow-unverified, or allow_unverified=True in Python; or run it again)"
+    )
+    assert len(load_run(old, allow_unverified=True)[TABLE]) == manifest_of(old)["tables"][TABLE]
+    with pytest.raises(RunDirectoryError, match="1 of 3 runs are unverified and were not read"):
+        collect(sweep, write=False)
+    everything = collect(sweep, write=False, allow_unverified=True)
+    assert set(everything["run_id"]) == {run.name for run in runs_of(sweep)}
+    assert main(["collect", str(sweep), "--allow-unverified"]) == 0
+    capsys.readouterr()
     # an old run's footers are still checked
     rewrite_manifest(old, lambda manifest: manifest["tables"].update({TABLE: 1}))
     assert main(["verify", str(sweep)]) == EXIT_NOT_VERIFIED
     assert f"damaged     {old.name}: {TABLE}.parquet has " in capsys.readouterr().out
+
+
+def files_removed(runs: list[Path]) -> str:
+    rewrite_manifest(runs[0], lambda manifest: manifest.pop(FILES))
+    return (
+        "the manifest has no 'files' (checksums), though a manifest of format 2 always records "
+        "them (it was stripped of them)"
+    )
+
+
+def files_null_and_format_removed(runs: list[Path]) -> str:
+    def change(manifest: dict) -> None:
+        manifest[FILES] = None
+        manifest.pop(MANIFEST_FORMAT_KEY)
+
+    rewrite_manifest(runs[0], change)
+    return UNVERIFIED_REASON
+
+
+def checksums_stripped(runs: list[Path]) -> str:
+    rewrite_manifest(runs[0], strip_checksums)
+    return UNVERIFIED_REASON
+
+
+def no_tables(runs: list[Path]) -> str:
+    rewrite_manifest(runs[0], lambda manifest: manifest.update(tables={}))
+    return "the manifest lists no tables (every run writes some)"
+
+
+def table_dropped_everywhere_but_its_schema(runs: list[Path]) -> str:
+    def change(manifest: dict) -> None:
+        del manifest["tables"][TABLE], manifest[FILES][f"{TABLE}.parquet"]
+
+    rewrite_manifest(runs[0], change)
+    (runs[0] / f"{TABLE}.parquet").unlink()
+    return f"table {TABLE} has a schema in the manifest but is not in its tables"
+
+
+def table_dropped_from_the_manifest_only(runs: list[Path]) -> str:
+    def change(manifest: dict) -> None:
+        del manifest["tables"][TABLE], manifest[FILES][f"{TABLE}.parquet"]
+        del manifest["schemas"][TABLE]
+
+    rewrite_manifest(runs[0], change)
+    return f"{TABLE}.parquet is in the run directory but not in the manifest's tables"
+
+
+def another_runs_table_by_path(runs: list[Path]) -> str:
+    """The table named ``../<other run>/walk_steps`` with that file's own checksum."""
+    name = f"../{runs[1].name}/{TABLE}"
+    theirs = manifest_of(runs[1])
+
+    def change(manifest: dict) -> None:
+        manifest["tables"][name] = manifest["tables"].pop(TABLE)
+        manifest["schemas"][name] = manifest["schemas"].pop(TABLE)
+        manifest[FILES].pop(f"{TABLE}.parquet")
+        manifest[FILES][f"{name}.parquet"] = theirs[FILES][f"{TABLE}.parquet"]
+
+    rewrite_manifest(runs[0], change)
+    (runs[0] / f"{TABLE}.parquet").unlink()
+    return f"the manifest names the table(s) '{name}'; a table's name is a plain name"
+
+
+DOWNGRADES = [
+    pytest.param(files_removed, id="files-removed"),
+    pytest.param(files_null_and_format_removed, id="files-null-format-removed"),
+    pytest.param(checksums_stripped, id="files-and-format-removed"),
+    pytest.param(no_tables, id="tables-empty"),
+    pytest.param(table_dropped_everywhere_but_its_schema, id="table-dropped"),
+    pytest.param(table_dropped_from_the_manifest_only, id="table-dropped-from-manifest"),
+    pytest.param(another_runs_table_by_path, id="table-named-by-path"),
+]
+
+
+def edit_samples(run: Path) -> None:
+    """``samples`` edited keeping its shape (same rows and columns, other values)."""
+    file = run / "samples.parquet"
+    table = pq.read_table(file)
+    online = pa.array(
+        [v + 1 for v in table.column("online").to_pylist()], table.schema.field("online").type
+    )
+    pq.write_table(table.set_column(table.schema.get_field_index("online"), "online", online), file)
+
+
+@pytest.mark.parametrize("downgrade", DOWNGRADES)
+def test_a_stripped_or_truncated_manifest_with_an_edited_table_is_refused_and_run_again(
+    sweep: Path, downgrade: Callable[[list[Path]], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = runs_of(sweep)
+    before = {file.name: file.read_bytes() for file in runs[0].glob("*.parquet")}
+    reason = downgrade(runs)
+    edit_samples(runs[0])
+    state = "unverified" if reason == UNVERIFIED_REASON else "damaged"
+    for target in (sweep, sweep / "runs"):
+        err = cli_error(capsys, "report", target)
+        assert f"{target}: 1 of 3 runs are {state} and were not read:\n" in err, err
+        assert f"  - run {runs[0].name} ({runs[0]}): " in err and reason in err, err
+        with pytest.raises(RunDirectoryError, match=f"1 of 3 runs are {state}"):
+            collect(target, write=False)
+        err = cli_error(capsys, "collect", target)
+        assert reason in err
+    with pytest.raises(RunDirectoryError, match=f"{state} run directory: ") as refused:
+        load_run(runs[0])
+    assert reason in str(refused.value)
+    assert main(["verify", str(sweep)]) == EXIT_NOT_VERIFIED
+    assert capsys.readouterr().out.startswith(f"{state:<10}  {runs[0].name}: ")
+    again = InterruptAfter(99)
+    run_sweep(plan_sweep(sweep.parents[1] / "sweep.yaml"), out=sweep.parent, backend=again)
+    assert again.ran == [0]  # only the downgraded run
+    after = {file.name: file.read_bytes() for file in runs[0].glob("*.parquet")}
+    assert after == before  # redone byte for byte
+    assert main(["verify", str(sweep)]) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("depth", [100, 200_000])
+def test_a_manifest_nested_too_deep_is_one_message(
+    sweep: Path, depth: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = runs_of(sweep)[0]
+    (run / MANIFEST).write_text("[" * depth + "]" * depth)
+    why = (
+        f"manifest.json nests lists or objects more than {MAX_RECORD_DEPTH} levels deep; a run "
+        f"record nests at most {MAX_RECORD_DEPTH} (netsim refuses deeper records rather than "
+        "read them)"
+    )
+    assert main(["verify", str(run)]) == EXIT_NOT_VERIFIED
+    assert capsys.readouterr().out == f"damaged     {run.name}: {why}\n1 run: 1 damaged\n"
+    assert main(["verify", str(sweep)]) == EXIT_NOT_VERIFIED
+    assert f"damaged     {run.name}: {why}\n" in capsys.readouterr().out
+    for command in ("collect", "report"):
+        err = cli_error(capsys, command, run)
+        assert err == (
+            f"netsim: error: {run}: not a complete run directory ({why}); expected {EXPECTED}\n"
+        )
+    with pytest.raises(RunDirectoryError, match="more than 64 levels deep"):
+        load_run(run)
 
 
 def test_verify_names_missing_and_failed_runs_and_refuses_what_is_not_a_run(

@@ -20,6 +20,8 @@ from netsim.analysis import collect, collect_status
 from netsim.cli import main
 from netsim.errors import SweepError
 from netsim.progress import PROGRESS_DIR
+from netsim.scenario.loader import scenario_hash
+from netsim.scenario.runner import run_id_for
 from netsim.signals import clear_stop
 from netsim.storage import SWEEP_PLAN as PLAN
 from netsim.storage import SWEEP_RUNS as RUNS
@@ -279,6 +281,7 @@ def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_run
 
     from netsim.scenario.loader import (
         HASH_NEUTRAL_DEFAULTS,
+        content_digest,
         load_scenario,
         scenario_hash,
         scenario_to_data,
@@ -291,6 +294,7 @@ def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_run
         for section in sections:
             parent = parent.get(section) or {}
         parent.pop(key, None)
+    before["churn"]["path"] = content_digest(Path(before["churn"]["path"]))  # its bytes
     canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert scenario_hash(scenario) == hashlib.sha256(canonical.encode()).hexdigest()
     totals = load_scenario(write(tmp_path / "t.yaml", BASE), ["metrics.privacy_ledger=totals"])
@@ -623,3 +627,56 @@ def test_a_sigterm_that_compiled_code_swallows_still_ends_netsim_run_as_terminat
     assert code == 143, err
     assert err == "netsim: terminated; no partial run directory was kept\n"
     assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_a_run_id_hashes_data_content_not_where_the_checkout_lives(tmp_path):
+    """The same scenario with its trace at another path, or reached through a symlinked
+    directory, has the same run id; another trace's content gives another id."""
+    from netsim.scenario.loader import load_scenario
+    from netsim.scenario.runner import run_id_for
+
+    elsewhere = tmp_path / "checkout" / "traces"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / TRACE.name).write_bytes(TRACE.read_bytes())
+    (tmp_path / "shared").symlink_to(elsewhere)
+    ids = []
+    for trace in (TRACE, elsewhere / TRACE.name, tmp_path / "shared" / TRACE.name):
+        file = write(tmp_path / "s.yaml", BASE.replace(str(TRACE), str(trace)))
+        ids.append(run_id_for(load_scenario(file).model_copy(update={"seed": 3})))
+    assert len(set(ids)) == 1, ids
+    (elsewhere / TRACE.name).write_bytes(TRACE.read_bytes() + b"\n")
+    edited = write(tmp_path / "s.yaml", BASE.replace(str(TRACE), str(elsewhere / TRACE.name)))
+    assert run_id_for(load_scenario(edited).model_copy(update={"seed": 3})) != ids[0]
+
+
+def test_a_sweep_made_before_portable_run_ids_keeps_its_finished_runs(tmp_path, monkeypatch):
+    """Runs published under the old ids (their hash over absolute data paths) are found by
+    their resolved scenario, renamed to the new ids and not run again."""
+    import netsim.scenario.loader as loader
+
+    sweep = sweep_file(tmp_path, "sweep:\n  grid:\n    walk.kill_probability: [0, 0.05, 0.1]\n")
+    plan = plan_sweep(sweep)
+    out = tmp_path / "out"
+    run_sweep(plan, out=out, backend=ProcessPool(1))
+    runs = out / plan.spec.name / RUNS
+    before = {r.run_id: (runs / r.run_id / "walk_steps.parquet").read_bytes() for r in plan.runs}
+    new_ids = [r.run_id for r in plan.runs]
+    with monkeypatch.context() as old_netsim:  # the old identity: the absolute path itself
+        old_netsim.setattr(loader, "content_digest", str)
+        old = [(run_id_for(r.scenario), scenario_hash(r.scenario)) for r in plan.runs]
+    old_ids = dict(zip(new_ids, old, strict=True))
+    for run_id, (old_id, old_hash) in old_ids.items():
+        assert old_id != run_id
+        manifest = json.loads((runs / run_id / "manifest.json").read_text())
+        manifest.update(run_id=old_id, scenario_hash=old_hash)
+        (runs / run_id / "manifest.json").write_text(json.dumps(manifest))
+        (runs / run_id).rename(runs / old_id)
+    again = InterruptAfter(99)
+    run_sweep(plan_sweep(sweep), out=out, backend=again)
+    assert again.ran == []  # every finished run found under its old id
+    for run_id, (old_id, _) in old_ids.items():
+        assert (runs / run_id / "walk_steps.parquet").read_bytes() == before[run_id]
+        manifest = json.loads((runs / run_id / "manifest.json").read_text())
+        assert (manifest["run_id"], manifest["earlier_run_id"]) == (run_id, old_id)
+        assert not (runs / old_id).exists()
+    assert main(["verify", str(out / plan.spec.name)]) == 0

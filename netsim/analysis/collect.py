@@ -47,6 +47,7 @@ from netsim.errors import RunDirectoryError
 from netsim.scenario.loader import dotted_value, parameter_value
 from netsim.scenario.yamlfile import load_yaml
 from netsim.storage import (
+    MANIFEST,
     SCENARIO,
     SWEEP_FAILURES,
     SWEEP_MANIFEST,
@@ -54,11 +55,13 @@ from netsim.storage import (
     SWEEP_RESULTS,
     SWEEP_RUNS,
     SWEEP_SUMMARY,
+    UNVERIFIED_REASON,
     RunCheck,
     atomic_write_parquet,
     check_run,
     complete_manifest,
     is_complete_run,
+    manifest_problem,
     name_foreign_files,
     read_record,
     read_table,
@@ -268,6 +271,8 @@ def load_sweep(path: Path | Sequence[Path]) -> SweepSource:
         why = "does not exist"
     elif not path.is_dir():
         why = "is a file, not a directory"
+    elif (path / MANIFEST).exists():  # a run directory whose manifest cannot be taken
+        why = f"not a complete run directory ({manifest_problem(path)})"
     else:
         runs = sorted(d for d in path.iterdir() if is_complete_run(d))
         if runs:
@@ -491,25 +496,59 @@ def run_status(source: SweepSource, checks: Mapping[str, RunCheck] | None = None
     return frame.astype({"run": "int64", "point": "int64", "repetition": "int64", "run_id": "str"})
 
 
-def refuse_damaged(source: SweepSource, status: pd.DataFrame) -> None:
+def refuse_damaged(
+    source: SweepSource,
+    status: pd.DataFrame,
+    checks: Mapping[str, RunCheck] | None = None,
+    *,
+    allow_unverified: bool = False,
+) -> None:
     """Raise :class:`RunDirectoryError` naming every damaged run of ``status`` and what is
-    wrong with it, and how to go on: a damaged run is never read as if it were complete."""
+    wrong with it, and how to go on: a damaged run is never read as if it were complete. So is
+    every unverified run (``checks``, the :func:`check_runs` the status was made from: a
+    manifest without checksums), unless ``allow_unverified``: without checksums an edited
+    table cannot be told from the one the run wrote."""
     damaged = status[status["status"] == "damaged"]
-    if damaged.empty:
+    unverified = [] if allow_unverified or checks is None else [
+        run_id
+        for run_id in status.loc[status["status"] == "complete", "run_id"]
+        if checks[str(run_id)].state == "unverified"
+    ]  # fmt: skip
+    if damaged.empty and not unverified:
         return
     where = source.path if source.path is not None else "these runs"
-    lines = [
-        f"  - run {row.run_id} ({source.run_directory(row.run_id)}): {row.error}"
-        for row in damaged.itertuples(index=False)
-    ]
     if source.directories is None:
-        redo = f"run the sweep again ('netsim sweep {source.scenario}' redoes damaged runs)"
+        redo = (
+            f"run the sweep again ('netsim sweep {source.scenario}' redoes damaged and "
+            "unverified runs)"
+        )
     else:
         redo = "run them again, or remove them"
+    parts = []
+    if not damaged.empty:
+        lines = [
+            f"  - run {row.run_id} ({source.run_directory(row.run_id)}): {row.error}"
+            for row in damaged.itertuples(index=False)
+        ]
+        parts.append(
+            f"{where}: {len(damaged)} of {len(status)} runs are damaged and were not read:\n"
+            + "\n".join(lines)
+        )
+    if unverified:
+        lines = [
+            f"  - run {run_id} ({source.run_directory(run_id)}): {UNVERIFIED_REASON}"
+            for run_id in unverified
+        ]
+        parts.append(
+            f"{where}: {len(unverified)} of {len(status)} runs are unverified and were not "
+            "read:\n" + "\n".join(lines)
+        )
+        redo += (
+            "; to read unverified runs anyway, pass --allow-unverified (allow_unverified=True "
+            "in Python)"
+        )
     raise RunDirectoryError(
-        f"{where}: {len(damaged)} of {len(status)} runs are damaged and were not read:\n"
-        + "\n".join(lines)
-        + f"\n'netsim verify {where}' checks every run; {redo}"
+        "\n".join(parts) + f"\n'netsim verify {where}' checks every run; {redo}"
     )
 
 
@@ -636,7 +675,9 @@ def _write_parquet(frame: pd.DataFrame, file: Path) -> None:
         raise RunDirectoryError(f"{file}: cannot write ({exc.strerror or exc})") from None
 
 
-def collect(path: Path | Sequence[Path], *, write: bool | None = None) -> pd.DataFrame:
+def collect(
+    path: Path | Sequence[Path], *, write: bool | None = None, allow_unverified: bool = False
+) -> pd.DataFrame:
     """The long table (one row per run × metric sample) of ``path``: a sweep directory, a
     run directory, a folder of run directories or a list of run directories
     (:func:`load_sweep`). Each row carries its run's parameters.
@@ -644,7 +685,8 @@ def collect(path: Path | Sequence[Path], *, write: bool | None = None) -> pd.Dat
     ``write`` (default: unless ``path`` is a list) also writes the table to
     ``<path>/results.parquet`` and its :func:`summarize` to ``<path>/summary.parquet`` (each
     atomically); a list of runs has no directory to write to. Raises
-    :class:`RunDirectoryError` if ``path`` is none of these, or if a run is damaged
+    :class:`RunDirectoryError` if ``path`` is none of these, or if a run is damaged, or
+    unverified (its manifest records no checksums) and not ``allow_unverified``
     (:func:`refuse_damaged`).
     """
     source = load_sweep(path)
@@ -655,8 +697,9 @@ def collect(path: Path | Sequence[Path], *, write: bool | None = None) -> pd.Dat
             "collect(write=True): a list of run directories has no directory to write "
             "results.parquet to; collect a folder of runs or write the table yourself"
         )
-    status = run_status(source)
-    refuse_damaged(source, status)
+    checks = check_runs(source)
+    status = run_status(source, checks)
+    refuse_damaged(source, status, checks, allow_unverified=allow_unverified)
     long = long_table(source, status)
     if write:
         assert source.path is not None

@@ -33,6 +33,7 @@ import pandas as pd
 
 from netsim.analysis.collect import (
     SweepSource,
+    check_runs,
     format_value,
     half_width,
     load_sweep,
@@ -1087,7 +1088,9 @@ def simulated_span(source: SweepSource, status: pd.DataFrame, long: pd.DataFrame
     return float(times.max()) if len(times) else 0.0
 
 
-def write_report(path: Path | Sequence[Path], out: Path | None = None) -> Path:
+def write_report(
+    path: Path | Sequence[Path], out: Path | None = None, *, allow_unverified: bool = False
+) -> Path:
     """Draw the standard figures of the sweep or runs at ``path`` (what
     :func:`~netsim.analysis.collect.load_sweep` reads: a sweep directory, a run directory, a
     folder of runs, a list of run directories) into ``out`` (default ``<path>/report/``; a
@@ -1095,11 +1098,14 @@ def write_report(path: Path | Sequence[Path], out: Path | None = None) -> Path:
 
     Only the figures whose tables the complete runs have are drawn; figures of an earlier
     report that no longer apply are removed so that the directory matches the page. A damaged
-    run refuses the report (:func:`~netsim.analysis.collect.refuse_damaged`).
+    run refuses the report, and so does an unverified one unless ``allow_unverified``
+    (:func:`~netsim.analysis.collect.refuse_damaged`).
     """
     source = load_sweep(path)
-    status = run_status(source)  # one snapshot: the grid table and the figures agree
-    refuse_damaged(source, status)  # a damaged run is not drawn as if it were complete
+    checks = check_runs(source)
+    status = run_status(source, checks)  # one snapshot: the grid table and the figures agree
+    # a damaged run is not drawn as if it were complete, nor one whose bytes cannot be checked
+    refuse_damaged(source, status, checks, allow_unverified=allow_unverified)
     long = long_table(source, status)
     if out is None and source.path is None:
         raise RunDirectoryError("write_report: a list of run directories needs out=")

@@ -12,7 +12,14 @@ from netsim.errors import RunDirectoryError
 from netsim.scenario.build import scenario_parts
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.schema import Scenario
-from netsim.storage import SCENARIO, check_run, complete_manifest, read_table
+from netsim.storage import (
+    SCENARIO,
+    UNVERIFIED_REASON,
+    check_run,
+    complete_manifest,
+    manifest_problem,
+    read_table,
+)
 from netsim.units import format_duration
 
 
@@ -20,9 +27,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
     """The manifest of a complete run directory."""
     manifest = complete_manifest(path)
     if manifest is None:
-        raise RunDirectoryError(
-            f"{path}: not a complete run directory (no manifest.json with status 'complete')"
-        )
+        raise RunDirectoryError(f"{path}: not a complete run directory ({manifest_problem(path)})")
     return manifest
 
 
@@ -34,16 +39,31 @@ def damaged_message(path: Path, reasons: list[str]) -> str:
     )
 
 
-def load_run(path: Path, *, parameters: bool = True) -> dict[str, pd.DataFrame]:
+def unverified_message(path: Path) -> str:
+    """The message that refuses the unverified run at ``path`` (no checksums to check it by)."""
+    return (
+        f"{path}: unverified run directory: {UNVERIFIED_REASON}; it is not read unless asked "
+        "(--allow-unverified, or allow_unverified=True in Python; or run it again)"
+    )
+
+
+def load_run(
+    path: Path, *, parameters: bool = True, allow_unverified: bool = False
+) -> dict[str, pd.DataFrame]:
     """Every event table of a complete run. Each row is tagged with the run id (first column)
     and, with ``parameters``, then the run's parameters (the keys given on top of its
     scenario file, by ``--set`` or a sweep point; one column per dotted key, unless the
-    table has a column of that name). Code that merges a run's tables reads them without."""
+    table has a column of that name). Code that merges a run's tables reads them without.
+
+    A damaged run is refused (:class:`RunDirectoryError`); so is an unverified one (its
+    manifest records no checksums) unless ``allow_unverified``."""
     path = Path(path)
     manifest = load_manifest(path)
     check = check_run(path, manifest)
     if check.state == "damaged":
         raise RunDirectoryError(damaged_message(path, check.reasons))
+    if check.state == "unverified" and not allow_unverified:
+        raise RunDirectoryError(unverified_message(path))
     run_id = manifest["run_id"]
     # runs made before the manifest recorded them have none
     recorded = (manifest.get("parameters") or {}) if parameters else {}

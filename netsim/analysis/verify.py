@@ -1,8 +1,9 @@
 """``netsim verify``: whether every run of a run directory, a folder of runs or a sweep is
 intact, by the checksums its manifest records (:func:`netsim.storage.check_run`).
 
-Each run is ``ok`` (every file matches its manifest), ``unverified`` (written before manifests
-recorded checksums: only its tables' row counts and columns could be checked, and they match),
+Each run is ``ok`` (every file matches its manifest), ``unverified`` (its manifest records no
+checksums: written before manifests recorded them, or stripped of them; only its tables' row
+counts and columns could be checked, and they match; readers refuse it unless asked),
 ``damaged`` (with what is wrong), or, in a sweep, ``failed`` or ``missing`` (not run yet, or
 interrupted). Only a set whose every run is ok verifies.
 """
@@ -25,14 +26,16 @@ from netsim.storage import (
     RunCheck,
     check_run,
     complete_manifest,
+    manifest_problem,
     name_foreign_files,
 )
 
 #: The states of :class:`Verdict`, in the order a summary counts them.
 STATES: tuple[str, ...] = ("ok", "unverified", "damaged", "failed", "missing")
 UNVERIFIED = (
-    "written before manifests recorded checksums: its tables' row counts and columns match its "
-    "manifest, their bytes cannot be checked"
+    "written before manifests recorded checksums, or stripped of them: its tables' row counts "
+    "and columns match its manifest, their bytes cannot be checked (collect, report and "
+    "load_run read it only with --allow-unverified; 'netsim sweep' runs it again)"
 )
 
 
@@ -89,6 +92,10 @@ def verify(path: Path) -> list[Verdict]:
                 verdicts.append(_from_check(checks[row.run_id]))
             elif row.status == "failed":
                 verdicts.append(Verdict(row.run_id, directory, "failed", (row.error,)))
+            elif (directory / MANIFEST).exists():  # a manifest that cannot be taken
+                verdicts.append(
+                    Verdict(row.run_id, directory, "damaged", (manifest_problem(directory),))
+                )
             else:
                 why = "not run yet, or interrupted ('netsim sweep' runs it)"
                 verdicts.append(Verdict(row.run_id, directory, "missing", (why,)))

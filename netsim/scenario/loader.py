@@ -351,12 +351,67 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
 }
 
 
+#: A data file's digest in the hash, by (path, size, modification time, inode): each file is
+#: read once per process however many runs of a sweep name it.
+_FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def content_digest(path: Path) -> str:
+    """What stands for the file ``path`` in a run's identity: ``sha256:<hex>`` of its bytes (a
+    directory: of its files' relative names and digests, in name order), or
+    ``missing:<file name>`` when there is nothing there. Where the file lives (the checkout,
+    a symlinked ``../shared``) is not part of it."""
+    try:
+        info = path.stat()
+    except OSError:
+        return f"missing:{path.name}"
+    key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
+    if key in _FILE_DIGESTS:
+        return _FILE_DIGESTS[key]
+    digest = hashlib.sha256()
+    if path.is_dir():
+        for file in sorted(f for f in path.rglob("*") if f.is_file()):
+            digest.update(f"{file.relative_to(path).as_posix()}\0{content_digest(file)}\0".encode())
+    else:
+        try:
+            with open(path, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+        except OSError:  # a FIFO, a device, unreadable: validation or the run says why
+            return f"missing:{path.name}"
+    _FILE_DIGESTS[key] = f"sha256:{digest.hexdigest()}"
+    return _FILE_DIGESTS[key]
+
+
+def _path_locations(value: Any, where: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Path]]:
+    """Where a model dump (python mode) holds a path, and the path."""
+    if isinstance(value, Path):
+        return [(where, value)]
+    if isinstance(value, dict):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return []
+    return [found for key, item in items for found in _path_locations(item, (*where, key))]
+
+
 def identity_data(scenario: Scenario) -> dict[str, Any]:
-    """What identifies a run's configuration: the resolved scenario (seed included) without
-    the keys at a value of :data:`HASH_NEUTRAL_DEFAULTS` and without the ``kind`` of a section
-    that names its built-in component (:data:`~netsim.scenario.build.SECTION_SLOTS`: named by
-    that kind, the section is the same configuration as without it, so the same run id)."""
+    """What identifies a run's configuration: the resolved scenario (seed included) with each
+    file path replaced by its :func:`content_digest` (so a run's id is the same in every
+    checkout, whether ``../shared`` is a symlink or not), without the keys at a value of
+    :data:`HASH_NEUTRAL_DEFAULTS` and without the ``kind`` of a section that names its built-in
+    component (:data:`~netsim.scenario.build.SECTION_SLOTS`: named by that kind, the section is
+    the same configuration as without it, so the same run id)."""
     data = scenario_to_data(scenario)
+    for where, path in _path_locations(scenario.model_dump(mode="python", by_alias=True)):
+        parent: Any = data
+        for key in where[:-1]:
+            parent = parent[key] if isinstance(parent, dict | list) else None
+        if isinstance(parent, dict) and where[-1] in parent:
+            parent[where[-1]] = content_digest(path)
+        elif isinstance(parent, list) and isinstance(where[-1], int):
+            parent[where[-1]] = content_digest(path)
     for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
         parent = dotted_value(data, ".".join(sections))
         if isinstance(parent, dict) and key in parent and parent[key] == neutral:

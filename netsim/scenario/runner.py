@@ -41,6 +41,8 @@ from netsim.scenario.schema import Scenario
 from netsim.storage import (
     FILES,
     MANIFEST,
+    MANIFEST_FORMAT,
+    MANIFEST_FORMAT_KEY,
     SCENARIO,
     atomic_write_text,
     complete_manifest,
@@ -159,6 +161,7 @@ def run_scenario(
         atomic_write_text(staging / SCENARIO, scenario_to_yaml(scenario))
         manifest = {
             "status": "complete",
+            MANIFEST_FORMAT_KEY: MANIFEST_FORMAT,
             "run_id": run_id,
             "scenario_name": scenario.name,
             "scenario_hash": scenario_hash(scenario),

@@ -12,9 +12,12 @@ The sweep directory ``<out>/<sweep name>/`` holds:
 ======================  =========================================================================
 
 A run is done when ``runs/<run_id>`` is a complete run directory whose manifest carries the
-hash of the run's resolved scenario; starting the sweep again runs only the others, so a sweep
-killed half-way resumes, and a run interrupted half-way left only a hidden staging directory,
-never a directory that looks complete. A failing run is recorded and does not stop the others.
+hash of the run's resolved scenario and whose files match their checksums; a run an earlier
+netsim made under another id (its id hashed absolute data paths) is found by its resolved
+scenario and renamed (:func:`adopt_earlier_runs`); starting the sweep again runs only the
+others, so a sweep killed half-way resumes, and a run interrupted half-way left only a
+hidden staging directory, never a directory that looks complete. A failing run is recorded
+and does not stop the others.
 """
 
 from __future__ import annotations
@@ -36,13 +39,22 @@ from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
-from netsim.errors import SweepError
+from netsim.errors import NetsimError, SweepError
 from netsim.progress import PROGRESS_DIR, RunProgressWriter
-from netsim.scenario.loader import parameter_value, read_scenario_text, scenario_hash
+from netsim.scenario.loader import (
+    load_scenario,
+    parameter_value,
+    read_scenario_text,
+    scenario_hash,
+)
 from netsim.scenario.runner import run_scenario
 from netsim.scenario.schema import Scenario
 from netsim.signals import raise_if_stopping, request_stop
 from netsim.storage import (
+    MANIFEST,
+    PARTIAL_MARK,
+    RETIRED_MARK,
+    SCENARIO,
     SWEEP_FAILURES,
     SWEEP_MANIFEST,
     SWEEP_PLAN,
@@ -360,16 +372,55 @@ def plan_table(plan: SweepPlan) -> pa.Table:
 
 def is_done(run: PlannedRun, runs_dir: Path) -> bool:
     """True iff the run's directory is complete, was made from exactly its scenario, and is
-    not damaged (:func:`~netsim.storage.check_run`: every file matches the checksums its
+    verified (:func:`~netsim.storage.check_run`: every file matches the checksums its
     manifest records; a deleted, swapped or corrupted table is run again, not taken for
-    done)."""
+    done, and so is a run whose manifest records no checksums to check it by)."""
     directory = runs_dir / run.run_id
     manifest = complete_manifest(directory)
     return (
         manifest is not None
         and manifest.get("scenario_hash") == scenario_hash(run.scenario)
-        and check_run(directory, manifest).state != "damaged"
+        and check_run(directory, manifest).state == "ok"
     )
+
+
+def adopt_earlier_runs(plan: SweepPlan, runs_dir: Path) -> list[str]:
+    """Give the finished runs of an earlier netsim, whose ids hashed absolute data paths, the
+    ids of ``plan``: a complete, verified run directory under another name whose resolved
+    scenario (its ``scenario.yaml``) has the hash and seed of a planned run not done yet is
+    renamed to that run's id, its manifest's ``run_id`` and ``scenario_hash`` made current
+    (the old id kept as ``earlier_run_id``). Returns the adopted directories' old names."""
+    planned = {run.run_id for run in plan.runs}
+    waiting = {
+        (scenario_hash(run.scenario), run.seed): run
+        for run in plan.runs
+        if not (runs_dir / run.run_id).exists()
+    }
+    adopted: list[str] = []
+    if not waiting or not runs_dir.is_dir():
+        return adopted
+    for directory in sorted(runs_dir.iterdir()):
+        name = directory.name
+        if name in planned or name.startswith(".") or PARTIAL_MARK in name or RETIRED_MARK in name:
+            continue
+        manifest = complete_manifest(directory)
+        if manifest is None or not (directory / SCENARIO).is_file():
+            continue
+        try:  # its data must be where it was when it ran (the content is what is hashed)
+            stored = load_scenario(directory / SCENARIO)
+        except NetsimError:
+            continue
+        run = waiting.get((scenario_hash(stored), stored.seed))
+        if run is None or check_run(directory, manifest).state != "ok":
+            continue
+        manifest.update(
+            run_id=run.run_id, scenario_hash=scenario_hash(run.scenario), earlier_run_id=name
+        )
+        write_json(directory / MANIFEST, manifest)  # then the name: a retry finds it again
+        os.rename(directory, runs_dir / run.run_id)
+        del waiting[(scenario_hash(run.scenario), run.seed)]
+        adopted.append(name)
+    return adopted
 
 
 def _write_manifest(directory: Path, plan: SweepPlan, progress: SweepProgress, status: str):
@@ -414,6 +465,7 @@ def run_sweep(
             f"{directory}: cannot create the sweep directory ({exc.strerror or exc}); give "
             "--out a directory you can write to"
         ) from None
+    adopt_earlier_runs(plan, runs_dir)  # a sweep directory from before portable run ids
     pending = [run for run in plan.runs if not is_done(run, runs_dir)]
     state = SweepProgress(
         len(plan.runs), len(plan.runs) - len(pending), started=time.perf_counter()
