@@ -6,7 +6,9 @@ hidden staging directory and published with a rename once complete (see
 :mod:`netsim.storage`), so an interrupted run never leaves a directory that looks complete.
 The run id is ``<name>-seed<seed>-<first 10 hex digits of the scenario hash>``: the same
 scenario and seed always give the same id and byte-identical tables. A run may be given a
-readable id instead (``netsim run --name``); publishing it never replaces another run.
+readable id instead (``netsim run --name``); publishing it never replaces another run: the
+name is claimed (:func:`netsim.storage.claim_run_name`) before the run starts, so a second
+writer of the same name at the same time is refused instead of replacing the first.
 
 The manifest records each file's SHA-256, size and row count (``files``: see
 :func:`netsim.storage.check_run`) and the run's ``parameters``: the resolved value of every
@@ -43,6 +45,7 @@ from netsim.storage import (
     MANIFEST,
     SCENARIO,
     atomic_write_text,
+    claim_run_name,
     complete_manifest,
     file_records,
     partial_directory,
@@ -143,8 +146,21 @@ def run_scenario(
     if out.exists() and not out.is_dir():
         raise RunDirectoryError(f"{out}: the output location exists and is not a directory")
     final = out / run_id
-    if name is not None:
+    if name is None:  # the id names the scenario and seed: a concurrent twin writes the same
+        return _run_into(scenario, final, progress, parameters)
+    with claim_run_name(final):  # a second writer of the name stops here, before it runs
         _check_named_target(final, scenario)
+        return _run_into(scenario, final, progress, parameters)
+
+
+def _run_into(
+    scenario: Scenario,
+    final: Path,
+    progress: Callable[[float], None] | None,
+    parameters: Mapping[str, object] | None,
+) -> RunResult:
+    """Run the seeded ``scenario`` in a staging directory and publish it as ``final``."""
+    run_id, out = final.name, final.parent
     try:
         staging = partial_directory(final)
     except OSError as exc:
