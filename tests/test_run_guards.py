@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from netsim.cli import main
 from netsim.storage import complete_manifest
 from tests.test_bad_input import write
 
@@ -83,7 +87,6 @@ def test_a_named_run_takes_its_claim_back_after_a_kill(tmp_path):
     """The claim is a lock the kernel drops with its process: a run killed half-way does not
     keep its name from the next one."""
     import signal
-    import time
 
     scenario = write(tmp_path / "s.yaml", TINY.replace("duration: 10min", "duration: 2h"))
     out = tmp_path / "runs"
@@ -102,3 +105,147 @@ def test_a_named_run_takes_its_claim_back_after_a_kill(tmp_path):
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert json.loads((out / "same" / "manifest.json").read_text())["simulated_seconds"] == 60
+
+
+# --- a plugin that loops or raises ---------------------------------------------------------
+
+PLUGIN = '''\
+"""Walk agents that misbehave once the simulated clock passes ``after`` seconds."""
+
+from netsim.api import ComponentConfig, WalkAgent
+
+
+class AgentConfig(ComponentConfig):
+    after: float = 30.0
+
+
+class LoopingAgent(WalkAgent):
+    Config = AgentConfig
+
+    def visit(self, node, state, steps, walk, now):
+        while now > self.config.after:
+            pass
+        return state
+
+
+class RaisingAgent(WalkAgent):
+    Config = AgentConfig
+
+    def visit(self, node, state, steps, walk, now):
+        if now > self.config.after:
+            raise ValueError(f"no model for node {node}")
+        return state
+'''
+MODULE = "netsim_guard_plugins"
+
+
+@pytest.fixture
+def plugin(tmp_path_factory, monkeypatch) -> str:
+    """The plugin module, importable here and in the worker processes this test starts."""
+    directory = tmp_path_factory.getbasetemp() / "plugins"
+    directory.mkdir(exist_ok=True)
+    write(directory / f"{MODULE}.py", PLUGIN)
+    monkeypatch.syspath_prepend(str(directory))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(directory), str(REPO)]))
+    return MODULE
+
+
+def with_agent(kind: str, after: float = 30.0) -> str:
+    agent = f"  agent: {{kind: '{kind}', after: {after}}}\n"
+    return TINY.replace("  sample_every: 10s\n", "  sample_every: 10s\n" + agent)
+
+
+def test_a_plugin_that_loops_for_ever_is_stopped_by_the_run_timeout(tmp_path, plugin, capsys):
+    """A walk agent looping for ever hung netsim run: there was no time limit."""
+    scenario = write(tmp_path / "s.yaml", with_agent(f"{plugin}:LoopingAgent"))
+    out = tmp_path / "runs"
+    started = time.monotonic()
+    code = main(["run", str(scenario), "--out", str(out), "-q", "--run-timeout", "1s"])
+    elapsed = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err == (
+        f"netsim: error: {scenario}: the run did not finish within its time limit of 1 s of "
+        "wall time; it was stopped at 35 s of 600 s simulated, in walk.agent "
+        f"({plugin}:LoopingAgent)\n"
+    )  # its first visit after 30 s (at the seed's 35 s) never returned
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert elapsed < 30  # the limit, not the loop, ended it
+    assert not out.exists() or list(out.iterdir()) == []  # no staging directory left
+
+
+def test_a_plugin_that_raises_is_one_message_naming_its_key(tmp_path, plugin, capsys):
+    """A plugin's exception ended netsim run in the plugin's own traceback, naming neither
+    the component nor its key."""
+    scenario = write(tmp_path / "s.yaml", with_agent(f"{plugin}:RaisingAgent"))
+    out = tmp_path / "runs"
+    code = main(["run", str(scenario), "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert re.fullmatch(
+        rf"netsim: error: {re.escape(str(scenario))}: walk\.agent \({plugin}:RaisingAgent\) "
+        r"raised ValueError: no model for node \d+ \(netsim run --traceback prints its "
+        r"traceback\)\n",
+        err,
+    ), err
+    assert not out.exists() or list(out.iterdir()) == []
+    # --traceback: the plugin's traceback for its author, then the one message
+    code = main(["run", str(scenario), "--out", str(out), "-q", "--traceback"])
+    err = capsys.readouterr().err
+    assert code == 2
+    traceback, message = err.rsplit("netsim: error: ", 1)
+    assert traceback.startswith("Traceback (most recent call last):\n")
+    assert f'{plugin}.py", line 24, in visit\n' in traceback
+    assert traceback.endswith(f"ValueError: {message.split('raised ValueError: ')[1]}")
+    assert message.startswith(f"{scenario}: walk.agent ({plugin}:RaisingAgent) raised ")
+
+
+def test_a_sweep_records_a_run_past_its_time_limit_as_failed_and_goes_on(tmp_path, plugin, capsys):
+    """A run that loops for ever hung the whole sweep; now it fails with the reason, and the
+    other runs complete."""
+    sweep = "sweep:\n  grid:\n    walk.agent.after: [1.0e9, 30.0]\n"
+    scenario = write(tmp_path / "s.yaml", with_agent(f"{plugin}:LoopingAgent") + sweep)
+    out = tmp_path / "out"
+    argv = ["sweep", str(scenario), "--out", str(out), "--workers", "1", "--run-timeout", "1"]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "2 runs: 1 ran, 0 were already complete, 1 failed" in err
+    (record,) = (out / "tiny-walk" / "failures").iterdir()
+    failure = json.loads(record.read_text())
+    assert failure["run"] == 1
+    assert failure["error"] == (
+        "RunTimeoutError: the run did not finish within its time limit of 1 s of wall time; "
+        f"it was stopped at 31 s of 600 s simulated, in walk.agent ({plugin}:LoopingAgent)"
+    )
+    assert f"  run 1 ({failure['run_id']}): {failure['error']}\n" in err
+    assert "in visit\n" in failure["traceback"]  # where the plugin was when it was stopped
+
+
+def test_the_time_limit_stops_a_loop_in_another_thread():
+    """A Dask worker runs its tasks in threads, where no signal handler runs: the limit is
+    raised there by a watcher thread."""
+    from netsim.signals import RunTimedOut, TimeLimit, wall_clock_limit
+
+    ended: list[object] = []
+
+    def loop() -> None:
+        limit = TimeLimit(0.2)
+        try:
+            with wall_clock_limit(limit):
+                while True:
+                    pass
+        except RunTimedOut:
+            ended.append(limit.passed)
+
+    worker = threading.Thread(target=loop)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and ended == [True]
+
+
+def test_a_run_timeout_must_be_a_positive_duration(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "s.yaml", "--run-timeout", "0"])
+    assert stop.value.code == 2
+    assert "argument --run-timeout: '0': a time limit is a duration > 0" in capsys.readouterr().err

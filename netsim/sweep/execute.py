@@ -67,6 +67,7 @@ class RunTask:
     scenario: Scenario
     runs_dir: str
     parameters: dict[str, Any] = field(default_factory=dict)  # for the run's manifest
+    time_limit: float | None = None  # wall-clock seconds (--run-timeout)
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,9 @@ def execute_task(task: RunTask) -> RunOutcome:
     )
     try:
         run_scenario(
-            task.scenario, out=Path(task.runs_dir), parameters=task.parameters, progress=writer
-        )
+            task.scenario, out=Path(task.runs_dir), parameters=task.parameters, progress=writer,
+            time_limit=task.time_limit,
+        )  # fmt: skip
     except Exception as exc:  # any failure of a run is recorded, not raised
         raise_if_stopping()  # unless it is a stop that compiled code turned into an error
         return RunOutcome(
@@ -415,9 +417,12 @@ def run_sweep(
     out: Path,
     backend: Backend,
     progress: Callable[[SweepProgress], None] | None = None,
+    time_limit: float | None = None,
 ) -> SweepResult:
     """Run every planned run that is not done yet; record failures; keep ``sweep.json``
-    current after every run (status ``complete`` only when every run is)."""
+    current after every run (status ``complete`` only when every run is). A run still going
+    after ``time_limit`` seconds of wall time is stopped and recorded as failed, with the
+    reason, and the sweep goes on."""
     directory = sweep_directory(plan, Path(out).resolve())  # workers may not share our cwd
     runs_dir, failures_dir = directory / SWEEP_RUNS, directory / SWEEP_FAILURES
     try:
@@ -444,7 +449,14 @@ def run_sweep(
         progress(state)
     failures: list[RunOutcome] = []
     tasks = [
-        RunTask(r.run, r.run_id, r.scenario, str(runs_dir), manifest_parameters(r.parameters))
+        RunTask(
+            r.run,
+            r.run_id,
+            r.scenario,
+            str(runs_dir),
+            manifest_parameters(r.parameters),
+            time_limit,
+        )
         for r in pending
     ]
     by_number = {r.run: r for r in plan.runs}  # a plan may hold a subset of run numbers
