@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from netsim import __version__
-from netsim.errors import NetsimError, RunDirectoryError, ScenarioError
+from netsim.errors import (
+    NetsimError,
+    PluginFailure,
+    RunDirectoryError,
+    RunTimeoutError,
+    ScenarioError,
+)
 from netsim.signals import (
     Terminated,
     install_stop_handlers,
@@ -47,6 +54,8 @@ def _naming_the_scenario(path: Path) -> Iterator[None]:
         text = str(exc)
         if text.startswith((str(path), "/")):  # it names its file already (a trace, data)
             raise
+        if isinstance(exc, PluginFailure | RunTimeoutError):  # keep the plugin's traceback
+            raise type(exc)(f"{path}: {text}") from exc.__cause__
         raise ScenarioError(f"{path}: {text}") from None
 
 
@@ -100,8 +109,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         with _naming_the_scenario(args.scenario):
             result = run_scenario(
-                scenario, out=args.out, progress=progress, parameters=parameters, name=args.name
-            )
+                scenario, out=args.out, progress=progress, parameters=parameters, name=args.name,
+                time_limit=args.run_timeout,
+            )  # fmt: skip
     finally:
         if bar is not None:
             bar.close()
@@ -143,7 +153,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         bar = SweepProgressBar(sys.stderr, directory.resolve() / SWEEP_RUNS / PROGRESS_DIR)
     try:
         try:
-            result = run_sweep(plan, out=args.out, backend=backend, progress=bar)
+            result = run_sweep(
+                plan, out=args.out, backend=backend, progress=bar, time_limit=args.run_timeout
+            )
         finally:
             if bar is not None:
                 bar.close()
@@ -242,6 +254,25 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     print(f"{len(long)} rows", file=sys.stderr)
     print(out)
     return 0
+
+
+def _run_timeout(text: str) -> float:
+    """``--run-timeout``: a duration (``90``, ``30s``, ``2h``) greater than zero, in seconds."""
+    from netsim.units import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a time limit is a duration > 0")
+    return seconds
+
+
+RUN_TIMEOUT_HELP = (
+    "stop a run still going after this much wall time (e.g. 90, 30s, 2h): netsim run ends "
+    "in one message; a sweep records the run as failed and goes on (default: no limit)"
+)
 
 
 def _parse_keys(pairs: Sequence[str]) -> dict[str, object]:
@@ -434,6 +465,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--name",
         help="readable run id (the run directory's name) instead of <scenario>-seed<N>-<hash>",
     )
+    run.add_argument("--run-timeout", type=_run_timeout, metavar="DURATION", help=RUN_TIMEOUT_HELP)
+    run.add_argument(
+        "--traceback",
+        action="store_true",
+        help="when a plugin component raised, print its traceback before the message",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
     run.set_defaults(handler=_cmd_run)
 
@@ -454,6 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--scheduler", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://host:8786"
     )
     sweep.add_argument("--out", type=Path, default=Path("runs"), help="parent of the sweep dir")
+    sweep.add_argument(
+        "--run-timeout", type=_run_timeout, metavar="DURATION", help=RUN_TIMEOUT_HELP
+    )
     sweep.add_argument("-q", "--quiet", action="store_true", help="print only the sweep dir")
     sweep.set_defaults(handler=_cmd_sweep)
 
@@ -617,6 +657,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _traceback_hint(exc: NetsimError, args: argparse.Namespace) -> str:
+    """Where a plugin's author finds the traceback of what their component raised."""
+    if not isinstance(exc, PluginFailure) or getattr(args, "traceback", True):
+        return ""
+    return " (netsim run --traceback prints its traceback)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netsim`` console script."""
     args = build_parser().parse_args(argv)
@@ -628,7 +675,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise_if_stopping()  # a stop that compiled code turned into another error
             raise
     except NetsimError as exc:
-        print(f"netsim: error: {exc}", file=sys.stderr)
+        if getattr(args, "traceback", False) and exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
+        print(f"netsim: error: {exc}{_traceback_hint(exc, args)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except OSError as exc:  # a file the command writes or reads: full disk, read-only, …
         where = f"{exc.filename}: " if exc.filename else ""

@@ -41,6 +41,17 @@ class ComponentError(NetsimError):
     reference that does not import, or a class that does not implement its interface."""
 
 
+class PluginFailure(ComponentError):
+    """A component that is not netsim's own raised while its run was built or ran. The message
+    names the component's scenario key and class and the exception; that exception is the
+    ``__cause__``, its traceback kept for the plugin's author (``netsim run --traceback``, a
+    sweep's failure record)."""
+
+
+class RunTimeoutError(NetsimError):
+    """A run went past its wall-clock time limit (``--run-timeout``) and was stopped."""
+
+
 class DataError(NetsimError):
     """A data set is unknown, missing or malformed, or cannot be split or pre-processed as asked."""
 

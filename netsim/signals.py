@@ -13,8 +13,12 @@ ends, raises the stop that was asked for instead of whatever the run ended with.
 
 from __future__ import annotations
 
+import ctypes
 import signal
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from types import FrameType
 
 #: The stop asked for (an exception to raise), or None.
@@ -67,3 +71,71 @@ def restore_handlers(previous: dict[int, object]) -> None:
     """Put back the handlers :func:`install_stop_handlers` replaced."""
     for signum, handler in previous.items():
         signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+# --- the wall-clock limit of a run -----------------------------------------------------------
+
+#: Seconds between two raises of :class:`RunTimedOut` once a limit has passed, in case code
+#: under the limit caught the first (e.g. a plugin's bare ``except:`` in its loop).
+TIMEOUT_REPEAT_SECONDS = 1.0
+
+
+class RunTimedOut(BaseException):
+    """Raised inside a run that went past its time limit: not an ``Exception``, so a
+    component's ``except Exception`` cannot swallow it."""
+
+
+@dataclass
+class TimeLimit:
+    """A wall-clock limit of ``seconds`` (None: none), and whether it has passed."""
+
+    seconds: float | None
+    passed: bool = False
+
+
+@contextmanager
+def wall_clock_limit(limit: TimeLimit) -> Iterator[None]:
+    """Raise :class:`RunTimedOut` in the block once it has run ``limit.seconds`` of wall
+    time, and every :data:`TIMEOUT_REPEAT_SECONDS` after that until it ends; set
+    ``limit.passed`` first, so a caller that sees what the raise turned into (compiled code
+    makes a ``SystemError`` of it, see the module docstring) knows it was the limit.
+
+    In the main thread a SIGALRM timer raises it (it also ends a blocking call); in another
+    thread (a Dask worker's) a watcher thread raises it there asynchronously, which takes
+    effect at the thread's next bytecode.
+    """
+    if limit.seconds is None:
+        yield
+        return
+
+    def expire() -> None:
+        limit.passed = True
+        raise RunTimedOut
+
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGALRM, lambda signum, frame: expire())
+        signal.setitimer(signal.ITIMER_REAL, limit.seconds, TIMEOUT_REPEAT_SECONDS)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        return
+    target = ctypes.c_ulong(threading.get_ident())
+    done = threading.Event()
+
+    def watch() -> None:
+        wait = limit.seconds
+        while not done.wait(wait):
+            limit.passed = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(RunTimedOut))
+            wait = TIMEOUT_REPEAT_SECONDS
+
+    watcher = threading.Thread(target=watch, name="netsim-run-timeout", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)  # one not raised yet

@@ -25,13 +25,15 @@ Records (manifests, ``sweep.json``, failure records) are read bounded: at most
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -74,6 +76,7 @@ UNVERIFIED_REASON = (
 )
 PARTIAL_MARK = ".partial-"
 RETIRED_MARK = ".old-"
+CLAIM_MARK = ".claim"
 PUBLISH_ATTEMPTS = 5
 
 
@@ -220,6 +223,52 @@ def _too_deep(path: Path) -> RunDirectoryError:
         f"record nests at most {MAX_RECORD_DEPTH} (netsim refuses deeper records rather than "
         "read them)"
     )
+
+
+@contextmanager
+def claim_run_name(final: Path) -> Iterator[None]:
+    """Hold the name of the run directory ``final`` for one writer while the block runs.
+
+    The claim is an exclusive ``flock`` on the hidden file ``.<name>.claim`` beside it, taken
+    without waiting: a second writer of the same name gets a :class:`RunDirectoryError` at
+    once, before it runs. The kernel drops the lock when its process dies, so a killed run
+    leaves no claim that blocks the next one. The file is removed while the lock is held; a
+    writer that opened it just before, and then locks the removed file, sees that the path no
+    longer names what it locked and tries again.
+    """
+    path = final.parent / f".{final.name}{CLAIM_MARK}"
+    while True:
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise RunDirectoryError(
+                f"{final.parent}: cannot create a run directory: {exc.strerror}"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            by = f" (pid {holder})" if holder.isdigit() else ""
+            raise RunDirectoryError(
+                f"{final}: another netsim run{by} is writing a run of this name now; choose "
+                "another --name, or wait for it to finish"
+            ) from None
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(fd).st_ino:
+            break
+        os.close(fd)  # we locked a file its last holder had removed: claim the new one
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # still locked: nobody can hold a claim on it
+        os.close(fd)
 
 
 def read_record(path: Path) -> Any:

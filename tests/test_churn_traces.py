@@ -1,5 +1,6 @@
 """Churn schedules, trace formats and the STUNner reader."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -101,6 +102,12 @@ def test_a_replay_can_start_partway_into_the_trace(tmp_path):
     trace = read_canonical_trace(write_csv(tmp_path / "t.csv", rows))
     later = trace.starting_at(15.0)
     assert later.labels == trace.labels and later.span is None
+    # c's interval under way at 15 s is cut to start at 0 (not at -15), a's (0, 10.5) and
+    # b's (5, 6), (6, 9) ended before it and are gone
+    np.testing.assert_array_equal(later.offsets, [0, 1, 2, 3])
+    np.testing.assert_array_equal(later.start, [5.0, 35.0, 0.0])
+    np.testing.assert_array_equal(later.end, [15.0, 55.0, 85.0])
+    assert dataclasses.replace(trace, span=120.0).starting_at(15.0).span == 105.0
     schedule, _ = churn.from_trace(later, 3, 60.0, np.random.default_rng(0), "in_order")
     frame, _ = replay(schedule, 60.0)
     assert intervals_from_churn_table(frame, 60.0) == [

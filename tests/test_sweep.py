@@ -564,6 +564,54 @@ def test_workers_exit_quietly_when_the_sweep_is_killed(tmp_path):
     assert not any(".partial-" in p.name for p in runs_dir.iterdir())
 
 
+def _pool_workers(pid: int) -> dict[int, str]:
+    """The pool workers ``pid`` spawned (its children running ``spawn_main``; not the
+    resource tracker), with their start times."""
+    found = {}
+    for child, started in _children(pid).items():
+        try:
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in command:
+            found[child] = started
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
+def test_workers_whose_sweep_died_while_they_started_take_no_task(tmp_path):
+    """The sweep was killed while its pool workers were still starting: they set up their
+    parent watch after it had died (watching their new parent's pid, the parent-death signal
+    already past), then ran the tasks the dead sweep had queued, published those runs and
+    printed BrokenPipeError tracebacks when they sent the results (or, with nothing queued,
+    waited for a task for ever). Now they exit before taking a task, quietly."""
+    path = sweep_file(
+        tmp_path,
+        "sweep:\n  grid:\n    walk.kill_probability: {from: 0, to: 0.1, count: 4}\n",
+    )
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "netsim", "sweep", str(path), "--out", str(out), "--workers", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    workers: dict[int, str] = {}
+    while time.monotonic() < deadline and process.poll() is None and len(workers) < 2:
+        workers = _pool_workers(process.pid)
+        time.sleep(0.01)
+    assert len(workers) == 2 and process.poll() is None
+    process.kill()  # as soon as the workers exist: before they have imported netsim
+    _, err = process.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(_running(*w) for w in workers.items()):
+        time.sleep(0.05)
+    assert not any(_running(*w) for w in workers.items())
+    assert "Traceback" not in err and "Error" not in err, err
+    runs_dir = out / "tiny-walk" / RUNS
+    assert not any(is_complete_run(p) for p in runs_dir.iterdir())
+
+
 @contextmanager
 def signal_inside_compiled_code(handler: Callable[[int, object], None]) -> Iterator[list[str]]:
     """Run ``handler`` (as SIGTERM's) the first time the authors' round kernel

@@ -347,15 +347,24 @@ def scenario_problems(scenario: s.Scenario) -> str | None:
     return topology_problem(scenario.topology, scenario.nodes)
 
 
-def component_references(scenario: s.Scenario) -> dict[str, str]:
-    """Every component of ``scenario`` by key, as the ``module:Class`` it was built from (the
-    run's manifest records them, so ``netsim report`` finds their figures)."""
-    classes = {
+def component_classes(scenario: s.Scenario) -> dict[str, type]:
+    """Every component of ``scenario`` by key, as the class it is built from."""
+    return {
         "topology": component_class(scenario.topology, ("topology",)),
         "churn": component_class(scenario.churn, ("churn",)),
         **{part.key: part.cls for part in scenario_parts(scenario)},
     }
-    return {key: f"{cls.__module__}:{cls.__qualname__}" for key, cls in classes.items()}
+
+
+def class_reference(cls: type) -> str:
+    """How a scenario names ``cls`` by its module: ``module:Class``."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def component_references(scenario: s.Scenario) -> dict[str, str]:
+    """Every component of ``scenario`` by key, as the ``module:Class`` it was built from (the
+    run's manifest records them, so ``netsim report`` finds their figures)."""
+    return {key: class_reference(cls) for key, cls in component_classes(scenario).items()}
 
 
 def table_prefixes(scenario: s.Scenario) -> dict[str, str]:

@@ -6,7 +6,9 @@ hidden staging directory and published with a rename once complete (see
 :mod:`netsim.storage`), so an interrupted run never leaves a directory that looks complete.
 The run id is ``<name>-seed<seed>-<first 10 hex digits of the scenario hash>``: the same
 scenario and seed always give the same id and byte-identical tables. A run may be given a
-readable id instead (``netsim run --name``); publishing it never replaces another run.
+readable id instead (``netsim run --name``); publishing it never replaces another run: the
+name is claimed (:func:`netsim.storage.claim_run_name`) before the run starts, so a second
+writer of the same name at the same time is refused instead of replacing the first.
 
 The manifest records each file's SHA-256, size and row count (``files``: see
 :func:`netsim.storage.check_run`) and the run's ``parameters``: the resolved value of every
@@ -27,17 +29,34 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from traceback import walk_tb
+from types import TracebackType
 from typing import Any
 
 import pandas as pd
 
 from netsim import __version__
-from netsim.errors import RunDirectoryError, ScenarioError
+from netsim.errors import (
+    NetsimError,
+    PluginFailure,
+    RunDirectoryError,
+    RunTimeoutError,
+    ScenarioError,
+)
 from netsim.log import EventLog
 from netsim.rng import new_root_seed
-from netsim.scenario.build import BuiltRun, build_run, component_references, table_prefixes
+from netsim.scenario.build import (
+    BuiltRun,
+    build_run,
+    class_reference,
+    component_classes,
+    component_references,
+    table_prefixes,
+)
 from netsim.scenario.loader import scenario_hash, scenario_to_yaml
 from netsim.scenario.schema import Scenario
+from netsim.signals import RunTimedOut, TimeLimit, wall_clock_limit
+from netsim.sim import Simulation
 from netsim.storage import (
     FILES,
     MANIFEST,
@@ -45,6 +64,7 @@ from netsim.storage import (
     MANIFEST_FORMAT_KEY,
     SCENARIO,
     atomic_write_text,
+    claim_run_name,
     complete_manifest,
     file_records,
     partial_directory,
@@ -133,11 +153,14 @@ def run_scenario(
     progress: Callable[[float], None] | None = None,
     parameters: Mapping[str, object] | None = None,
     name: str | None = None,
+    time_limit: float | None = None,
 ) -> RunResult:
     """Run ``scenario`` and publish its run directory under ``out``.
 
     ``parameters`` (dotted key → resolved value) go to the manifest; ``name`` is a readable
-    run id instead of the scenario-and-seed one (see the module docstring).
+    run id instead of the scenario-and-seed one (see the module docstring); ``time_limit``
+    (wall-clock seconds) stops a run that takes longer with a :class:`RunTimeoutError` (see
+    :func:`simulate`).
     """
     scenario = with_seed(scenario)
     run_id = run_id_for(scenario) if name is None else check_run_name(name)
@@ -145,8 +168,22 @@ def run_scenario(
     if out.exists() and not out.is_dir():
         raise RunDirectoryError(f"{out}: the output location exists and is not a directory")
     final = out / run_id
-    if name is not None:
+    if name is None:  # the id names the scenario and seed: a concurrent twin writes the same
+        return _run_into(scenario, final, progress, parameters, time_limit)
+    with claim_run_name(final):  # a second writer of the name stops here, before it runs
         _check_named_target(final, scenario)
+        return _run_into(scenario, final, progress, parameters, time_limit)
+
+
+def _run_into(
+    scenario: Scenario,
+    final: Path,
+    progress: Callable[[float], None] | None,
+    parameters: Mapping[str, object] | None,
+    time_limit: float | None,
+) -> RunResult:
+    """Run the seeded ``scenario`` in a staging directory and publish it as ``final``."""
+    run_id, out = final.name, final.parent
     try:
         staging = partial_directory(final)
     except OSError as exc:
@@ -154,8 +191,7 @@ def run_scenario(
     try:
         log = EventLog(staging)
         started = time.perf_counter()
-        built = build_run(scenario, log)
-        built.sim.run(scenario.duration, progress=progress)
+        built = simulate(scenario, log, progress=progress, time_limit=time_limit)
         wall = time.perf_counter() - started
         counts = log.close()
         atomic_write_text(staging / SCENARIO, scenario_to_yaml(scenario))
@@ -197,6 +233,81 @@ def run_scenario(
     return RunResult(final, run_id, scenario, manifest, tuple(built.warnings))
 
 
+def simulate(
+    scenario: Scenario,
+    log: EventLog,
+    *,
+    progress: Callable[[float], None] | None = None,
+    time_limit: float | None = None,
+) -> BuiltRun:
+    """Build the seeded ``scenario`` and run it to its end, writing to ``log``.
+
+    A run still going after ``time_limit`` seconds of wall time is stopped: a
+    :class:`RunTimeoutError` saying how far it got (and in which component, when a plugin's
+    code was running). An exception a component that is not netsim's own raised (while built
+    or running) becomes one :class:`PluginFailure` naming its scenario key and class, with
+    the exception as its cause (its traceback kept for the plugin's author). Anything else,
+    an interrupt included, goes through unchanged.
+    """
+    limit = TimeLimit(time_limit)
+    sims: list[Simulation] = []  # the clock, once built: how far a stopped run got
+    try:
+        with wall_clock_limit(limit):
+            built = build_run(scenario, log)
+            sims.append(built.sim)
+            built.sim.run(scenario.duration, progress=progress)
+    except BaseException as exc:
+        failure = _failure(exc, scenario, limit, sims[0].now if sims else None)
+        if failure is None:
+            raise
+        raise failure from exc
+    return built
+
+
+def _failure(
+    exc: BaseException, scenario: Scenario, limit: TimeLimit, now: float | None
+) -> NetsimError | None:
+    """What ``exc``, which ended a run of ``scenario``, is to its user (None: itself)."""
+    if not isinstance(exc, Exception | RunTimedOut):
+        return None  # an interrupt, SIGTERM, a worker's exit
+    culprit = plugin_at_fault(scenario, exc.__traceback__)
+    if limit.passed:  # also when compiled code turned the timeout into another error
+        where = "while building it" if now is None else f"at {now:g} s of {scenario.duration:g} s"
+        running = "" if culprit is None else f", in {culprit[0]} ({class_reference(culprit[1])})"
+        return RunTimeoutError(
+            f"the run did not finish within its time limit of {limit.seconds:g} s of wall "
+            f"time; it was stopped {where} simulated{running}"
+        )
+    if culprit is None or isinstance(exc, NetsimError):
+        return None
+    key, cls = culprit
+    return PluginFailure(f"{key} ({class_reference(cls)}) raised {type(exc).__name__}: {exc}")
+
+
+def plugin_at_fault(scenario: Scenario, trace: TracebackType | None) -> tuple[str, type] | None:
+    """The component of ``scenario`` that is not netsim's own whose code was running at the
+    innermost frame of ``trace`` that belongs to one, as (scenario key, class): a frame of
+    a method of its instance, else a frame of its package's code. None when no plugin's
+    code was running (netsim's own code raised)."""
+    plugins = {
+        key: cls
+        for key, cls in component_classes(scenario).items()
+        if cls.__module__.split(".")[0] != "netsim"
+    }
+    if not plugins:
+        return None
+    for frame, _ in reversed(list(walk_tb(trace))):
+        owner = frame.f_locals.get("self")
+        module = str(frame.f_globals.get("__name__", ""))
+        for key, cls in plugins.items():
+            if isinstance(owner, cls):
+                return key, cls
+        for key, cls in plugins.items():
+            if module.split(".")[0] == cls.__module__.split(".")[0]:
+                return key, cls
+    return None
+
+
 def privacy_reports(built: BuiltRun) -> dict[str, object]:
     """Per component with a privacy accountant: its budget and the guarantee it reached."""
     reports = {}
@@ -211,7 +322,6 @@ def run_in_memory(scenario: Scenario) -> tuple[BuiltRun, dict[str, pd.DataFrame]
     """Run ``scenario`` without touching the disk; returns the built run and its tables."""
     scenario = with_seed(scenario)
     log = EventLog()
-    built = build_run(scenario, log)
-    built.sim.run(scenario.duration)
+    built = simulate(scenario, log)
     log.close()
     return built, log.to_frames()

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NoReturn, Protocol
 
 import pyarrow as pa
 
@@ -79,6 +79,7 @@ class RunTask:
     scenario: Scenario
     runs_dir: str
     parameters: dict[str, Any] = field(default_factory=dict)  # for the run's manifest
+    time_limit: float | None = None  # wall-clock seconds (--run-timeout)
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,9 @@ def execute_task(task: RunTask) -> RunOutcome:
     )
     try:
         run_scenario(
-            task.scenario, out=Path(task.runs_dir), parameters=task.parameters, progress=writer
-        )
+            task.scenario, out=Path(task.runs_dir), parameters=task.parameters, progress=writer,
+            time_limit=task.time_limit,
+        )  # fmt: skip
     except Exception as exc:  # any failure of a run is recorded, not raised
         raise_if_stopping()  # unless it is a stop that compiled code turned into an error
         return RunOutcome(
@@ -144,7 +146,11 @@ def pickled_tasks(tasks: list[RunTask]) -> list[PickledTask]:
 
 
 def execute_pickled(task: PickledTask) -> RunOutcome:
-    """:func:`execute_task` of a task pickled by the parent (in a worker process)."""
+    """:func:`execute_task` of a task pickled by the parent (in a worker process). An orphaned
+    worker (its parent sweep is gone: the signal that should have ended it was lost) takes
+    no task, and sends no result, but exits quietly."""
+    if not _parent_alive():
+        _exit_quietly(signal.SIGTERM)
     try:
         unpickled = pickle.loads(task.payload)
     except Exception as exc:  # e.g. a component's module that is not importable here
@@ -154,7 +160,10 @@ def execute_pickled(task: PickledTask) -> RunOutcome:
             "component's module must be importable on every worker",
             traceback.format_exc(),
         )  # fmt: skip
-    return execute_task(unpickled)
+    outcome = execute_task(unpickled)
+    if not _parent_alive():
+        _exit_quietly(signal.SIGTERM)
+    return outcome
 
 
 class Backend(Protocol):
@@ -165,8 +174,6 @@ class Backend(Protocol):
     def run(self, tasks: list[RunTask]) -> Iterator[RunOutcome]: ...
 
 
-#: Seconds between two looks of a pool worker at whether its parent is still there.
-ORPHAN_CHECK_SECONDS = 0.5
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -174,16 +181,21 @@ def _worker_started() -> None:
     """Pool workers leave Ctrl-C to the parent (which stops them) and unwind on SIGTERM, so
     ``run_scenario`` removes a half-written run's staging directory. A worker whose parent
     dies (killed: it could not stop its pool) gets SIGTERM too and exits quietly, instead of
-    finishing its run and printing a ``BrokenPipeError`` traceback on sending the result."""
+    running the tasks still queued for it, publishing their runs and printing a
+    ``BrokenPipeError`` traceback on sending a result nobody reads. A worker whose parent
+    died while it was starting exits here, before it takes a task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_term)
-    _terminate_with_parent(os.getppid())
+    _terminate_with_parent()
+    if not _parent_alive():
+        _exit_quietly(signal.SIGTERM)
 
 
-def _terminate_with_parent(parent: int) -> None:
-    """SIGTERM this process as soon as ``parent`` is gone: by the kernel on Linux
-    (``PR_SET_PDEATHSIG``), and by a thread that looks every :data:`ORPHAN_CHECK_SECONDS`
-    elsewhere (or if the parent died before the first was set)."""
+def _terminate_with_parent() -> None:
+    """SIGTERM this process as soon as its parent is gone: by the kernel on Linux
+    (``PR_SET_PDEATHSIG``), and elsewhere by a thread that waits on the parent's sentinel
+    (a pipe that reads end-of-file once the parent has exited; the parent's pid would not
+    do: a worker started after its parent died sees its new parent's pid)."""
     try:
         import ctypes
 
@@ -191,21 +203,30 @@ def _terminate_with_parent(parent: int) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux
         pass
+    parent = multiprocessing.parent_process()
+    if parent is None:  # not a worker process (a test calls this in the main process)
+        return
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(ORPHAN_CHECK_SECONDS)
+        parent.join()
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="netsim-orphan-watch", daemon=True).start()
 
 
+def _exit_quietly(signum: int) -> NoReturn:
+    """End an orphaned worker: nobody reads what it would print while it winds down."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    # recorded as well as raised: raised inside compiled code it may not propagate
+    request_stop(partial(SystemExit, 128 + signum))
+    raise AssertionError("request_stop raises")  # pragma: no cover
+
+
 def _exit_on_term(signum: int, frame: object) -> None:
-    if os.getppid() == 1 or not _parent_alive():
-        # orphaned: nobody reads what this process would print while it winds down
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
+    if not _parent_alive():
+        _exit_quietly(signum)
     # recorded as well as raised: raised inside compiled code it may not propagate
     request_stop(partial(SystemExit, 128 + signum))
 
@@ -447,9 +468,12 @@ def run_sweep(
     out: Path,
     backend: Backend,
     progress: Callable[[SweepProgress], None] | None = None,
+    time_limit: float | None = None,
 ) -> SweepResult:
     """Run every planned run that is not done yet; record failures; keep ``sweep.json``
-    current after every run (status ``complete`` only when every run is)."""
+    current after every run (status ``complete`` only when every run is). A run still going
+    after ``time_limit`` seconds of wall time is stopped and recorded as failed, with the
+    reason, and the sweep goes on."""
     directory = sweep_directory(plan, Path(out).resolve())  # workers may not share our cwd
     runs_dir, failures_dir = directory / SWEEP_RUNS, directory / SWEEP_FAILURES
     try:
@@ -477,7 +501,14 @@ def run_sweep(
         progress(state)
     failures: list[RunOutcome] = []
     tasks = [
-        RunTask(r.run, r.run_id, r.scenario, str(runs_dir), manifest_parameters(r.parameters))
+        RunTask(
+            r.run,
+            r.run_id,
+            r.scenario,
+            str(runs_dir),
+            manifest_parameters(r.parameters),
+            time_limit,
+        )
         for r in pending
     ]
     by_number = {r.run: r for r in plan.runs}  # a plan may hold a subset of run numbers
