@@ -104,6 +104,10 @@ class BuildContext:
     #: ``transport``) → the key of the instance that fills it. A role not listed is filled
     #: by the scenario section of its name (``gossip`` by the ``gossip`` section).
     uses: Mapping[str, str] = field(default_factory=dict)
+    #: The validated config of every component instance of the scenario, by key (what a
+    #: component may read of the instances it is wired to while validating, when they are
+    #: not built: :meth:`config_of`).
+    configs: Mapping[str, Any] = field(default_factory=dict)
     #: The run's node states (who is online), for the transport built on them.
     node_states: NodeStates | None = None
     #: The run's churn replay (``transitions_applied`` counts the joins and leaves so far).
@@ -138,6 +142,12 @@ class BuildContext:
         """Like :meth:`require`, but ``None`` when the scenario has no such instance (for the
         roles a component lists in ``optional``)."""
         return self.built.get(self.uses.get(name, name))
+
+    def config_of(self, name: str) -> Any:
+        """The config of the instance this component is wired to in the role ``name`` (the
+        one its ``uses`` names, else the scenario section of that name), ``None`` when there
+        is none: what it may read of that instance while the scenario is validated."""
+        return self.configs.get(self.uses.get(name, name))
 
     def table(self, schema: TableSchema) -> EventTable:
         """The run's event table of ``schema`` (declare it in the component's ``tables``)."""

@@ -45,7 +45,8 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -65,7 +66,7 @@ from netsim.component import (
     round_form,
 )
 from netsim.distributions import PositiveDuration
-from netsim.errors import DataError, PrivacyError
+from netsim.errors import DataError, InvalidPrivacyEventError, PrivacyError
 from netsim.registry import REGISTRY, validate_component_config
 
 if TYPE_CHECKING:
@@ -317,15 +318,30 @@ class Mechanism(Component):
         """One release with the share (ε, δ) of a budget: ``delta`` goes to the mechanism
         only when it spends δ, and must then be positive."""
         if not self.spends_delta():
-            return self.release(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+            with self.claims_checked():
+                return self.release(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
         if not 0 < delta < 1:
             raise PrivacyError(
                 f"{type(self).__name__} is (epsilon,delta)-DP and needs a share of a δ budget "
                 f"in (0, 1), got δ = {delta:g}: give the algorithm a δ budget"
             )
-        return self.release(  # type: ignore[call-arg]
-            value, sensitivity=sensitivity, epsilon=epsilon, delta=delta, rng=rng
-        )
+        with self.claims_checked():
+            return self.release(  # type: ignore[call-arg]
+                value, sensitivity=sensitivity, epsilon=epsilon, delta=delta, rng=rng
+            )
+
+    @contextmanager
+    def claims_checked(self) -> Iterator[None]:
+        """Turn an impossible claim of a release (a :class:`PrivacyEvent` refused as made: ε
+        NaN, δ ≥ 1, …) into one :class:`~netsim.errors.PrivacyError` naming the mechanism,
+        which stops the run: nothing it released can be accounted."""
+        try:
+            yield
+        except InvalidPrivacyEventError as exc:
+            raise PrivacyError(
+                f"noise mechanism {_kind(self)} claims an impossible guarantee, so its "
+                f"releases cannot be accounted: {exc}"
+            ) from None
 
     def release_rows(
         self,
@@ -394,6 +410,11 @@ class Mechanism(Component):
     def fixed_noise_multiplier(self) -> float | None:
         """The noise multiplier σ/Δ the settings fix (None: calibrated per release)."""
         return None
+
+
+def _kind(component: Component) -> str:
+    """The name the scenario gave ``component`` (its config's ``kind``), or its class's."""
+    return str(getattr(component.config, "kind", None) or type(component).__name__)
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,20 @@ class BudgetExhausted(PrivacyError):
     """A release was refused: it would take a record past its budget."""
 
     def __init__(self, record: int, message: str) -> None:
-        super().__init__(f"record {record}: {message}")
+        # args are the constructor's, so the error can be made again from them: SimPy re-raises
+        # a process's exception as ``type(exc)(*exc.args)``, and pickle does the same
+        super().__init__(record, message)
         self.record = record
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"record {self.record}: {self.message}"
+
+
+class InvalidPrivacyEventError(PrivacyError, ValueError):
+    """A :class:`~netsim.privacy.events.PrivacyEvent` that states an impossible guarantee: ε
+    NaN or negative (or infinite under a DP claim), δ outside [0, 1), a negative or NaN
+    sensitivity or noise scale. A ``ValueError`` too, as an invalid argument."""
 
 
 class UnaccountableEventError(PrivacyError, ValueError):

@@ -151,11 +151,30 @@ def interface_problem(cls: Any) -> str | None:
             "has a Config without the 'agent' key every walk has (the walk agent it carries, "
             "walk.agent): derive its Config from netsim.api.WalkConfig"
         )
+    if cls.slot == "gossip" and "period" not in config.model_fields:
+        return (
+            "has a Config without the 'period' key every gossip engine has (Δ, which the "
+            "walks and applications wired to it read): declare period: PositiveDuration"
+        )
+    if cls.slot == "transport" and not _is_network(cls):
+        return (
+            "derives from netsim.api.Transport but not from netsim.network.links.Network: the "
+            "protocols call the built-in's methods beyond send() (random_online_neighbour, "
+            "round_pairs, …), so derive it from Network and override how a message's fate is "
+            "decided"
+        )
     missing = sorted(cls.__abstractmethods__)
     if missing:
         methods = ", ".join(f"{method}()" for method in missing)
         return f"does not implement {methods} (required of a {SLOT_NAMES[cls.slot]})"
     return None
+
+
+def _is_network(cls: type) -> bool:
+    """Whether ``cls`` derives from the built-in transport (imported here: it imports us)."""
+    from netsim.network.links import Network
+
+    return issubclass(cls, Network)
 
 
 #: The config classes :func:`config_with_kind` made, by (the component's own config, name):
@@ -215,18 +234,24 @@ class Registry:
         self._entry_points_read = entry_point_group is None
         self._by_slot: dict[str, dict[str, _Entry]] = {slot: {} for slot in SLOT_NAMES}
         self._failed: dict[str, _Entry] = {}  # name -> entry that could not be loaded
+        #: (slot, name) registered by two classes -> the two references (an error only for
+        #: a scenario that names it)
+        self._clashes: dict[tuple[str, str], str] = {}
 
     # --- registration ---------------------------------------------------------------------
 
     def _add(self, entry: _Entry) -> None:
         assert entry.cls is not None
-        names = self._by_slot[entry.cls.slot]
+        slot = entry.cls.slot
+        names = self._by_slot[slot]
+        clash = self._clashes.get((slot, entry.name))
         existing = names.get(entry.name)
-        if existing is not None and existing.cls is not entry.cls:
-            raise ComponentError(
-                f"two {SLOT_NAMES[entry.cls.slot]} components named {entry.name!r}: "
-                f"{existing.reference} ({existing.origin}) and {entry.reference} ({entry.origin})"
-            )
+        if clash is not None or (existing is not None and existing.cls is not entry.cls):
+            # the name means nothing now; only a scenario that uses it is refused (lookup)
+            first = clash or f"{existing.reference} ({existing.origin})"  # type: ignore[union-attr]
+            self._clashes[slot, entry.name] = f"{first} and {entry.reference} ({entry.origin})"
+            names.pop(entry.name, None)
+            return
         entry.config = config_with_kind(entry.cls.Config, entry.name)
         names[entry.name] = entry
 
@@ -277,6 +302,12 @@ class Registry:
         is wrong and lists the names that are allowed."""
         self._load_all()
         for slot in slots:
+            clash = self._clashes.get((slot, kind))
+            if clash is not None:
+                raise ComponentError(
+                    f"{kind!r} names two {SLOT_NAMES[slot]} components, {clash}: uninstall "
+                    "one, or name the class as package.module:Class"
+                )
             entry = self._by_slot[slot].get(kind)
             if entry is not None:
                 assert entry.cls is not None and entry.config is not None

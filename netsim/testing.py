@@ -14,8 +14,11 @@ or as ``package.module:Class`` — in a small scenario made for its slot and che
 - a component of the gossip engine with round support (a gossip application, the walk service)
   also runs with ``gossip.mode: rounds`` (and, given an ``agreement`` measure, its rounds agree
   with its exact mode on a tiny scenario);
-- a noise mechanism whose events claim ε-DP passes the empirical privacy audit
-  (:mod:`netsim.privacy.audit`), which catches a false claim.
+- a noise mechanism's events claim no more than its class's ``guarantee``
+  (:func:`claim_problem`); an (ε, δ)-DP mechanism adds the noise its event declares
+  (:func:`declared_noise_problem`); a claim of ε-DP passes the empirical privacy audit
+  (:mod:`netsim.privacy.audit`) of ``noise()`` and of what ``release()`` returns
+  (:func:`release_audited_loss`), which catches a false claim.
 
 In pytest::
 
@@ -36,6 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import dp_accounting
 import numpy as np
 import pandas as pd
 
@@ -50,9 +54,13 @@ __all__ = [
     "assert_component_contract",
     "audited_loss",
     "check_component",
+    "claim_problem",
     "contract_scenario",
+    "declared_noise_problem",
+    "mechanism_checks",
     "mechanism_claim",
     "mechanism_release",
+    "release_audited_loss",
     "resolve_component",
     "round_mode_means",
 ]
@@ -310,8 +318,8 @@ def _check_one(
         results.append(_runs_in_rounds(data))
         if agreement is not None:
             results.append(_round_agreement(data, agreement))
-    if issubclass(cls, Mechanism) and audit_mechanism:
-        results.append(_audit(kind, slot, keys))
+    if issubclass(cls, Mechanism):
+        results.extend(mechanism_checks(kind, slot, keys, audit=audit_mechanism))
     if issubclass(cls, Model):
         results.extend(model_checks(kind, keys))
     return results
@@ -472,6 +480,19 @@ def model_checks(kind: str, keys: Mapping[str, Any] | None = None) -> list[Check
 
 # --- mechanisms: the guarantee they claim is the one they give ------------------------------
 
+#: Draws of one release whose spread is compared with the noise its event declares.
+DECLARED_NOISE_DRAWS = 40_000
+#: Allowed relative error of that spread: the standard deviation of 40,000 draws is within
+#: about 0.35 % of σ (1/√(2n)), so 3 % is over eight standard errors.
+DECLARED_NOISE_TOLERANCE = 0.03
+#: Releases of each neighbouring input in the audit of ``release()`` (one call each), and the
+#: radius of its regions (larger than the noise audit's: fewer samples).
+RELEASE_AUDIT_SAMPLES = 50_000
+RELEASE_AUDIT_RADIUS = 0.1
+#: A region is usable when one of its counts reaches this (a count of 0 is taken as 1, so a
+#: region that one input never reaches bounds the loss from below without dividing by 0).
+AUDIT_MINIMUM_COUNT = 30
+
 
 def mechanism_release(
     mechanism: Mechanism, value: np.ndarray, seed: int = 0
@@ -489,19 +510,158 @@ def mechanism_claim(mechanism: Mechanism, dimension: int) -> str:
     return str(mechanism_release(mechanism, np.zeros(dimension))[1].guarantee)
 
 
+def _loss_lower_bound(rows: list[Any]) -> float:
+    """The largest privacy loss of the audit's regions minus 4 standard errors, over the
+    regions where one input's count reaches :data:`AUDIT_MINIMUM_COUNT` (a count of 0 is
+    taken as 1: a region the other input never reaches, as a release of the raw value makes,
+    is a loss of at least ln(count) − 4·√(1 + 1/count))."""
+    bounds = []
+    for row in rows:
+        c0, c1 = max(row.count_0, 1), max(row.count_1, 1)
+        if max(c0, c1) < AUDIT_MINIMUM_COUNT:
+            continue
+        bounds.append(abs(math.log(c0 / c1)) - 4 * math.sqrt(1 / c0 + 1 / c1))
+    return max(bounds, default=-math.inf)
+
+
 def audited_loss(
     noise: Callable[..., np.ndarray], dimension: int, seed: int, samples: int = AUDIT_SAMPLES
 ) -> float:
-    """The largest privacy loss the empirical audit finds at ε = 1, minus 4 standard errors
-    (above 1: the noise is not ε-DP at ε = 1)."""
+    """The largest privacy loss the empirical audit of a ``noise()`` function finds at ε = 1,
+    minus 4 standard errors (above 1: the noise is not ε-DP at ε = 1)."""
     from netsim.privacy.audit import audit
 
     rows = audit(
         noise, dimension=dimension, epsilon=1.0, samples=samples,
         rng=np.random.default_rng(seed), radius=0.05,
     )  # fmt: skip
-    usable = [row for row in rows if row.count_0 >= 30 and row.count_1 >= 30]
-    return max(row.loss - 4 * row.standard_error for row in usable)
+    return _loss_lower_bound(rows)
+
+
+def release_audited_loss(
+    mechanism: Mechanism, dimension: int, seed: int, samples: int = RELEASE_AUDIT_SAMPLES
+) -> float:
+    """The largest privacy loss the empirical audit finds in what ``mechanism.spend`` (its
+    ``release()``) returns for the neighbours x₀ = 0 and x₁ = e₁ at Δ = 1, ε = 1 (``samples``
+    releases of each), minus 4 standard errors: above 1, the releases are not ε-DP at ε = 1,
+    whatever ``noise()`` says."""
+    from netsim.privacy.audit import neighbour, region_losses
+
+    rng = np.random.default_rng(seed)
+    v = neighbour(dimension)
+    outputs = []
+    for x in (np.zeros(dimension), v):
+        rows = np.empty((samples, dimension))
+        for i in range(samples):
+            noisy, _ = mechanism.spend(x.copy(), sensitivity=1.0, epsilon=1.0, delta=1e-5, rng=rng)
+            rows[i] = np.asarray(noisy, dtype=np.float64).reshape(dimension)
+        outputs.append(rows)
+    regions = region_losses(outputs[0], outputs[1], v, radius=RELEASE_AUDIT_RADIUS)
+    return _loss_lower_bound(regions)
+
+
+def claim_problem(mechanism: Mechanism) -> str | None:
+    """Why ``mechanism``'s events claim more than its class's ``guarantee`` declares (``None``:
+    they do not), in dimensions 1 and 5: an ε-DP class makes ε-DP events that spend no δ, an
+    (ε, δ)-DP class DP events that spend at most their share of δ (1e-5 here)."""
+    for dimension in (1, 5):
+        event = mechanism_release(mechanism, np.zeros(dimension))[1]
+        if mechanism.guarantee == "epsilon-DP" and not (
+            event.guarantee == "epsilon-DP" and event.delta == 0
+        ):
+            return (
+                f"the class declares epsilon-DP, but a release of dimension {dimension} claims "
+                f"{event.guarantee} with δ = {event.delta:g}"
+            )
+        if mechanism.guarantee == "(epsilon,delta)-DP" and not (
+            event.guarantee in ("epsilon-DP", "(epsilon,delta)-DP", "none")
+            and event.delta <= 1e-5
+        ):
+            return (
+                f"a release of dimension {dimension} given δ = 1e-5 claims {event.guarantee} "
+                f"with δ = {event.delta:g}"
+            )
+    return None
+
+
+def declared_noise_problem(mechanism: Mechanism) -> str | None:
+    """Why the noise an (ε, δ)-DP ``mechanism`` adds is not the noise its event declares, or
+    its claim is more than that noise gives (``None``: neither). One release of
+    :data:`DECLARED_NOISE_DRAWS` zeros at Δ = 1, ε = 1, δ = 1e-5: its spread must be the
+    declared ``GaussianDpEvent``'s σ (or √2·b of a ``LaplaceDpEvent``) within
+    :data:`DECLARED_NOISE_TOLERANCE`, and the exact privacy profile of that noise at the stated
+    ε (Balle & Wang 2018, Thm. 8, for the Gaussian; ε = Δ/b for the Laplace) at most the
+    stated δ."""
+    from netsim.privacy.mechanisms import gaussian_delta
+
+    noisy, event = mechanism_release(mechanism, np.zeros(DECLARED_NOISE_DRAWS))
+    if not event.is_private:
+        return None  # it claims no DP guarantee: nothing to check against
+    declared = event.accounting
+    spread = float(np.std(np.asarray(noisy, dtype=np.float64)))
+    if isinstance(declared, dp_accounting.GaussianDpEvent):
+        expected = declared.noise_multiplier
+        name = f"GaussianDpEvent({expected:g})"
+        if not abs(spread - expected) <= DECLARED_NOISE_TOLERANCE * expected:
+            return _spread_problem(name, expected, spread)
+        profile = gaussian_delta(expected, 1.0, event.epsilon)
+        if not profile <= event.delta * (1 + 1e-6):
+            return (
+                f"it claims ({event.epsilon:g}, {event.delta:g})-DP, but the declared Gaussian "
+                f"gives δ = {profile:.3g} at ε = {event.epsilon:g}"
+            )
+    elif isinstance(declared, dp_accounting.LaplaceDpEvent):
+        scale = declared.noise_multiplier
+        name, expected = f"LaplaceDpEvent({scale:g})", math.sqrt(2) * scale
+        if not abs(spread - expected) <= DECLARED_NOISE_TOLERANCE * expected:
+            return _spread_problem(name, expected, spread)
+        if not 1.0 / scale <= event.epsilon * (1 + 1e-9):
+            return f"it claims ε = {event.epsilon:g}, but the declared Laplace gives {1 / scale:g}"
+    else:
+        return (
+            f"it claims {event.guarantee} but declares no Gaussian or Laplace dp_accounting "
+            f"event (accounting = {declared!r}), so its noise cannot be checked against its "
+            "claim: declare GaussianDpEvent(σ/Δ) or LaplaceDpEvent(b/Δ)"
+        )
+    return None
+
+
+def _spread_problem(declared: str, expected: float, spread: float) -> str:
+    return (
+        f"it declares {declared} (standard deviation {expected:.4g} at Δ = 1) but its release "
+        f"adds noise of standard deviation {spread:.4g} ({DECLARED_NOISE_DRAWS:,} draws; "
+        f"allowed ±{DECLARED_NOISE_TOLERANCE:.0%})"
+    )
+
+
+def mechanism_checks(
+    kind: str, slot: str, keys: Mapping[str, Any] | None = None, audit: bool = True
+) -> list[CheckResult]:
+    """The checks of a noise mechanism beyond a run: its events claim no more than its class
+    declares (:func:`claim_problem`); an (ε, δ)-DP mechanism adds the noise its event declares
+    (:func:`declared_noise_problem`); and, unless ``audit`` is false (it takes seconds), a
+    claim of ε-DP passes the empirical privacy audit of ``noise()`` (when implemented) and of
+    what ``release()`` returns."""
+    from netsim.registry import named_component
+
+    checks: list[tuple[str, Callable[[Mechanism], str | None]]] = [
+        ("its events claim no more than its class declares", claim_problem),
+        ("the noise its release adds is the noise it declares", declared_noise_problem),
+    ]
+    results = []
+    for check, problem_of in checks:
+        try:
+            mechanism = named_component(slot, kind, settings=keys)
+            assert isinstance(mechanism, Mechanism)
+            if problem_of is declared_noise_problem and not mechanism.spends_delta():
+                continue  # an ε-DP claim is audited instead
+            problem = problem_of(mechanism)
+        except Exception as exc:
+            problem = _error(exc)
+        results.append(CheckResult(check, problem is None, problem or ""))
+    if audit:
+        results.append(_audit(kind, slot, keys))
+    return results
 
 
 def _audit(kind: str, slot: str, keys: Mapping[str, Any] | None = None) -> CheckResult:
@@ -515,25 +675,29 @@ def _audit(kind: str, slot: str, keys: Mapping[str, Any] | None = None) -> Check
         for dimension in (1, 2):
             if mechanism_claim(mechanism, dimension) != "epsilon-DP":
                 continue
-            if mechanism.noise(1, dimension, 1.0, np.random.default_rng(0)) is None:
-                return CheckResult(
-                    check, False,
-                    f"it claims epsilon-DP in dimension {dimension} but has no noise() to "
-                    "audit",
-                )  # fmt: skip
-            loss = audited_loss(mechanism.noise, dimension, seed=dimension)
+            if mechanism.noise(1, dimension, 1.0, np.random.default_rng(0)) is not None:
+                loss = audited_loss(mechanism.noise, dimension, seed=dimension)
+                if loss > 1.0:
+                    return CheckResult(
+                        check, False,
+                        f"dimension {dimension}: audited privacy loss {loss:.3f} > ε = 1 (minus "
+                        "4 standard errors): the noise is not epsilon-DP",
+                    )  # fmt: skip
+            loss = release_audited_loss(mechanism, dimension, seed=dimension)
             if loss > 1.0:
                 return CheckResult(
                     check, False,
-                    f"dimension {dimension}: audited privacy loss {loss:.3f} > ε = 1 (minus 4 "
-                    "standard errors): the noise is not epsilon-DP",
+                    f"dimension {dimension}: audited privacy loss of what release() returns "
+                    f"{loss:.3f} > ε = 1 (minus 4 standard errors): the releases are not "
+                    "epsilon-DP",
                 )  # fmt: skip
             audited.append(dimension)
     except Exception as exc:
         return CheckResult(check, False, _error(exc))
     if not audited:
         return CheckResult(check, True, "it claims no epsilon-DP: nothing to audit")
-    return CheckResult(check, True, f"dimensions {', '.join(map(str, audited))}")
+    return CheckResult(check, True, f"noise() and release(), dimensions "
+                       f"{', '.join(map(str, audited))}")  # fmt: skip
 
 
 def assert_component_contract(component: str | type[Component], **options: Any) -> None:

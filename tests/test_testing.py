@@ -175,7 +175,10 @@ def test_netsim_check_prints_each_check_and_exits_0_1_or_2(example_paths):  # no
     # a plugin by its entry-point name: a mechanism is audited
     done = run_cli("check", "coordinate_laplace", paths=example_paths)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ok      a claim of epsilon-DP passes the privacy audit (dimensions 1, 2)" in done.stdout
+    assert (
+        "ok      a claim of epsilon-DP passes the privacy audit (noise() and release(), "
+        "dimensions 1, 2)" in done.stdout
+    )
 
 
 def test_the_example_package_runs_the_contract_in_its_own_tests(example_paths):  # noqa: F811

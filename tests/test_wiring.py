@@ -5,13 +5,17 @@ transport. Scenarios written before all this keep their run ids and tables."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 import pandas as pd
 import pytest
 
-from netsim.contracts import Component, NetworkProtocol
-from netsim.errors import ScenarioError
+from netsim.component import ComponentConfig
+from netsim.contracts import Component, NetworkProtocol, Transport
+from netsim.errors import ComponentError, ScenarioError
+from netsim.protocols.gossip import PushPullGossip
+from netsim.registry import REGISTRY, Registry
 from netsim.scenario.build import check_inputs, scenario_parts
 from netsim.scenario.loader import scenario_hash, scenario_to_yaml, validate_scenario
 from netsim.scenario.runner import run_in_memory, run_scenario
@@ -264,3 +268,105 @@ def test_the_report_draws_a_second_instance_s_figures_from_its_own_tables(tmp_pa
     assert (tmp_path / "report" / "w2.walk_counts.png").is_file()
     assert (tmp_path / "report" / "walk_counts.png").is_file()
     assert "w2: Random walks" in page or "w2.walk_counts.png" in page
+
+
+# --- a component reads only what it is wired to; interfaces say what they need ----------------
+
+
+def _walk_on_engine(period: str, timeout: str, section: str | None) -> dict[str, Any]:
+    data = {key: value for key, value in BASE.items() if key not in ("walk", "gossip")}
+    if section is not None:
+        data["gossip"] = {"period": section}
+    data["components"] = {
+        "engine": {"kind": "gossip", "period": period},
+        "w": {"kind": "service", "transfer_time": "100ms", "timeout": timeout,
+              "uses": {"gossip": "engine"}},
+    }  # fmt: skip
+    return data
+
+
+def test_a_walk_wired_to_an_engine_runs_without_a_gossip_section():
+    data = {**_walk_on_engine("1s", "100s", None), "duration": "1min"}
+    built = validate_scenario(data, source="test", base_dir=None)
+    assert check_inputs(built) == []
+    _, tables = run_in_memory(built)
+    assert len(tables["walk_samples"]) > 0
+
+
+@pytest.mark.parametrize(
+    ("engine", "section", "warned"), [("10s", "1s", True), ("1s", "100s", False)]
+)
+def test_a_walk_s_timeout_warning_reads_the_period_of_the_engine_it_is_wired_to(
+    engine, section, warned
+):
+    """transfer_time + Δ·log2(60) with the wired engine's Δ: 59.2 s at 10 s (above the 20 s
+    timeout), 6.0 s at 1 s (below it), whatever the gossip section's period."""
+    warnings = check_inputs(scenario_from(_walk_on_engine(engine, "20s", section)))
+    assert bool(warnings) == warned, warnings
+    if warned:
+        (warning,) = warnings
+        assert warning.startswith("components.w: timeout δ = 20 s is less than transfer_time + "
+                                  "components.engine.period × log2(nodes) = 59.1689 s")  # fmt: skip
+
+
+def scenario_from(data: dict[str, Any]) -> Any:
+    return validate_scenario(data, source="test", base_dir=None)
+
+
+class PeriodlessEngine(PushPullGossip):
+    """A plugin gossip engine whose Config has no period."""
+
+    class Config(ComponentConfig):
+        message_size: float = 64.0
+
+
+class LinklessTransport(Transport):
+    """A transport written to the interface alone (not derived from the built-in Network)."""
+
+    def send(self, src, dst, *, kind, payload, on_deliver, on_lost=None, size=0.0,
+             duration=None):  # fmt: skip
+        on_deliver(payload)
+
+    def send_batch(self, *args, **kwargs):
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"gossip": {"kind": "tests.test_wiring:PeriodlessEngine"}},
+         r"gossip\.kind: tests\.test_wiring:PeriodlessEngine has a Config without the 'period' "
+         r"key every gossip engine has"),
+        ({"links": {"kind": "tests.test_wiring:LinklessTransport"}},
+         r"links\.kind: tests\.test_wiring:LinklessTransport derives from netsim\.api\.Transport "
+         r"but not from netsim\.network\.links\.Network"),
+    ],
+)  # fmt: skip
+def test_an_engine_without_period_and_a_transport_not_a_network_fail_validation(section, message):
+    assert re.search(message, problem(**section)), problem(**section)
+
+
+def test_a_name_two_packages_register_invalidates_only_the_scenarios_that_use_it(monkeypatch):
+    """Two packages registering the same name: a scenario naming it is refused under the key
+    that names it; every other scenario is valid."""
+    registry = Registry(builtin=(
+        "ring = netsim.network.topology:Ring",
+        "ring = netsim.network.topology:Complete",
+        "k_out = netsim.network.topology:KOut",
+    ), entry_point_group=None)  # fmt: skip
+    assert registry.lookup(("topology",), "k_out")[0].__name__ == "KOut"
+    with pytest.raises(ComponentError, match=r"'ring' names two topology components, "
+                       r"netsim\.network\.topology:Ring \(netsim\) and "
+                       r"netsim\.network\.topology:Complete \(netsim\)"):  # fmt: skip
+        registry.lookup(("topology",), "ring")
+    # the run's registry: a clash on a mechanism's name
+    REGISTRY.names("mechanism")
+    monkeypatch.setitem(REGISTRY._clashes, ("mechanism", "l1"), "a:L1 (pkg_a) and b:L1 (pkg_b)")
+    monkeypatch.delitem(REGISTRY._by_slot["mechanism"], "l1")
+    learning = {"dataset": {"name": "spambase"}, "algorithm": "dp-sgd-2"}
+    clash = problem(walk={"kind": "ideal", "agent": {"kind": "sgd"}},
+                    learning={**learning, "noise": "l1"})  # fmt: skip
+    assert "learning.noise: 'l1' names two noise mechanism components, a:L1 (pkg_a)" in clash
+    assert "topology" not in clash
+    scenario(walk={"kind": "ideal", "agent": {"kind": "sgd"}},
+             learning={**learning, "noise": "k_norm_l2"})  # fmt: skip

@@ -493,12 +493,12 @@ class PrivacyAccountant:
             return
         eps_after = self.epsilon_spent[record] + event.epsilon
         delta_after = self.delta_spent[record] + event.delta
-        if self.policy.private and eps_after > self.epsilon_limit:
+        if self.policy.private and not eps_after <= self.epsilon_limit:  # NaN is over
             raise BudgetExhausted(
                 record,
                 f"ε {event.epsilon:g} would bring it to {eps_after:g} > budget {self.epsilon:g}",
             )
-        if delta_after > self.delta_limit:
+        if not delta_after <= self.delta_limit:
             raise BudgetExhausted(
                 record,
                 f"δ {event.delta:g} would bring it to {delta_after:g} > budget {self.delta:g}",
@@ -553,9 +553,9 @@ class PrivacyAccountant:
             return
         eps_after = self.epsilon_spent[unique] + counts * event.epsilon
         delta_after = self.delta_spent[unique] + counts * event.delta
-        over = delta_after > self.delta_limit
+        over = ~(delta_after <= self.delta_limit)  # NaN is over
         if self.policy.private:
-            over |= eps_after > self.epsilon_limit
+            over |= ~(eps_after <= self.epsilon_limit)
         if over.any():
             bad = int(np.argmax(over))
             raise BudgetExhausted(
@@ -796,10 +796,11 @@ class PrivacyAccountant:
             if pending.over.any():
                 self._refuse_all(records, _refusal(pending, self))
         if isinstance(mechanism, Mechanism):
-            noisy, event = mechanism.release_at_multiplier(
-                mechanisms.as_vector(value), sensitivity=sensitivity, noise_multiplier=multiplier,
-                delta=self.delta, rng=rng,
-            )  # fmt: skip
+            with mechanism.claims_checked():
+                noisy, event = mechanism.release_at_multiplier(
+                    mechanisms.as_vector(value), sensitivity=sensitivity,
+                    noise_multiplier=multiplier, delta=self.delta, rng=rng,
+                )  # fmt: skip
         else:
             noisy, event = mechanisms.gaussian_at_multiplier(
                 value, sensitivity=sensitivity, noise_multiplier=multiplier, delta=self.delta,
@@ -901,10 +902,15 @@ class PrivacyAccountant:
     def _refuse_all(self, records: np.ndarray, reason: str) -> NoReturn:
         """Count a refused release of each of ``records`` and raise :class:`BudgetExhausted`
         naming the first (``reason`` may name another: the record of the pending charge)."""
-        self.refused[records] += 1
-        self.last_refusal = reason
+        self.count_refused(records, reason)
         first = int(records[0])
         raise BudgetExhausted(first, reason.removeprefix(f"record {first}: "))
+
+    def count_refused(self, records: np.ndarray, reason: str) -> None:
+        """Count one refused release of each entry of ``records`` (for the
+        ``privacy_records`` table and the run's warning), ``reason`` being the last refusal."""
+        np.add.at(self.refused, np.asarray(records, dtype=np.int64), 1)
+        self.last_refusal = reason
 
     def release_batch(
         self,

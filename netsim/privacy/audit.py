@@ -58,10 +58,30 @@ def audit(
     :meth:`~netsim.api.Mechanism.noise` method."""
     noise_fn = NOISE[mechanism][0] if isinstance(mechanism, str) else mechanism
     scale = 1.0 / epsilon
-    v = np.zeros(dimension)
-    v[0] = 1.0  # unit in both L1 and L2
+    v = neighbour(dimension)
     out_0 = noise_fn(samples, dimension, scale, rng)
     out_1 = v + noise_fn(samples, dimension, scale, rng)
+    return region_losses(out_0, out_1, v, radius=radius, centres=centres)
+
+
+def neighbour(dimension: int) -> np.ndarray:
+    """x₁ = v = e₁, the neighbour of x₀ = 0 at distance 1 in both L1 and L2."""
+    v = np.zeros(dimension)
+    v[0] = 1.0
+    return v
+
+
+def region_losses(
+    out_0: np.ndarray,
+    out_1: np.ndarray,
+    v: np.ndarray,
+    *,
+    radius: float,
+    centres: tuple[float, ...] = (-0.5, 0.0, 0.5, 1.0, 1.5),
+) -> list[RegionLoss]:
+    """The privacy loss over balls of ``radius`` around c·v of the releases ``out_0`` of x₀ = 0
+    and ``out_1`` of x₁ = v (rows are releases): whatever produced them, noise added by
+    :func:`audit` or a mechanism's own ``release``."""
     results = []
     for c in centres:
         centre = c * v

@@ -23,7 +23,7 @@ from typing import Literal
 
 import dp_accounting
 
-from netsim.errors import UnaccountableEventError
+from netsim.errors import InvalidPrivacyEventError, UnaccountableEventError
 
 Guarantee = Literal["epsilon-DP", "(epsilon,delta)-DP", "mutual-information", "none", "non-private"]
 Norm = Literal["L1", "L2"]
@@ -53,12 +53,9 @@ class PrivacyEvent:
     accounting: dp_accounting.DpEvent | None = None
 
     def __post_init__(self) -> None:
-        if self.epsilon < 0 or self.delta < 0 or self.delta >= 1:
-            raise ValueError(f"invalid privacy event: ε={self.epsilon}, δ={self.delta}")
-        if not self.mutual_information >= 0:
-            raise ValueError(f"invalid mutual-information bound {self.mutual_information}")
-        if self.sensitivity < 0 or self.noise_scale < 0 or self.dimension < 1:
-            raise ValueError("invalid privacy event: negative sensitivity or scale, or d < 1")
+        problem = event_problem(self)
+        if problem is not None:
+            raise InvalidPrivacyEventError(f"invalid privacy event of {self.mechanism}: {problem}")
 
     @property
     def is_private(self) -> bool:
@@ -83,3 +80,26 @@ class PrivacyEvent:
     def noise_multiplier(self) -> float:
         """Noise scale over sensitivity (∞ for a zero-sensitivity query)."""
         return math.inf if self.sensitivity == 0 else self.noise_scale / self.sensitivity
+
+
+def event_problem(event: PrivacyEvent) -> str | None:
+    """Why ``event`` states an impossible guarantee (``None``: it does not).
+
+    Every comparison is written so that NaN fails it (``not x >= 0``, never ``x < 0``, which
+    NaN passes). ε must be a number ≥ 0; it may be ∞ only for a release that claims no DP
+    guarantee (``none``: a mechanism stating that its noise gives no finite ε), since an
+    ε-DP or (ε, δ)-DP claim with ε = ∞ says nothing. δ is a probability in [0, 1).
+    """
+    if not event.epsilon >= 0:
+        return f"ε = {event.epsilon} (ε is a number ≥ 0)"
+    if event.is_private and not math.isfinite(event.epsilon):
+        return f"ε = {event.epsilon} under a claim of {event.guarantee} (a DP claim has a finite ε)"
+    if not 0 <= event.delta < 1:
+        return f"δ = {event.delta} (δ is in [0, 1))"
+    if not event.mutual_information >= 0:
+        return f"mutual-information bound {event.mutual_information} (a bound is ≥ 0)"
+    if not (event.sensitivity >= 0 and event.noise_scale >= 0):
+        return f"sensitivity {event.sensitivity}, noise scale {event.noise_scale} (each is ≥ 0)"
+    if event.dimension < 1:
+        return f"dimension {event.dimension} (at least 1)"
+    return None

@@ -492,8 +492,11 @@ class RandomWalkService(Walk):
                 f"walk: {lonely.size} node(s) (e.g. node {lonely[0]}) have no neighbour in the "
                 "topology; a walk reaching them could never be forwarded"
             )
-        gossip = ctx.scenario.gossip
-        assert gossip is not None
+        # the engine it is wired to (a components entry, or the gossip section), not the
+        # section by name: every engine's config has a period (netsim.registry checks it)
+        gossip = ctx.config_of("gossip")
+        if gossip is None:
+            raise ScenarioError(f"{ctx.key} needs a gossip engine: a gossip section, or uses")
         if config.cycle == "authors":
             if ctx.network is not None and ctx.network.lossy:
                 raise ScenarioError(
@@ -503,8 +506,9 @@ class RandomWalkService(Walk):
                 )
         spread = config.transfer_time + gossip.period * math.log2(max(ctx.nodes, 2))
         if config.timeout < spread:
+            engine = ctx.uses.get("gossip", "gossip")
             ctx.warn(
-                f"timeout δ = {config.timeout:g} s is less than transfer_time + gossip.period "
+                f"timeout δ = {config.timeout:g} s is less than transfer_time + {engine}.period "
                 f"× log2(nodes) = {spread:g} s; updates may time out before the gossip spreads "
                 "them, so expect many restarts (the paper's smallest δ is δ_rw + 10Δ)"
             )

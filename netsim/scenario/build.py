@@ -480,10 +480,12 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
     check_run_size(scenario, warnings)  # before building anything of that size
     check_omitted_tables(scenario)
     topology, _, _ = network_parts(scenario, streams, warnings)
-    for part in scenario_parts(scenario):
+    parts = scenario_parts(scenario)
+    configs = {part.key: part.config for part in parts}
+    for part in parts:
         ctx = BuildContext(
             key=part.key, scenario=scenario, streams=streams, warnings=warnings,
-            topology=topology,
+            topology=topology, uses=part.uses, configs=configs,
         )  # fmt: skip
         part.cls.check_inputs(part.config, ctx)
     return warnings
@@ -507,12 +509,13 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
         sim.log.table(TRACE_ASSIGNMENT_TABLE).extend([range(n), picks.tolist()])
     components: dict[str, Component] = {}
     parts = scenario_parts(scenario)
+    configs = {part.key: part.config for part in parts}
     for part in parts:
         ctx = BuildContext(
             key=part.key, scenario=scenario, streams=sim.streams, warnings=warnings,
             sim=sim.with_log(sim.log.prefixed(part.table_prefix)) if part.table_prefix else sim,
             network=components.get(part.uses.get(TRANSPORT, "")), built=components,
-            topology=topology, uses=part.uses, node_states=nodes, churn=churn,
+            topology=topology, uses=part.uses, configs=configs, node_states=nodes, churn=churn,
         )  # fmt: skip
         component = part.cls.build(part.config, ctx)
         components[part.key] = component

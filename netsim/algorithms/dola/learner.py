@@ -56,7 +56,7 @@ import numpy as np
 
 from netsim.algorithms.dola import calibration, kernels
 from netsim.algorithms.dola.config import DolaConfig
-from netsim.errors import DolaConfigError
+from netsim.errors import BudgetExhausted, DolaConfigError
 from netsim.learning import ordered
 from netsim.learning.online_data import OnlineData, passes, shard_rows, stream_rows
 from netsim.privacy import mechanisms
@@ -213,6 +213,10 @@ class DolaLearner:
         )
         self.steps = np.zeros(nodes, dtype=np.int64)
         self.used_rows: list[np.ndarray] = []
+        #: Node releases of ``dola.mechanism`` the accountant refused (not published), and
+        #: those it charged.
+        self.refused_releases = 0
+        self.charged_releases = 0
         x = data.x_train
         if data.sparse:
             self._dense = np.zeros((0, self.n))
@@ -327,6 +331,7 @@ class DolaLearner:
         if config.algorithm != "sparse":
             kernels.project_rows(self._mixed, nodes, config.radius, self.mixed_projected)
         event: PrivacyEvent | None = None
+        charged = False  # a mechanism's release is charged (or refused) before it is published
         common = (dense, data, indices, indptr, self.labels, self.loss_code)
         everyone = nodes.size == self.m  # no churn: whole arrays, no gathers
         if config.algorithm in ("laplace", "non_private"):
@@ -338,7 +343,11 @@ class DolaLearner:
             block = self.weights if everyone else self.weights[nodes]
             if config.private and nodes.size and self.mechanism is not None:
                 noisy, event = self._mechanism_rows(block, self.output_sensitivity(alpha))
-                self.released[nodes] = noisy
+                charged = True
+                if self._admitted(rows, event, time):
+                    self.released[nodes] = noisy
+                else:
+                    event = None
             elif config.private and nodes.size:
                 target = self.released if everyone else block
                 event = calibration.dola_laplace_rows(
@@ -353,6 +362,7 @@ class DolaLearner:
             noise = np.zeros((nodes.size if config.private else 0, self.n))
             if nodes.size and config.private and self.mechanism is not None:
                 noise, event = self._mechanism_rows(noise, self.gradient_sensitivity())
+                charged = True
             elif nodes.size and config.private and self.noise_multiplier is not None:
                 event = calibration.dola_gaussian_rows_at_multiplier(
                     noise, sensitivity=2.0 * LIPSCHITZ / config.batch,
@@ -370,7 +380,12 @@ class DolaLearner:
                 *mixing, self._mixed, nodes, rows, *common, alpha, config.regularisation,
                 config.radius, noise, self._next, observer, self.weights, self.weight_sum,
             )  # fmt: skip
-            self.weights[nodes] = self._next[nodes]
+            if event is not None and charged and not self._admitted(rows, event, time):
+                # the iterates are the releases: a refused round's nodes do not step
+                self.weight_sum -= (self._next[nodes] - self.weights[nodes]).sum(axis=0)
+                event = None
+            else:
+                self.weights[nodes] = self._next[nodes]
         else:  # sparse
             assert self._next is not None
             kernels.sparse_dual_steps(
@@ -382,6 +397,9 @@ class DolaLearner:
             block = self._next if everyone else self._next[nodes]
             if nodes.size and config.private and self.mechanism is not None:
                 block, event = self._mechanism_rows(block, self.output_sensitivity(alpha))
+                charged = True
+                if not self._admitted(rows, event, time):
+                    block, event = self.released[nodes], None  # the last releases stand
             elif nodes.size and config.private:
                 event = calibration.dola_laplace_rows(
                     block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=self.release_epsilon,
@@ -390,12 +408,26 @@ class DolaLearner:
             self.released[nodes] = block
         if not config.private and nodes.size:
             event = mechanisms.no_noise(np.zeros(self.n))[1]
-        if event is not None:
+        if event is not None and not charged:
             self.accountant.charge_batch(rows.reshape(-1), event, time=time)
         self.steps[nodes] += 1
         return RoundReport(t, int(nodes.size), loss_at_node, event)
 
     # --- a registered mechanism (dola.mechanism) -------------------------------------------
+
+    def _admitted(self, rows: np.ndarray, event: PrivacyEvent, time: float) -> bool:
+        """Charge the round's releases of the mechanism to the examples of ``rows``, or count
+        them refused (as MI-OGD refuses a report) when the mechanism spent more than the
+        examples' budget allows: a refused release is not published."""
+        records = rows.reshape(-1)
+        try:
+            self.accountant.charge_batch(records, event, time=time)
+        except BudgetExhausted as exc:
+            self.accountant.count_refused(records, str(exc))
+            self.refused_releases += rows.shape[0]
+            return False
+        self.charged_releases += rows.shape[0]
+        return True
 
     def _in_norm(self, l2: float) -> float:
         """A sensitivity bounded in L2 as the mechanism's norm needs it (‖·‖₁ ≤ √n ‖·‖₂)."""

@@ -537,6 +537,8 @@ class DolaRounds(RoundLearner):
                 )  # fmt: skip
         accountant = learner.accountant
         accountant.write_tables(log)
+        if learner.refused_releases:
+            self.ctx.warn(refusal_warning(learner))
         run = accountant.run_guarantee()
         if not config.private:
             guarantee = "non-private"
@@ -633,6 +635,22 @@ def dola_data(section: DolaConfig) -> OnlineData:
     if data.validation is None:
         return loaded
     return hold_out(loaded, data.validation, data.split_seed)
+
+
+def refusal_warning(learner: DolaLearner) -> str:
+    """What a run whose ``dola.mechanism`` was refused says: how many node releases were
+    withheld (a release that would take its examples past their budget is not published,
+    as MI-OGD refuses a report), and why."""
+    assert learner.mechanism is not None
+    every = "every release" if not learner.charged_releases else "some releases"
+    return (
+        f"mechanism {learner.mechanism.config.kind}: the noise mechanism was refused on "
+        f"{every}: {learner.refused_releases} of "
+        f"{learner.refused_releases + learner.charged_releases} node releases withheld (last "
+        f"refusal: {learner.accountant.last_refusal}); a release may spend ε/passes = "
+        f"{learner.release_epsilon:g}"
+        + ("; no node released anything" if not learner.charged_releases else "")
+    )
 
 
 def dola_parts(
