@@ -3,6 +3,7 @@
     python analysis/dola_experiments.py run [--jobs 2 | --scheduler ADDRESS] [--out DIR]
                                             [--only NAME ...]
     python analysis/dola_experiments.py figures
+    python analysis/dola_experiments.py tables [--readme]
 
 Experiments (all on the simulated network, synchronous and loss-free as in the papers, hinge
 loss, step 1/(λt) with λ = 1, W the unit L2 ball; ``scenarios/dola/synthetic.yaml`` is the
@@ -37,12 +38,25 @@ that seed). ``run`` runs it on ``--jobs`` local processes or a Dask cluster into
 directory ``<--out>/dola-<experiment>/`` (default ``analysis/sweeps``; runs already complete
 there are kept, so ``run`` resumes), reduces the run directories into
 ``analysis/results/dola-<experiment>.parquet`` (atomically) and ``figures`` draws
-``analysis/figures/dola-*.png`` from them and prints the tables in Markdown.
+``analysis/figures/dola-*.png`` from them and prints the tables in Markdown. ``tables`` prints
+the tables analysis/README.md shows (:func:`generated_tables`) and with ``--readme`` writes
+them into its generated blocks (``figures`` writes them too).
+
+The tables show three yardsticks per row on the row's own train/test split: the majority
+class and the centralised non-private model (each run's ``dola_summary``), and central DP at
+the row's stated (ε, δ) (:mod:`netsim.learning.central_dp`). Runs reduced before DOLA's
+summary recorded the last carry only the first two, so the script computes it
+(:func:`central_dp_accuracy`) on the split that ``netsim.algorithms.dola.rounds.dola_data``
+loads for each private run of :func:`plan`, once per (data, ε, δ), and keeps it per run in
+``analysis/results/dola-central-dp.parquet`` (:func:`update_central_dp`, called by ``tables``
+and ``figures`` for the runs it lacks), which the tables read.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -55,11 +69,22 @@ from experiments import (
     experiment_main,
     run_experiments,
     write_readme_tables,
+    write_results,
 )
 
 from netsim.algorithms.dola.config import DolaConfig
-from netsim.algorithms.dola.figures import curve_figure, dola_curves, final_values, sparsity_figure
+from netsim.algorithms.dola.figures import (
+    DOLA_COLUMNS,
+    configuration,
+    curve_figure,
+    dola_curves,
+    final_values,
+    sparsity_figure,
+)
+from netsim.algorithms.dola.rounds import dola_data
 from netsim.analysis import load_run, load_run_scenario
+from netsim.errors import NetsimError
+from netsim.learning.central_dp import central_dp_baseline
 from netsim.network.topology import random_geometric
 from netsim.rng import RandomStreams
 from netsim.scenario.loader import load_scenario
@@ -279,14 +304,157 @@ def run_curves(tables: dict[str, pd.DataFrame], scenario: Scenario) -> pd.DataFr
     # the ε (and δ) the ledger spent per example, beside the stated budget ``epsilon``
     curves["epsilon_spent"] = summary["epsilon_spent_max"]
     curves["delta_spent"] = summary["delta_spent_max"]
-    for column in ("majority_accuracy", "centralised_accuracy"):
-        if column in summary.index:
+    for column in ("majority_accuracy", "centralised_accuracy", "central_dp_accuracy"):
+        if column in summary.index:  # central DP: runs recorded since dola_summary has it
             curves[column] = summary[column]
     return curves
 
 
 def results_file(name: str) -> Path:
     return RESULTS / f"dola-{name}.parquet"
+
+
+# --- the central-DP yardstick of runs reduced before dola_summary recorded it -----------------
+
+#: The central-DP yardstick of every private run of :data:`CENTRAL_DP_EXPERIMENTS`: one row per
+#: run (:data:`CENTRAL_DP_COLUMNS`), keyed like the results by :data:`RUN_KEY`.
+CENTRAL_DP = RESULTS / "dola-central-dp.parquet"
+#: The experiments whose README tables show the central-DP yardstick.
+CENTRAL_DP_EXPERIMENTS = ("epsilon", "batch", "nodes", "topology", "datasets", "table3")
+#: What identifies a run in a results table: its configuration columns and seed.
+RUN_KEY = [*DOLA_COLUMNS, "seed"]
+CENTRAL_DP_COLUMNS = (
+    "experiment", *RUN_KEY, "data", "stated_epsilon", "stated_delta", "central_dp_accuracy",
+)  # fmt: skip
+#: The yardstick per (data key, ε, δ) computed or read in this process: computed once each.
+_CENTRAL_DP_CACHE: dict[tuple[str, float, float], float] = {}
+
+
+def data_key(dola: DolaConfig) -> str:
+    """The run's ``dola.data`` section as canonical JSON, a file path relative to the
+    repository: runs with equal keys load the same train/test split (the split depends on the
+    section, never on the run's seed)."""
+    data = dola.data.model_dump(mode="json", exclude_none=True)
+    if "path" in data:
+        data["path"] = os.path.relpath(data["path"], REPO)
+    return json.dumps(data, sort_keys=True)
+
+
+def stated_budget(dola: DolaConfig) -> tuple[float, float]:
+    """The (ε, δ) per example a private run states, as its own ``dola_summary`` takes it for
+    the yardstick: δ only where the releases spend it (Alg. 2's Gaussian), else 0."""
+    return dola.epsilon, dola.delta if dola.spends_delta else 0.0
+
+
+def central_dp_accuracy(dola: DolaConfig) -> float:
+    """Test accuracy of centrally private logistic regression
+    (:func:`netsim.learning.central_dp.central_dp_baseline`) on the split a run with section
+    ``dola`` loads (``dola_data``, as the run does) at its :func:`stated_budget`; computed
+    once per (:func:`data_key`, ε, δ) in this process."""
+    epsilon, delta = stated_budget(dola)
+    key = (data_key(dola), epsilon, delta)
+    if key not in _CENTRAL_DP_CACHE:
+        data = dola_data(dola)
+        _CENTRAL_DP_CACHE[key] = central_dp_baseline(
+            data.x_train, data.y_train, data.x_test, data.y_test, epsilon=epsilon, delta=delta
+        ).accuracy
+    return _CENTRAL_DP_CACHE[key]
+
+
+def central_dp_rows(name: str) -> pd.DataFrame:
+    """One row of :data:`CENTRAL_DP_COLUMNS` per private run of experiment ``name``'s plan."""
+    rows = []
+    for planned in plan(name).runs:
+        dola = planned.scenario.dola
+        if dola is None or not dola.private:
+            continue
+        epsilon, delta = stated_budget(dola)
+        rows.append({
+            "experiment": name, **configuration(planned.scenario), "seed": planned.seed,
+            "data": data_key(dola), "stated_epsilon": epsilon, "stated_delta": delta,
+            "central_dp_accuracy": central_dp_accuracy(dola),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=list(CENTRAL_DP_COLUMNS))
+
+
+def load_central_dp() -> pd.DataFrame:
+    """The committed yardstick table (empty when there is none)."""
+    if not CENTRAL_DP.is_file():
+        return pd.DataFrame(columns=list(CENTRAL_DP_COLUMNS))
+    return pd.read_parquet(CENTRAL_DP)
+
+
+def _private_runs(curves: pd.DataFrame) -> pd.DataFrame:
+    """The :data:`RUN_KEY` of every private run of a results table."""
+    runs = curves.drop_duplicates(RUN_KEY)[RUN_KEY]
+    return runs[(runs["algorithm"] != "non_private") & runs["epsilon"].map(math.isfinite)]
+
+
+def _carries_central_dp(curves: pd.DataFrame) -> bool:
+    """Whether every private run of a results table carries its own central-DP yardstick
+    (reduced from runs whose ``dola_summary`` records it)."""
+    if "central_dp_accuracy" not in curves:
+        return False
+    private = (curves["algorithm"] != "non_private") & curves["epsilon"].map(math.isfinite)
+    return bool(curves.loc[private, "central_dp_accuracy"].notna().all())
+
+
+def _lacking(curves: pd.DataFrame, yardsticks: pd.DataFrame) -> pd.DataFrame:
+    """The private runs of ``curves`` that ``yardsticks`` has no central-DP row for."""
+    found = _private_runs(curves).merge(
+        yardsticks[RUN_KEY].drop_duplicates(), on=RUN_KEY, how="left", indicator=True
+    )
+    return found[found["_merge"] == "left_only"][RUN_KEY]
+
+
+def update_central_dp(names: Sequence[str] = CENTRAL_DP_EXPERIMENTS) -> pd.DataFrame:
+    """The yardstick table, with the rows of every experiment among ``names`` whose results
+    have a private run it lacks recomputed from :func:`plan` and written; a value the table
+    holds for a (data, ε, δ) is reused, not computed again."""
+    table = load_central_dp()
+    for row in table.itertuples(index=False):
+        _CENTRAL_DP_CACHE.setdefault(
+            (row.data, row.stated_epsilon, row.stated_delta), row.central_dp_accuracy
+        )
+    changed = False
+    for name in names:
+        curves = _load(name)
+        of = table[table["experiment"] == name]
+        if curves is None or _carries_central_dp(curves) or _lacking(curves, of).empty:
+            continue
+        print(f"dola-{name}: the central-DP yardstick of its private runs", flush=True)
+        rows = central_dp_rows(name)
+        missing = _lacking(curves, rows)
+        if not missing.empty:
+            raise NetsimError(
+                f"dola-{name}: {len(missing)} private runs of {results_file(name)} are not in "
+                f"the experiment's plan (first: {missing.iloc[0].to_dict()})"
+            )
+        table = pd.concat([table[table["experiment"] != name], rows], ignore_index=True)
+        changed = True
+    if changed:
+        write_results(table, CENTRAL_DP)
+        print(f"wrote {CENTRAL_DP.relative_to(REPO)}")
+    return table
+
+
+def with_central_dp(curves: pd.DataFrame, yardsticks: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``curves`` with the column ``central_dp_accuracy`` of ``yardsticks`` per run (NaN for
+    non-private runs), unless the runs carry their own; a private run without one is an error
+    naming the command that adds it."""
+    if _carries_central_dp(curves):
+        return curves
+    of = yardsticks[yardsticks["experiment"] == name]
+    lacking = _lacking(curves, of)
+    if not lacking.empty:
+        raise NetsimError(
+            f"{CENTRAL_DP}: no central-DP yardstick for {len(lacking)} private runs of "
+            f"dola-{name}; `python analysis/dola_experiments.py tables` computes them"
+        )
+    values = of[[*RUN_KEY, "central_dp_accuracy"]]
+    return curves.drop(columns="central_dp_accuracy", errors="ignore").merge(
+        values, on=RUN_KEY, how="left", validate="many_to_one"
+    )
 
 
 def run(names: list[str], runner: SweepRunner) -> int:
@@ -427,6 +595,12 @@ def _mean_sd(values: pd.Series, digits: int = 3) -> str:
     return f"{values.mean():.{digits}f} ± {values.std():.{digits}f}"
 
 
+def _yardstick(values: pd.Series) -> str:
+    """The mean of a yardstick over a row's runs, "—" where it has none (non-private)."""
+    mean = values.mean()
+    return "—" if pd.isna(mean) else f"{mean:.3f}"
+
+
 def _epsilon(value: float) -> str:
     return "non-private" if not math.isfinite(value) else f"{value:g}"
 
@@ -464,8 +638,8 @@ def datasets_table(curves: pd.DataFrame) -> str:
         + (" (iterates) | accuracy ŵ_T (released)" if released else "")
         + " | accuracy w̄_T"
         + (" (iterates)" if released else "")
-        + " | R_D/(mT) | majority class | centralised |",
-        "|---|---|---|---|---|---|---|---|---|" + ("---|" if released else ""),
+        + " | R_D/(mT) | majority class | centralised | central DP |",
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if released else ""),
     ]
     order = {"non_private": 0}
     finals = finals.assign(
@@ -483,7 +657,8 @@ def datasets_table(curves: pd.DataFrame) -> str:
             + f"| {_mean_sd(runs['final_accuracy_mean'])} "
             f"| {_mean_sd(runs['average_regret_per_node'], 4)} "
             f"| {runs['majority_accuracy'].iloc[0]:.3f} "
-            f"| {runs['centralised_accuracy'].iloc[0]:.3f} |"
+            f"| {runs['centralised_accuracy'].iloc[0]:.3f} "
+            f"| {_yardstick(runs['central_dp_accuracy'])} |"
         )
     return "\n".join(rows)
 
@@ -497,8 +672,8 @@ def regret_table(curves: pd.DataFrame, by: Sequence[str]) -> str:
         + " | ".join(by)
         + " | ε stated | ε spent | runs | R_D/(mT) | accuracy ŵ_T"
         + (" (iterates) | accuracy ŵ_T (released)" if released else "")
-        + " | Σ‖w_i − w̄‖² | majority class | centralised |",
-        "|" + "---|" * (len(by) + 8 + released),
+        + " | Σ‖w_i − w̄‖² | majority class | centralised | central DP |",
+        "|" + "---|" * (len(by) + 9 + released),
     ]
     finals = finals.assign(_eps=-finals["epsilon"])
     for key, runs in finals.groupby([*by, "_eps"], dropna=False, sort=True):
@@ -513,19 +688,21 @@ def regret_table(curves: pd.DataFrame, by: Sequence[str]) -> str:
             f"| {_mean_sd(runs['final_accuracy_averaged'])} "
             + (f"| {_mean_sd(runs[RELEASED])} " if released else "")
             + f"| {runs['consensus'].mean():.2g} | {runs['majority_accuracy'].mean():.3f} "
-            f"| {runs['centralised_accuracy'].mean():.3f} |"
+            f"| {runs['centralised_accuracy'].mean():.3f} "
+            f"| {_yardstick(runs['central_dp_accuracy'])} |"
         )
     return "\n".join(rows)
 
 
 def table3_table(curves: pd.DataFrame) -> str:
-    """TKDE Table 3: test accuracy (%) of ŵ_T by ε and nodes, with ε spent and the yardsticks."""
+    """TKDE Table 3: test accuracy (%) of ŵ_T by ε and nodes, with ε spent and the yardsticks
+    (central DP at each row's ε in its own column: it does not depend on the nodes)."""
     finals = _finals(curves)
     nodes = sorted(finals["nodes"].unique())
     rows = [
         "| ε stated (spent) | " + " | ".join(f"{m} node{'s' if m > 1 else ''}" for m in nodes)
-        + " |",
-        "|" + "---|" * (len(nodes) + 1),
+        + " | central DP (same ε) |",
+        "|" + "---|" * (len(nodes) + 2),
     ]  # fmt: skip
     private = finals["algorithm"] != "non_private"
     finals = finals.assign(_eps=finals["epsilon"].where(private, math.inf))
@@ -536,22 +713,30 @@ def table3_table(curves: pd.DataFrame) -> str:
             else f"{epsilon:g} ({runs['epsilon_spent'].max():.4g})"
         )  # fmt: skip
         cells = " | ".join(f"{100 * runs.loc[m, 'final_accuracy_averaged']:.2f}" for m in nodes)
-        rows.append(f"| {label} | {cells} |")
+        central = runs["central_dp_accuracy"].mean()
+        central_cell = "—" if pd.isna(central) else f"{100 * central:.2f}"
+        rows.append(f"| {label} | {cells} | {central_cell} |")
     for column, label in (("majority_accuracy", "majority class"),
                           ("centralised_accuracy", "centralised non-private")):  # fmt: skip
         values = finals.groupby("nodes")[column].mean()
-        rows.append(f"| {label} | " + " | ".join(f"{100 * values[m]:.2f}" for m in nodes) + " |")
+        cells = " | ".join(f"{100 * values[m]:.2f}" for m in nodes)
+        rows.append(f"| {label} | {cells} | — |")
     return "\n".join(rows)
 
 
-def generated_tables() -> dict[str, str]:
-    """Every table of analysis/README.md's DOLA section, from the results files."""
+def generated_tables(yardsticks: pd.DataFrame | None = None) -> dict[str, str]:
+    """Every table of analysis/README.md's DOLA section, from the results files and the
+    central-DP yardsticks (default: the committed :data:`CENTRAL_DP`)."""
+    yardsticks = load_central_dp() if yardsticks is None else yardsticks
     out: dict[str, str] = {}
     # results written before ε spent and the yardsticks were recorded have no tables here
     loaded = {
         name: curves if curves is not None and "epsilon_spent" in curves else None
         for name, curves in ((name, _load(name)) for name in EXPERIMENTS)
     }
+    for name in CENTRAL_DP_EXPERIMENTS:
+        if loaded[name] is not None:
+            loaded[name] = with_central_dp(loaded[name], yardsticks, name)
     if loaded["tuning"] is not None:
         out["dola-tuning"] = tuning_table(loaded["tuning"])[0]
     if loaded["datasets"] is not None:
@@ -568,12 +753,23 @@ def generated_tables() -> dict[str, str]:
 
 
 def write_tables() -> None:
-    """Rewrite the generated tables of analysis/README.md from the results files."""
-    write_readme_tables(generated_tables())
+    """Rewrite the generated tables of analysis/README.md from the results files (with the
+    central-DP yardsticks the committed table lacks computed first)."""
+    write_readme_tables(generated_tables(update_central_dp()))
+
+
+def tables(readme: bool) -> None:
+    """Print the generated tables (the central-DP yardsticks the committed table lacks
+    computed first) and, with ``readme``, write them into analysis/README.md."""
+    found = generated_tables(update_central_dp())
+    for name, table in found.items():
+        print(f"\n<!-- {name} -->\n{table}")
+    if readme:
+        write_readme_tables(found)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return experiment_main(__doc__.splitlines()[0], EXPERIMENTS, run, draw, argv)
+    return experiment_main(__doc__.splitlines()[0], EXPERIMENTS, run, draw, argv, tables)
 
 
 if __name__ == "__main__":

@@ -223,21 +223,32 @@ def experiment_main(
     run: Callable[[list[str], SweepRunner], int],
     draw: Callable[[], None],
     argv: list[str] | None = None,
+    tables: Callable[[bool], None] | None = None,
 ) -> int:
-    """``run [--jobs N | --scheduler ADDRESS] [--out DIR] [--only NAME ...]`` or ``figures``.
-    ``run`` returns the number of failed runs (exit status 1 if any)."""
+    """``run [--jobs N | --scheduler ADDRESS] [--out DIR] [--only NAME ...]``, ``figures``, and
+    with ``tables`` given ``tables [--readme]`` (it prints the tables from analysis/results and
+    with ``--readme`` writes them into analysis/README.md). ``run`` returns the number of
+    failed runs (exit status 1 if any)."""
     parser = argparse.ArgumentParser(description=description)
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="run the experiments (resumes)")
     add_runner_arguments(run_parser)
     run_parser.add_argument("--only", nargs="+", choices=experiments, default=list(experiments))
     commands.add_parser("figures", help="draw the figures from analysis/results")
+    if tables is not None:
+        tables_parser = commands.add_parser("tables", help="print the tables of analysis/results")
+        tables_parser.add_argument(
+            "--readme", action="store_true", help="write them into analysis/README.md"
+        )
     args = parser.parse_args(argv)
     program = Path(sys.argv[0]).name
 
     def act() -> int:
         if args.command == "run":
             return EXIT_FAILED if run(args.only, runner_from(args)) else 0
+        if args.command == "tables" and tables is not None:
+            tables(args.readme)
+            return 0
         draw()
         return 0
 

@@ -1,8 +1,9 @@
 """The tables of analysis/README.md are generated from run directories, never typed: each
-generated block equals what ``analysis/dola_experiments.py figures`` (DOLA) or
-``analysis/walk_grid.py --readme`` and ``analysis/walk_java_rows.py --readme`` (the walk
-service) write from the committed results (which those scripts reduced from the run
-directories), and the DOLA results carry ε spent and the yardsticks (issue 26)."""
+generated block equals what ``analysis/dola_experiments.py tables`` (DOLA),
+``analysis/dola_accounting.py tables`` (DOLA's accounting), ``analysis/private_learning.py
+tables`` or ``analysis/walk_grid.py --readme`` and ``analysis/walk_java_rows.py --readme``
+(the walk service) write from the committed results (which those scripts reduced from the run
+directories), and the DOLA results carry ε spent and the three yardsticks."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "analysis"))  # the scripts import their shared module by name
 
+import dola_accounting  # noqa: E402
 import dola_experiments  # noqa: E402
 import experiments  # noqa: E402
 import private_learning  # noqa: E402
@@ -39,6 +41,68 @@ def test_a_typed_number_in_a_generated_table_is_found() -> None:
     tampered = text.replace("| 0.831 ± 0.001 |", "| 0.846 ± 0.001 |", 1)
     assert tampered != text
     assert experiments.with_tables(tampered, tables) == text
+
+
+#: The DOLA experiments whose tables show the central-DP yardstick.
+CENTRAL_DP_TABLES = ("epsilon", "batch", "nodes", "topology", "datasets", "table3")
+
+
+def test_every_dola_table_shows_the_central_dp_yardstick() -> None:
+    tables = dola_experiments.generated_tables()
+    for name in CENTRAL_DP_TABLES:
+        table = tables[f"dola-{name}"]
+        assert "majority class" in table and "central DP" in table.splitlines()[0], name
+
+
+def test_a_typed_central_dp_number_is_found() -> None:
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = dola_experiments.generated_tables()
+    row = next(
+        line for line in tables["dola-epsilon"].splitlines() if line.startswith("| laplace | 1 |")
+    )
+    cells = row.split(" | ")
+    typed = " | ".join([*cells[:-1], "0.999 |"])
+    assert typed != row
+    tampered = text.replace(row, typed, 1)
+    assert tampered != text
+    assert experiments.with_tables(tampered, tables) == text
+
+
+def test_every_private_dola_run_has_central_dp_at_its_stated_budget() -> None:
+    yardsticks = dola_experiments.load_central_dp()
+    for name in CENTRAL_DP_TABLES:
+        results = pd.read_parquet(dola_experiments.results_file(name))
+        curves = dola_experiments.with_central_dp(results, yardsticks, name)
+        runs = curves.drop_duplicates(dola_experiments.RUN_KEY)
+        private = runs["algorithm"] != "non_private"
+        assert runs.loc[private, "central_dp_accuracy"].between(0, 1).all(), name
+        assert runs.loc[~private, "central_dp_accuracy"].isna().all(), name
+        of = yardsticks[yardsticks["experiment"] == name]
+        # the stated ε of the run, and δ only for the Gaussian (Alg. 2): 1e-5 as the scenarios
+        assert (of["stated_epsilon"] == of["epsilon"]).all(), name
+        gaussian = of["algorithm"] == "gaussian"
+        assert (of.loc[gaussian, "stated_delta"] == 1e-5).all(), name
+        assert (of.loc[~gaussian, "stated_delta"] == 0).all(), name
+    # one value per (data, ε, δ): computed once, on a split that does not depend on the seed
+    per_key = yardsticks.groupby(["data", "stated_epsilon", "stated_delta"])
+    assert (per_key["central_dp_accuracy"].nunique() == 1).all()
+    assert set(yardsticks["dataset"]) == {"synthetic_ball", "adult", "spambase", "synthetic_sparse"}
+
+
+def test_the_scripts_central_dp_is_what_dola_runs_record_on_their_own_split() -> None:
+    # the accounting runs record central DP in their dola_summary (on the split the run
+    # loaded); the script's yardstick for the same data and (ε, δ) must be the same number
+    yardsticks = dola_experiments.load_central_dp()
+    runs = dola_accounting.load_results(["synthetic"])
+    for epsilon in (1.0, 0.1):
+        recorded = runs[runs["epsilon"] == epsilon]["central_dp_accuracy"].unique()
+        computed = yardsticks[
+            (yardsticks["dataset"] == "synthetic_ball")
+            & (yardsticks["stated_epsilon"] == epsilon)
+            & (yardsticks["stated_delta"] == dola_accounting.DELTA)
+        ]["central_dp_accuracy"].unique()
+        assert len(recorded) == 1 and len(computed) == 1, epsilon
+        assert computed[0] == recorded[0], epsilon
 
 
 def test_every_private_dola_result_spends_at_most_its_stated_epsilon() -> None:
@@ -169,3 +233,58 @@ def test_the_margin_is_the_difference_of_the_means_with_its_standard_error() -> 
     # paired: differences 0.10, 0.06, 0.11, s.d. 0.0264575 / sqrt(3)
     assert found.paired_standard_error == pytest.approx(0.02645751311 / 3**0.5)
     assert found.n == (3, 3)
+
+
+# --- DOLA's Gaussian releases composed by RDP or PLD (analysis/dola_accounting.py) -------------
+
+
+@pytest.fixture(scope="module")
+def accounting_tables() -> dict[str, str]:
+    return dola_accounting.generated_tables()
+
+
+def test_the_readme_dola_accounting_tables_are_the_generated_ones(
+    accounting_tables: dict[str, str],
+) -> None:
+    text = experiments.README.read_text(encoding="utf-8")
+    assert set(accounting_tables) == {"dola-accounting-sigma", "dola-accounting-accuracy"}
+    for name in accounting_tables:
+        assert f"<!-- generated: {name} -->" in text, name
+    assert experiments.with_tables(text, accounting_tables) == text
+
+
+def test_a_typed_number_in_a_dola_accounting_table_is_found(
+    accounting_tables: dict[str, str],
+) -> None:
+    text = experiments.README.read_text(encoding="utf-8")
+    for name in accounting_tables:
+        # σ/Δ under RDP; the accuracy of ŵ_T
+        column = {"dola-accounting-sigma": 4, "dola-accounting-accuracy": 6}[name]
+        row = accounting_tables[name].splitlines()[3]
+        cells = row.split(" | ")
+        typed = " | ".join([*cells[:column], "0.999", *cells[column + 1 :]])
+        assert typed != row, name
+        tampered = text.replace(row, typed, 1)
+        assert tampered != text, name
+        assert experiments.with_tables(tampered, accounting_tables) == text, name
+
+
+def test_every_dola_accounting_row_is_what_its_label_says() -> None:
+    runs = dola_accounting.load_results()
+    keys = ["experiment", "batch", "epsilon", "accounting"]
+    assert (runs.groupby(keys)["seed"].nunique() == dola_accounting.DEFAULT_REPS).all()
+    assert len(runs.groupby(keys)) == 2 * len(dola_accounting.BATCHES) * 2 * 3
+    assert (runs["composition"] == runs["accounting"]).all()
+    # every example spends at most the stated budget, and the tight accountings all of it
+    assert (runs["epsilon_spent"] <= runs["epsilon"] * (1 + 1e-9)).all()
+    assert (runs["delta_spent"] <= runs["delta"] * (1 + 1e-9)).all()
+    tight = runs[runs["accounting"] != "basic"]
+    assert (tight["epsilon_spent"] >= tight["epsilon"] * (1 - 1e-6)).all()
+    # z is the calibration for the passes the run made
+    for row in runs.drop_duplicates(["accounting", "epsilon", "passes"]).itertuples():
+        if row.accounting == "basic":
+            expected = dola_accounting.basic_multiplier(row.passes, row.epsilon, row.delta)
+            assert row.noise_multiplier == pytest.approx(expected, rel=1e-9)
+    # the three yardsticks on every run
+    yardsticks = ["majority_accuracy", "centralised_accuracy", "central_dp_accuracy"]
+    assert runs[yardsticks].notna().all().all()
