@@ -124,6 +124,33 @@ def check_size(
         )
 
 
+#: Longest file name (one path component) the common Linux and macOS file systems accept, in
+#: bytes of its UTF-8 encoding (``NAME_MAX``).
+MAX_FILE_NAME_BYTES = 255
+
+
+def file_name_problem(name: str) -> str | None:
+    """Why the file system would refuse ``name`` as the name of a file or directory it is to
+    create (a NUL, a ``/``, more than :data:`MAX_FILE_NAME_BYTES` bytes), or why netsim does
+    (control characters, which terminals and messages would print as something else, and a
+    leading ``.``: hidden, and ``.`` and ``..`` name other directories); None if it may be one.
+    """
+    if not name:
+        return "it is empty"
+    if "\0" in name:
+        return "it contains a NUL character"
+    if "/" in name:
+        return "it contains '/'"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "it contains a control character"
+    if name.startswith("."):
+        return "it starts with '.'"
+    encoded = name.encode("utf-8", errors="surrogatepass")
+    if len(encoded) > MAX_FILE_NAME_BYTES:
+        return f"it is {len(encoded)} bytes long in UTF-8"
+    return None
+
+
 def read_bytes(
     path: Path, *, what: str, limit: int, error: type[NetsimError] = NetsimError
 ) -> bytes:

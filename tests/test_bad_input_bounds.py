@@ -18,7 +18,7 @@ import pytest
 
 from netsim import files
 from netsim.errors import DataError
-from tests.test_bad_input import MI_OGD, REPO, cli_error, write
+from tests.test_bad_input import BASE, MI_OGD, REPO, cli_error, write
 
 MiB = 1 << 20
 
@@ -141,3 +141,57 @@ def test_a_gzip_bomb_is_refused_in_bounded_memory(
     # by itself and not this bound's to keep: the refusal may add the kept output and a piece.
     grown = int(refused["peak"]) - int(baseline["peak"])  # type: ignore[call-overload]
     assert grown < files.GUNZIP_KEEP + 16 * MiB, (baseline["peak"], refused["peak"])
+
+
+# --- sweeps: a cap that validates in seconds, names the file system accepts ---------------
+
+
+def test_a_sweep_over_the_cap_is_refused_before_any_point_is_validated(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """At the old cap, 100,000 points were still validating after 60 s (0.5-2.6 ms a point)."""
+    grid = "sweep:\n  grid: {gossip.period: {from: 1, to: 2, count: 5001}}\n  repetitions: 2\n"
+    scenario = write(tmp_path / "s.yaml", BASE + "gossip: {period: 1s}\n" + grid)
+    out = tmp_path / "runs"
+    err = cli_error(capsys, "sweep", scenario, "--out", out)
+    assert err == f"netsim: error: {scenario}: sweep: 10002 runs; at most 10000\n"
+    one_range = grid.replace("count: 5001", "count: 10001")
+    with_range = write(tmp_path / "s.yaml", BASE + "gossip: {period: 1s}\n" + one_range)
+    err = cli_error(capsys, "sweep", with_range, "--out", out)
+    assert err.endswith("sweep.grid.gossip.period: 10001 values; at most 10000 runs per sweep\n")
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        pytest.param('"walk\\0grid"', "'walk\\x00grid': it contains a NUL character", id="NUL"),
+        pytest.param('"a\\nb"', "'a\\nb': it contains a control character", id="newline"),
+        pytest.param("runs/a", "'runs/a': it contains '/'", id="slash"),
+        pytest.param("..", "'..': it starts with '.'", id="dot-dot"),
+        pytest.param("x" * 256, f"'{'x' * 256}': it is 256 bytes long in UTF-8", id="256-bytes"),
+        pytest.param("[a]", "['a']: it is not a string", id="list"),
+    ],
+)
+def test_a_sweep_name_the_file_system_would_refuse_is_refused_at_validation(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, problem: str
+) -> None:
+    """A NUL in a sweep's name validated, then ``netsim sweep`` ended in ``ValueError:
+    embedded null byte``."""
+    text = BASE + f"sweep:\n  name: {name}\n  grid: {{nodes: [10, 12]}}\n"
+    scenario = write(tmp_path / "s.yaml", text)
+    expected = (
+        f"netsim: error: {scenario}: sweep.name: {problem}; a sweep's name names its directory: "
+        "1 to 255 bytes of UTF-8 without '/', NUL or control characters, not starting with "
+        "'.'\n"
+    )
+    assert cli_error(capsys, "sweep", scenario, "--out", tmp_path / "runs") == expected
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_name_of_255_bytes_is_a_directory(tmp_path: Path) -> None:
+    from netsim.sweep.spec import plan_sweep
+
+    name = "é" * 127 + "x"  # 255 bytes of UTF-8
+    text = BASE + f"sweep:\n  name: {name}\n  grid: {{nodes: [10]}}\n"
+    plan = plan_sweep(write(tmp_path / "s.yaml", text))
+    (tmp_path / plan.spec.name).mkdir()
