@@ -195,3 +195,152 @@ def test_a_sweep_name_of_255_bytes_is_a_directory(tmp_path: Path) -> None:
     text = BASE + f"sweep:\n  name: {name}\n  grid: {{nodes: [10]}}\n"
     plan = plan_sweep(write(tmp_path / "s.yaml", text))
     (tmp_path / plan.spec.name).mkdir()
+
+
+# --- strict scalars: YAML 1.1 booleans and base-60 numbers are never numbers -------------
+
+_BOOLEAN = (
+    "is a boolean (YAML reads true, yes and on as true, and false, no and off as false); a "
+    "number is expected here"
+)
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        pytest.param("links: {loss: yes}", f"links.loss: True {_BOOLEAN}", id="loss-yes"),
+        pytest.param("nodes: on", f"nodes: True {_BOOLEAN}", id="nodes-on"),
+        pytest.param(
+            "gossip: {period: 1s, message_size: no}",
+            f"gossip.message_size: False {_BOOLEAN}",
+            id="size-no",
+        ),
+        pytest.param(
+            "links: {delay: {dist: uniform, low: 1ms, high: true}}",
+            f"links.delay.high: True {_BOOLEAN}",
+            id="distribution",
+        ),
+        pytest.param(
+            "mi_ogd: {period: 1s, data: {name: synthetic_regression, options: {dimension: yes}}}",
+            f"mi_ogd.data.options.dimension: True {_BOOLEAN}",
+            id="options-mapping",
+        ),
+        pytest.param(
+            "nodes: 1:00",
+            "nodes: Input should be a valid integer, unable to parse string as an integer "
+            "(got '1:00')",
+            id="base-60-count",
+        ),
+        pytest.param(
+            "links: {loss: 0:30.5}",
+            "links.loss: Input should be a valid number, unable to parse string as a number "
+            "(got '0:30.5')",
+            id="base-60-float",
+        ),
+    ],
+)
+def test_booleans_and_base_60_literals_are_never_numbers(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, setting: str, expected: str
+) -> None:
+    """``links.loss: yes`` ran with every message lost (True read as 1.0) and ``nodes: 1:00``
+    ran 60 nodes (YAML 1.1 base 60)."""
+    key = setting.split(":")[0]
+    lines = [line for line in BASE.splitlines() if not line.startswith(f"{key}:")]
+    scenario = write(tmp_path / "s.yaml", "\n".join([*lines, setting]) + "\n")
+    err = cli_error(capsys, "validate", scenario)
+    assert err == f"netsim: error: {scenario}: invalid scenario:\n  - {expected}\n"
+
+
+def test_set_reads_values_as_scenario_files_do(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    scenario = write(tmp_path / "s.yaml", BASE)
+    err = cli_error(capsys, "validate", scenario, "--set", "nodes=1:00")
+    assert "nodes: Input should be a valid integer" in err and "'1:00'" in err
+    err = cli_error(capsys, "validate", scenario, "--set", "links.loss=on")
+    assert f"links.loss: True {_BOOLEAN}" in err
+
+
+def test_yaml_reads_every_other_number_as_pyyaml_does() -> None:
+    """Only base 60 is gone: octal, hex, underscores, exponents, ±.inf and .nan stay."""
+    import math
+
+    import yaml
+
+    from netsim.scenario.yamlfile import load_yaml
+
+    same = ["010", "0x1f", "1_000", "-3", "+4", "1.5", ".5", "0.", "1.0e+3", "1e3", ".inf",
+            "-.inf", "yes", "off", "~", "2001-12-14"]  # fmt: skip
+    for text in same:
+        ours, theirs = load_yaml(f"v: {text}")["v"], yaml.safe_load(f"v: {text}")["v"]
+        assert ours == theirs and type(ours) is type(theirs), text
+    assert math.isnan(load_yaml("v: .nan")["v"])
+    assert load_yaml("v: [1:00, 1:30.5, 1:00:00]")["v"] == ["1:00", "1:30.5", "1:00:00"]
+
+
+def test_a_field_that_takes_a_boolean_still_does() -> None:
+    from netsim.fields import number_fields
+    from netsim.scenario.schema import Scenario
+
+    assert "nodes" in number_fields(Scenario) and "name" not in number_fields(Scenario)
+    assert all(
+        "bool" not in str(Scenario.model_fields[key].annotation)
+        for key in number_fields(Scenario)
+        if key in Scenario.model_fields
+    )
+
+
+# --- DP-SGD: a step that is not finite is explained by what happened under the policy ----
+
+
+@pytest.mark.parametrize(
+    ("learning", "steps", "expected", "not_expected"),
+    [
+        pytest.param(
+            {"algorithm": "dp-sgd-1", "epsilon": 1e-310, "noise": "k_norm_l2"},
+            50,
+            "with a released gradient that was not finite under dp-sgd-1: a noise scale Δ/ε "
+            "that overflows (sensitivity Δ = 2; an ε per use too small for it) or a mechanism "
+            "(KNormL2Mechanism) that releases ±inf or NaN",
+            "dp-sgd-inf",
+            id="dp-sgd-1-tiny-epsilon",
+        ),
+        pytest.param(
+            {"algorithm": "sgd", "learning_rate": 1e305},
+            50,
+            "with a finite release whose step diverged: the model overflowed (learning rate "
+            "1e+305; a smaller learning.learning_rate, or learning.clip, keeps it finite)",
+            "dp-sgd-inf",
+            id="sgd-diverges",
+        ),
+        pytest.param(
+            {"algorithm": "dp-sgd-inf", "noise": "k_norm_l2"},
+            2400,
+            "with noise that overflowed: under dp-sgd-inf the t-th use of a record spends "
+            "ε·2^-t, so the noise scale Δ/ε_t overflows past about 1,000 uses",
+            "diverged",
+            id="dp-sgd-inf-late-uses",
+        ),
+    ],
+)
+def test_a_step_that_is_not_finite_is_explained_under_its_policy(
+    learning: dict[str, object], steps: int, expected: str, not_expected: str
+) -> None:
+    """Every such step used to be explained as DP-SGD-∞ overflow, even under DP-SGD-1."""
+    import warnings
+
+    from tests.test_learning import learning_scenario, run
+
+    walk = {"kind": "ideal", "sampling": "with_replacement", "agent": {"kind": "sgd"}}
+    data = learning_scenario(nodes=2, steps=steps, walk=walk, **learning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the yardstick's NaN weights
+        built, frames = run({**data, "topology": {"kind": "complete"}})
+    summary = frames["learning_summary"].iloc[0]
+    left_out = summary["visits"] - summary["updates"] - summary["refused"]
+    said = [w for w in built.warnings if "left out" in w]
+    assert len(said) == 1 and expected in said[0] and not_expected not in said[0], said
+    assert said[0].startswith(
+        f"learning: {left_out} updates were left out because the noisy step was not finite "
+        f"({left_out} with "
+    ), said
