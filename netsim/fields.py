@@ -100,9 +100,9 @@ BOOLEAN_FOR_NUMBER = "boolean_for_number"
 
 def no_booleans_for_numbers(model: type[BaseModel], data: object) -> object:
     """Refuse a boolean given for a number field of ``model`` (:func:`number_fields`), or in
-    a list or mapping of numbers. A model-level check, not a field validator: pydantic allows none on a
-    discriminator such as ``dist``, and one check here covers every section, config and
-    distribution. The error's type is :data:`BOOLEAN_FOR_NUMBER`, its ``ctx`` the key."""
+    a list or mapping of numbers. A model-level check, not a field validator: pydantic allows
+    none on a discriminator such as ``dist``, and one check here covers every section, config
+    and distribution. The error's type is :data:`BOOLEAN_FOR_NUMBER`, its ``ctx`` the key."""
     if not isinstance(data, dict):
         return data
     numbers = number_fields(model)
