@@ -276,8 +276,11 @@ RUN_TIMEOUT_HELP = (
 
 
 def _parse_keys(pairs: Sequence[str]) -> dict[str, object]:
-    """``KEY=VALUE`` pairs (values read as YAML, dotted keys nested) as a mapping."""
+    """``KEY=VALUE`` pairs (values read as YAML, as scenario files are: no base-60 numbers;
+    dotted keys nested) as a mapping."""
     import yaml
+
+    from netsim.scenario.yamlfile import load_yaml
 
     keys: dict[str, object] = {}
     for pair in pairs:
@@ -285,7 +288,7 @@ def _parse_keys(pairs: Sequence[str]) -> dict[str, object]:
         if not sep or not key.strip():
             raise NetsimError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set k=3")
         try:
-            parsed = yaml.safe_load(value) if value.strip() else ""
+            parsed = load_yaml(value) if value.strip() else ""
         except yaml.YAMLError as exc:
             raise NetsimError(f"--set {pair!r}: the value is not YAML ({exc})") from None
         *parents, last = key.strip().split(".")

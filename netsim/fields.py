@@ -4,11 +4,22 @@ file paths resolved against the scenario file's directory (durations and distrib
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import types
+import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from netsim.units import parse_bandwidth, parse_size
 
@@ -51,17 +62,81 @@ def _leaves(data: object, prefix: str) -> Iterator[tuple[str, object]]:
             yield f"{prefix}{key}", value
 
 
+def _arms(annotation: Any) -> Iterator[Any]:
+    """The types a field annotation admits: ``Annotated`` unwrapped, unions split, a list's,
+    tuple's or mapping's items (a bool among them is a bool given for the field)."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Annotated:
+        yield from _arms(args[0])
+    elif origin in (Union, types.UnionType, list, tuple, set, frozenset):
+        for arg in args:
+            if arg is not Ellipsis:
+                yield from _arms(arg)
+    elif origin in (dict, Mapping) and len(args) == 2:
+        yield from _arms(args[1])
+    elif origin is Literal:
+        yield from (type(value) for value in args)
+    else:
+        yield annotation
+
+
+@functools.cache
+def number_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The keys (names and aliases) of ``model``'s fields that take a number and never a
+    boolean. Pydantic reads ``True`` as 1 in a number field, and YAML 1.1 reads ``yes``,
+    ``on`` and ``true`` as ``True``: ``loss: yes`` would lose every message."""
+    keys: set[str] = set()
+    for name, field in model.model_fields.items():
+        arms = set(_arms(field.annotation))
+        if arms & {int, float} and not arms & {bool, Any, object}:
+            keys.update(key for key in (name, field.alias) if key)
+    return frozenset(keys)
+
+
+#: The pydantic error type of :func:`no_booleans_for_numbers` (its ``ctx`` names the key).
+BOOLEAN_FOR_NUMBER = "boolean_for_number"
+
+
+def no_booleans_for_numbers(model: type[BaseModel], data: object) -> object:
+    """Refuse a boolean given for a number field of ``model`` (:func:`number_fields`), or in
+    a list or mapping of numbers. A model-level check, not a field validator: pydantic allows
+    none on a discriminator such as ``dist``, and one check here covers every section, config
+    and distribution. The error's type is :data:`BOOLEAN_FOR_NUMBER`, its ``ctx`` the key."""
+    if not isinstance(data, dict):
+        return data
+    numbers = number_fields(model)
+    for key, value in data.items():
+        if key not in numbers:
+            continue
+        if isinstance(value, dict):
+            items = [(f"{key}.{k}", v) for k, v in value.items()]
+        else:
+            items = [(key, v) for v in (value if isinstance(value, list) else [value])]
+        for where, item in items:
+            if isinstance(item, bool):
+                raise PydanticCustomError(
+                    BOOLEAN_FOR_NUMBER,
+                    "{value} is a boolean (YAML reads true, yes and on as true, and false, no "
+                    "and off as false); a number is expected here",
+                    {"key": where, "value": repr(value if where == key else item)},
+                )
+    return data
+
+
 class CheckedModel(BaseModel):
     """Base of every scenario section, config and distribution: unknown keys are errors,
     instances are immutable, NaN and ±∞ are refused in every number field (a field that means
-    something by ∞ says so) and integers must fit in 64 bits (:func:`bounded_integers`)."""
+    something by ∞ says so), integers must fit in 64 bits (:func:`bounded_integers`) and a
+    boolean is never a number (:func:`no_booleans_for_numbers`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
     def _bounded_integers(cls, data: object) -> object:
-        return bounded_integers(data)
+        return no_booleans_for_numbers(cls, bounded_integers(data))
+
 
 
 def resolved_path(value: Path, info: ValidationInfo) -> Path:

@@ -26,6 +26,7 @@ import io
 import os
 import stat
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -123,6 +124,33 @@ def check_size(
         )
 
 
+#: Longest file name (one path component) the common Linux and macOS file systems accept, in
+#: bytes of its UTF-8 encoding (``NAME_MAX``).
+MAX_FILE_NAME_BYTES = 255
+
+
+def file_name_problem(name: str) -> str | None:
+    """Why the file system would refuse ``name`` as the name of a file or directory it is to
+    create (a NUL, a ``/``, more than :data:`MAX_FILE_NAME_BYTES` bytes), or why netsim does
+    (control characters, which terminals and messages would print as something else, and a
+    leading ``.``: hidden, and ``.`` and ``..`` name other directories); None if it may be one.
+    """
+    if not name:
+        return "it is empty"
+    if "\0" in name:
+        return "it contains a NUL character"
+    if "/" in name:
+        return "it contains '/'"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "it contains a control character"
+    if name.startswith("."):
+        return "it starts with '.'"
+    encoded = name.encode("utf-8", errors="surrogatepass")
+    if len(encoded) > MAX_FILE_NAME_BYTES:
+        return f"it is {len(encoded)} bytes long in UTF-8"
+    return None
+
+
 def read_bytes(
     path: Path, *, what: str, limit: int, error: type[NetsimError] = NetsimError
 ) -> bytes:
@@ -139,28 +167,58 @@ def read_text(path: Path, *, what: str, limit: int, error: type[NetsimError] = N
     return read_bytes(path, what=what, limit=limit, error=error).decode("utf-8")
 
 
+#: Most decompressed bytes :func:`gunzip` asks zlib for at a time.
+GUNZIP_PIECE = 1 * MiB
+#: Most decompressed bytes :func:`gunzip` keeps before it knows the total: past this it only
+#: counts, and decompresses again once the total is known to be within the bound, so refusing a
+#: gzip bomb never holds more than this much of its output (the data sets netsim ships and
+#: reads, MNIST among them, inflate to less, so they are decompressed once).
+GUNZIP_KEEP = 16 * MiB
+
+
 def gunzip(
     path: Path, data: bytes, *, what: str, limit: int, error: type[NetsimError] = NetsimError
 ) -> bytes:
     """The gzip ``data`` of ``path`` decompressed, refused once it passes ``limit`` bytes (a
-    small file can expand a thousandfold). Raises ``zlib.error`` or ``EOFError`` for a
-    corrupt or truncated stream."""
-    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    out = bytearray()
-    pending = data
-    while True:
-        out += inflate.decompress(pending, limit + 1 - len(out))
-        if len(out) > limit:
+    small file can expand a thousandfold: 2.3 MB of zeros inflate to 2.3 GiB).
+
+    The bound is applied as the stream inflates, :data:`GUNZIP_PIECE` bytes at a time: output
+    up to :data:`GUNZIP_KEEP` bytes is kept and returned; a larger output is only counted, and
+    decompressed a second time once its size is known to be within ``limit``. Raises
+    ``zlib.error`` or ``EOFError`` for a corrupt or truncated stream.
+    """
+    kept: list[bytes] | None = []
+    size = 0
+    for piece in _inflated_pieces(data):
+        size += len(piece)
+        if size > limit:
             raise error(
                 f"{path}: more than {size_text(limit)} once decompressed; a {what} may be at "
                 f"most {size_text(limit)}"
             )
+        if kept is not None and size <= GUNZIP_KEEP:
+            kept.append(piece)
+        else:
+            kept = None  # too large to keep: count the rest, then decompress again
+    if kept is not None:
+        return b"".join(kept)
+    return b"".join(_inflated_pieces(data))
+
+
+def _inflated_pieces(data: bytes) -> Iterator[bytes]:
+    """The decompressed bytes of every gzip member of ``data`` in order (as ``gzip.decompress``
+    reads them), in pieces of at most :data:`GUNZIP_PIECE` bytes."""
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    pending = data
+    while True:
+        piece = inflate.decompress(pending, GUNZIP_PIECE)
+        if piece:
+            yield piece
         pending = inflate.unconsumed_tail
         if inflate.eof:
-            if inflate.unused_data:  # a second gzip member follows (as gzip.decompress reads)
-                pending = inflate.unused_data
-                inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-                continue
-            return bytes(out)
-        if not pending:
+            if not inflate.unused_data:
+                return
+            pending = inflate.unused_data  # a second gzip member follows
+            inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        elif not pending and not piece:  # input used up, no output left: no end marker
             raise EOFError("compressed file ended before the end-of-stream marker was reached")

@@ -3,6 +3,8 @@ what the code defines."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +158,84 @@ def test_the_written_pages_have_no_unresolved_cross_references(site: Path) -> No
         if names:
             unresolved[relative] = names
     assert unresolved == {}
+
+
+def _python_block_after(page: Path, heading: str) -> str:
+    """The first ``python`` code block after ``heading`` in the Markdown ``page``."""
+    text = page.read_text(encoding="utf-8")
+    after = text[text.index(heading) :]
+    start = after.index("```python\n") + len("```python\n")
+    return after[start : after.index("```", start)]
+
+
+def test_the_dask_how_tos_local_cluster_recipe_runs_as_written(tmp_path: Path) -> None:
+    """The recipe, run as a script from the repository's root (its output directory moved to
+    a temporary one): a complete sweep on a LocalCluster, collected."""
+    pytest.importorskip("distributed")
+    recipe = _python_block_after(DOCS / "howto" / "dask-sweep.md", "## From Python")
+    assert 'if __name__ == "__main__":' in recipe
+    script = tmp_path / "run_sweep.py"
+    out = tmp_path / "runs"
+    script.write_text(recipe.replace('OUT = Path("runs")', f"OUT = Path({str(out)!r})"))
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-5000:]
+    directory = out / "tutorial-gossip-period"
+    assert done.stdout.startswith(f"{directory}: 6 runs, 0 failed\n"), done.stdout
+    assert json.loads((directory / "sweep.json").read_text())["status"] == "complete"
+
+
+#: The command the site is built with, as ``site`` runs it (``{docs} {out}`` are its paths).
+BUILD_COMMAND = "python -m sphinx -W --keep-going -b html docs docs/_build/html"
+
+
+def test_every_page_that_says_how_to_build_the_site_gives_the_tested_command() -> None:
+    """The README gave the command without -W (warnings pass), docs/index.md with it."""
+    import re
+
+    for page in (ROOT / "README.md", DOCS / "index.md"):
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        commands = re.findall(r"`(python -m sphinx[^`]*)`", text)
+        assert commands == [BUILD_COMMAND], (page.name, commands)
+
+
+def test_the_check_example_installs_the_package_that_registers_its_name() -> None:
+    """``netsim check metropolis_hastings`` exits 2 unless the example package is installed;
+    the example says so, and the checkout-only form it gives runs."""
+    text = (DOCS / "components.md").read_text(encoding="utf-8")
+    section = text[text.index("## 6. What is checked") : text.index("## 7.")]
+    block = section[section.index("```sh\n") : section.index("netsim check metropolis_hastings")]
+    assert "pip install ./examples/netsim-examples" in block
+    assert "exits with 2" in section
+    done = subprocess.run(
+        [sys.executable, "-m", "netsim", "check", "netsim_examples.mh_walk:MetropolisHastingsWalk"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": f"{ROOT / 'examples/netsim-examples/src'}:{ROOT}"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PYTHONPATH=examples/netsim-examples/src netsim check" in " ".join(section.split())
+
+
+def test_the_readmes_stunner_figures_are_what_trace_info_prints(stunner_trace: Path) -> None:
+    """The README said sessions of median 7.4 min and mean 59 min (every online interval,
+    those cut by a segment's edge at their cut length); ``netsim trace info`` prints 6.3 and
+    47.5 min (sessions seen whole). The README now gives trace info's figures, and says so."""
+    import re
+
+    done = subprocess.run(
+        [sys.executable, "-m", "netsim", "trace", "info", str(stunner_trace)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    printed = re.search(r"online sessions \((\d+) seen whole; (\d+) cut.*median ([\d.]+) min.*"
+                        r"mean ([\d.]+) min", done.stdout)  # fmt: skip
+    assert printed is not None, done.stdout
+    _, cut, median, mean = printed.groups()
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert (
+        f"online sessions of median {median} min and mean {mean} min, as `netsim trace info` "
+        "prints them: a session is one online interval seen whole inside its segment (the "
+        f"{int(cut):,} intervals cut by a segment's start or end are left out"
+    ) in readme

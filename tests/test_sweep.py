@@ -167,7 +167,7 @@ sweep:
         ("sweep:\n  grid: {nodes: {from: 1, to: 3}}\n", "exactly one of step or count"),
         (  # refused before a billion values are made
             "sweep:\n  grid: {walk.kill_probability: {from: 0, to: 1, count: 1000000000}}\n",
-            "1000000000 values; at most 100000 runs per sweep",
+            "1000000000 values; at most 10000 runs per sweep",
         ),
         (  # an exact 9**9**9 would take minutes and gigabytes
             'sweep:\n  grid: {walk.timeout: ["= 9**9**9"]}\n',

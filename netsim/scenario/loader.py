@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from netsim import files
 from netsim.errors import NetsimError, ScenarioError
+from netsim.fields import BOOLEAN_FOR_NUMBER
 from netsim.registry import REGISTRY, SLOT_NAMES, SectionDefault
 from netsim.scenario.build import SECTION_SLOTS
 from netsim.scenario.schema import Scenario
@@ -228,6 +229,9 @@ def _describe(error: dict[str, Any], data: dict[str, Any]) -> str:
         return f"{where}: required key is missing"
     if kind in ("unknown_kind", "missing_kind", "component_mapping"):
         return f"{where}: {error['msg']}"
+    if kind == BOOLEAN_FOR_NUMBER:  # raised by the section: its message is the key's
+        key = error.get("ctx", {}).get("key")
+        return f"{where}.{key}: {error['msg']}" if shown else f"{key}: {error['msg']}"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         ctx = error.get("ctx", {})
         expected = ctx.get("expected_tags")

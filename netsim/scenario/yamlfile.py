@@ -5,10 +5,15 @@ expand exponentially ("billion laughs": 1 KB becomes gigabytes once anything wal
 data), nesting deep enough to exhaust Python's stack, aliases that refer to themselves, and
 duplicate keys of which the last silently wins (``nodes: 40`` … ``nodes: 4000``). The loader
 here refuses each of them with the line and column, before any data is built.
+
+It also reads no YAML 1.1 base-60 numbers: ``nodes: 1:00`` is the text ``"1:00"`` (which a
+number field refuses, naming its key), never 60. (YAML 1.1 booleans — ``yes``, ``on`` — stay
+booleans, which number fields refuse: :class:`netsim.fields.CheckedModel`.)
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -40,6 +45,24 @@ MAX_VALUES = 200_000
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 INT_TAG = "tag:yaml.org,2002:int"
+FLOAT_TAG = "tag:yaml.org,2002:float"
+
+#: YAML 1.1 integers as PyYAML's ``SafeLoader`` resolves them, without base 60 (``1:00``).
+_INT = re.compile(
+    r"""^(?:[-+]?0b[0-1_]+
+    |[-+]?0[0-7_]+
+    |[-+]?(?:0|[1-9][0-9_]*)
+    |[-+]?0x[0-9a-fA-F_]+)$""",
+    re.X,
+)
+#: YAML 1.1 floats as PyYAML's ``SafeLoader`` resolves them, without base 60 (``1:30.5``).
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
 
 
 class BoundedSafeLoader(yaml.SafeLoader):
@@ -162,3 +185,9 @@ def load_yaml(text: str) -> Any:
 
 
 BoundedSafeLoader.add_constructor(INT_TAG, BoundedSafeLoader.construct_yaml_int)
+BoundedSafeLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (INT_TAG, FLOAT_TAG)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+BoundedSafeLoader.add_implicit_resolver(INT_TAG, _INT, list("-+0123456789"))
+BoundedSafeLoader.add_implicit_resolver(FLOAT_TAG, _FLOAT, list("-+0123456789."))

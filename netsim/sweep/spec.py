@@ -41,6 +41,7 @@ import numpy as np
 import yaml
 
 from netsim.errors import ScenarioError, SweepError
+from netsim.files import MAX_FILE_NAME_BYTES, file_name_problem
 from netsim.scenario.loader import (
     parameter_value,
     parse_yaml,
@@ -57,7 +58,11 @@ from netsim.units import parse_bandwidth, parse_duration, parse_size
 SWEEP_KEY = "sweep"
 SWEEP_KEYS = ("name", "grid", "derived", "repetitions")
 RANGE_KEYS = ("from", "to", "step", "count", "scale")
-MAX_RUNS = 100_000  # a typo in a range should not plan a billion runs (each point is validated)
+#: Most runs a sweep plans (a typo in a range should not plan a billion runs). Every point's
+#: scenario is validated before any run starts, at 0.5-2.6 ms a point (measured: 10,000 points
+#: of a one-section scenario in ~5 s, of the walk paper's scenario with two expressions in
+#: 26 s), so a cap of 100,000 meant minutes of validation before the first run.
+MAX_RUNS = 10_000
 
 
 @dataclass(frozen=True)
@@ -280,9 +285,16 @@ def read_spec(
 
 
 def _check_sweep_name(name: object, where: str) -> str:
-    """A sweep's name, which names its directory."""
-    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-        raise SweepError(f"{where}: {name!r}; a name is a non-empty file name")
+    """A sweep's name, which names its directory: refused here, before any run, when the file
+    system would refuse it later (:func:`~netsim.files.file_name_problem`)."""
+    problem = "it is not a string" if not isinstance(name, str) else file_name_problem(name)
+    if problem is not None:
+        raise SweepError(
+            f"{where}: {name!r}: {problem}; a sweep's name names its directory: 1 to "
+            f"{MAX_FILE_NAME_BYTES} bytes of UTF-8 without '/', NUL or control characters, not "
+            "starting with '.'"
+        )
+    assert isinstance(name, str)
     return name
 
 

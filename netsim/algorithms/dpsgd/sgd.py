@@ -72,6 +72,8 @@ from netsim.privacy import mechanisms
 from netsim.privacy.accountant import (
     LEDGER_TABLE,
     RECORDS_TABLE,
+    BudgetPolicy,
+    Halving,
     PrivacyAccountant,
     accounting_problem,
     ledger_sink,
@@ -264,6 +266,8 @@ class PrivateSGD:
         self.rng = rng
         #: Updates left out because the noisy step was not finite (see :meth:`step`).
         self.non_finite = 0
+        #: Of those, the ones whose released (noisy) gradient itself was not finite.
+        self.non_finite_noise = 0
 
     def initial_state(self) -> ModelState:
         return ModelState(self.initial, 0, 0)
@@ -311,7 +315,9 @@ class PrivateSGD:
         A noisy step that is not finite leaves the model as it was (the ε is spent all the
         same): under DP-SGD-∞ the t-th use of a record spends ε·2^−t, so past about a
         thousand uses the noise scale Δ/ε_t overflows and one such step would turn every
-        later model into NaN. :attr:`non_finite` counts them; the run warns.
+        later model into NaN. :attr:`non_finite` counts them (:attr:`non_finite_noise` those
+        whose released gradient was not finite); the run warns
+        (:func:`non_finite_explanation` says why under the run's policy).
         """
         w = state.parameters
         records = self.visit_records(node)
@@ -327,8 +333,38 @@ class PrivateSGD:
             updated = w - eta * (self.regularisation * w + noisy)
         if not np.isfinite(updated).all():
             self.non_finite += 1
+            self.non_finite_noise += not np.isfinite(noisy).all()
             return ModelState(w, state.updates, state.visits + 1), event.epsilon, False
         return ModelState(updated, t, state.visits + 1), event.epsilon, True
+
+
+def non_finite_explanation(sgd: PrivateSGD, policy: BudgetPolicy) -> str:
+    """Why :meth:`PrivateSGD.step` found steps that were not finite, as far as the run shows:
+    under DP-SGD-∞ the t-th use spends ε·2^−t, so the noise scale Δ/ε_t overflows past about
+    1,000 uses; under any other policy a released gradient that is not finite means a noise
+    scale Δ/ε that overflows (an ε per use too small for the sensitivity) or a mechanism that
+    releases ±∞ or NaN; a finite release means the step η(λw + g̃) itself diverged."""
+    noise, diverged = sgd.non_finite_noise, sgd.non_finite - sgd.non_finite_noise
+    parts = []
+    if noise and isinstance(policy, Halving):
+        parts.append(
+            f"{noise} with noise that overflowed: under dp-sgd-inf the t-th use of a record "
+            "spends ε·2^-t, so the noise scale Δ/ε_t overflows past about 1,000 uses"
+        )
+    elif noise:
+        parts.append(
+            f"{noise} with a released gradient that was not finite under {policy.name}: a "
+            f"noise scale Δ/ε that overflows (sensitivity Δ = {sgd.sensitivity:g}; an ε per "
+            f"use too small for it) or a mechanism ({type(sgd.mechanism).__name__}) that "
+            "releases ±inf or NaN"
+        )
+    if diverged:
+        parts.append(
+            f"{diverged} with a finite release whose step diverged: the model overflowed "
+            f"(learning rate {sgd.learning_rate:g}; a smaller learning.learning_rate, or "
+            "learning.clip, keeps it finite)"
+        )
+    return "; ".join(parts)
 
 
 #: A registered data-set loader (:class:`~netsim.api.DatasetLoader`) or ``module:Class``.
@@ -612,8 +648,8 @@ class SGDAgent(Component):
         if self.sgd.non_finite and self.warn is not None:
             self.warn(
                 f"{self.sgd.non_finite} updates were left out because the noisy step was not "
-                "finite (the noise of a record's late uses overflows under DP-SGD-inf past "
-                "about 1,000 uses); their ε was spent and the model kept"
+                f"finite ({non_finite_explanation(self.sgd, accountant.policy)}); their ε was "
+                "spent and the model kept"
             )
         self.sgd.accountant.write_tables(self.sim.log)
         epsilon, delta, kind = self.guarantee()
