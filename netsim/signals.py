@@ -121,14 +121,14 @@ def wall_clock_limit(limit: TimeLimit) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
         return
-    target = ctypes.c_ulong(threading.get_ident())
+    target = threading.get_ident()
     done = threading.Event()
 
     def watch() -> None:
         wait = limit.seconds
         while not done.wait(wait):
             limit.passed = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(RunTimedOut))
+            _set_async_exception(target, RunTimedOut)
             wait = TIMEOUT_REPEAT_SECONDS
 
     watcher = threading.Thread(target=watch, name="netsim-run-timeout", daemon=True)
@@ -138,4 +138,38 @@ def wall_clock_limit(limit: TimeLimit) -> Iterator[None]:
     finally:
         done.set()
         watcher.join()
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)  # one not raised yet
+        _discard_async_exception()  # one the watcher scheduled just before it stopped
+
+
+class _AsyncExceptionDiscarded(BaseException):
+    """Raised in a thread by :func:`_discard_async_exception` on purpose, and caught there."""
+
+
+def _set_async_exception(thread_id: int, exception: type[BaseException]) -> int:
+    """Schedule ``exception`` to be raised in thread ``thread_id`` at its next bytecode;
+    returns how many threads it was scheduled in (1, or 0 for a thread that has ended)."""
+    return int(
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(thread_id), ctypes.py_object(exception)
+        )
+    )
+
+
+def _discard_async_exception() -> None:
+    """Drop an asynchronous exception scheduled for this thread and not raised yet.
+
+    ``PyThreadState_SetAsyncExc(id, NULL)``, the documented way, drops it but also flags the
+    whole interpreter as having one pending, and CPython lowers that flag only when a thread
+    raises one; with the flag left up, the next function called under ``sys.settrace`` or
+    ``sys.setprofile`` (a debugger, a profiler, coverage) loops for ever (CPython 3.11
+    re-enters the call's first instruction to handle it, again and again). So a marker
+    exception replaces the pending one and is raised here at once, at the loop's backward
+    jump; raising it lowers the flag.
+    """
+    try:
+        if _set_async_exception(threading.get_ident(), _AsyncExceptionDiscarded) != 1:
+            return  # pragma: no cover - this thread runs, so it is found
+        while True:
+            pass
+    except _AsyncExceptionDiscarded:
+        pass

@@ -244,6 +244,47 @@ def test_the_time_limit_stops_a_loop_in_another_thread():
     assert not worker.is_alive() and ended == [True]
 
 
+#: A run under a time limit in a thread, then one function called under a tracer.
+TRACED_AFTER_A_LIMITED_RUN = """\
+import sys, threading
+from netsim.signals import RunTimedOut, TimeLimit, wall_clock_limit
+
+def run(loops: bool) -> None:
+    try:
+        with wall_clock_limit(TimeLimit(0.2)):
+            while loops:
+                pass
+    except RunTimedOut:
+        pass
+
+worker = threading.Thread(target=run, args=({loops},))
+worker.start()
+worker.join()
+sys.{hook}(lambda *event: None)
+(lambda: None)()
+sys.{hook}(None)
+print("returned")
+"""
+
+
+@pytest.mark.parametrize("hook", ["settrace", "setprofile"])
+@pytest.mark.parametrize("loops", [True, False], ids=["stopped-by-the-limit", "in-time"])
+def test_a_limited_run_in_a_thread_leaves_no_pending_exception_flag(hook, loops):
+    """Once a run under a time limit had ended in a thread (a Dask worker's), the next
+    function called under a tracer or profiler (a debugger, coverage; a test's tracer) never
+    returned: clearing the exception the watcher might have scheduled left the interpreter
+    flagged as having one pending. Run in a process of its own: that process hangs."""
+    script = TRACED_AFTER_A_LIMITED_RUN.format(loops=loops, hook=hook)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=15,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a function called under sys.{hook} never returned")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "returned\n", "")
+
+
 def test_a_run_timeout_must_be_a_positive_duration(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["run", "s.yaml", "--run-timeout", "0"])
