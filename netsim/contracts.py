@@ -639,6 +639,11 @@ class Transport(Component):
 
     slot = "transport"
     slot_title = "transport"
+    #: Whether the transport provides what protocols call beyond :meth:`send` and
+    #: :meth:`send_batch` (``random_online_neighbour``, ``round_pairs``, …): the built-in
+    #: :class:`~netsim.network.links.Network` does, and so does every class derived from it.
+    #: Validation refuses a transport that does not (:func:`netsim.registry.interface_problem`).
+    routes_protocols: ClassVar[bool] = False
     sent: int = 0
     delivered: int = 0
     lost: int = 0

@@ -156,7 +156,7 @@ def interface_problem(cls: Any) -> str | None:
             "has a Config without the 'period' key every gossip engine has (Δ, which the "
             "walks and applications wired to it read): declare period: PositiveDuration"
         )
-    if cls.slot == "transport" and not _is_network(cls):
+    if cls.slot == "transport" and not getattr(cls, "routes_protocols", False):
         return (
             "derives from netsim.api.Transport but not from netsim.network.links.Network: the "
             "protocols call the built-in's methods beyond send() (random_online_neighbour, "
@@ -168,13 +168,6 @@ def interface_problem(cls: Any) -> str | None:
         methods = ", ".join(f"{method}()" for method in missing)
         return f"does not implement {methods} (required of a {SLOT_NAMES[cls.slot]})"
     return None
-
-
-def _is_network(cls: type) -> bool:
-    """Whether ``cls`` derives from the built-in transport (imported here: it imports us)."""
-    from netsim.network.links import Network
-
-    return issubclass(cls, Network)
 
 
 #: The config classes :func:`config_with_kind` made, by (the component's own config, name):

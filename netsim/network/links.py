@@ -452,6 +452,7 @@ class Network(Transport):
     ``<key>.failure`` (``links.*`` for the ``links`` section)."""
 
     Config = LinksConfig
+    routes_protocols = True
     tables = (LOSS_TABLE,)
 
     def __init__(
