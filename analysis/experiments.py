@@ -136,6 +136,19 @@ def write_results(frame: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def load_result_tables(
+    names: Sequence[str], results_file: Callable[[str], Path], script: str
+) -> pd.DataFrame:
+    """The per-run tables of the experiments ``names`` that exist (``results_file(name)``),
+    concatenated in experiment order; one message naming ``script``'s ``run`` command when
+    none does."""
+    frames = [pd.read_parquet(results_file(n)) for n in names if results_file(n).is_file()]
+    if not frames:
+        folder = results_file(names[0]).parent if names else "analysis/results"
+        raise NetsimError(f"no results in {folder}: run `{script} run` first")
+    return pd.concat(frames, ignore_index=True)
+
+
 def run_experiments(
     names: Sequence[str],
     runner: SweepRunner,

@@ -56,6 +56,7 @@ from experiments import (
     add_runner_arguments,
     describe,
     guarded,
+    load_result_tables,
     run_experiments,
     runner_from,
     write_readme_tables,
@@ -268,10 +269,7 @@ def run(names: Sequence[str], runner: SweepRunner, reps: int = DEFAULT_REPS) -> 
 
 def load_results(names: Sequence[str] = EXPERIMENTS) -> pd.DataFrame:
     """The per-run tables of ``names`` that exist, concatenated in experiment order."""
-    frames = [pd.read_parquet(results_file(n)) for n in names if results_file(n).is_file()]
-    if not frames:
-        raise NetsimError(f"no results in {RESULTS}: run `private_learning.py run` first")
-    return pd.concat(frames, ignore_index=True)
+    return load_result_tables(names, results_file, "private_learning.py")
 
 
 # --- tables -------------------------------------------------------------------------------------
