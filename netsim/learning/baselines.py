@@ -2,7 +2,8 @@
 
 Principle 9 of ``docs/architecture.md`` ("no number without its yardstick"): an accuracy means
 little until it is read beside what a constant classifier and a non-private model trained on
-all the data reach on the same split — issue 26 found gossip-learning cells on Adult at 0.746,
+all the data reach on the same split — analysis/README.md reports gossip-learning cells on
+Adult at 0.746,
 exactly Adult's majority-class share, reading as learning. :func:`learning_baselines` is the
 one place that computes both for a train/test split:
 

@@ -219,7 +219,8 @@ def pair_online(
 
 
 #: Above this many links the :class:`OnlineNeighbourIndex` is compact: 5 or 6 bytes per link
-#: instead of 16 (issue 29: 10⁶ nodes with 50 neighbours in 1 GB; there the full index would
+#: instead of 16 (README, Performance: 10⁶ nodes with 50 neighbours in 1 GB; there the full
+#: index would
 #: take 800 MB, the compact one 250 MB). Its peer choice costs one more read, so smaller
 #: topologies keep the full index.
 COMPACT_ABOVE_LINKS = 1 << 24
@@ -434,7 +435,7 @@ class Transfer(simpy.events.Event):
     ) -> None:
         # simpy's Event.__init__ is not called: the transport sets env and callbacks when it
         # schedules the transfer, as simpy's Timeout does for itself; _ok, _value and the
-        # doom fields start as the class's defaults (issue 29: fewer stores per message)
+        # doom fields start as the class's defaults (README, Performance: fewer stores per message)
         self.src = src
         self.dst = dst
         self.kind = kind
@@ -591,7 +592,7 @@ class Network(Transport):
             transfer.doom_reason, transfer.doom_time = SOURCE_OFFLINE, now
         elif not online[dst]:
             transfer.doom_reason, transfer.doom_time = TARGET_OFFLINE, now
-        elif self.lossy:  # links that lose nothing check nothing more (issue 29)
+        elif self.lossy:  # links that lose nothing check nothing more (README, Performance)
             if self.failures is not None:
                 down_at = self.failures.failure_time(src, dst, now, now + duration)
                 if down_at is not None:

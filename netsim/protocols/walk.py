@@ -427,7 +427,8 @@ class RandomWalkService(Walk):
             # update the node made when it last forwarded, or a fresh one after a restart
             self.rw_update = np.full(n, -1, dtype=np.int64)
         # exact mode: each node's gossip value (steps, id, origin, special) as one tuple, made
-        # when the node adopts an update rather than at every message (issue 29); rounds mode
+        # when the node adopts an update rather than at every message (README, Performance);
+        # rounds mode
         # sends none (attach drops it)
         self._rwprop: list[tuple[int, int, float, bool]] | None = [(-n - 1, 0, 0.0, True)] * n
         # rw: uniform random negative step counts in [-N, -1] (§4.4)
@@ -570,7 +571,8 @@ class RandomWalkService(Walk):
 
     def _hold_state_in_lists(self) -> None:
         """Exact mode reads and writes one node's ``rwprop`` and timer at every message and
-        timer: as Python lists that is several times cheaper than numpy scalars (issue 29).
+        timer: as Python lists that is several times cheaper than numpy scalars (README,
+        Performance).
         The values and their arithmetic are the same (int64 and float64 are Python's int and
         float); rounds mode keeps the record array its compiled kernels read."""
         record = self.prop

@@ -44,7 +44,7 @@ def replaces(
 ) -> bool:
     """:func:`should_replace` on Python scalars, with the same result for every input: the
     array form's ``&`` and ``|`` of booleans are ``and`` and ``or``, which stop at the first
-    deciding comparison (exact mode evaluates line 14 once per message; issue 29)."""
+    deciding comparison (exact mode evaluates line 14 once per message; README, Performance)."""
     if steps < new_steps or (ties_more and steps == new_steps):
         return (age <= new_age and new_age < delta) or age > new_age
     return (age >= delta and delta > new_age) or age > new_age + delta
@@ -52,7 +52,7 @@ def replaces(
 
 #: :func:`replaces` compiled (numba compiles the same source): the round kernels' line 14. Its
 #: ``and``/``or`` stop at the deciding comparison, which in a round of 6,000 merges is some
-#: 10 µs less than the array form's every comparison (issue 29).
+#: 10 µs less than the array form's every comparison (README, Performance).
 replaces_compiled = njit(cache=True)(replaces)
 
 
@@ -136,7 +136,7 @@ def _receive(
 
 def _exchange_source(authors_rule: bool, age_errors: bool) -> Any:
     """One round's push-pull kernel with the options as compile-time constants (numba freezes
-    a closure's variables): an option that is off costs nothing (issue 29)."""
+    a closure's variables): an option that is off costs nothing (README, Performance)."""
 
     def exchange(
         initiators: np.ndarray,
@@ -222,7 +222,7 @@ def due_timeouts(
     return nodes[:count], circles[:count]
 
 
-# --- the authors' gossip cycle (issue 30; docs/walk-variants.md, "The authors' code") -------
+# --- the authors' gossip cycle (docs/walk-variants.md, "The authors' code") -------
 
 #: A node's gossip buffer in the authors' cycle (``rwpropNC`` of their ``SoloWalkerProtocol``):
 #: an ``rwprop`` record and how many merges made it.
@@ -392,7 +392,7 @@ def in_index_order(
     """A round's pairs with the initiators (distinct node ids) in increasing order, each with
     its peer: the order of the authors' cycle (C1). A scatter into ``peer_of`` (one entry per
     node, all -1, and left so) and one pass over it, instead of sorting: at 2,300 initiators a
-    stable argsort took half of a round of the authors' cycle (issue 30)."""
+    stable argsort took half of a round of the authors' cycle (docs/walk-variants.md)."""
     m = initiators.size
     for k in range(m):
         peer_of[initiators[k]] = peers[k]

@@ -17,7 +17,8 @@ visits), every ``metrics.sample_every`` and at the end of the run the current mo
 fixed set of nodes — all nodes, or :data:`EVALUATED_MODELS` of them drawn once from the
 stream ``<key>.evaluation`` when there are more — are evaluated on the test split, and
 ``gossip_learning_accuracy`` records the mean, minimum, median and maximum accuracy across
-them (issue 26: the most-visited model alone read 0.746 on Adult, its majority-class share,
+them (analysis/README.md, "Gossip learning spends every budget at once": the most-visited
+model alone read 0.746 on Adult, its majority-class share,
 while the models spread over 0.15). Its figure draws the mean with the minimum and maximum
 and the split's majority-class and centralised yardsticks (principle 9).
 """
