@@ -3,6 +3,12 @@
 One clock (``docs/architecture.md``, principle 1). Everything that happens in simulated time is
 an event of the single :class:`simpy.Environment` owned by :class:`Simulation`; ties resolve
 deterministically by SimPy's (time, priority, insertion id) order. Time is in seconds.
+
+This module is netsim's one seam with SimPy's internals: the hot paths of exact mode (a message,
+a gossip tick, a timer at an exact instant) push their events onto SimPy's queue themselves
+rather than through :meth:`simpy.Environment.schedule` (README, Performance), and only
+:class:`Environment` does so. :func:`check_simpy` states what the seam assumes of SimPy and is run
+by every :class:`Environment`; ``pyproject.toml`` bounds SimPy to the major version it holds for.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 import simpy
 from simpy.events import NORMAL
 
+from netsim.errors import SimulationError
 from netsim.log import EventLog, PrefixedLog
 from netsim.rng import RandomStreams
 
@@ -23,6 +30,48 @@ from netsim.rng import RandomStreams
 LATE = NORMAL + 1
 
 Callback = Callable[[], None]
+
+#: The SimPy major version whose internals the seam relies on (``pyproject.toml`` bounds it too).
+SIMPY_MAJOR = 4
+
+
+def check_simpy(env: simpy.Environment) -> None:
+    """Raise :class:`~netsim.errors.SimulationError` unless ``env`` is built as the seam assumes:
+    SimPy 4's event queue, a heap list of ``(time, priority, event id, event)`` entries, its
+    event-id counter and its clock attribute (what :meth:`Environment.schedule_at` writes and
+    :meth:`simpy.Environment.schedule` writes the same way)."""
+    version = getattr(simpy, "__version__", "0")
+    major = version.split(".", 1)[0]
+    problems = []
+    if major != str(SIMPY_MAJOR):
+        problems.append(f"SimPy {version} is installed")
+    if not isinstance(getattr(env, "_queue", None), list):
+        problems.append("its environment has no event-queue list (_queue)")
+    if not callable(getattr(getattr(env, "_eid", None), "__next__", None)):
+        problems.append("its environment has no event-id counter (_eid)")
+    if not isinstance(getattr(env, "_now", None), int | float):
+        problems.append("its environment keeps no clock value (_now)")
+    if problems:
+        raise SimulationError(
+            f"netsim schedules events on SimPy {SIMPY_MAJOR}'s event queue directly, but "
+            f"{'; '.join(problems)}: install simpy>=4.1,<5 (pyproject.toml)"
+        )
+
+
+class Environment(simpy.Environment):
+    """SimPy's environment with netsim's fast path: :meth:`schedule_at` queues an event at an
+    exact instant as :meth:`~simpy.Environment.schedule` queues it after a delay (same priority
+    rule, next event id), so the two interleave in SimPy's order (``tests/test_sim.py``). The
+    only class of netsim that writes SimPy's private fields."""
+
+    def __init__(self, initial_time: float = 0) -> None:
+        super().__init__(initial_time)
+        check_simpy(self)
+
+    def schedule_at(self, event: simpy.events.Event, at: float, priority: int = NORMAL) -> None:
+        """Queue ``event`` (triggered, with its callbacks set) to be processed at the instant
+        ``at`` exactly (``now + delay`` would round it), with ``priority``."""
+        heappush(self._queue, (at, priority, next(self._eid), event))
 
 
 class Call(simpy.events.Event):
@@ -33,7 +82,7 @@ class Call(simpy.events.Event):
 
     def __init__(
         self,
-        env: simpy.Environment,
+        env: Environment,
         delay: float,
         callback: Callable[..., None],
         args: tuple,
@@ -52,7 +101,7 @@ class Call(simpy.events.Event):
         if at is None:
             env.schedule(self, priority, delay)
         else:  # at this float exactly (now + a delay would round it)
-            heappush(env._queue, (at, priority, next(env._eid), self))
+            env.schedule_at(self, at, priority)
 
 
 def _run_call(event: Call) -> None:
@@ -63,7 +112,7 @@ class Simulation:
     """One run's clock, random streams and event log."""
 
     def __init__(self, *, seed: int, log: EventLog | None = None) -> None:
-        self.env = simpy.Environment()
+        self.env = Environment()
         self.streams = RandomStreams(seed)
         self.log: EventLog | PrefixedLog = log if log is not None else EventLog()
         self._end_hooks: list[Callback] = []
@@ -93,7 +142,7 @@ class Simulation:
         """Run ``callback(*args)`` at the instant ``when`` (not before now), after every event
         of normal priority at that instant (:data:`LATE`): what a cycle-driven simulator does
         with a protocol's events that fall on a cycle (its cycle runs first)."""
-        return Call(self.env, 0.0, callback, args, LATE, at=max(when, self.env._now))
+        return Call(self.env, 0.0, callback, args, LATE, at=max(when, self.env.now))
 
     def every(
         self, period: float, callback: Callback, *, first: float | None = None

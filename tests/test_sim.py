@@ -57,3 +57,50 @@ def test_a_gossip_tick_is_queued_again_as_a_simpy_timeout_of_one_period():
     env.run(until=phase + 3.5)
     # every timeout was scheduled before the tick re-queued itself for that instant
     assert order == ["tick", "t0", "tick", "t1", "tick", "t2", "tick"]
+
+
+def test_the_simpy_seam_refuses_a_simpy_it_was_not_written_for(monkeypatch):
+    """netsim.sim writes SimPy 4's queue directly: another major version, or an environment
+    without the queue, event-id counter or clock it writes, is one clear error at start-up."""
+    import pytest
+    import simpy
+
+    from netsim.errors import SimulationError
+    from netsim.sim import Environment, check_simpy
+
+    check_simpy(Environment())  # the installed SimPy holds
+    monkeypatch.setattr(simpy, "__version__", "5.0.0")
+    with pytest.raises(SimulationError, match=r"SimPy 5\.0\.0 is installed.*simpy>=4\.1,<5"):
+        Environment()
+    monkeypatch.undo()
+
+    class Reworked(simpy.Environment):
+        def __init__(self) -> None:
+            super().__init__()
+            del self._queue
+            self._eid = 0
+
+    with pytest.raises(SimulationError, match=r"no event-queue list \(_queue\); .* no event-id"):
+        check_simpy(Reworked())
+
+
+def test_schedule_at_orders_events_as_simpy_schedule_does():
+    """An event queued at an exact instant keeps its place among timeouts of that instant by
+    the order of scheduling, and a higher priority value runs after them."""
+    from netsim.sim import LATE, Environment
+
+    env = Environment()
+    fired: list[str] = []
+
+    def event(name: str):
+        made = env.event()
+        made._ok, made._value = True, None
+        made.callbacks.append(lambda _: fired.append(name))
+        return made
+
+    env.timeout(1.0).callbacks.append(lambda _: fired.append("timeout before"))
+    env.schedule_at(event("late"), 1.0, LATE)
+    env.schedule_at(event("exact"), 1.0)
+    env.timeout(1.0).callbacks.append(lambda _: fired.append("timeout after"))
+    env.run(until=2.0)
+    assert fired == ["timeout before", "exact", "timeout after", "late"]

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from heapq import heappush
 from typing import Any
 
 import numpy as np
 import simpy
 from numba import njit
-from simpy.events import NORMAL
 
 from netsim.contracts import BuildContext, ComponentConfig, Transport
 from netsim.distributions import Constant, Distribution, PositiveDuration
@@ -576,7 +574,7 @@ class Network(Transport):
         completed. ``duration`` overrides the link model (e.g. the paper's fixed δ_rw).
         """
         env = self._env
-        now = env._now
+        now = env.now
         nodes = self.nodes
         epochs = nodes.epochs
         transfer = Transfer(
@@ -603,9 +601,9 @@ class Network(Transport):
                     transfer.doom_reason, transfer.doom_time = RANDOM_LOSS, now + duration
         transfer.env = env
         transfer.callbacks = self._completion
-        # env.schedule(transfer, NORMAL, duration), inlined (tests/test_sim.py holds the two
-        # to the same order)
-        heappush(env._queue, (now + duration, NORMAL, next(env._eid), transfer))
+        # env.schedule(transfer, NORMAL, duration) at the instant it computes (tests/test_sim.py
+        # holds the two to the same order)
+        env.schedule_at(transfer, now + duration)
         return transfer
 
     # --- batches: a round's messages, sent at one instant -------------------------------

@@ -22,7 +22,6 @@ nodes at once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappush
 from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
@@ -297,19 +296,19 @@ class PushPullGossip(PushPullEngine):
         node before or after everyone else."""
         env = self._env
         when = self._cycle_at + self.period
-        while when <= env._now:
+        while when <= env.now:
             when += self.period
         tick = _Tick(node, self._timer_generation[node])
         tick.env = env
         tick.callbacks = self._tick_callbacks
-        heappush(env._queue, (when, self._tick_priority[node], next(env._eid), tick))
+        env.schedule_at(tick, when, self._tick_priority[node])
 
     def _cycle_tick(self, tick: _Tick) -> None:
         """A tick under :meth:`run_cycles`: :meth:`_tick` with the hook first and the next
         tick queued at the node's place in the cycle (written out again so that the plain
         tick pays for neither)."""
         env = self._env
-        self._cycle_at = env._now
+        self._cycle_at = env.now
         node = tick.node
         if tick.generation != self._timer_generation[node]:
             return
@@ -322,9 +321,7 @@ class PushPullGossip(PushPullEngine):
                 on_deliver=self._deliver_push, size=self.message_size,
             )  # fmt: skip
         tick.callbacks = self._tick_callbacks
-        heappush(
-            env._queue, (env._now + self.period, self._tick_priority[node], next(env._eid), tick)
-        )
+        env.schedule_at(tick, env.now + self.period, self._tick_priority[node])
 
     def _tick(self, tick: _Tick) -> None:
         node = tick.node
@@ -341,11 +338,11 @@ class PushPullGossip(PushPullEngine):
                 on_deliver=self._deliver_push,
                 size=self.message_size,
             )
-        # the same event again, one period on: env.schedule(tick, NORMAL, period) inlined
+        # the same event again, one period on: env.schedule(tick, NORMAL, period) at the instant
         # (tests/test_sim.py holds the two to the same order)
         tick.callbacks = self._tick_callbacks
         env = self._env
-        heappush(env._queue, (env._now + self.period, NORMAL, next(env._eid), tick))
+        env.schedule_at(tick, env.now + self.period)
 
     def _heard(self, node: int) -> None:
         if not self.is_active[node]:

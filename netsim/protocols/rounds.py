@@ -164,7 +164,7 @@ class RoundGossip(PushPullEngine):
         return initiators, peers, pull_lost
 
     def _round(self) -> None:
-        self._round_at = self.sim.env._now
+        self._round_at = self.sim.env.now
         self.rounds += 1
         initiators, peers, asleep, active = self.network.round_pairs(self.active, self._peer_rng)
         count = int(initiators.size)
