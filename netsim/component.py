@@ -14,10 +14,12 @@ from __future__ import annotations
 from abc import ABC
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Protocol
 
 import numpy as np
 from pydantic import ConfigDict
+
+from netsim.distributions import PositiveDuration
 
 from netsim.fields import CheckedModel
 from netsim.log import EventTable, TableSchema
@@ -28,13 +30,7 @@ _UNDECLARED = object()
 if TYPE_CHECKING:
     import pandas as pd
 
-    from netsim.network.churn import ChurnReplay
-    from netsim.network.links import Network
-    from netsim.network.nodes import NodeStates
-    from netsim.network.topology import Topology
-    from netsim.privacy.accountant import PrivacyAccountant
     from netsim.rng import RandomStreams
-    from netsim.scenario.schema import Scenario
     from netsim.sim import Simulation
 
 __all__ = [
@@ -42,10 +38,16 @@ __all__ = [
     "SLOTS",
     "Baseline",
     "BuildContext",
+    "ChurnProgress",
     "Component",
     "ComponentConfig",
     "Curve",
     "FigureSpec",
+    "MetricsConfig",
+    "OnlineStates",
+    "Overlay",
+    "PrivacyReport",
+    "Section",
     "round_form",
 ]
 
@@ -81,25 +83,81 @@ class ComponentConfig(CheckedModel):
     model_config = ConfigDict(populate_by_name=True)
 
 
+class MetricsConfig(CheckedModel):
+    """The scenario's ``metrics`` section: what every component samples and keeps, run-wide."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    sample_every: PositiveDuration = 60.0
+    # one privacy_ledger row per charge, or per-record totals only (privacy_records)
+    privacy_ledger: Literal["charges", "totals"] = "charges"
+    # tables to keep no rows of (high-rate tables of long runs, e.g. walk_steps)
+    omit_tables: tuple[str, ...] = ()
+
+
+class Overlay(Protocol):
+    """The run's overlay as a component reads it: who can send to whom, as compressed sparse
+    rows (:class:`netsim.network.topology.Topology` implements it)."""
+
+    n: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    directed: bool
+
+    def neighbours(self, node: int) -> np.ndarray: ...
+
+    def degrees(self) -> np.ndarray: ...
+
+
+class OnlineStates(Protocol):
+    """Who is online, and each node's session count (its epoch), as arrays by node id
+    (:class:`netsim.network.nodes.NodeStates` implements it)."""
+
+    is_online: np.ndarray
+    epochs: np.ndarray
+
+
+class ChurnProgress(Protocol):
+    """The run's churn replay as a component reads it (:class:`netsim.network.churn.ChurnReplay`)."""
+
+    transitions_applied: int
+
+
+class PrivacyReport(Protocol):
+    """What the run's manifest reads of a component's privacy accountant
+    (:class:`netsim.privacy.accountant.PrivacyAccountant` implements it)."""
+
+    def report(self) -> dict[str, Any]: ...
+
+
 @dataclass
 class BuildContext:
-    """What a component is given when it is built.
+    """What a component is given when it is built, and what it may see of the run.
 
     ``key`` is where the component sits in the scenario (``walk``, ``walk.agent``,
     ``components.averaging``); its random streams are namespaced by it, so adding a component
-    never changes another's draws. ``sim`` and ``network`` are ``None`` while ``netsim
-    validate`` checks a scenario without running it (only topology and churn components are
-    built then).
+    never changes another's draws. Of the scenario it sees the run-wide values (``nodes``,
+    ``duration``, ``metrics``), its own config (given to it) and the instances it is wired to
+    (:meth:`require`, :meth:`find`, their configs by :meth:`config_of`), nothing else.
+    ``sim`` and ``network`` are ``None`` while ``netsim validate`` checks a scenario without
+    running it (only topology and churn components are built then), and while a scenario is
+    checked (:meth:`Component.check`: then nothing is built).
     """
 
     key: str
-    scenario: Scenario
-    streams: RandomStreams
+    #: N: the number of nodes (node ids are 0..N−1).
+    nodes: int
+    #: The run's length in simulated seconds.
+    duration: float
+    streams: RandomStreams | None
     warnings: list[str]
+    #: The scenario's ``metrics`` section (``sample_every``, ``privacy_ledger``, …).
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     sim: Simulation | None = None
-    network: Network | None = None
+    #: The transport the component sends through (a :class:`netsim.contracts.Transport`).
+    network: Any = None
     built: Mapping[str, Any] = field(default_factory=dict)
-    topology: Topology | None = None
+    topology: Overlay | None = None
     #: Whom the component is wired to: role (a key of its ``requires`` or ``optional``,
     #: ``transport``) → the key of the instance that fills it. A role not listed is filled
     #: by the scenario section of its name (``gossip`` by the ``gossip`` section).
@@ -109,21 +167,18 @@ class BuildContext:
     #: not built: :meth:`config_of`).
     configs: Mapping[str, Any] = field(default_factory=dict)
     #: The run's node states (who is online), for the transport built on them.
-    node_states: NodeStates | None = None
+    node_states: OnlineStates | None = None
     #: The run's churn replay (``transitions_applied`` counts the joins and leaves so far).
-    churn: ChurnReplay | None = None
-
-    @property
-    def nodes(self) -> int:
-        """The number of nodes N (node ids are 0..N−1)."""
-        return self.scenario.nodes
+    churn: ChurnProgress | None = None
 
     def stream(self, name: str | None = None) -> np.random.Generator:
         """The component's random stream ``<key>.<name>`` (``<key>`` itself without a name)."""
+        assert self.streams is not None, "a scenario's checks draw nothing"
         return self.streams.get(self.stream_name(name))
 
     def integer_seed(self, name: str | None = None) -> int:
         """A 32-bit seed from the stream ``<key>.<name>``, for libraries that want one."""
+        assert self.streams is not None, "a scenario's checks draw nothing"
         return self.streams.integer_seed(self.stream_name(name))
 
     def stream_name(self, name: str | None = None) -> str:
@@ -157,6 +212,28 @@ class BuildContext:
     def warn(self, message: str) -> None:
         """A warning shown after the run and kept in the run's manifest."""
         self.warnings.append(f"{self.key}: {message}")
+
+
+@dataclass(frozen=True)
+class Section:
+    """A top-level key of a scenario that is shorthand for one component instance named after
+    it (``links``, ``gossip``, ``walk``, ``dola``, …): a built-in class declares the section it
+    fills as its :attr:`Component.section`, and the scenario's schema, build order and wiring
+    are assembled from those declarations (:meth:`netsim.registry.Registry.sections`).
+
+    ``by_kind`` says how the section's value is read: ``never`` — the declaring class's own
+    config; ``optional`` — that config, or with a ``kind`` key any component of its slot;
+    ``always`` — a ``kind`` key names the component of its slot (declared by an interface:
+    ``topology``, ``churn``, ``walk``). A section left out of a scenario is absent, unless it
+    is ``required`` (an error) or ``present_by_default`` (the declaring class's default config).
+    Sections are built in ``order`` (each after what it is wired to), before the ``components``
+    entries; the topology and churn sections build the network, before everything else."""
+
+    key: str
+    order: int
+    by_kind: Literal["always", "optional", "never"] = "never"
+    required: bool = False
+    present_by_default: bool = False
 
 
 class Baseline(NamedTuple):
@@ -247,6 +324,10 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
     Config: ClassVar[type[ComponentConfig]] = ComponentConfig
     #: Every table the component writes.
     tables: ClassVar[tuple[TableSchema, ...]] = ()
+    #: The scenario section this class is the shorthand of (built-in components only: a
+    #: plugin is an entry of ``components``), inherited by the classes of an interface that
+    #: declares one.
+    section: ClassVar[Section | None] = None
     #: Scenario sections this component needs → why (shown when the section is missing).
     #: Each is a role the scenario may wire to another instance (``uses``).
     requires: ClassVar[Mapping[str, str]] = {}
@@ -293,9 +374,11 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
         return cls.tables
 
     @classmethod
-    def check(cls, config: Any, scenario: Scenario) -> None:
-        """Raise ``ValueError`` naming the keys when ``config`` cannot work in ``scenario``
-        (called while the scenario is validated; e.g. a node id beyond ``nodes``)."""
+    def check(cls, config: Any, ctx: BuildContext) -> None:
+        """Raise ``ValueError`` naming the keys when ``config`` cannot work in the run ``ctx``
+        describes (called while the scenario is validated, before anything is built: ``ctx``
+        has the run-wide values and the configs of the instances the component is wired to;
+        e.g. a node id beyond ``ctx.nodes``)."""
         return None
 
     @classmethod
@@ -327,7 +410,7 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
         """Called once when the run reaches its end (write end-of-run tables)."""
         return None
 
-    def privacy_accountant(self) -> PrivacyAccountant | None:
+    def privacy_accountant(self) -> PrivacyReport | None:
         """The accountant of a component that releases data about records: the run's
         manifest states the budget it was given and the guarantee it reached."""
         return None

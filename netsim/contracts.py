@@ -49,7 +49,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Protocol
 
 import numpy as np
 from pydantic import Field, PlainValidator, ValidationInfo, WithJsonSchema
@@ -59,22 +59,21 @@ from netsim.component import (
     SLOTS,
     Baseline,
     BuildContext,
+    ChurnProgress,
     Component,
     ComponentConfig,
     Curve,
     FigureSpec,
+    MetricsConfig,
+    OnlineStates,
+    Overlay,
+    PrivacyReport,
+    Section,
     round_form,
 )
 from netsim.distributions import PositiveDuration
 from netsim.errors import DataError, InvalidPrivacyEventError, PrivacyError
 from netsim.registry import REGISTRY, validate_component_config
-
-if TYPE_CHECKING:
-    from netsim.network.churn import ChurnSchedule
-    from netsim.network.links import Transfer
-    from netsim.network.topology import Topology
-    from netsim.privacy.events import PrivacyEvent
-    from netsim.scenario.schema import Scenario
 
 __all__ = [
     "INTERFACES",
@@ -83,22 +82,31 @@ __all__ = [
     "Baseline",
     "BuildContext",
     "ChurnModel",
+    "ChurnProgress",
     "Component",
     "ComponentConfig",
     "Curve",
     "DatasetLoader",
+    "Delivery",
     "FigureSpec",
     "GossipApplication",
     "GossipEngine",
     "LoadedData",
     "LossCurvature",
     "Mechanism",
+    "MetricsConfig",
     "Model",
     "NetworkProtocol",
     "Observer",
     "ObserverConfig",
+    "OnlineSchedule",
+    "OnlineStates",
+    "Overlay",
+    "PrivacyReport",
+    "Release",
     "RoundLearner",
     "RoundsConfig",
+    "Section",
     "TopologyBuilder",
     "Transport",
     "Walk",
@@ -109,6 +117,43 @@ __all__ = [
 ]
 
 
+class OnlineSchedule(Protocol):
+    """When each node is online, decided before the run: who starts online, then one row per
+    change (:class:`netsim.network.churn.ChurnSchedule` implements it)."""
+
+    initially_online: np.ndarray
+    time: np.ndarray
+    node: np.ndarray
+    online: np.ndarray
+
+    def online_fraction(self, horizon: float) -> float: ...
+
+
+class Delivery(Protocol):
+    """A message as its receiver sees it (:class:`netsim.network.links.Transfer` implements
+    it): sender, receiver, kind, payload and when it was sent."""
+
+    src: int
+    dst: int
+    kind: str
+    payload: Any
+    sent_at: float
+
+
+class Release(Protocol):
+    """What a mechanism says about one noisy release
+    (:class:`netsim.privacy.events.PrivacyEvent` implements it): the guarantee it really gives
+    and its parameters, which the accountant checks and charges."""
+
+    mechanism: str
+    guarantee: str
+    epsilon: float
+    delta: float
+    sensitivity: float
+    noise_scale: float
+    dimension: int
+
+
 class TopologyBuilder(Component):
     """Builds the overlay: who can send to whom (:class:`~netsim.network.topology.Topology`).
 
@@ -116,11 +161,12 @@ class TopologyBuilder(Component):
 
     slot = "topology"
     slot_title = "topology"
+    section = Section("topology", 0, by_kind="always", required=True)
     #: Whether the topology can be built on a single node.
     single_node_ok: ClassVar[bool] = False
 
     @abstractmethod
-    def build_topology(self, nodes: int) -> Topology:
+    def build_topology(self, nodes: int) -> Overlay:
         """The overlay on ``nodes`` nodes."""
 
     @classmethod
@@ -142,7 +188,7 @@ class ChurnModel(Component):
     trace_labels: np.ndarray | None = None
 
     @abstractmethod
-    def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
+    def schedule(self, nodes: int, horizon: float) -> OnlineSchedule:
         """When each of ``nodes`` nodes is online until ``horizon``."""
 
     @classmethod
@@ -183,7 +229,7 @@ class GossipApplication(Component):
         """The value ``node`` sends now (a snapshot: never modify it later in place)."""
 
     @abstractmethod
-    def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
+    def incoming(self, node: int, value: Any, sender: int, transfer: Delivery) -> None:
         """Merge ``value`` that ``node`` received from ``sender``."""
 
 
@@ -227,6 +273,7 @@ class Walk(Component):
 
     slot = "walk"
     slot_title = "walk"
+    section = Section("walk", 60, by_kind="always")
     Config: ClassVar[type[ComponentConfig]] = WalkConfig
 
 
@@ -297,7 +344,7 @@ class Mechanism(Component):
     @abstractmethod
     def release(
         self, value: np.ndarray, *, sensitivity: float, epsilon: float, rng: np.random.Generator
-    ) -> tuple[np.ndarray, PrivacyEvent]:
+    ) -> tuple[np.ndarray, Release]:
         """``value`` plus noise calibrated to ``sensitivity`` / ``epsilon``, and its event
         (a mechanism that spends δ takes ``delta`` too)."""
 
@@ -314,7 +361,7 @@ class Mechanism(Component):
         epsilon: float,
         delta: float = 0.0,
         rng: np.random.Generator,
-    ) -> tuple[np.ndarray, PrivacyEvent]:
+    ) -> tuple[np.ndarray, Release]:
         """One release with the share (ε, δ) of a budget: ``delta`` goes to the mechanism
         only when it spends δ, and must then be positive."""
         if not self.spends_delta():
@@ -351,7 +398,7 @@ class Mechanism(Component):
         epsilon: float,
         delta: float = 0.0,
         rng: np.random.Generator,
-    ) -> tuple[np.ndarray, PrivacyEvent]:
+    ) -> tuple[np.ndarray, Release]:
         """Every row of ``values`` (releases × dimension) released on its own with the same
         sensitivity and share: the noisy rows and the event of each row (rows whose events
         differ are an error). By default :meth:`spend` row by row; override to vectorise."""
@@ -392,7 +439,7 @@ class Mechanism(Component):
         noise_multiplier: float,
         delta: float,
         rng: np.random.Generator,
-    ) -> tuple[np.ndarray, PrivacyEvent]:
+    ) -> tuple[np.ndarray, Release]:
         """``value`` plus N(0, (z·Δ)² I) for ``noise_multiplier`` z, with an event that
         declares ``GaussianDpEvent(z)`` and states the release's own ε at ``delta``.
 
@@ -572,13 +619,14 @@ class RoundsConfig(ComponentConfig):
         """T: the configured rounds, or as many periods as fit in ``duration``."""
         return self.rounds or max(math.floor(duration / self.period + 1e-9), 1)
 
-    def section_problem(self, key: str, node_field: str, scenario: Scenario) -> str | None:
-        """Why the section ``key`` does not fit ``scenario``: its node ``node_field`` is no
-        node id, or its rounds do not fit in the run (``None`` if it fits)."""
+    def section_problem(self, key: str, node_field: str, ctx: BuildContext) -> str | None:
+        """Why the section ``key`` does not fit the run ``ctx`` describes: its node
+        ``node_field`` is no node id, or its rounds do not fit in the run (``None`` if it
+        fits)."""
         node = getattr(self, node_field)
-        if node >= scenario.nodes:
-            return f"{key}.{node_field} ({node}) must be a node id below nodes ({scenario.nodes})"
-        return self.rounds_problem(key, scenario.duration)
+        if node >= ctx.nodes:
+            return f"{key}.{node_field} ({node}) must be a node id below nodes ({ctx.nodes})"
+        return self.rounds_problem(key, ctx.duration)
 
     def rounds_problem(self, key: str, duration: float) -> str | None:
         """Why the configured rounds do not fit in ``duration`` (``None`` if they do)."""
@@ -607,7 +655,7 @@ class RoundLearner(Component):
 
     @property
     def total_rounds(self) -> int:
-        return self.config.rounds_in(self.ctx.scenario.duration)
+        return self.config.rounds_in(self.ctx.duration)
 
     def start(self) -> None:
         assert self.ctx.sim is not None

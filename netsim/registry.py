@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from netsim.component import SLOTS, Component, ComponentConfig
+from netsim.component import SLOTS, Component, ComponentConfig, Section
 from netsim.errors import ComponentError
 
 ENTRY_POINT_GROUP = "netsim.components"
@@ -84,6 +84,11 @@ BUILTIN: tuple[str, ...] = (
         )
     ),
 )
+
+#: Built-in classes that hold a scenario section but fill no slot a plugin could fill: the
+#: ``learning`` section, the training problem (data, model, privacy budget) that walk agents
+#: and gossip learning share. Each declares its :class:`~netsim.component.Section`.
+SECTION_ONLY: tuple[str, ...] = ("netsim.algorithms.dpsgd.sgd:SGDAgent",)
 
 #: What each slot is called in messages.
 SLOT_NAMES = {slot: title for slot, (_, title) in SLOTS.items()}
@@ -215,11 +220,34 @@ def _rebuild_with_kind(config: type[ComponentConfig], name: str) -> ComponentCon
     return cls.__new__(cls)
 
 
+@dataclass(frozen=True)
+class SectionEntry:
+    """A scenario section and the built-in class that declares it: the section takes that
+    class's config (``by_kind`` ``never`` or ``optional``) or names a component of ``slot`` by
+    ``kind``; ``slot`` is empty for a class of :data:`SECTION_ONLY`."""
+
+    section: Section
+    cls: type[Component]
+    slot: str
+
+    @property
+    def key(self) -> str:
+        return self.section.key
+
+
+def _declaring_class(cls: type[Component]) -> type[Component]:
+    """The class of ``cls``'s MRO whose own body declares its section (an interface's
+    section is inherited by all its classes)."""
+    return next(c for c in cls.__mro__ if "section" in vars(c))
+
+
 class Registry:
     """Component names by slot, loaded lazily from :data:`BUILTIN` and the entry points."""
 
     def __init__(self, builtin: Iterable[str] = BUILTIN, *, entry_point_group: str | None =
                  ENTRY_POINT_GROUP) -> None:  # fmt: skip
+        self._builtin = tuple(parse_entry(line)[1] for line in builtin)
+        self._sections: dict[str, SectionEntry] | None = None
         self._pending: list[_Entry] = [
             _Entry(*parse_entry(line), origin="netsim") for line in builtin
         ]
@@ -324,6 +352,28 @@ class Registry:
         raise ComponentError(
             f"unknown value {kind!r}; allowed values: {allowed}, or a class as package.module:Class"
         )
+
+    def sections(self) -> dict[str, SectionEntry]:
+        """The scenario sections the built-in classes declare, by key, in build ``order``
+        (:class:`~netsim.component.Section`): what the schema assembles its top-level keys from
+        and the planner builds in that order. Installed packages add no section (their
+        components are entries of ``components``)."""
+        if self._sections is None:
+            found: dict[str, SectionEntry] = {}
+            for reference in (*self._builtin, *SECTION_ONLY):
+                cls = import_reference(reference)
+                section = getattr(cls, "section", None)
+                if section is None:
+                    continue
+                entry = SectionEntry(section, _declaring_class(cls), cls.slot)
+                other = found.setdefault(section.key, entry)
+                if other.section is not section:
+                    raise ComponentError(
+                        f"two built-in classes declare the section {section.key!r}: "
+                        f"{other.cls.__qualname__} and {entry.cls.__qualname__}"
+                    )
+            self._sections = dict(sorted(found.items(), key=lambda item: item[1].section.order))
+        return self._sections
 
     def entries(self) -> list[tuple[str, str, str, str]]:
         """(slot, name, reference, origin) of every registered component, for listings."""

@@ -269,7 +269,6 @@ def _check_one(
     agreement: tuple[str, str, float] | None,
     audit_mechanism: bool,
 ) -> list[CheckResult]:
-    from netsim.scenario.build import scenario_parts
     from netsim.scenario.loader import validate_scenario
 
     title = SLOT_NAMES.get(slot, "component")
@@ -282,7 +281,7 @@ def _check_one(
     data = contract_scenario(slot, kind, keys, sections, cls)
     try:
         scenario = validate_scenario(dict(data), source="contract", base_dir=None)
-        parts = scenario_parts(scenario)
+        parts = scenario.plan.parts
     except Exception as exc:  # every failure is a failed check
         hint = "" if keys else "; give the keys it requires (--set KEY=VALUE, or keys=)"
         results.append(CheckResult("a small scenario with it validates", False, _error(exc) + hint))

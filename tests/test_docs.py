@@ -6,7 +6,6 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from netsim.registry import REGISTRY
-from netsim.scenario.build import FIXED_AFTER_WALK, FIXED_BEFORE_WALK, section_class
 from netsim.scenario.schema import Scenario
 
 README = Path(__file__).resolve().parents[1] / "scenarios" / "README.md"
@@ -35,8 +34,8 @@ def test_every_key_and_kind_is_documented():
     for slot, name, _, origin in REGISTRY.entries():
         if origin == "netsim":
             models_and_tags(REGISTRY.lookup((slot,), name)[1], models)
-    for key in (*FIXED_BEFORE_WALK, *FIXED_AFTER_WALK):
-        models_and_tags(section_class(key).Config, models)
+    for entry in REGISTRY.sections().values():  # the sections' own configs
+        models_and_tags(entry.cls.Config, models)
     assert len(models) > 20
     missing = []
     for model in models:

@@ -16,7 +16,7 @@ from netsim.contracts import Component, NetworkProtocol, Transport
 from netsim.errors import ComponentError, ScenarioError
 from netsim.protocols.gossip import PushPullGossip
 from netsim.registry import REGISTRY, Registry
-from netsim.scenario.build import check_inputs, scenario_parts
+from netsim.scenario.build import check_inputs
 from netsim.scenario.loader import scenario_hash, scenario_to_yaml, validate_scenario
 from netsim.scenario.runner import run_in_memory, run_scenario
 from netsim.scenario.yamlfile import load_yaml
@@ -75,7 +75,7 @@ def one_walk() -> dict[str, pd.DataFrame]:
 
 
 def test_the_fixed_sections_are_instances_wired_by_default():
-    parts = {part.key: part for part in scenario_parts(scenario())}
+    parts = {part.key: part for part in scenario().plan.parts}
     assert list(parts) == ["links", "gossip", "walk.agent", "walk", "samples"]
     assert parts["links"].cls.slot == "transport" and parts["gossip"].cls.slot == "gossip"
     assert parts["samples"].cls.slot == "observer"
@@ -189,7 +189,7 @@ def test_instances_are_built_after_what_they_use_and_circles_are_refused():
     ref = f"{__name__}:NeedsA"
     later = {"a": {"kind": ref, "uses": {"peer": "b"}}, "b": {"kind": ref, "uses": {"peer": "c"}},
              "c": {"kind": "broadcast", "interval": "1min"}}  # fmt: skip
-    keys = [part.key for part in scenario_parts(scenario(components=later))]
+    keys = [part.key for part in scenario(components=later).plan.parts]
     assert keys.index("components.c") < keys.index("components.b") < keys.index("components.a")
     built, _ = run_in_memory(scenario(components=later))
     assert built["components.a"].peer is built["components.b"]
@@ -200,7 +200,7 @@ def test_instances_are_built_after_what_they_use_and_circles_are_refused():
 
 def test_a_walk_agent_travels_with_its_walk_and_its_uses():
     components = {"w2": {"kind": "ideal", "agent": {"kind": "visit_counter"}}}
-    parts = {part.key: part for part in scenario_parts(scenario(components=components))}
+    parts = {part.key: part for part in scenario(components=components).plan.parts}
     assert parts["components.w2"].uses["walk.agent"] == "components.w2.agent"
     assert parts["components.w2.agent"].table_prefix == "w2."
     _, tables = run_in_memory(scenario(components=components))

@@ -105,7 +105,7 @@ PRIVACY_FIGURE = FigureSpec(
 
 def builtin_figures() -> tuple[FigureSpec, ...]:
     """The figures of the network and of every built-in component."""
-    from netsim.scenario.build import builtin_component_classes
+    from netsim.scenario.plan import builtin_component_classes
 
     specs = (*NETWORK_FIGURES, *(s for c in builtin_component_classes() for s in c.figures))
     return tuple({spec.file: spec for spec in specs}.values())

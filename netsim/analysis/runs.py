@@ -9,7 +9,6 @@ import pandas as pd
 import pyarrow as pa
 
 from netsim.errors import RunDirectoryError
-from netsim.scenario.build import scenario_parts
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
@@ -109,7 +108,7 @@ def summarize_run(tables: dict[str, pd.DataFrame], scenario: Scenario) -> list[s
     if lost is not None and len(lost):
         reasons = lost["reason"].value_counts().sort_index()
         lines.append("lost by reason: " + ", ".join(f"{r} {c}" for r, c in reasons.items()))
-    for part in scenario_parts(scenario):
+    for part in scenario.plan.parts:
         prefix = part.table_prefix
         if not prefix:
             lines.extend(part.cls.summary_lines(tables))

@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 from pydantic import Field, field_validator, model_validator
 
-from netsim.contracts import ChurnModel, ComponentConfig
+from netsim.contracts import ChurnModel, ComponentConfig, Section
 from netsim.distributions import Distribution, Duration, PositiveDuration
 from netsim.errors import ScenarioError
 from netsim.fields import existing_file, resolved_path
@@ -286,10 +286,12 @@ class ChurnReplay:
 
 
 class AlwaysOn(ChurnModel):
-    """No churn: every node online for the whole run."""
+    """No churn: every node online for the whole run (the ``churn`` section's default)."""
 
     class Config(ComponentConfig):
         kind: Literal["always_on"] = "always_on"
+
+    section = Section("churn", 20, by_kind="always", present_by_default=True)
 
     def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
         return always_on(nodes)

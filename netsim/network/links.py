@@ -19,7 +19,7 @@ import numpy as np
 import simpy
 from numba import njit
 
-from netsim.contracts import BuildContext, ComponentConfig, Transport
+from netsim.contracts import BuildContext, ComponentConfig, Section, Transport
 from netsim.distributions import Constant, Distribution, PositiveDuration
 from netsim.fields import Bandwidth, Probability
 from netsim.log import F64, I32, STR, TableSchema
@@ -451,6 +451,7 @@ class Network(Transport):
     ``<key>.failure`` (``links.*`` for the ``links`` section)."""
 
     Config = LinksConfig
+    section = Section("links", 10, by_kind="optional", present_by_default=True)
     routes_protocols = True
     tables = (LOSS_TABLE,)
 

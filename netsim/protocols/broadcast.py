@@ -22,7 +22,14 @@ import pandas as pd
 from numba import njit
 from pydantic import Field, field_validator
 
-from netsim.contracts import BuildContext, ComponentConfig, Curve, FigureSpec, GossipApplication
+from netsim.contracts import (
+    BuildContext,
+    ComponentConfig,
+    Curve,
+    FigureSpec,
+    GossipApplication,
+    Section,
+)
 from netsim.distributions import Duration, PositiveDuration
 from netsim.log import F64, I32, I64, STR, TableSchema
 from netsim.network.links import Network, Transfer
@@ -213,6 +220,7 @@ class Broadcast(GossipApplication):
     """The broadcast application of push-pull gossip (exact and round mode)."""
 
     Config = BroadcastConfig
+    section = Section("broadcast", 50)
     figures = (BROADCAST_FIGURE,)
     requires = {"gossip": "it spreads updates by gossip"}  # noqa: RUF012
     #: In rounds a compiled kernel does the round's exchanges (round_exchange, round_tick).

@@ -28,7 +28,7 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from netsim.contracts import BuildContext, ComponentConfig, GossipEngine
+from netsim.contracts import BuildContext, ComponentConfig, GossipEngine, Section
 from netsim.distributions import PositiveDuration
 from netsim.fields import Size
 from netsim.network.links import Network, Transfer
@@ -103,6 +103,7 @@ class PushPullEngine(GossipEngine):
     """
 
     Config = GossipConfig
+    section = Section("gossip", 40, by_kind="optional")
     #: Whether the engine runs in rounds (its applications then get round calls, and a walk
     #: evaluates its timeouts once per round).
     round_based: ClassVar[bool] = False

@@ -534,7 +534,7 @@ class RandomWalkService(Walk):
             kill_probability=config.kill_probability,
             start=config.start,
             retry_interval=config.retry_interval or gossip.period,
-            sample_every=config.sample_every or ctx.scenario.metrics.sample_every,
+            sample_every=config.sample_every or ctx.metrics.sample_every,
             engine=gossip,
             name=ctx.key,
             variant=config.variant(gossip.period),
@@ -1237,7 +1237,7 @@ class IdealWalk(Walk):
             ctx.require("walk.agent"),
             step_time=config.step_time,
             replacement=config.sampling == "with_replacement",
-            sample_every=config.sample_every or ctx.scenario.metrics.sample_every,
+            sample_every=config.sample_every or ctx.metrics.sample_every,
             name=ctx.key,
         )
 

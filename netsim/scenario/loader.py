@@ -17,7 +17,6 @@ from netsim import files
 from netsim.errors import NetsimError, ScenarioError
 from netsim.fields import BOOLEAN_FOR_NUMBER
 from netsim.registry import REGISTRY, SLOT_NAMES, SectionDefault
-from netsim.scenario.build import SECTION_SLOTS
 from netsim.scenario.schema import Scenario
 from netsim.scenario.yamlfile import YamlBoundError, load_yaml
 
@@ -278,8 +277,9 @@ def scenario_to_data(scenario: Scenario) -> dict[str, Any]:
     data = scenario.model_dump(mode="json", by_alias=True)
     if not data.get("components"):
         data.pop("components", None)
-    for name, uses in scenario.wiring.items():  # kept apart from the entries' settings
-        data["components"][name]["uses"] = uses
+    for key, uses in scenario.wiring.items():  # kept apart from the settings
+        section, _, name = key.partition(".")
+        (data[section][name] if name else data[section])["uses"] = uses
     return data
 
 
@@ -405,7 +405,7 @@ def identity_data(scenario: Scenario) -> dict[str, Any]:
     file path replaced by its :func:`content_digest` (so a run's id is the same in every
     checkout, whether ``../shared`` is a symlink or not), without the keys at a value of
     :data:`HASH_NEUTRAL_DEFAULTS` and without the ``kind`` of a section that names its built-in
-    component (:data:`~netsim.scenario.build.SECTION_SLOTS`: named by that kind, the section is
+    component (a section that takes a ``kind`` optionally: named by that kind, the section is
     the same configuration as without it, so the same run id)."""
     data = scenario_to_data(scenario)
     for where, path in _path_locations(scenario.model_dump(mode="python", by_alias=True)):
@@ -420,7 +420,8 @@ def identity_data(scenario: Scenario) -> dict[str, Any]:
         parent = dotted_value(data, ".".join(sections))
         if isinstance(parent, dict) and key in parent and parent[key] == neutral:
             del parent[key]
-    for section in SECTION_SLOTS:  # the built-in is registered under the section's name
+    optional_kind = [k for k, e in REGISTRY.sections().items() if e.section.by_kind == "optional"]
+    for section in optional_kind:  # the built-in is registered under the section's name
         if isinstance(data.get(section), dict) and data[section].get("kind") == section:
             del data[section]["kind"]
     return data

@@ -45,14 +45,8 @@ from netsim.errors import (
 )
 from netsim.log import EventLog
 from netsim.rng import new_root_seed
-from netsim.scenario.build import (
-    BuiltRun,
-    build_run,
-    class_reference,
-    component_classes,
-    component_references,
-    table_prefixes,
-)
+from netsim.scenario.build import BuiltRun, build_run
+from netsim.scenario.plan import class_reference
 from netsim.scenario.loader import scenario_hash, scenario_to_yaml
 from netsim.scenario.schema import Scenario
 from netsim.signals import RunTimedOut, TimeLimit, wall_clock_limit
@@ -209,9 +203,9 @@ def _run_into(
             # the bytes as published (the staging directory is renamed, not copied)
             FILES: file_records(staging, counts),
             "schemas": log.schemas(),
-            "components": component_references(scenario),
+            "components": scenario.plan.references(),
             # instances whose tables carry their name (absent when none do)
-            **({"table_prefixes": prefixes} if (prefixes := table_prefixes(scenario)) else {}),
+            **({"table_prefixes": prefixes} if (prefixes := scenario.plan.table_prefixes()) else {}),
             "warnings": built.warnings,
             "privacy": privacy_reports(built),
             "netsim_version": __version__,
@@ -291,7 +285,7 @@ def plugin_at_fault(scenario: Scenario, trace: TracebackType | None) -> tuple[st
     code was running (netsim's own code raised)."""
     plugins = {
         key: cls
-        for key, cls in component_classes(scenario).items()
+        for key, cls in scenario.plan.classes().items()
         if cls.__module__.split(".")[0] != "netsim"
     }
     if not plugins:

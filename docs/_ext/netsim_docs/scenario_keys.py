@@ -307,10 +307,13 @@ def all_pages() -> tuple[list[tuple[str, str, list[ModelPage]]], Labels]:
     """Every documented model, grouped into (heading, introduction, pages), and the label of
     each model for links."""
     from netsim.registry import REGISTRY, SLOT_NAMES
-    from netsim.scenario.build import FIXED_AFTER_WALK, FIXED_BEFORE_WALK, section_class
     from netsim.scenario.schema import Scenario
 
-    fixed = {key: section_class(key) for key in ("links", *FIXED_BEFORE_WALK, *FIXED_AFTER_WALK)}
+    fixed = {  # the sections that take their declaring class's config (the rest name a kind)
+        key: entry.cls
+        for key, entry in REGISTRY.sections().items()
+        if entry.section.by_kind != "always"
+    }
     top = ModelPage("key-scenario", "", Scenario, 2)  # its table goes right under the group
     sections = [
         section_page(key, nested, 3, fixed.get(key)) for key, nested in nested_models(Scenario)

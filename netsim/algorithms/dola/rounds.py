@@ -34,7 +34,7 @@ from netsim.algorithms.dola.mixing import (
     check_round,
     union_components,
 )
-from netsim.contracts import Baseline, BuildContext, Curve, FigureSpec, RoundLearner
+from netsim.contracts import Baseline, BuildContext, Curve, FigureSpec, RoundLearner, Section
 from netsim.distributions import Constant
 from netsim.learning import ordered
 from netsim.learning.baselines import learning_baselines
@@ -242,6 +242,7 @@ class DolaRounds(RoundLearner):
     the released values and lets its :class:`DolaLearner` update every online node."""
 
     Config = DolaConfig
+    section = Section("dola", 80)
     figures = FIGURES
     tables = (ROUNDS_TABLE, MIXING_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE,
               RECORDS_TABLE)  # fmt: skip
@@ -259,7 +260,7 @@ class DolaRounds(RoundLearner):
         self.sim = sim
         self.network = ctx.network
         self.learner = learner
-        learner.accountant.stream_ledger(ledger_sink(sim.log, ctx.scenario.metrics.privacy_ledger))
+        learner.accountant.stream_ledger(ledger_sink(sim.log, ctx.metrics.privacy_ledger))
         self.schedule = schedule
         self.checkpoints = checkpoint_rounds(learner.rounds, config.regret_checkpoints)
         self.rng = ctx.stream("mixing")
@@ -294,7 +295,7 @@ class DolaRounds(RoundLearner):
                 "(Li et al., Assumption 2(4)); the components learn separately"
             )
         learner, schedule = dola_parts(
-            config, ctx.scenario.duration, ctx.nodes, topology, ctx.integer_seed("shards"),
+            config, ctx.duration, ctx.nodes, topology, ctx.integer_seed("shards"),
             ctx.stream("noise"),
         )  # fmt: skip
         return cls(config, ctx, learner, schedule)
@@ -303,13 +304,13 @@ class DolaRounds(RoundLearner):
     def check_inputs(cls, config: DolaConfig, ctx: BuildContext) -> None:
         assert ctx.topology is not None
         dola_parts(
-            config, ctx.scenario.duration, ctx.nodes, ctx.topology, ctx.integer_seed("shards"),
+            config, ctx.duration, ctx.nodes, ctx.topology, ctx.integer_seed("shards"),
             np.random.default_rng(0),
         )  # fmt: skip
 
     @classmethod
-    def check(cls, config: DolaConfig, scenario: Any) -> None:
-        problem = config.section_problem("dola", "regret_node", scenario)
+    def check(cls, config: DolaConfig, ctx: BuildContext) -> None:
+        problem = config.section_problem("dola", "regret_node", ctx)
         if problem is not None:
             raise ValueError(problem)
 

@@ -53,6 +53,7 @@ from netsim.contracts import (
     FigureSpec,
     Mechanism,
     Model,
+    Section,
     WalkAgent,
 )
 from netsim.errors import BudgetExhausted
@@ -497,6 +498,7 @@ class SGDAgent(Component):
     :class:`PrivateSGD`; test accuracy is sampled every ``evaluate_every`` visits of a model."""
 
     Config = LearningConfig
+    section = Section("learning", 30)
     tables = (VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
     figures = (ACCURACY_FIGURE,)
 
@@ -548,7 +550,7 @@ class SGDAgent(Component):
             policy=policy,
             accounting=config.accounting,
         )
-        accountant.stream_ledger(ledger_sink(ctx.sim.log, ctx.scenario.metrics.privacy_ledger))
+        accountant.stream_ledger(ledger_sink(ctx.sim.log, ctx.metrics.privacy_ledger))
         sgd = PrivateSGD(
             model,
             data.x_train[rows],

@@ -37,7 +37,14 @@ from netsim.algorithms.dpsgd.sgd import (
     SGDAgent,
     baseline_text,
 )
-from netsim.contracts import BuildContext, ComponentConfig, Curve, FigureSpec, NetworkProtocol
+from netsim.contracts import (
+    BuildContext,
+    ComponentConfig,
+    Curve,
+    FigureSpec,
+    NetworkProtocol,
+    Section,
+)
 from netsim.distributions import PositiveDuration
 from netsim.learning.models import model_accuracies
 from netsim.log import F64, I64, TableSchema
@@ -152,6 +159,7 @@ class GossipLearning(NetworkProtocol):
     """The ``gossip_learning`` section: its own push-only gossip carrying the models."""
 
     Config = GossipLearningConfig
+    section = Section("gossip_learning", 70)
     requires = {"learning": "data set, model, privacy budget"}  # noqa: RUF012
     tables = (ACCURACY_SPREAD_TABLE,)
     figures = (ACCURACY_SPREAD_FIGURE,)
@@ -175,7 +183,7 @@ class GossipLearning(NetworkProtocol):
             self.evaluated = np.sort(sample)
         else:
             self.evaluated = np.arange(n)
-        self.sample_every = float(ctx.scenario.metrics.sample_every)
+        self.sample_every = float(ctx.metrics.sample_every)
         self.spread_table = ctx.table(ACCURACY_SPREAD_TABLE)
         self.last_evaluation = -1.0
 

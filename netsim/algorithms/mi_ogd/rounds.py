@@ -35,7 +35,7 @@ from netsim.algorithms.mi_ogd.learner import (
     user_gradient,
     user_report,
 )
-from netsim.contracts import BuildContext, Curve, FigureSpec, RoundLearner
+from netsim.contracts import BuildContext, Curve, FigureSpec, RoundLearner, Section
 from netsim.errors import BudgetExhausted, ScenarioError
 from netsim.learning.datasets import MAX_FEATURES
 from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
@@ -159,6 +159,7 @@ class MiOgdRounds(RoundLearner):
     section)."""
 
     Config = MiOgdConfig
+    section = Section("mi_ogd", 90)
     figures = (REGRET_FIGURE,)
     tables = (ROUNDS_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
 
@@ -197,7 +198,7 @@ class MiOgdRounds(RoundLearner):
                 policy=KUses(config.uses), accounting=config.accounting,
             )  # fmt: skip
         self.refused = 0
-        self.accountant.stream_ledger(ledger_sink(sim.log, ctx.scenario.metrics.privacy_ledger))
+        self.accountant.stream_ledger(ledger_sink(sim.log, ctx.metrics.privacy_ledger))
         self.checkpoints = checkpoint_rounds(problem.rounds, config.regret_checkpoints)
         self.rows: list[list[object]] = []  # one per round played, as ROUNDS_TABLE
         self.table_rows = sim.log.table(ROUNDS_TABLE)
@@ -208,18 +209,18 @@ class MiOgdRounds(RoundLearner):
 
     @classmethod
     def build(cls, config: MiOgdConfig, ctx: BuildContext) -> MiOgdRounds:
-        problem, stream = mi_ogd_parts(config, ctx.scenario.duration)
+        problem, stream = mi_ogd_parts(config, ctx.duration)
         return cls(config, ctx, problem, stream)
 
     @classmethod
     def check_inputs(cls, config: MiOgdConfig, ctx: BuildContext) -> None:
-        mi_ogd_parts(config, ctx.scenario.duration)
+        mi_ogd_parts(config, ctx.duration)
 
     @classmethod
-    def check(cls, config: MiOgdConfig, scenario: Any) -> None:
-        if scenario.nodes < 2:
+    def check(cls, config: MiOgdConfig, ctx: BuildContext) -> None:
+        if ctx.nodes < 2:
             raise ValueError("mi_ogd needs at least 2 nodes: a learner and a user")
-        problem = config.section_problem("mi_ogd", "learner", scenario)
+        problem = config.section_problem("mi_ogd", "learner", ctx)
         if problem is not None:
             raise ValueError(problem)
 
