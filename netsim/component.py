@@ -20,7 +20,6 @@ import numpy as np
 from pydantic import ConfigDict
 
 from netsim.distributions import PositiveDuration
-
 from netsim.fields import CheckedModel
 from netsim.log import EventTable, TableSchema
 
@@ -118,7 +117,8 @@ class OnlineStates(Protocol):
 
 
 class ChurnProgress(Protocol):
-    """The run's churn replay as a component reads it (:class:`netsim.network.churn.ChurnReplay`)."""
+    """The run's churn replay as a component reads it
+    (:class:`netsim.network.churn.ChurnReplay` implements it)."""
 
     transitions_applied: int
 

@@ -113,7 +113,8 @@ def network_parts(
     )
     assert isinstance(builder, TopologyBuilder)
     topology = builder.build_topology(scenario.nodes)
-    model = plan.churn.cls.build(plan.churn.config, context(scenario, plan.churn, streams, warnings))
+    churn = plan.churn
+    model = churn.cls.build(churn.config, context(scenario, churn, streams, warnings))
     assert isinstance(model, ChurnModel)
     schedule = model.schedule(scenario.nodes, scenario.duration)
     online = schedule.online_fraction(scenario.duration)

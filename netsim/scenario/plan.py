@@ -181,7 +181,8 @@ def section_class(key: str, config: Any = None) -> type[Component]:
 def _walk_parts(key: str, walk: Any, cls: type[Component]) -> list[Part]:
     """A walk and its agent (the agent first: the walk is built on it)."""
     agent = walk.agent
-    return [Part(f"{key}.agent", agent, component_class(agent, ("walk_agent",))), Part(key, walk, cls)]
+    agent_class = component_class(agent, ("walk_agent",))
+    return [Part(f"{key}.agent", agent, agent_class), Part(key, walk, cls)]
 
 
 def _instance_parts(key: str, config: Any, cls: type[Component]) -> list[Part]:
@@ -198,9 +199,8 @@ def _declared_parts(scenario: s.Scenario) -> list[Part]:
         if config is not None and entry.slot not in NETWORK_SLOTS:
             parts.extend(_instance_parts(key, config, section_class(key, config)))
     for name, config in scenario.components.items():
-        parts.extend(
-            _instance_parts(COMPONENTS_PREFIX + name, config, component_class(config, INSTANCE_SLOTS))
-        )
+        cls = component_class(config, INSTANCE_SLOTS)
+        parts.extend(_instance_parts(COMPONENTS_PREFIX + name, config, cls))
     sampler = SystemSampler.Config(every=scenario.metrics.sample_every)
     parts.append(Part("samples", sampler, SystemSampler))
     return parts

@@ -46,8 +46,8 @@ from netsim.errors import (
 from netsim.log import EventLog
 from netsim.rng import new_root_seed
 from netsim.scenario.build import BuiltRun, build_run
-from netsim.scenario.plan import class_reference
 from netsim.scenario.loader import scenario_hash, scenario_to_yaml
+from netsim.scenario.plan import class_reference
 from netsim.scenario.schema import Scenario
 from netsim.signals import RunTimedOut, TimeLimit, wall_clock_limit
 from netsim.sim import Simulation
@@ -205,7 +205,7 @@ def _run_into(
             "schemas": log.schemas(),
             "components": scenario.plan.references(),
             # instances whose tables carry their name (absent when none do)
-            **({"table_prefixes": prefixes} if (prefixes := scenario.plan.table_prefixes()) else {}),
+            **({"table_prefixes": p} if (p := scenario.plan.table_prefixes()) else {}),
             "warnings": built.warnings,
             "privacy": privacy_reports(built),
             "netsim_version": __version__,
