@@ -158,13 +158,12 @@ class BuildContext:
     network: Any = None
     built: Mapping[str, Any] = field(default_factory=dict)
     topology: Overlay | None = None
-    #: Whom the component is wired to: role (a key of its ``requires`` or ``optional``,
-    #: ``transport``) → the key of the instance that fills it. A role not listed is filled
-    #: by the scenario section of its name (``gossip`` by the ``gossip`` section).
+    #: Whom the component is wired to: each role it declares (a key of its ``requires`` or
+    #: ``optional``, ``transport``) → the key of the instance that fills it, as the plan
+    #: resolved it (the instance its ``uses`` names, else the section of the role's name).
     uses: Mapping[str, str] = field(default_factory=dict)
-    #: The validated config of every component instance of the scenario, by key (what a
-    #: component may read of the instances it is wired to while validating, when they are
-    #: not built: :meth:`config_of`).
+    #: The validated config of each instance the component is wired to, by key (what it may
+    #: read of them while validating, when they are not built: :meth:`config_of`).
     configs: Mapping[str, Any] = field(default_factory=dict)
     #: The run's node states (who is online), for the transport built on them.
     node_states: OnlineStates | None = None
@@ -195,14 +194,18 @@ class BuildContext:
 
     def find(self, name: str) -> Any:
         """Like :meth:`require`, but ``None`` when the scenario has no such instance (for the
-        roles a component lists in ``optional``)."""
-        return self.built.get(self.uses.get(name, name))
+        roles a component lists in ``optional``). A role the component does not declare
+        (``requires``, ``optional``, ``transport``) finds nothing: a component sees only
+        what it is wired to."""
+        key = self.uses.get(name)
+        return None if key is None else self.built.get(key)
 
     def config_of(self, name: str) -> Any:
         """The config of the instance this component is wired to in the role ``name`` (the
         one its ``uses`` names, else the scenario section of that name), ``None`` when there
         is none: what it may read of that instance while the scenario is validated."""
-        return self.configs.get(self.uses.get(name, name))
+        key = self.uses.get(name)
+        return None if key is None else self.configs.get(key)
 
     def table(self, schema: TableSchema) -> EventTable:
         """The run's event table of ``schema`` (declare it in the component's ``tables``)."""

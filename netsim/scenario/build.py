@@ -98,7 +98,7 @@ def context(scenario: s.Scenario, part: Part, streams: RandomStreams, warnings: 
     return BuildContext(
         key=part.key, nodes=scenario.nodes, duration=scenario.duration, streams=streams,
         warnings=warnings, metrics=scenario.metrics, uses=part.uses,
-        configs=scenario.plan.configs(), **built,
+        configs=scenario.plan.wired_configs(part), **built,
     )  # fmt: skip
 
 

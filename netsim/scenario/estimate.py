@@ -60,10 +60,10 @@ def estimate_run_size(scenario: s.Scenario) -> RunSize:
     transitions = component_class(churn, ("churn",)).expected_transitions(
         churn, scenario.nodes, duration
     )
-    gossip = scenario.gossip
     messages = 0.0
-    if gossip is not None and not round_mode(gossip):
-        messages = 2.0 * scenario.nodes * duration / gossip.period
+    for engine in scenario.plan.of_slot("gossip"):  # the gossip section's and any entry's
+        if not round_mode(engine.config):
+            messages += 2.0 * scenario.nodes * duration / engine.config.period
     return RunSize(rows, transitions, messages)
 
 

@@ -142,6 +142,12 @@ class RunPlan:
         """Every instance's validated config, by key."""
         return {part.key: part.config for part in self.parts}
 
+    def wired_configs(self, part: Part) -> dict[str, Any]:
+        """The configs of the instances ``part`` is wired to, by key: all of the others it
+        may see."""
+        configs = self.configs()
+        return {key: configs[key] for key in part.uses.values() if key in configs}
+
     def dependents(self, part: Part) -> list[str]:
         """The labels of the instances wired to ``part`` (observers aside), in build order."""
         return [
@@ -407,7 +413,7 @@ def check_context(part: Part, plan: RunPlan, scenario: s.Scenario) -> BuildConte
     the instances ``part`` is wired to (nothing is built)."""
     return BuildContext(
         key=part.key, nodes=scenario.nodes, duration=scenario.duration, streams=None,
-        warnings=[], metrics=scenario.metrics, uses=part.uses, configs=plan.configs(),
+        warnings=[], metrics=scenario.metrics, uses=part.uses, configs=plan.wired_configs(part),
     )  # fmt: skip
 
 
