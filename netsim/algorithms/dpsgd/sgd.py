@@ -67,6 +67,7 @@ from netsim.learning.datasets import (
     vector_norms,
 )
 from netsim.learning.models import ModelSpec, build_model
+from netsim.learning.sensitivity import clip_rows
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
 from netsim.privacy import mechanisms
 from netsim.privacy.accountant import (
@@ -79,9 +80,8 @@ from netsim.privacy.accountant import (
     ledger_sink,
     policy_by_name,
 )
-from netsim.privacy.events import PrivacyEvent
+from netsim.privacy.events import Norm, PrivacyEvent
 from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
-from netsim.privacy.sensitivity import Norm, clip_rows
 from netsim.registry import component_name, spec_class, spec_kind
 from netsim.sim import Simulation
 
