@@ -47,10 +47,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("contracts", ("netsim.component", "netsim.registry", "netsim.contracts")),
     ("building blocks", ("netsim.traces", "netsim.network", "netsim.privacy", "netsim.learning")),
     ("protocols", ("netsim.protocols",)),
-    # A paper's figure module reads finished runs: it is analysis, kept beside its algorithm.
     ("algorithms", ("netsim.algorithms",)),
     ("scenario", ("netsim.scenario",)),
-    ("analysis", ("netsim.analysis", "netsim.sweep", "netsim.algorithms.dola.figures")),
+    ("analysis", ("netsim.analysis", "netsim.sweep")),
     ("commands", ("netsim.testing", "netsim.cli", "netsim.__main__")),
     # The facade: netsim.run / load_run / collect, and netsim.api's old names for plugins.
     ("facade", ("netsim.api", "netsim")),
