@@ -13,42 +13,25 @@ from __future__ import annotations
 from typing import Literal
 
 from netsim.contracts import BuildContext, ComponentConfig, WalkAgent
-from netsim.learning.private_sgd import PrivacyUnit, PrivateSGD, non_finite_explanation
-from netsim.learning.sgd_agent import (
-    ACCURACY_FIGURE,
-    ACCURACY_TABLE,
-    LEARNING_BASELINES,
-    SUMMARY_TABLE,
-    VISITS_TABLE,
-    DatasetConfig,
-    LearningConfig,
-    SGDAgent,
-    baseline_text,
-    central_dp_accuracy,
-    learning_data,
-    mechanism,
-)
-from netsim.learning.state import ModelState
 
-__all__ = [
-    "ACCURACY_FIGURE",
-    "ACCURACY_TABLE",
-    "LEARNING_BASELINES",
-    "SUMMARY_TABLE",
-    "VISITS_TABLE",
-    "DatasetConfig",
-    "LearningConfig",
-    "ModelState",
-    "PrivacyUnit",
-    "PrivateSGD",
-    "SGDAgent",
-    "SGDWalkAgent",
-    "baseline_text",
-    "central_dp_accuracy",
-    "learning_data",
-    "mechanism",
-    "non_finite_explanation",
-]
+# The names this module held before the learning section moved to netsim.learning, importable
+# from here as before (``X as X``: re-exported, and documented where they live).
+from netsim.learning.private_sgd import PrivacyUnit as PrivacyUnit
+from netsim.learning.private_sgd import PrivateSGD as PrivateSGD
+from netsim.learning.private_sgd import non_finite_explanation as non_finite_explanation
+from netsim.learning.sgd_agent import ACCURACY_FIGURE as ACCURACY_FIGURE
+from netsim.learning.sgd_agent import ACCURACY_TABLE as ACCURACY_TABLE
+from netsim.learning.sgd_agent import LEARNING_BASELINES as LEARNING_BASELINES
+from netsim.learning.sgd_agent import SUMMARY_TABLE as SUMMARY_TABLE
+from netsim.learning.sgd_agent import VISITS_TABLE as VISITS_TABLE
+from netsim.learning.sgd_agent import DatasetConfig as DatasetConfig
+from netsim.learning.sgd_agent import LearningConfig as LearningConfig
+from netsim.learning.sgd_agent import SGDAgent
+from netsim.learning.sgd_agent import baseline_text as baseline_text
+from netsim.learning.sgd_agent import central_dp_accuracy as central_dp_accuracy
+from netsim.learning.sgd_agent import learning_data as learning_data
+from netsim.learning.sgd_agent import mechanism as mechanism
+from netsim.learning.state import ModelState
 
 
 class SGDWalkAgent(WalkAgent):
