@@ -73,7 +73,9 @@ from experiments import (
 )
 
 from netsim.algorithms.dola.config import DolaConfig
-from netsim.algorithms.dola.figures import (
+from netsim.algorithms.dola.rounds import dola_data
+from netsim.analysis import load_run, load_run_scenario
+from netsim.analysis.dola_figures import (
     DOLA_COLUMNS,
     configuration,
     curve_figure,
@@ -81,8 +83,6 @@ from netsim.algorithms.dola.figures import (
     final_values,
     sparsity_figure,
 )
-from netsim.algorithms.dola.rounds import dola_data
-from netsim.analysis import load_run, load_run_scenario
 from netsim.errors import NetsimError
 from netsim.learning.central_dp import central_dp_baseline
 from netsim.network.topology import random_geometric

@@ -31,6 +31,7 @@ import pandas as pd
 from netsim.analysis.collect import load_sweep, run_status
 from netsim.errors import NetsimError
 from netsim.network.churn import FALLBACK_WARNING
+from netsim.progress import SweepProgress
 from netsim.storage import (
     MANIFEST,
     SWEEP_FAILURES,
@@ -40,7 +41,7 @@ from netsim.storage import (
     is_complete_run,
 )
 from netsim.sweep import SweepPlan
-from netsim.sweep.execute import Backend, SweepProgress, backend_for, is_done, run_sweep
+from netsim.sweep.execute import Backend, backend_for, is_done, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "analysis" / "sweeps"

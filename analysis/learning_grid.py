@@ -44,7 +44,6 @@ from experiments import (
     runner_from,
 )
 
-from netsim.algorithms.dpsgd.sgd import learning_data
 from netsim.analysis.learning import (
     ALGORITHM_LABELS,
     BASELINE_COLUMNS,
@@ -55,6 +54,7 @@ from netsim.analysis.learning import (
 )
 from netsim.errors import NetsimError
 from netsim.learning.baselines import LearningBaselines
+from netsim.learning.sgd_agent import learning_data
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.schema import Scenario
 from netsim.sweep import SweepPlan, SweepPoint, plan_points

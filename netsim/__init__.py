@@ -1,14 +1,7 @@
 """netsim: a discrete-event network simulator for decentralised, privacy-preserving learning."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-#: The distribution name on the package index (the import name is ``netsim``).
-DISTRIBUTION = "netsim-ppml"
-
-try:
-    __version__ = version(DISTRIBUTION)
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+unknown"
+from netsim.version import DISTRIBUTION as DISTRIBUTION
+from netsim.version import __version__
 
 __all__ = ["__version__"]
 

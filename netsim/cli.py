@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from netsim import __version__
 from netsim.errors import (
     NetsimError,
     PluginFailure,
@@ -28,6 +27,7 @@ from netsim.signals import (
     raise_if_stopping,
     restore_handlers,
 )
+from netsim.version import __version__
 
 #: The slots ``netsim check --slot`` takes (netsim.api's interfaces).
 SLOT_CHOICES = (

@@ -15,15 +15,13 @@ import json
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from tqdm import tqdm
 
 from netsim.units import format_duration
-
-if TYPE_CHECKING:
-    from netsim.sweep.execute import SweepProgress
 
 #: Where a sweep's workers write how far their runs are (inside ``<sweep>/runs/``; hidden, so
 #: nothing takes it for a run directory).
@@ -110,6 +108,25 @@ def running_fractions(directory: Path) -> dict[str, float]:
         except (OSError, ValueError, KeyError, TypeError):
             continue  # being replaced, or just removed
     return found
+
+
+@dataclass
+class SweepProgress:
+    """Counts while a sweep runs (passed to the progress callback after every run)."""
+
+    total: int
+    already_done: int
+    complete: int = 0
+    failed: int = 0
+    started: float = 0.0
+
+    @property
+    def finished(self) -> int:
+        return self.already_done + self.complete + self.failed
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
 
 
 class SweepProgressBar:

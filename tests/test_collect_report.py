@@ -194,8 +194,8 @@ def image_links(markdown: str) -> list[str]:
 
 def test_the_registry_names_columns_the_tables_have():
     from netsim.algorithms.dola import rounds as dola_run
-    from netsim.algorithms.dpsgd import sgd
     from netsim.algorithms.mi_ogd import rounds as mi_ogd_run
+    from netsim.learning import sgd_agent as sgd
     from netsim.privacy.accountant import RECORDS_TABLE
     from netsim.protocols import walk
     from netsim.scenario.build import SAMPLES_TABLE

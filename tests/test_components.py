@@ -494,7 +494,7 @@ def test_an_epsilon_delta_mechanism_with_settings_spends_and_reports_delta(examp
     a δ budget: every use spends δ/2 and the ε that σ gives at δ/2 (exact profile), the
     ledger, the records, the summary and the manifest report them, and tight accounting
     reads the declared GaussianDpEvent."""
-    from netsim.algorithms.dpsgd.sgd import mechanism
+    from netsim.learning.sgd_agent import mechanism
     from netsim.privacy.mechanisms import gaussian_epsilon
 
     assert "fixed_gaussian" in REGISTRY.names("mechanism")

@@ -109,7 +109,7 @@ def dola_run(tmp_path, seed: int, **dola):
 
 
 def test_dola_curves_and_figures_from_run_directories(tmp_path):
-    from netsim.algorithms.dola.figures import curve_figure, dola_curves_from_run, sparsity_figure
+    from netsim.analysis.dola_figures import curve_figure, dola_curves_from_run, sparsity_figure
 
     runs = [dola_run(tmp_path, seed, epsilon=eps) for seed in (1, 2) for eps in (0.1, 1.0)]
     curves = pd.concat([dola_curves_from_run(run) for run in runs], ignore_index=True)

@@ -279,7 +279,7 @@ def test_the_summary_carries_the_splits_majority_and_centralised_accuracy():
 
 
 def test_the_summary_lines_print_the_yardsticks_beside_the_accuracy():
-    from netsim.algorithms.dpsgd.sgd import SGDAgent
+    from netsim.learning.sgd_agent import SGDAgent
 
     _built, frames = run(learning_scenario(nodes=100, steps=120))
     lines = SGDAgent.summary_lines(frames)

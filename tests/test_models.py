@@ -108,7 +108,7 @@ def test_netsim_check_catches_a_broken_model(cls, failed, monkeypatch):
     seed=st.integers(0, 2**31),
 )
 def test_clipping_bounds_every_gradient_that_reaches_the_noise(clip, scale, seed):
-    from netsim.algorithms.dpsgd.sgd import PrivateSGD
+    from netsim.learning.private_sgd import PrivateSGD
     from netsim.privacy.accountant import PrivacyAccountant, policy_by_name
     from netsim.privacy.mechanisms import build_mechanism
 

@@ -116,7 +116,7 @@ def test_every_private_summary_has_the_central_dp_yardstick_and_a_plain_run_has_
     assert private["majority_accuracy"] < private["central_dp_accuracy"]
     assert private["central_dp_accuracy"] <= private["centralised_accuracy"] + 0.02
     assert math.isnan(plain["central_dp_accuracy"])
-    from netsim.algorithms.dpsgd.sgd import SGDAgent
+    from netsim.learning.sgd_agent import SGDAgent
 
     lines = SGDAgent.summary_lines({"learning_summary": netsim.run(walk())["learning_summary"]})
     assert "(rdp composition)" in lines[0]

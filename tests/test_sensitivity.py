@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from netsim.learning.losses import per_example_gradient
-from netsim.privacy.sensitivity import clip_rows, gradient_bound, sensitivity
+from netsim.learning.sensitivity import clip_rows, gradient_bound, sensitivity
 
 BINARY = ("logistic", "hinge", "absolute")
 MULTICLASS = ("softmax", "multiclass_hinge")

@@ -154,9 +154,9 @@ def curves_from_tables(tables: dict[str, pd.DataFrame], scenario: Scenario) -> p
 def scenario_baselines(scenario: Scenario) -> LearningBaselines:
     """The majority-class and centralised non-private accuracy on the data set of a learning
     scenario, loaded and pre-processed as its runs do
-    (:func:`netsim.algorithms.dpsgd.sgd.learning_data`): what ``learning_summary`` of its runs
+    (:func:`netsim.learning.sgd_agent.learning_data`): what ``learning_summary`` of its runs
     records, for results collected before it did."""
-    from netsim.algorithms.dpsgd.sgd import learning_data
+    from netsim.learning.sgd_agent import learning_data
 
     if scenario.learning is None:
         raise RunDirectoryError(f"scenario {scenario.name!r} has no learning section")

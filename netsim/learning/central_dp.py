@@ -20,7 +20,7 @@ pre-processed train/test split:
   minimiser w* of J(w) = (1/n)Σ ℓ(w; xᵢ, yᵢ) + (λ/2)‖w‖² (λ-strongly convex) moves by at most
   2G/(nλ) in L2 when one row is replaced (their Corollary 8), where G bounds one example's
   gradient: G = R for the logistic loss and √2·R for softmax, R the largest training row norm
-  (:func:`netsim.privacy.sensitivity.gradient_bound`). Noise with density ∝ exp(−ε‖b‖₂/Δ)
+  (:func:`netsim.learning.sensitivity.gradient_bound`). Noise with density ∝ exp(−ε‖b‖₂/Δ)
   (:func:`netsim.privacy.mechanisms.k_norm_l2`) makes w* + b ε-DP. **The guarantee assumes
   the exact minimiser.** The solver must stop with ‖∇J(w)‖/λ, which bounds ‖w − w*‖ by strong
   convexity, below 10⁻⁴·Δ (it raises otherwise), and the noise is calibrated to Δ(1 + 2·10⁻⁴),
@@ -63,8 +63,8 @@ from scipy import optimize
 from scipy.special import expit, log_expit, logsumexp, softmax
 
 from netsim.learning.baselines import check_split, content_key, float_matrix
+from netsim.learning.sensitivity import gradient_bound
 from netsim.privacy.mechanisms import check_budget, k_norm_l2
-from netsim.privacy.sensitivity import gradient_bound
 from netsim.rng import RandomStreams
 
 #: The constant feature that carries the intercept. 0.5 rather than 1 keeps the data radius of

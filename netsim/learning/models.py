@@ -6,7 +6,7 @@ Hegedűs, Berta, Jelasity (2016) §2.1 and eqs. (9)–(10): binary logistic regr
 (y ∈ {0, 1}) and the linear SVM with the hinge loss (y ∈ {−1, 1}, Pegasos); for more than two
 classes, multinomial logistic regression (softmax) and the SVM with K hyperplanes
 (Crammer & Singer). The gradients are those of
-:func:`netsim.privacy.sensitivity.per_example_gradient`, whose sensitivity that module
+:func:`netsim.learning.sensitivity.per_example_gradient`, whose sensitivity that module
 certifies, so the noise is calibrated to exactly the function that is computed.
 
 :class:`LinearModel` is the arithmetic of the linear classifiers (weights a vector of length d
@@ -31,7 +31,8 @@ from pydantic import Field
 
 from netsim.contracts import BuildContext, ComponentConfig, LossCurvature, Model
 from netsim.learning.losses import binary_label, loss_value, per_example_gradient
-from netsim.privacy.sensitivity import Norm, gradient_bound, sensitivity
+from netsim.learning.sensitivity import gradient_bound, sensitivity
+from netsim.privacy.events import Norm
 from netsim.registry import build_spec, component_spec
 
 ModelName = Literal["logreg", "svm"]
@@ -63,7 +64,7 @@ class LinearModel:
 
     @property
     def loss(self) -> str:
-        """The loss of :mod:`netsim.privacy.sensitivity` this model trains."""
+        """The loss of :mod:`netsim.learning.sensitivity` this model trains."""
         if self.name == "logreg":
             return "logistic" if self.binary else "softmax"
         return "hinge" if self.binary else "multiclass_hinge"
@@ -119,7 +120,7 @@ class LinearModel:
     def sensitivity(self, norm: Norm, radius: float = 1.0) -> float:
         """Sensitivity of one gradient in ``norm`` for records with ‖x‖ ≤ ``radius`` in that
         norm (2R for the binary losses, §3.2; the multi-class bounds of
-        :mod:`netsim.privacy.sensitivity`)."""
+        :mod:`netsim.learning.sensitivity`)."""
         return sensitivity(self.loss, radius=radius, norm=norm, classes=self.classes)
 
 

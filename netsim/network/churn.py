@@ -8,7 +8,7 @@ O(number of transitions) rather than a sleeping process per node.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +25,7 @@ from netsim.log import BOOL, F64, I32, TableSchema
 from netsim.network.nodes import NodeStates
 from netsim.sim import Simulation
 from netsim.traces.intervals import IntervalTrace, read_canonical_trace, read_stunner_segments
+from netsim.traces.renewal import alternating_renewal
 from netsim.units import DAY
 
 #: What the run's manifest warning says when a STUNner replay replayed its fallback trace (the
@@ -167,46 +168,6 @@ def synthetic(
         n, horizon, warmup=warmup, p_online=online.mean() / cycle, draw=draw, rng=rng
     )
     return schedule_from_intervals(n, nodes, starts, ends, horizon)
-
-
-LengthDraw = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-
-
-def alternating_renewal(
-    n: int,
-    horizon: float,
-    *,
-    warmup: float,
-    p_online: float,
-    draw: LengthDraw,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """n independent on/off processes from ``−warmup`` to ``horizon``, all nodes at once.
-
-    Each node starts online with probability ``p_online``; ``draw(nodes, online, begin)``
-    returns the lengths of the periods those nodes begin at times ``begin`` (online where
-    ``online``). Returns (node, start, end) of every online period that ends after time 0,
-    unclipped: the warm-up's earlier periods are dropped as they are drawn (at 10⁶ nodes and
-    ten warm-up cycles they would be 10⁷ periods, 480 MB with their concatenation).
-    """
-    t = np.full(n, -warmup)
-    is_on = rng.random(n) < p_online
-    nodes_out: list[np.ndarray] = []
-    starts_out: list[np.ndarray] = []
-    ends_out: list[np.ndarray] = []
-    active = np.arange(n)
-    while active.size:
-        on_now = is_on[active]
-        begin = t[active]
-        finish = begin + draw(active, on_now, begin)
-        kept = on_now & (finish > 0)
-        nodes_out.append(active[kept])
-        starts_out.append(begin[kept])
-        ends_out.append(finish[kept])
-        t[active] = finish
-        is_on[active] = ~on_now
-        active = active[finish < horizon]
-    return np.concatenate(nodes_out), np.concatenate(starts_out), np.concatenate(ends_out)
 
 
 def assign_trace_nodes(

@@ -231,8 +231,9 @@ class _LedgerChunk:
 
 
 @dataclass(frozen=True)
-class Guarantee:
-    """A run's or record's guarantee; ``is_dp`` is False if any release had no DP guarantee."""
+class PrivacySpent:
+    """The (ε, δ) a run or record has spent so far; ``is_dp`` is False if any release had no DP
+    guarantee (the per-release claim is :data:`netsim.privacy.events.Guarantee`)."""
 
     epsilon: float
     delta: float
@@ -960,11 +961,11 @@ class PrivacyAccountant:
 
     # --- guarantees ------------------------------------------------------------------------
 
-    def record_guarantee(self, record: int) -> Guarantee:
+    def record_guarantee(self, record: int) -> PrivacySpent:
         """Sequential composition of ``record``'s releases (basic, or RDP/PLD for its
         Gaussian releases under those accountings)."""
         self._check_record(record)
-        return Guarantee(
+        return PrivacySpent(
             float(self.epsilon_spent[record]),
             float(self.delta_spent[record]),
             not bool(self.not_dp[record]),
@@ -983,13 +984,13 @@ class PrivacyAccountant:
             events.extend([chunk.event] * int(np.count_nonzero(chunk.records == record)))
         return events
 
-    def record_advanced(self, record: int, delta_slack: float) -> Guarantee:
+    def record_advanced(self, record: int, delta_slack: float) -> PrivacySpent:
         """Advanced composition of ``record``'s releases (never worse than basic)."""
         events = self.record_events(record)
         eps, delta = advanced_composition(
             [e.epsilon for e in events], [e.delta for e in events], delta_slack
         )
-        return Guarantee(eps, delta, not bool(self.not_dp[record]))
+        return PrivacySpent(eps, delta, not bool(self.not_dp[record]))
 
     def record_tight_epsilon(
         self, record: int, delta: float, method: Literal["rdp", "pld"] = "rdp"
@@ -1042,10 +1043,10 @@ class PrivacyAccountant:
             "refused": int(self.refused.sum()),
         }
 
-    def run_guarantee(self) -> Guarantee:
+    def run_guarantee(self) -> PrivacySpent:
         """Parallel composition over disjoint records: the worst record's guarantee (basic,
         or composed by RDP/PLD under those accountings)."""
-        return Guarantee(
+        return PrivacySpent(
             float(self.epsilon_spent.max()),
             float(self.delta_spent.max()),
             not bool(self.not_dp.any()),

@@ -19,16 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from netsim.contracts import BuildContext, Component, TopologyBuilder, supports_rounds
+from netsim.contracts import (
+    BuildContext,
+    Component,
+    MetricsConfig,
+    TopologyBuilder,
+    supports_rounds,
+)
 from netsim.errors import NetsimError
 from netsim.network.samples import SystemSampler
 from netsim.protocols.gossip import round_mode
 from netsim.registry import REGISTRY, SLOT_NAMES, SectionEntry, component_class
-
-if TYPE_CHECKING:
-    from netsim.scenario import schema as s
 
 __all__ = [
     "COMPONENTS_PREFIX",
@@ -36,6 +39,7 @@ __all__ = [
     "NETWORK_SLOTS",
     "TRANSPORT",
     "Part",
+    "PlannedScenario",
     "RunPlan",
     "WiringError",
     "builtin_component_classes",
@@ -60,6 +64,20 @@ TRANSPORT = "transport"
 USES = "uses"
 #: The slot of the instance a role must be filled by, where it is not the section's own class.
 ROLE_SLOTS: dict[str, str] = {"gossip": "gossip", TRANSPORT: "transport"}
+
+
+class PlannedScenario(Protocol):
+    """What the planner reads of a validated scenario (:class:`netsim.scenario.schema.Scenario`,
+    whose validation calls the planner, so this module cannot import it): the run-wide values,
+    the ``components`` entries, the wiring, and each section by its key (``getattr``)."""
+
+    nodes: int
+    duration: float
+    components: Mapping[str, Any]
+    metrics: MetricsConfig
+
+    @property
+    def wiring(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -195,7 +213,7 @@ def _instance_parts(key: str, config: Any, cls: type[Component]) -> list[Part]:
     return _walk_parts(key, config, cls) if cls.slot == "walk" else [Part(key, config, cls)]
 
 
-def _declared_parts(scenario: s.Scenario) -> list[Part]:
+def _declared_parts(scenario: PlannedScenario) -> list[Part]:
     """Every instance of ``scenario`` except topology and churn, unwired, in the order the
     scenario gives them: the sections in their declared order (a walk's agent before its
     walk), the ``components`` entries as written, the ``samples`` observer last."""
@@ -391,7 +409,7 @@ def _table_prefixes(parts: list[Part]) -> list[Part]:
     ]
 
 
-def plan_scenario(scenario: s.Scenario) -> RunPlan:
+def plan_scenario(scenario: PlannedScenario) -> RunPlan:
     """The plan of ``scenario``: its network sections, and every instance wired, in build
     order (as declared, each moved after the instances it uses), with its tables' names.
     Raises :class:`WiringError` for a ``uses`` that cannot be honoured."""
@@ -408,7 +426,7 @@ def plan_scenario(scenario: s.Scenario) -> RunPlan:
 # --- what makes a scenario unrunnable ---------------------------------------------------------
 
 
-def check_context(part: Part, plan: RunPlan, scenario: s.Scenario) -> BuildContext:
+def check_context(part: Part, plan: RunPlan, scenario: PlannedScenario) -> BuildContext:
     """What :meth:`Component.check` sees of the run: the run-wide values and the configs of
     the instances ``part`` is wired to (nothing is built)."""
     return BuildContext(
@@ -417,7 +435,7 @@ def check_context(part: Part, plan: RunPlan, scenario: s.Scenario) -> BuildConte
     )  # fmt: skip
 
 
-def _part_problem(part: Part, plan: RunPlan, scenario: s.Scenario) -> str | None:
+def _part_problem(part: Part, plan: RunPlan, scenario: PlannedScenario) -> str | None:
     """What makes ``part`` unrunnable: a missing required section, round mode for a protocol
     without it, its own checks."""
     for section, why in part.cls.requires.items():
@@ -442,7 +460,7 @@ def _part_problem(part: Part, plan: RunPlan, scenario: s.Scenario) -> str | None
     return None
 
 
-def plan_problems(plan: RunPlan, scenario: s.Scenario) -> str | None:
+def plan_problems(plan: RunPlan, scenario: PlannedScenario) -> str | None:
     """What makes ``scenario`` unrunnable across its instances (``None`` if nothing): each
     instance's problems (:func:`_part_problem`), two instances writing one table, a topology
     impossible on ``nodes``."""

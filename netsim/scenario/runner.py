@@ -35,7 +35,6 @@ from typing import Any
 
 import pandas as pd
 
-from netsim import __version__
 from netsim.errors import (
     NetsimError,
     PluginFailure,
@@ -65,6 +64,7 @@ from netsim.storage import (
     publish_directory,
     write_json,
 )
+from netsim.version import __version__
 
 RECORDED_PACKAGES = ("simpy", "networkx", "numpy", "pandas", "pyarrow", "pyyaml", "pydantic")
 #: What a readable run id may be: a directory name that is not hidden (staging is hidden).

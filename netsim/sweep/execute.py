@@ -40,7 +40,7 @@ from typing import Any, Literal, NoReturn, Protocol
 import pyarrow as pa
 
 from netsim.errors import NetsimError, SweepError
-from netsim.progress import PROGRESS_DIR, RunProgressWriter
+from netsim.progress import PROGRESS_DIR, RunProgressWriter, SweepProgress
 from netsim.scenario.loader import (
     load_scenario,
     parameter_value,
@@ -332,25 +332,6 @@ class DaskCluster:
 
 
 # --- the sweep directory -----------------------------------------------------------------
-
-
-@dataclass
-class SweepProgress:
-    """Counts while a sweep runs (passed to the progress callback after every run)."""
-
-    total: int
-    already_done: int
-    complete: int = 0
-    failed: int = 0
-    started: float = 0.0
-
-    @property
-    def finished(self) -> int:
-        return self.already_done + self.complete + self.failed
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.started
 
 
 @dataclass(frozen=True)

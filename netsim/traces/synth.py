@@ -36,9 +36,9 @@ from scipy.special import ndtr
 
 from netsim import files
 from netsim.errors import TraceError
-from netsim.network.churn import alternating_renewal
 from netsim.storage import atomic_write_text
 from netsim.traces.intervals import IntervalTrace, read_stunner_segments, read_stunner_users
+from netsim.traces.renewal import alternating_renewal
 from netsim.units import DAY, HOUR
 
 QUANTILE_LEVELS = np.linspace(0.0, 1.0, 101)

@@ -1,2 +1,2 @@
-"""Differentially private SGD carried by a random walk (the ``learning`` section and the
-``sgd`` walk agent)."""
+"""Differentially private SGD carried by a random walk: the ``sgd`` walk agent (the ``learning``
+section it trains with is a shared building block, :mod:`netsim.learning.sgd_agent`)."""

@@ -2,7 +2,7 @@
 
 Every Δ each online node sends its current model to a random online neighbour; the receiver
 updates the model with its own record (eq. 8, through the same
-:class:`~netsim.algorithms.dpsgd.sgd.SGDAgent` as the walks) and keeps it as its current
+:class:`~netsim.learning.sgd_agent.SGDAgent` as the walks) and keeps it as its current
 model. It is push-only gossip
 (:class:`~netsim.protocols.gossip.PushPullGossip` with ``pull=False``), so timing, churn and
 transfer times are those of the network: a model of K·d weights is sent as 8·K·d bytes.
@@ -31,12 +31,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from netsim.algorithms.dpsgd.sgd import (
-    LEARNING_BASELINES,
-    ModelState,
-    SGDAgent,
-    baseline_text,
-)
 from netsim.contracts import (
     BuildContext,
     ComponentConfig,
@@ -47,6 +41,8 @@ from netsim.contracts import (
 )
 from netsim.distributions import PositiveDuration
 from netsim.learning.models import model_accuracies
+from netsim.learning.sgd_agent import LEARNING_BASELINES, SGDAgent, baseline_text
+from netsim.learning.state import ModelState
 from netsim.log import F64, I64, TableSchema
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import PushPullGossip

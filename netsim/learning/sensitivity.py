@@ -41,15 +41,13 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Literal
 
 import numpy as np
 
 from netsim.learning.losses import BINARY_LOSSES, check_loss, per_example_gradient
+from netsim.privacy.events import Norm
 
-Norm = Literal["L1", "L2"]
-
-__all__ = ["Norm", "clip_rows", "gradient_bound", "per_example_gradient", "sensitivity"]
+__all__ = ["clip_rows", "gradient_bound", "per_example_gradient", "sensitivity"]
 
 
 # --- argument checks -----------------------------------------------------------------------

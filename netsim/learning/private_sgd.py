@@ -1,0 +1,210 @@
+"""Differentially private SGD at one record: the update a visiting model receives.
+
+Hegedűs, Berta, Jelasity (2016) §3, eq. (8): a model visiting a node that holds one record
+(x, y) is updated as
+
+    w_{t+1} = w_t − η_t (λ w_t + ∇ℓ(w_t; x, y) + N_t),   η_t = t^(−1/2),  λ = 10⁻⁴,
+
+where N_t is the noise of the record's t-th use and the budget policy decides its ε
+(:mod:`netsim.privacy.accountant`: DP-SGD-1, DP-SGD-k, DP-SGD-∞, or plain SGD without noise).
+Every release goes through one :class:`~netsim.privacy.accountant.PrivacyAccountant` per run,
+whose records are the nodes (one record per node): visits to different records compose in
+parallel, visits to the same record sequentially — whichever walk or gossip message brings the
+model, so parallel walks burn the same budgets. A visit to a record with no budget left leaves
+the model unchanged and is logged as such.
+
+Choices where the paper is silent:
+
+- *t* counts the updates a model has received (not its visits), so a model that crosses
+  spent records keeps its learning rate.
+- A model's *visits* count every node it was at (with or without an update); accuracy is
+  sampled every ``evaluate_every`` visits of a model, which is the x-axis of the paper's
+  Fig. 4–7 ("updates", up to ten times the data set size: walk steps, §6.3).
+- The noise is added to the gradient of the flat parameter vector (a K×d matrix for K
+  classes is one vector of K·d coordinates, as in the sensitivity bounds).
+- Any model of the ``learning.model`` slot (:class:`~netsim.contracts.Model`) can be trained.
+  With ``learning.clip: C`` each example's gradient is clipped to norm C in the noise's norm
+  before the noise is added (Abadi et al. 2016), so one gradient's replace-one sensitivity is
+  2C whatever the model; without it the sensitivity is the model's own bound for normalised
+  records (2R for the linear models, §3.2), and a model without one (the MLP) is refused for
+  private runs.
+- η_t = ``learning_rate``/√t (the paper's η_t = t^(−1/2) at the default 1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+
+from netsim.contracts import Mechanism, Model
+from netsim.errors import BudgetExhausted
+from netsim.learning.sensitivity import clip_rows
+from netsim.learning.state import ModelState
+from netsim.privacy.accountant import BudgetPolicy, Halving, PrivacyAccountant
+from netsim.privacy.events import Norm, PrivacyEvent
+
+#: What one privacy budget protects (SPEC §8.1): a training record, or all of a node's records.
+PrivacyUnit = Literal["record", "node"]
+
+class PrivateSGD:
+    """Eq. (8) at one record, with the noise and the budget of the accountant."""
+
+    def __init__(
+        self,
+        model: Model,
+        x: np.ndarray,
+        y: np.ndarray,
+        accountant: PrivacyAccountant,
+        *,
+        noise: Mechanism,
+        regularisation: float,
+        rng: np.random.Generator,
+        initial: np.ndarray,
+        clip: float | None = None,
+        learning_rate: float = 1.0,
+        records_per_node: int = 1,
+        batch: int = 1,
+        unit: PrivacyUnit = "record",
+    ) -> None:
+        if not 1 <= batch <= records_per_node or x.shape[0] % records_per_node:
+            raise ValueError(
+                f"need 1 <= batch ({batch}) <= records_per_node ({records_per_node}) and whole "
+                f"shards ({x.shape[0]} rows)"
+            )
+        nodes = x.shape[0] // records_per_node
+        units = x.shape[0] if unit == "record" else nodes
+        if y.shape[0] != x.shape[0] or accountant.records != units:
+            raise ValueError(
+                f"need one accountant record per {unit}: {x.shape[0]} rows in shards of "
+                f"{records_per_node}, {accountant.records} accountant records"
+            )
+        self.records_per_node = records_per_node
+        self.batch = batch
+        self.unit: PrivacyUnit = unit
+        #: Where each node's next visit starts in its shard (it cycles through its records).
+        self.cursor = np.zeros(nodes, dtype=np.int64)
+        #: The records the last :meth:`step` used.
+        self.last_records = np.zeros(batch, dtype=np.int64)
+        self.model = model
+        self.x = x
+        self.y = y
+        self.accountant = accountant
+        self.mechanism = noise
+        self.norm: Norm = noise.norm  # type: ignore[assignment]
+        #: The clipping norm C (in the noise's norm), or None: the model's own bound.
+        self.clip = clip
+        sensitivity = 2.0 * clip if clip is not None else model.sensitivity(self.norm)
+        if sensitivity is None and accountant.policy.private:
+            raise ValueError(
+                f"{type(model).__name__} cannot bound its per-example gradient: a private run "
+                "needs learning.clip"
+            )
+        #: One gradient's replace-one sensitivity (0 for an unbounded model without noise).
+        self.sensitivity = 0.0 if sensitivity is None else sensitivity
+        self.initial = initial
+        self.learning_rate = learning_rate
+        self.regularisation = regularisation
+        self.rng = rng
+        #: Updates left out because the noisy step was not finite (see :meth:`step`).
+        self.non_finite = 0
+        #: Of those, the ones whose released (noisy) gradient itself was not finite.
+        self.non_finite_noise = 0
+
+    def initial_state(self) -> ModelState:
+        return ModelState(self.initial, 0, 0)
+
+    def gradient(self, parameters: np.ndarray, records: int | np.ndarray) -> np.ndarray:
+        """The gradient of the loss of ``records`` (one, or the mean over a mini-batch) at
+        ``parameters``, each example's clipped to norm C in the noise's norm when
+        ``learning.clip`` is set (Abadi et al. 2016, Alg. 1)."""
+        rows = slice(records, records + 1) if isinstance(records, int) else records
+        gradients = self.model.per_example_gradients(parameters, self.x[rows], self.y[rows])
+        if self.clip is not None:
+            gradients = clip_rows(gradients, self.clip, self.norm)
+        return gradients[0] if len(gradients) == 1 else gradients.mean(axis=0)
+
+    def visit_records(self, node: int) -> np.ndarray:
+        """The ``batch`` records of ``node``'s shard this visit uses: the next ones in the
+        shard's order, cycling (so every record of a node is used once before any twice)."""
+        r = self.records_per_node
+        start = int(self.cursor[node])
+        self.cursor[node] = (start + self.batch) % r
+        return node * r + (start + np.arange(self.batch)) % r
+
+    def _release(
+        self, node: int, records: np.ndarray, gradient: np.ndarray, now: float
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """The noisy gradient, charged to the privacy unit: the node (its whole shard may
+        differ, so one gradient's sensitivity), or each record of the batch (one record
+        differs: the mean's sensitivity is that over the batch size)."""
+        accountant, options = self.accountant, {"mechanism": self.mechanism, "rng": self.rng}
+        if self.unit == "node":
+            return accountant.release(
+                node, gradient, sensitivity=self.sensitivity, time=now, **options
+            )
+        return accountant.release_batch(
+            records, gradient, sensitivity=self.sensitivity / records.size, time=now, **options
+        )
+
+    def step(
+        self, state: ModelState, node: int, now: float
+    ) -> tuple[ModelState, float | None, bool]:
+        """The model after visiting ``node`` (a step on the next mini-batch of its shard: its
+        one record by default), the ε spent (``None``: no budget left) and whether the model
+        was updated.
+
+        A noisy step that is not finite leaves the model as it was (the ε is spent all the
+        same): under DP-SGD-∞ the t-th use of a record spends ε·2^−t, so past about a
+        thousand uses the noise scale Δ/ε_t overflows and one such step would turn every
+        later model into NaN. :attr:`non_finite` counts them (:attr:`non_finite_noise` those
+        whose released gradient was not finite); the run warns
+        (:func:`non_finite_explanation` says why under the run's policy).
+        """
+        w = state.parameters
+        records = self.visit_records(node)
+        self.last_records = records
+        one = int(records[0]) if records.size == 1 else records
+        try:
+            noisy, event = self._release(node, records, self.gradient(w, one), now)
+        except BudgetExhausted:
+            return ModelState(w, state.updates, state.visits + 1), None, False
+        t = state.updates + 1
+        eta = self.learning_rate / math.sqrt(t)
+        with np.errstate(over="ignore", invalid="ignore"):  # checked right below
+            updated = w - eta * (self.regularisation * w + noisy)
+        if not np.isfinite(updated).all():
+            self.non_finite += 1
+            self.non_finite_noise += not np.isfinite(noisy).all()
+            return ModelState(w, state.updates, state.visits + 1), event.epsilon, False
+        return ModelState(updated, t, state.visits + 1), event.epsilon, True
+
+
+def non_finite_explanation(sgd: PrivateSGD, policy: BudgetPolicy) -> str:
+    """Why :meth:`PrivateSGD.step` found steps that were not finite, as far as the run shows:
+    under DP-SGD-∞ the t-th use spends ε·2^−t, so the noise scale Δ/ε_t overflows past about
+    1,000 uses; under any other policy a released gradient that is not finite means a noise
+    scale Δ/ε that overflows (an ε per use too small for the sensitivity) or a mechanism that
+    releases ±∞ or NaN; a finite release means the step η(λw + g̃) itself diverged."""
+    noise, diverged = sgd.non_finite_noise, sgd.non_finite - sgd.non_finite_noise
+    parts = []
+    if noise and isinstance(policy, Halving):
+        parts.append(
+            f"{noise} with noise that overflowed: under dp-sgd-inf the t-th use of a record "
+            "spends ε·2^-t, so the noise scale Δ/ε_t overflows past about 1,000 uses"
+        )
+    elif noise:
+        parts.append(
+            f"{noise} with a released gradient that was not finite under {policy.name}: a "
+            f"noise scale Δ/ε that overflows (sensitivity Δ = {sgd.sensitivity:g}; an ε per "
+            f"use too small for it) or a mechanism ({type(sgd.mechanism).__name__}) that "
+            "releases ±inf or NaN"
+        )
+    if diverged:
+        parts.append(
+            f"{diverged} with a finite release whose step diverged: the model overflowed "
+            f"(learning rate {sgd.learning_rate:g}; a smaller learning.learning_rate, or "
+            "learning.clip, keeps it finite)"
+        )
+    return "; ".join(parts)

@@ -1,0 +1,526 @@
+"""The ``learning`` section: the data set, model and privacy budget that models visiting the nodes
+are trained with (Hegedűs, Berta, Jelasity 2016 §3, §6), shared by every algorithm that moves
+models between nodes — the ``sgd`` walk agent and gossip learning reach it by the section name
+(``requires = {"learning": ...}``), never by importing each other.
+
+:class:`SGDAgent` holds one shard of the training split per node and applies
+:class:`~netsim.learning.private_sgd.PrivateSGD` at every visit; it writes the visits, the
+test accuracy of the models, the privacy ledger and the run's summary with its yardsticks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from netsim.contracts import (
+    Baseline,
+    BuildContext,
+    Component,
+    ComponentConfig,
+    Curve,
+    FigureSpec,
+    Model,
+    Section,
+)
+from netsim.fields import resolved_path
+from netsim.learning.baselines import LearningBaselines, learning_baselines
+from netsim.learning.central_dp import central_dp_baseline
+from netsim.learning.datasets import (
+    DataError,
+    Dataset,
+    load_dataset,
+    preprocess,
+    vector_norms,
+)
+from netsim.learning.models import ModelSpec, build_model
+from netsim.learning.private_sgd import PrivacyUnit, PrivateSGD, non_finite_explanation
+from netsim.learning.state import ModelState
+from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
+from netsim.privacy import mechanisms
+from netsim.privacy.accountant import (
+    LEDGER_TABLE,
+    RECORDS_TABLE,
+    PrivacyAccountant,
+    accounting_problem,
+    ledger_sink,
+    policy_by_name,
+)
+from netsim.privacy.events import Guarantee
+from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
+from netsim.registry import component_name, spec_class, spec_kind
+from netsim.sim import Simulation
+
+VISITS_TABLE = TableSchema(
+    name="sgd_visits",
+    columns=(
+        ("time", F64),
+        ("walk", I64),
+        ("node", I32),
+        ("row", I32),
+        ("visits", I64),
+        ("updates", I64),
+        ("updated", BOOL),
+        ("epsilon", F64),
+    ),
+    description=(
+        "Every visit of a model to a node: the walk (−1 in gossip learning), the node and its "
+        "training row (the first of the visit's mini-batch), the model's visits and updates "
+        "after it, whether it was updated (False: the record's budget was spent) and the ε the "
+        "update spent."
+    ),
+    time="time",
+)
+
+ACCURACY_TABLE = TableSchema(
+    name="accuracy",
+    columns=(
+        ("time", F64),
+        ("walk", I64),
+        ("visits", I64),
+        ("updates", I64),
+        ("accuracy", F64),
+    ),
+    description=(
+        "Test accuracy (Hegedűs et al. eq. 11) of a model every evaluate_every visits: the "
+        "walk (−1 in gossip learning), the model's visits and updates."
+    ),
+    role="samples",
+    time="time",
+    series="walk",
+)
+
+
+SUMMARY_TABLE = TableSchema(
+    name="learning_summary",
+    columns=(
+        ("visits", I64),
+        ("updates", I64),
+        ("refused", I64),
+        ("epsilon", F64),
+        ("delta", F64),
+        ("guarantee", STR),
+        ("majority_accuracy", F64),
+        ("centralised_accuracy", F64),
+        ("central_dp_accuracy", F64),
+        ("privacy_unit", STR),
+        ("composition", STR),
+    ),
+    description=(
+        "One row at the end: visits and updates over all models, visits refused for lack of "
+        "budget, the run's guarantee by parallel composition over the records (the worst "
+        "record's ε and δ; guarantee epsilon-DP, (epsilon,delta)-DP, none — some release had "
+        "no DP guarantee, e.g. the paper's L2 noise, and ε is then only the paper's nominal "
+        "value — or non-private), and the yardsticks of the accuracy on the same "
+        "pre-processed split (netsim.learning.baselines, netsim.learning.central_dp): the "
+        "test accuracy of predicting the training split's majority class, of a centralised "
+        "non-private logistic regression trained on the whole training split, and of a "
+        "centrally private one at the run's budget (ε, δ) per record (DP-GD with Gaussian "
+        "noise and RDP for δ > 0, output perturbation for δ = 0; NaN for a run without a "
+        "privacy budget); then what one budget protects (record or node) and how each "
+        "record's releases were composed (basic, rdp, pld, or rdp+basic / pld+basic)."
+    ),
+    role="summary",
+)
+
+
+#: The yardsticks of a learning figure (principle 9): dashed lines at the split's
+#: majority-class and centralised non-private accuracy, read from ``learning_summary``.
+LEARNING_BASELINES: tuple[Baseline, ...] = (
+    Baseline("learning_summary", "majority_accuracy", "majority class"),
+    Baseline("learning_summary", "centralised_accuracy", "centralised non-private"),
+    Baseline("learning_summary", "central_dp_accuracy", "central DP at the run's (ε, δ)"),
+)
+
+#: Test accuracy against simulated time (Hegedűs et al. 2016, Figs. 4–7).
+ACCURACY_FIGURE = FigureSpec(
+    file="accuracy_vs_time.png",
+    caption="test accuracy over time",
+    sentence=(
+        "Test accuracy of the learned models against simulated time, first averaged over "
+        "the models (walks) evaluated in each time bin of a run; dashed, the accuracy of "
+        "predicting the training split's majority class and of a centralised non-private "
+        "logistic regression on the same split."
+    ),
+    title="Test accuracy",
+    panels=(
+        Curve(
+            "accuracy",
+            "accuracy",
+            "time",
+            "test accuracy (fraction correct)",
+            baselines=LEARNING_BASELINES,
+        ),
+    ),
+)
+
+
+#: A registered data-set loader (:class:`~netsim.api.DatasetLoader`) or ``module:Class``.
+DatasetName = component_name("dataset")
+#: A registered noise mechanism (:class:`~netsim.api.Mechanism`) or ``module:Class`` by name.
+MechanismName = component_name("mechanism")
+#: The noise mechanism of a ``noise`` value (:func:`netsim.privacy.mechanisms.build_mechanism`).
+mechanism = mechanisms.build_mechanism
+
+
+class DatasetConfig(ComponentConfig):
+    """A data set of :func:`netsim.learning.datasets.load_dataset`."""
+
+    name: DatasetName
+    path: Path | None = None
+    label: str | int | None = None
+    split_seed: int = Field(default=0, ge=0)
+    test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else resolved_path(value, info)
+
+
+class LearningConfig(ComponentConfig):
+    """Differentially private SGD (Hegedűs et al. 2016 §3, eq. 8): one training record per
+    node, node i holding a row of the training split."""
+
+    dataset: DatasetConfig
+    normalisation: Literal["local", "global", "none"] = "local"
+    #: The model (:class:`~netsim.contracts.Model`): ``logreg``, ``svm``, ``mlp`` (with
+    #: settings: ``{kind: mlp, hidden: [64]}``), a plugin's name or ``module:Class``.
+    model: ModelSpec = "logreg"
+    #: Clip each example's gradient to this norm (in the noise's norm) before the noise:
+    #: one gradient's replace-one sensitivity is then 2·clip for any model (None: the
+    #: model's own bound for normalised records; a model without one cannot run privately).
+    clip: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    #: η_t = learning_rate/√t (Hegedűs et al. 2016 eq. 8 has 1).
+    learning_rate: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    algorithm: Annotated[
+        str, Field(pattern=r"^(sgd|dp-sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")
+    ] = "dp-sgd-1"
+    #: How a record's uses compose against its budget: ``basic`` (the sum of ε and δ), or
+    #: ``rdp`` / ``pld`` for Gaussian noise (Rényi DP or the privacy-loss distribution,
+    #: dp-accounting; :mod:`netsim.privacy.composition`); other noise keeps the basic sum.
+    accounting: Literal["basic", "rdp", "pld"] = "basic"
+    #: Training records each node holds (its shard); node i holds rows i·r … i·r + r − 1 of
+    #: a seeded permutation of the training split.
+    records_per_node: int = Field(default=1, ge=1)
+    #: Records one visit uses (the mean of their clipped gradients), at most records_per_node.
+    batch: int = Field(default=1, ge=1)
+    #: What one budget protects: a ``record`` (example-level DP; a batch of b records has
+    #: sensitivity 2C/b and charges each) or a ``node`` (user-level DP: all of its records).
+    privacy_unit: PrivacyUnit = "record"
+    noise: MechanismSpec = "k_norm_l2"
+    epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    #: The δ budget of a record, split over its uses as ε is (0: only mechanisms that spend
+    #: no δ can run; a mechanism that spends δ is refused when the scenario is validated).
+    delta: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
+    regularisation: float = Field(default=1e-4, ge=0.0, allow_inf_nan=False)
+    evaluate_every: int = Field(default=100, ge=1)
+
+    @model_validator(mode="after")
+    def _delta_budget(self) -> LearningConfig:
+        if self.batch > self.records_per_node:
+            raise ValueError(
+                f"learning.batch {self.batch} is more than learning.records_per_node "
+                f"{self.records_per_node}: a visit uses records of the node it visits"
+            )
+        if self.algorithm != "sgd":
+            problem = accounting_problem(self.noise, self.algorithm, self.accounting)
+            if problem:
+                raise ValueError(f"learning: {problem}")
+            problem = delta_budget_problem(
+                self.noise, self.delta, ("learning.noise", "learning.delta")
+            )
+            if problem:
+                raise ValueError(problem)
+            if self.clip is None:
+                cls = spec_class("model", self.model)
+                if issubclass(cls, Model) and cls.gradient_bound is Model.gradient_bound:
+                    raise ValueError(
+                        f"learning.model {spec_kind(self.model)} cannot bound its per-example "
+                        f"gradient, so {self.algorithm} cannot calibrate its noise: set "
+                        "learning.clip (e.g. 1.0) to clip every gradient to that norm, or run "
+                        "algorithm sgd (no noise)"
+                    )
+        return self
+
+
+def learning_data(config: LearningConfig, n: int) -> Dataset:
+    """The data set of ``config``, pre-processed as Hegedűs et al. (2016) §6.2, checked to hold
+    a record for each of the ``n`` nodes and, unnormalised, vectors of length at most 1."""
+    data_config = config.dataset
+    mechanism_norm = mechanism(config.noise).norm
+    data = preprocess(
+        load_dataset(
+            data_config.name,
+            path=data_config.path,
+            label=data_config.label,
+            split_seed=data_config.split_seed,
+            test_fraction=data_config.test_fraction,
+        ),
+        normalisation=config.normalisation,
+        norm=mechanism_norm,
+    )
+    r = config.records_per_node
+    if data.n_train < n * r:
+        held = "one record" if r == 1 else f"{r} records (learning.records_per_node)"
+        raise DataError(
+            f"learning.dataset: {data.name} has {data.n_train:,} training records but the "
+            f"scenario has {n:,} nodes; every node holds {held}, so nodes must be at most "
+            f"{data.n_train // r:,}"
+        )
+    if config.normalisation == "none":
+        radius = float(vector_norms(data.x_train, mechanism_norm).max())
+        if radius > 1.0 + 1e-9:
+            raise DataError(
+                f"learning.normalisation none: the longest training vector has {mechanism_norm} "
+                f"length {radius:.3g} > 1, so the gradient sensitivity would not hold; use "
+                "local or global"
+            )
+    return data
+
+
+class SGDAgent(Component):
+    """The ``learning`` section: node i holds training row ``rows[i]``; every visit of a model
+    (by a walk, through the ``sgd`` walk agent, or by gossip learning) applies
+    :class:`PrivateSGD`; test accuracy is sampled every ``evaluate_every`` visits of a model."""
+
+    Config = LearningConfig
+    section = Section("learning", 30)
+    tables = (VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
+    figures = (ACCURACY_FIGURE,)
+
+    def __init__(
+        self,
+        sim: Simulation,
+        sgd: PrivateSGD,
+        *,
+        rows: np.ndarray,
+        x_test: np.ndarray,
+        y_test: np.ndarray,
+        evaluate_every: int,
+        baselines: LearningBaselines | None = None,
+        central_dp: Callable[[], float] | None = None,
+    ) -> None:
+        if evaluate_every < 1:
+            raise ValueError(f"evaluate_every must be at least 1, got {evaluate_every}")
+        self.sim = sim
+        self.sgd = sgd
+        self.rows = rows
+        self.x_test = x_test
+        self.y_test = y_test
+        self.evaluate_every = evaluate_every
+        #: The split's majority-class and centralised accuracies (principle 9); NaN if unknown.
+        self.baselines = baselines or LearningBaselines(math.nan, math.nan, "")
+        #: The central-DP yardstick's test accuracy, computed when the run ends (None: the run
+        #: has no privacy budget, NaN in the summary).
+        self.central_dp = central_dp
+        self.visits_table = sim.log.table(VISITS_TABLE)
+        self.accuracy_table = sim.log.table(ACCURACY_TABLE)
+        self.updates = 0
+        self.refused = 0
+        self.warn: Callable[[str], None] | None = None  # set by build: the run's warnings
+
+    @classmethod
+    def build(cls, config: LearningConfig, ctx: BuildContext) -> SGDAgent:
+        """One record per node (a seeded choice of training rows), the accountant and the
+        private SGD of ``config`` (Hegedűs et al. 2016 §3, §6)."""
+        assert ctx.sim is not None
+        n = ctx.nodes
+        data = learning_data(config, n)
+        rows = ctx.stream("rows").permutation(data.n_train)[: n * config.records_per_node]
+        model = build_model(config.model, data.classes, data.features, ctx)
+        policy = policy_by_name("unlimited" if config.algorithm == "sgd" else config.algorithm)
+        accountant = PrivacyAccountant(
+            rows.size if config.privacy_unit == "record" else n,
+            epsilon=config.epsilon,
+            delta=config.delta,
+            policy=policy,
+            accounting=config.accounting,
+        )
+        accountant.stream_ledger(ledger_sink(ctx.sim.log, ctx.metrics.privacy_ledger))
+        sgd = PrivateSGD(
+            model,
+            data.x_train[rows],
+            data.y_train[rows],
+            accountant,
+            noise=mechanism(config.noise, ctx),
+            regularisation=config.regularisation,
+            rng=ctx.stream("noise"),
+            initial=model.initial_parameters(ctx.stream("model")),
+            clip=config.clip,
+            learning_rate=config.learning_rate,
+            records_per_node=config.records_per_node,
+            batch=config.batch,
+            unit=config.privacy_unit,
+        )
+        agent = cls(
+            ctx.sim,
+            sgd,
+            rows=rows,
+            x_test=data.x_test,
+            y_test=data.y_test,
+            evaluate_every=config.evaluate_every,
+            baselines=learning_baselines(data.x_train, data.y_train, data.x_test, data.y_test),
+            central_dp=(
+                partial(central_dp_accuracy, data, config.epsilon, config.delta)
+                if policy.private
+                else None
+            ),
+        )
+        agent.warn = ctx.warn
+        return agent
+
+    @classmethod
+    def check_inputs(cls, config: LearningConfig, ctx: BuildContext) -> None:
+        learning_data(config, ctx.nodes)
+
+    @classmethod
+    def check_dependents(cls, config: LearningConfig, learners: list[str]) -> None:
+        if not learners:
+            raise ValueError(
+                "learning is configured but nothing learns: set walk.agent.kind to sgd or add "
+                "a gossip_learning section"
+            )
+        if len(learners) > 1:
+            raise ValueError(
+                f"{' and '.join(learners)} all train the models of the learning section in "
+                "one scenario (their visits would spend the same privacy budgets): compare "
+                "them as separate scenarios with the same learning section"
+            )
+
+    def initial_state(self) -> ModelState:
+        return self.sgd.initial_state()
+
+    def accuracy(self, state: ModelState) -> float:
+        return self.sgd.model.accuracy(state.parameters, self.x_test, self.y_test)
+
+    def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
+        """Eq. (8) with the record of ``node`` (the next mini-batch of its shard)."""
+        new, epsilon, updated = self.sgd.step(state, node, now)
+        self.updates += updated
+        self.refused += epsilon is None
+        row = int(self.rows[self.sgd.last_records[0]])
+        self.visits_table.append(
+            now, walk, node, row, new.visits, new.updates, updated, epsilon or 0.0
+        )
+        if new.visits % self.evaluate_every == 0:
+            self.accuracy_table.append(now, walk, new.visits, new.updates, self.accuracy(new))
+        return new
+
+    def guarantee(self) -> tuple[float, float, Guarantee]:
+        """The run's (ε, δ, kind) over all records (parallel composition, Hegedűs et al. §3)."""
+        accountant = self.sgd.accountant
+        if not accountant.policy.private:
+            return 0.0, 0.0, "non-private"
+        run = accountant.run_guarantee()
+        if not run.is_dp:
+            return run.epsilon, run.delta, "none"
+        return run.epsilon, run.delta, "epsilon-DP" if run.delta == 0 else "(epsilon,delta)-DP"
+
+    def privacy_accountant(self) -> PrivacyAccountant:
+        return self.sgd.accountant
+
+    def finish(self) -> None:
+        accountant = self.sgd.accountant
+        if self.refused and not (self.updates or self.sgd.non_finite) and self.warn is not None:
+            reason = accountant.last_refusal or ""
+            hint = ""
+            if "δ" in reason and not self.sgd.mechanism.spends_delta():
+                hint = (
+                    f"; {type(self.sgd.mechanism).__name__} spends δ but does not declare it "
+                    "(guarantee = '(epsilon,delta)-DP'), so learning.delta was not checked"
+                )
+            self.warn(
+                f"the noise mechanism was refused on every use: {self.refused} visits and no "
+                f"update (last refusal: {reason}){hint}; no model learned anything"
+            )
+        if self.sgd.non_finite and self.warn is not None:
+            self.warn(
+                f"{self.sgd.non_finite} updates were left out because the noisy step was not "
+                f"finite ({non_finite_explanation(self.sgd, accountant.policy)}); their ε was "
+                "spent and the model kept"
+            )
+        self.sgd.accountant.write_tables(self.sim.log)
+        epsilon, delta, kind = self.guarantee()
+        self.sim.log.table(SUMMARY_TABLE).append(
+            self.updates + self.refused + self.sgd.non_finite,
+            self.updates,
+            self.refused,
+            epsilon,
+            delta,
+            kind,
+            self.baselines.majority,
+            self.baselines.centralised,
+            math.nan if self.central_dp is None else self.central_dp(),
+            self.sgd.unit,
+            accountant.composition,
+        )
+
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """Final test accuracy, updates and the privacy guarantee of a learning run."""
+        summary = tables.get("learning_summary")
+        if summary is None or not len(summary):
+            return []
+        row = summary.iloc[0]
+        guarantee = {
+            "non-private": "none (no noise)",
+            "none": (
+                f"no DP guarantee (e.g. the paper's L2 noise; nominal ε = {row['epsilon']:g}, "
+                "not a guarantee)"
+            ),
+            "epsilon-DP": f"ε-DP with ε = {row['epsilon']:g}",
+            "(epsilon,delta)-DP": f"(ε, δ)-DP with ε = {row['epsilon']:g}, δ = {row['delta']:g}",
+        }.get(row["guarantee"], row["guarantee"])
+        unit = row.get("privacy_unit", "record")
+        composition = row.get("composition", "basic")
+        how = f" ({composition} composition)" if row["guarantee"] != "non-private" else ""
+        lines = [
+            f"learning: {row['updates']} updates, {row['refused']} visits refused (budget spent); "
+            f"privacy per {unit}: {guarantee}{how}"
+        ]
+        yardsticks = baseline_text(summary)
+        accuracy = tables.get("accuracy")
+        if accuracy is not None and len(accuracy):
+            last = accuracy[accuracy["visits"] == accuracy["visits"].max()]
+            visits, accuracy_mean = last["visits"].iloc[0], last["accuracy"].mean()
+            models = f" (mean of {len(last)} models)" if len(last) > 1 else ""
+            lines.append(
+                f"test accuracy after {visits} visits: {accuracy_mean:.3f}{models}"
+                + (f"; {yardsticks}" if yardsticks else "")
+            )
+        elif yardsticks:
+            lines.append(f"test accuracy: {yardsticks}")
+        return lines
+
+
+def baseline_text(summary: pd.DataFrame) -> str:
+    """The yardsticks of a ``learning_summary`` table as printed beside an accuracy
+    (principle 9): "majority class 0.612, centralised non-private 0.907, central DP 0.879"
+    ("" when the table predates them; no central DP for a run without a privacy budget)."""
+    if not {"majority_accuracy", "centralised_accuracy"} <= set(summary.columns):
+        return ""
+    row = summary.iloc[0]
+    text = (
+        f"majority class {row['majority_accuracy']:.3f}, centralised non-private "
+        f"{row['centralised_accuracy']:.3f}"
+    )
+    central = row.get("central_dp_accuracy", math.nan)
+    if not pd.isna(central):
+        text += f", central DP at the same (ε, δ) {central:.3f}"
+    return text
+
+
+def central_dp_accuracy(data: Dataset, epsilon: float, delta: float) -> float:
+    """The central-DP yardstick's test accuracy on ``data``'s split at (ε, δ)
+    (:func:`netsim.learning.central_dp.central_dp_baseline`; cached in-process)."""
+    return central_dp_baseline(
+        data.x_train, data.y_train, data.x_test, data.y_test, epsilon=epsilon, delta=delta
+    ).accuracy
