@@ -54,7 +54,7 @@ def rows(table):
 
 def record(service, node):
     """(steps, id, age) of ``node``'s visible record."""
-    visible = service.prop[node]
+    visible = service.cycle.prop[node]
     return int(visible["steps"]), int(visible["id"]), service.sim.now - float(visible["origin"])
 
 
@@ -65,7 +65,7 @@ def test_a_walk_that_ends_leaves_the_local_copy_as_it_was():
     """The authors' code keeps the arriving walk as its local copy only when it forwards it;
     the paper's line 28 keeps it in any case."""
     _sim, service, _nodes, _ = authors_service()
-    service._authors_store(2, 20, 5, 0.0)  # node 2 holds a live update at step 20
+    service.cycle.store(2, 20, 5, 0.0)  # node 2 holds a live update at step 20
     service.rw_steps[2] = 3
     token = WalkToken(walk=1, steps=9, state=None, restart_of=-1, holder=0)
     arrive(service, 2, token)
@@ -78,19 +78,19 @@ def test_an_update_made_from_the_local_copy_carries_the_local_copys_id():
     and the node's new update takes the id the copy carries (latestModel's stepID); a walk
     with more steps makes an update with a fresh id and becomes the local copy."""
     sim, service, _nodes, _ = authors_service()
-    service._authors_store(2, 20, 5, 0.0)
+    service.cycle.store(2, 20, 5, 0.0)
     sim.run(DELTA + 1)  # update 5 has timed out: any walk is forwarded
-    service.rw_steps[2], service.rw_update[2] = 30, 77
+    service.rw_steps[2], service.cycle.rw_update[2] = 30, 77
     behind = WalkToken(walk=1, steps=9, state=None, restart_of=-1, holder=0)
     arrive(service, 2, behind)
     assert (behind.steps, behind.update, behind.status) == (30, 77, "holding")
     assert record(service, 2)[:2] == (30, 77)
-    service.rw_steps[3], service.rw_update[3] = 4, 78
+    service.rw_steps[3], service.cycle.rw_update[3] = 4, 78
     ahead = WalkToken(walk=2, steps=40, state=None, restart_of=-1, holder=0)
     arrive(service, 3, ahead)
     steps, update, age = record(service, 3)
     assert (steps, age) == (41, 0.0) and update not in (5, 77, 78)
-    assert service.rw_steps[3] == 41 and service.rw_update[3] == update == ahead.update
+    assert service.rw_steps[3] == 41 and service.cycle.rw_update[3] == update == ahead.update
 
 
 # --- C5: holding and handing over -----------------------------------------------------------
@@ -99,7 +99,7 @@ def test_an_update_made_from_the_local_copy_carries_the_local_copys_id():
 def held_walk(n=3, transfer=1.0, gossip=False):
     """A walk launched at node 0 at time 0 (held there for ``transfer``)."""
     sim, service, nodes, engine = authors_service(n=n, transfer=transfer, gossip=gossip)
-    service._launch(0, 5, "bootstrap", 0, -1, 0)
+    service.launch(0, 5, "bootstrap", 0, -1, 0)
     (token,) = service.propagating.values()
     return sim, service, nodes, engine, token
 
@@ -122,7 +122,7 @@ def test_an_offline_target_costs_a_second_full_hold_and_no_still_needed_test():
     sim, service, nodes, _, token = held_walk()
     first = token.target
     sim.call_later(0.5, nodes.set_offline, first, 0.5)
-    sim.call_later(0.6, service._authors_store, 0, 100, 9, 0.0)  # a fresher walk is known
+    sim.call_later(0.6, service.cycle.store, 0, 100, 9, 0.0)  # a fresher walk is known
     sim.run(1.5)
     assert token.status == "holding" and token.holder == 0 and token.target == 3 - first
     sim.run(2.0 + 1e-9)
@@ -159,7 +159,7 @@ def test_a_parked_walk_overtaken_meanwhile_ends_when_its_holder_is_back():
     sim, service, nodes, _, token = held_walk(n=4, gossip=True)
     sim.call_later(0.5, nodes.set_offline, 0, 0.5)
     for node in (1, 2, 3):
-        sim.call_later(0.7, service._authors_store, node, 50, 9, 0.0)
+        sim.call_later(0.7, service.cycle.store, node, 50, 9, 0.0)
     sim.call_later(1.5, nodes.set_online, 0, 1.5)
     sim.run(1.5 + 1e-9)
     assert token.status == "ended" and service.counts["abandoned"] == 1
@@ -172,10 +172,10 @@ def test_a_parked_walk_overtaken_meanwhile_ends_when_its_holder_is_back():
 def test_a_node_back_online_checks_its_timeout_exchanges_and_takes_part_at_once():
     sim, service, nodes, engine = authors_service(n=4, gossip=True)
     for node in range(4):
-        service._authors_store(node, 10, 3, 0.0)
+        service.cycle.store(node, 10, 3, 0.0)
         service.rw_steps[node] = 9
     sim.call_later(1.0, nodes.set_offline, 1, 1.0)
-    sim.call_later(2.0, lambda: [service._authors_store(v, 12, 4, 0.0) for v in (0, 2, 3)])
+    sim.call_later(2.0, lambda: [service.cycle.store(v, 12, 4, 0.0) for v in (0, 2, 3)])
     sim.call_later(20.0, nodes.set_online, 1, 20.0)
     sim.run(20.0 + 1e-9)
     assert bool(engine.active[1])  # no wait for a push
@@ -194,20 +194,20 @@ def test_exact_mode_runs_each_nodes_cycle_at_its_tick_without_messages():
     cycle; the engine's messages carry nothing of the walk."""
     sim, service, _nodes, engine = authors_service(n=4, gossip=True)
     assert not engine.phase.any()
-    service._authors_store(0, 12, 4, 0.0)
+    service.cycle.store(0, 12, 4, 0.0)
     for node in (1, 2, 3):
-        service._authors_store(node, 10, 3, 0.0)
+        service.cycle.store(node, 10, 3, 0.0)
     assert service.outgoing(0) is None
     sim.run(0.1 + 1e-9)  # one cycle: node 0 first, then its peer
     ids = [record(service, node)[1] for node in range(4)]
     assert ids[0] == 4 and ids.count(4) >= 2  # node 0's update went at least one hop
-    assert all(int(service.buffer[v]["id"]) == ids[v] for v in range(4))  # buffers are copies
+    assert all(int(service.cycle.buffer[v]["id"]) == ids[v] for v in range(4))  # buffers are copies
 
 
 def test_exact_mode_checks_the_timeout_at_the_tick_before_the_push():
     sim, service, _nodes, _engine = authors_service(n=4, gossip=True)
     for node in range(4):
-        service._authors_store(node, 10, 3, 0.0)
+        service.cycle.store(node, 10, 3, 0.0)
     service.rw_steps[2] = 10
     sim.run(DELTA + 0.1 + 1e-9)  # every node has ticked once with the update past δ
     restarts = rows(service.restarts_table)
@@ -270,24 +270,24 @@ def test_a_hold_that_ends_on_a_cycle_ends_after_it(mode):
                          period=0.1)  # fmt: skip
     service.attach(engine)
     order = []
-    exchanges = service._authors_exchanges if mode == "rounds" else service._authors_tick
+    exchanges = service.cycle.exchanges if mode == "rounds" else service.cycle.tick
 
     def logged_exchange(*args, **kwargs):
         order.append(("cycle", sim.env.now))
         return exchanges(*args, **kwargs)
 
-    hold_end = service._authors_hold_end
+    hold_end = service.cycle.hold_end
 
     def logged_hold_end(*args):
         order.append(("hold end", sim.env.now))
         return hold_end(*args)
 
     if mode == "rounds":
-        service._authors_exchanges = logged_exchange
+        service.cycle.exchanges = logged_exchange
     else:
         engine._before_push_hook = logged_exchange
-    service._authors_hold_end = logged_hold_end
-    sim.call_later(0.3, lambda: service._launch(0, 5, "bootstrap", 0, -1, 0))
+    service.cycle.hold_end = logged_hold_end
+    sim.call_later(0.3, lambda: service.launch(0, 5, "bootstrap", 0, -1, 0))
     sim.run(1.35)
     (end,) = [when for what, when in order if what == "hold end"]
     cycle = 0.0

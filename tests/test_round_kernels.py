@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netsim.network.links import SEGMENT_RECORD, pair_online
-from netsim.protocols.walk_kernels import (
+from netsim.protocols.walk.kernels import (
     AGE_TOLERANCE,
     BUFFER_RECORD,
     PROP_RECORD,

@@ -615,7 +615,7 @@ def test_workers_whose_sweep_died_while_they_started_take_no_task(tmp_path):
 @contextmanager
 def signal_inside_compiled_code(handler: Callable[[int, object], None]) -> Iterator[list[str]]:
     """Run ``handler`` (as SIGTERM's) the first time the authors' round kernel
-    (``walk_kernels.authors_cycle``, called by ``_authors_exchanges``) calls back into the
+    (``kernels.authors_cycle``, called by ``AuthorsCycle.exchanges``) calls back into the
     interpreter (numba's ``_numba_unpickle``), which is where a real signal's handler ran when
     a sweep hung: what it raised there came out as a ``SystemError``. Yields where it ran
     (once, or the test is moot)."""
@@ -624,7 +624,7 @@ def signal_inside_compiled_code(handler: Callable[[int, object], None]) -> Itera
     def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
         if event == "call" and not hit and frame.f_code.co_name == "_numba_unpickle":
             caller = frame.f_back  # compiled code makes no frame: its caller's is next
-            if caller is not None and caller.f_code.co_name == "_authors_exchanges":
+            if caller is not None and caller.f_code.co_name == "exchanges":
                 hit.append(f"{frame.f_code.co_name} in {caller.f_code.co_name}")
                 handler(signal.SIGTERM, frame)
         return None

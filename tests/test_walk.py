@@ -18,7 +18,7 @@ from netsim.protocols.walk import (
     WalkToken,
     WalkVariant,
 )
-from netsim.protocols.walk_kernels import should_replace
+from netsim.protocols.walk.kernels import should_replace
 from netsim.scenario.loader import validate_scenario
 from netsim.scenario.runner import run_in_memory
 from netsim.sim import Simulation

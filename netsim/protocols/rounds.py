@@ -19,7 +19,7 @@ What the mode approximates, and why it is faithful for what the papers measure:
   moves at most two hops per round (push and pull), and in exact mode a little faster.
 - *Timeouts and restarts* are evaluated once per round for all nodes (so at most Δ late; an
   update created on the round grid times out exactly at i·δ when δ is a multiple of Δ, since
-  an age within 1 µs of i·δ counts as reaching it: ``walk_kernels.AGE_TOLERANCE``).
+  an age within 1 µs of i·δ counts as reaching it: ``netsim.protocols.walk.kernels.AGE_TOLERANCE``).
 - *Losses*: the peer is online by construction; the transport decides the fate of every push
   and pull (:meth:`~netsim.network.links.Network.send_batch`): the optional per-message loss
   probability applies to each, and with link failures an exchange over a link that is down at
@@ -31,7 +31,7 @@ over the :class:`~netsim.network.links.OnlineNeighbourIndex`). A rule either sup
 vectorised values and merges (:class:`RoundRule`; the pushes to one node are then merged in
 batches by rank, :func:`by_rank`) or does a whole round's exchanges itself
 (:class:`FusedRoundRule`: the round-kernel form, in which a compiled kernel does the round:
-the walk service's in :mod:`netsim.protocols.walk_kernels`, one per option set, and the
+the walk service's in :mod:`netsim.protocols.walk.kernels`, one per option set, and the
 broadcast's :func:`~netsim.protocols.broadcast.broadcast_round`); both follow the order
 described above, and the kernels are property-tested against plain-Python statements of it
 (``tests/test_round_kernels.py``).
