@@ -128,6 +128,9 @@ def test_a_sections_uses_names_only_its_roles_and_other_instances():
     assert "walk.uses.gossip: links is a transport, not a gossip engine" in problem(
         walk={**walk, "uses": {"gossip": "links"}}, gossip={"period": "1s"}
     )
+    assert "churn.uses: the churn section builds the network" in problem(
+        churn={"kind": "always_on", "uses": {"transport": "links"}}
+    )
 
 
 class Peeker(NetworkProtocol):

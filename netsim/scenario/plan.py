@@ -260,7 +260,13 @@ def _check_roles_known(parts: list[Part], wiring: Mapping[str, Any]) -> None:
     for part in parts:
         roles.setdefault(part.instance_key, set()).update(_roles(part))
     by_key = {part.key: part for part in parts}
+    sections = REGISTRY.sections()
     for where, uses in wiring.items():
+        if where in sections and sections[where].slot in NETWORK_SLOTS:
+            raise WiringError(
+                f"{where}.uses: the {where} section builds the network before every instance "
+                "and fills no role; leave uses out"
+            )
         if where not in roles:
             continue  # a wired entry that failed validation: its own error is reported
         allowed = roles[where] - {"walk.agent"}
