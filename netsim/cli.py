@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 from netsim.errors import (
     NetsimError,
@@ -29,6 +29,8 @@ from netsim.signals import (
 )
 from netsim.version import __version__
 
+#: The subcommands of a parser (``add_subparsers``), to which each ``_add_*`` adds one.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 #: The slots ``netsim check --slot`` takes (netsim.api's interfaces).
 SLOT_CHOICES = (
     "topology", "churn", "application", "protocol", "walk", "walk_agent", "learner", "mechanism",
@@ -430,7 +432,9 @@ def _cmd_trace_synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _command(commands: Any, name: str, summary: str, details: str) -> argparse.ArgumentParser:
+def _command(
+    commands: Subcommands, name: str, summary: str, details: str
+) -> argparse.ArgumentParser:
     """A subcommand whose ``--help`` line is ``summary`` and whose description is ``summary``
     (capitalised) followed by ``details``."""
     return commands.add_parser(
@@ -438,30 +442,33 @@ def _command(commands: Any, name: str, summary: str, details: str) -> argparse.A
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``netsim``."""
-    parser = argparse.ArgumentParser(
-        prog="netsim",
-        description="Discrete-event network simulator for decentralised private learning.",
+def _scenario_command(commands: Subcommands, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand that reads a scenario file, with ``--set`` overrides; its ``--help`` line
+    and description are ``help_text``."""
+    command = commands.add_parser(name, help=help_text, description=help_text)
+    command.add_argument("scenario", type=Path, help="scenario YAML file")
+    command.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. --set nodes=500 --set gossip.period=1s",
     )
-    parser.add_argument("--version", action="version", version=f"netsim {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    return command
 
-    def scenario_command(name: str, help_text: str) -> argparse.ArgumentParser:
-        command = commands.add_parser(name, help=help_text, description=help_text)
-        command.add_argument("scenario", type=Path, help="scenario YAML file")
-        command.add_argument(
-            "--set",
-            action="append",
-            metavar="KEY=VALUE",
-            help="override a scenario key, e.g. --set nodes=500 --set gossip.period=1s",
-        )
-        return command
 
-    validate = scenario_command("validate", "check a scenario file and report every problem")
+def _add_validate(commands: Subcommands) -> None:
+    """``netsim validate``: check a scenario file."""
+    validate = _scenario_command(
+        commands, "validate", "check a scenario file and report every problem"
+    )
     validate.set_defaults(handler=_cmd_validate)
 
-    run = scenario_command("run", "run a scenario; prints the run directory as its last line")
+
+def _add_run(commands: Subcommands) -> None:
+    """``netsim run``: run a scenario."""
+    run = _scenario_command(
+        commands, "run", "run a scenario; prints the run directory as its last line"
+    )
     run.add_argument("--out", type=Path, default=Path("runs"), help="parent directory of runs")
     run.add_argument("--seed", type=int, default=None, help="root seed (overrides the file)")
     run.add_argument(
@@ -477,6 +484,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="print only the run directory")
     run.set_defaults(handler=_cmd_run)
 
+
+def _add_sweep(commands: Subcommands) -> None:
+    """``netsim sweep``: run (or resume) a sweep."""
     sweep = commands.add_parser(
         "sweep",
         help="run every grid point x repetition of a sweep file; resumes where it stopped",
@@ -500,6 +510,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("-q", "--quiet", action="store_true", help="print only the sweep dir")
     sweep.set_defaults(handler=_cmd_sweep)
 
+
+def _add_report(commands: Subcommands) -> None:
+    """``netsim report``: the standard figures and report.md."""
     report_help = "draw the standard figures of a sweep or run directory, with a Markdown summary"
     report = _command(
         commands,
@@ -524,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     _allow_unverified_option(report)
     report.set_defaults(handler=_cmd_report)
 
+
+def _add_verify(commands: Subcommands) -> None:
+    """``netsim verify``: check runs against their manifests."""
     verify_help = "check every run of a sweep, run directory or folder of runs against its manifest"
     verify = _command(
         commands,
@@ -542,6 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(handler=_cmd_verify)
 
+
+def _add_collect(commands: Subcommands) -> None:
+    """``netsim collect``: the tidy long table of runs."""
     collect_help = "write the tidy long table of a sweep, run directory or folder of runs"
     collect_command = _command(
         commands,
@@ -569,6 +588,9 @@ def build_parser() -> argparse.ArgumentParser:
     _allow_unverified_option(collect_command)
     collect_command.set_defaults(handler=_cmd_collect)
 
+
+def _add_check(commands: Subcommands) -> None:
+    """``netsim check``: check a component against the component contract."""
     check_help = "check that a component keeps netsim's component contract"
     check = _command(
         commands,
@@ -605,10 +627,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(handler=_cmd_check)
 
-    trace_help = "inspect, convert and synthesise churn traces"
-    trace = commands.add_parser("trace", help=trace_help, description=trace_help)
-    trace_commands = trace.add_subparsers(dest="trace_command", required=True)
-    formats = ["canonical", "stunner", "fta"]
+
+def _add_trace_info(trace_commands: Subcommands, formats: list[str]) -> None:
+    """``netsim trace info``: a trace's statistics."""
     info_help = "statistics of a trace (and the paper's Fig. 1)"
     info = trace_commands.add_parser("info", help=info_help, description=info_help)
     info.add_argument("file", type=Path, help="trace file (.csv, .parquet, or a STUNner/FTA file)")
@@ -621,6 +642,10 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--plot", type=Path, metavar="OUT.png", help="draw Fig. 1 to this PNG")
     info.add_argument("--json", action="store_true", help="print the figures as JSON")
     info.set_defaults(handler=_cmd_trace_info)
+
+
+def _add_trace_convert(trace_commands: Subcommands, formats: list[str]) -> None:
+    """``netsim trace convert``: convert between trace formats."""
     convert_help = "convert between trace formats (canonical CSV/Parquet, STUNner, FTA)"
     convert = trace_commands.add_parser("convert", help=convert_help, description=convert_help)
     convert.add_argument("source", type=Path, help="trace file to read")
@@ -639,6 +664,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="cut 2-day segments with a one-day overlap (Hegedűs et al. §5.1)",
     )
     convert.set_defaults(handler=_cmd_trace_convert)
+
+
+def _add_trace_synth(trace_commands: Subcommands, formats: list[str]) -> None:
+    """``netsim trace synth``: synthetic churn fitted to a trace."""
     synth_help = "synthetic churn fitted to a trace (or generated from saved parameters)"
     synth = trace_commands.add_parser("synth", help=synth_help, description=synth_help)
     synth.add_argument("--like", type=Path, help="trace to fit")
@@ -657,6 +686,38 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--duration", default="2d", help="trace length, e.g. 6h (default 2d)")
     synth.add_argument("--seed", type=int, default=1, help="seed of the generator (default 1)")
     synth.set_defaults(handler=_cmd_trace_synth)
+
+
+def _add_trace(commands: Subcommands) -> None:
+    """``netsim trace``: inspect, convert and synthesise churn traces (its subcommands)."""
+    trace_help = "inspect, convert and synthesise churn traces"
+    trace = commands.add_parser("trace", help=trace_help, description=trace_help)
+    trace_commands = trace.add_subparsers(dest="trace_command", required=True)
+    formats = ["canonical", "stunner", "fta"]
+    _add_trace_info(trace_commands, formats)
+    _add_trace_convert(trace_commands, formats)
+    _add_trace_synth(trace_commands, formats)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``netsim``."""
+    parser = argparse.ArgumentParser(
+        prog="netsim",
+        description="Discrete-event network simulator for decentralised private learning.",
+    )
+    parser.add_argument("--version", action="version", version=f"netsim {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for add_command in (
+        _add_validate,
+        _add_run,
+        _add_sweep,
+        _add_report,
+        _add_verify,
+        _add_collect,
+        _add_check,
+        _add_trace,
+    ):
+        add_command(commands)
     return parser
 
 

@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -61,6 +62,10 @@ from netsim.errors import NetsimError, RunDirectoryError
 from netsim.plotting import HOURS, TimeUnit, time_unit
 from netsim.storage import atomic_write_text, read_table
 from netsim.units import DAY, HOUR, MINUTE
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 REPORT_FILE = "report.md"
 REPORT_DIR = "report"
@@ -585,6 +590,195 @@ def _fit_legend(fig, handles, names, max_columns: int = 4):
     return None  # pragma: no cover - the loop always returns
 
 
+@dataclass(frozen=True)
+class _CurveCanvas:
+    """What every panel of one curve figure draws with: the grid points (sorted), their
+    labels and styles, the time axis' scale, the bands' opacity and whether each run is drawn
+    as a thin line instead of a band."""
+
+    points: list[int]
+    labels: dict[int, str]
+    styles: dict[int, LineStyle]
+    x_scale: float
+    band_alpha: float
+    draw_runs: bool
+
+    def marker_size(self, point: int) -> float:
+        """Hollow markers, the later point's the smaller: markers of lines that coincide
+        nest."""
+        return 7.0 - 3.0 * self.points.index(point) / max(1, len(self.points) - 1)
+
+
+def _band_alpha(points: int) -> float:
+    """The opacity of the confidence bands: many overlapping bands would hide the lines."""
+    return 0.2 if points <= 3 else 0.12 if points <= 6 else 0.08
+
+
+def _curve_x_scale(spec: FigureSpec, unit: TimeUnit) -> float:
+    """Seconds per x unit: ``unit`` for a time axis, 1 for a round axis."""
+    return unit.seconds if spec.panels[0].axis == "time" else 1.0
+
+
+def _curve_xlabel(spec: FigureSpec, unit: TimeUnit) -> str:
+    """The bottom axis' label: the spec's, else the time unit's or "round"."""
+    default_xlabel = unit.label() if spec.panels[0].axis == "time" else "round"
+    return spec.xlabel or default_xlabel
+
+
+def _curve_axes(panels: int) -> tuple[Figure, np.ndarray]:
+    """A figure of ``panels`` panels stacked on one shared x axis (a column of axes)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(
+        panels,
+        1,
+        figsize=(8.0, 3.0 + 2.4 * panels),
+        sharex=True,
+        squeeze=False,
+        layout="constrained",
+    )
+    return fig, axes
+
+
+def _limits_frame(stats: CurveStatistics) -> pd.DataFrame:
+    """The values a panel's y range is kept to: the runs' own, and the reference, spread and
+    baseline lines' (which the axes hold too)."""
+    frame = stats.frame
+    extra = []
+    for other in (stats.reference, *(stats.spread or ())):
+        if other is not None:
+            extra.append(other.assign(run_min=other["mean"], run_max=other["mean"]))
+    if stats.baselines:
+        values = [b.value for b in stats.baselines]
+        extra.append(pd.DataFrame({"mean": values, "run_min": values, "run_max": values}))
+    return pd.concat([frame, *extra], ignore_index=True) if extra else frame
+
+
+def _draw_point(
+    ax: Axes,
+    canvas: _CurveCanvas,
+    stats: CurveStatistics,
+    point: object,
+    line: pd.DataFrame,
+    floor: float | None,
+) -> None:
+    """One grid point's mean line, with its runs as thin lines or its confidence band; on a
+    log axis (``floor`` not None) means and band tops of zero or less are left out and band
+    bottoms of zero or less drawn at ``floor``."""
+    x = line["x"].to_numpy() / canvas.x_scale
+    mean = line["mean"].to_numpy(dtype=float)
+    low = line["ci_low"].to_numpy(dtype=float)
+    high = line["ci_high"].to_numpy(dtype=float)
+    if floor is not None:  # a log axis has no place for zero or less: leave those out
+        mean = np.where(mean > 0, mean, np.nan)
+        low = np.where(low > 0, low, floor)
+        high = np.where(high > 0, high, np.nan)
+    style = canvas.styles[int(point)]
+    ax.plot(
+        x,
+        mean,
+        color=style.colour,
+        linestyle=style.linestyle,
+        lw=1.4,
+        marker=style.marker if len(x) <= 30 else None,
+        ms=canvas.marker_size(int(point)),
+        mfc="none",
+        mew=1.1,
+        label=canvas.labels[int(point)],
+    )
+    if canvas.draw_runs and stats.runs is not None:
+        for _, run in stats.runs[stats.runs["point"] == point].groupby("run"):
+            ax.plot(
+                run["x"].to_numpy() / canvas.x_scale, run["value"].to_numpy(dtype=float),
+                color=style.colour, linestyle=style.linestyle, lw=0.7, alpha=0.55,
+            )  # fmt: skip
+    elif line["n"].max() > 1:
+        ax.fill_between(x, low, high, color=style.colour, alpha=canvas.band_alpha, lw=0)
+
+
+def _draw_reference(ax: Axes, canvas: _CurveCanvas, curve: Curve, reference: pd.DataFrame) -> None:
+    """The curve's reference metric, dashed in each point's colour (named by the point when
+    there are several)."""
+    for point, line in reference.groupby("point", sort=True):
+        ax.plot(
+            line["x"].to_numpy() / canvas.x_scale, line["mean"].to_numpy(dtype=float),
+            color=canvas.styles[int(point)].colour, linestyle="--", lw=1.1,
+            label=f"{curve.reference_label or curve.reference}"
+            + (f" ({canvas.labels[int(point)]})" if len(canvas.points) > 1 else ""),
+        )  # fmt: skip
+
+
+def _draw_spread(
+    ax: Axes,
+    canvas: _CurveCanvas,
+    curve: Curve,
+    spread: tuple[pd.DataFrame, pd.DataFrame],
+) -> None:
+    """The curve's spread metrics (low, high), dotted in each point's colour, with one legend
+    entry for all."""
+    assert curve.spread is not None
+    name = curve.spread_label or " / ".join(curve.spread)
+    low, high = spread
+    for k, point in enumerate(sorted(set(low["point"]) & set(high["point"]))):
+        for bound, line in enumerate((low, high)):
+            line = line[line["point"] == point]
+            ax.plot(
+                line["x"].to_numpy() / canvas.x_scale, line["mean"].to_numpy(dtype=float),
+                color=canvas.styles[int(point)].colour, linestyle=":", lw=1.0,
+                label=name if k == 0 and bound == 0 else "_nolegend_",
+            )  # fmt: skip
+
+
+def _draw_baselines(ax: Axes, baselines: Sequence[BaselineLine]) -> None:
+    """Each baseline as a dashed horizontal line across the panel, in the declared order's
+    colour (:data:`BASELINE_COLOURS`)."""
+    for k, baseline in enumerate(baselines):
+        ax.axhline(
+            baseline.value,
+            color=BASELINE_COLOURS[k % len(BASELINE_COLOURS)],
+            linestyle="--",
+            lw=1.2,
+            label=baseline.text(),
+        )
+
+
+def _draw_panel(
+    ax: Axes, canvas: _CurveCanvas, curve: Curve, stats: CurveStatistics, panels: int
+) -> None:
+    """One panel of a curve figure: a line per grid point, then the reference, spread and
+    baseline lines, the y label and grid, the y range kept to the runs, and the panel's own
+    legend when a single point has decorations in a figure of several panels."""
+    frame = stats.frame
+    log = _log_y(frame)
+    floor = None
+    if log:
+        ax.set_yscale("log")
+        positive = frame["mean"][frame["mean"] > 0]
+        floor = float(positive.min()) / 1e3  # a band reaching 0 or below: off the axis
+    for point, line in frame.groupby("point", sort=True):
+        _draw_point(ax, canvas, stats, point, line, floor)
+    if stats.reference is not None:
+        _draw_reference(ax, canvas, curve, stats.reference)
+    if stats.spread is not None:
+        _draw_spread(ax, canvas, curve, stats.spread)
+    _draw_baselines(ax, stats.baselines)
+    ax.set_ylabel(_log_label(curve.ylabel) if log else curve.ylabel)
+    ax.grid(alpha=0.3, which="major")
+    ax.grid(alpha=0.1, which="minor")
+    _limit_to_runs(ax, _limits_frame(stats), log)
+    decorated = stats.reference is not None or stats.spread is not None or stats.baselines
+    if decorated and len(canvas.points) == 1 and panels > 1:
+        ax.legend(fontsize=8, frameon=False)
+
+
+def _figure_legend(fig: Figure, top: Axes, points: int, panels: int) -> None:
+    """The top panel's legend below the axes, when it names several points or several lines
+    of a single panel (below the axes a legend never hides a line, nor a baseline across the
+    whole axes)."""
+    handles, names = top.get_legend_handles_labels()
+    if points > 1 or (panels == 1 and len(names) > 1):
+        _fit_legend(fig, handles, names)
+
+
 def _draw_curve_figure(
     spec: FigureSpec,
     statistics: list[CurveStatistics],
@@ -596,115 +790,28 @@ def _draw_curve_figure(
 ) -> str:
     """Draw ``spec`` into ``out``, a time axis in ``unit``; returns how the runs were binned
     ("" if not)."""
-    plt = _pyplot()
     panels = len(spec.panels)
-    fig, axes = plt.subplots(
-        panels,
-        1,
-        figsize=(8.0, 3.0 + 2.4 * panels),
-        sharex=True,
-        squeeze=False,
-        layout="constrained",
-    )
+    fig, axes = _curve_axes(panels)
     points = sorted({int(p) for s in statistics for p in s.frame["point"].unique()})
-    # many overlapping bands would hide the lines
-    alpha = 0.2 if len(points) <= 3 else 0.12 if len(points) <= 6 else 0.08
     counts = [repetitions.get(p, 0) for p in points]
-    draw_runs = 1 < max(counts) < BAND_FROM_REPETITIONS
-    x_scale = unit.seconds if spec.panels[0].axis == "time" else 1.0
+    canvas = _CurveCanvas(
+        points,
+        labels,
+        styles,
+        _curve_x_scale(spec, unit),
+        _band_alpha(len(points)),
+        draw_runs=1 < max(counts) < BAND_FROM_REPETITIONS,
+    )
     for ax, curve, stats in zip(axes[:, 0], spec.panels, statistics, strict=True):
-        frame = stats.frame
-        extra = []  # the axes hold the reference, spread and baseline lines too
-        for other in (stats.reference, *(stats.spread or ())):
-            if other is not None:
-                extra.append(other.assign(run_min=other["mean"], run_max=other["mean"]))
-        if stats.baselines:
-            values = [b.value for b in stats.baselines]
-            extra.append(pd.DataFrame({"mean": values, "run_min": values, "run_max": values}))
-        frame_for_limits = pd.concat([frame, *extra], ignore_index=True) if extra else frame
-        log = _log_y(frame)
-        if log:
-            ax.set_yscale("log")
-            positive = frame["mean"][frame["mean"] > 0]
-            floor = float(positive.min()) / 1e3  # a band reaching 0 or below: off the axis
-        for point, line in frame.groupby("point", sort=True):
-            x = line["x"].to_numpy() / x_scale
-            mean = line["mean"].to_numpy(dtype=float)
-            low = line["ci_low"].to_numpy(dtype=float)
-            high = line["ci_high"].to_numpy(dtype=float)
-            if log:  # a log axis has no place for zero or less: leave those out
-                mean = np.where(mean > 0, mean, np.nan)
-                low = np.where(low > 0, low, floor)
-                high = np.where(high > 0, high, np.nan)
-            style = styles[int(point)]
-            ax.plot(
-                x,
-                mean,
-                color=style.colour,
-                linestyle=style.linestyle,
-                lw=1.4,
-                marker=style.marker if len(x) <= 30 else None,
-                # hollow, and the later the smaller: markers of lines that coincide nest
-                ms=7.0 - 3.0 * points.index(int(point)) / max(1, len(points) - 1),
-                mfc="none",
-                mew=1.1,
-                label=labels[int(point)],
-            )
-            if draw_runs and stats.runs is not None:
-                for _, run in stats.runs[stats.runs["point"] == point].groupby("run"):
-                    ax.plot(
-                        run["x"].to_numpy() / x_scale, run["value"].to_numpy(dtype=float),
-                        color=style.colour, linestyle=style.linestyle, lw=0.7, alpha=0.55,
-                    )  # fmt: skip
-            elif line["n"].max() > 1:
-                ax.fill_between(x, low, high, color=style.colour, alpha=alpha, lw=0)
-        if stats.reference is not None:
-            for point, line in stats.reference.groupby("point", sort=True):
-                ax.plot(
-                    line["x"].to_numpy() / x_scale, line["mean"].to_numpy(dtype=float),
-                    color=styles[int(point)].colour, linestyle="--", lw=1.1,
-                    label=f"{curve.reference_label or curve.reference}"
-                    + (f" ({labels[int(point)]})" if len(points) > 1 else ""),
-                )  # fmt: skip
-        if stats.spread is not None:
-            assert curve.spread is not None
-            name = curve.spread_label or " / ".join(curve.spread)
-            low, high = stats.spread
-            for k, point in enumerate(sorted(set(low["point"]) & set(high["point"]))):
-                for bound, line in enumerate((low, high)):
-                    line = line[line["point"] == point]
-                    ax.plot(
-                        line["x"].to_numpy() / x_scale, line["mean"].to_numpy(dtype=float),
-                        color=styles[int(point)].colour, linestyle=":", lw=1.0,
-                        label=name if k == 0 and bound == 0 else "_nolegend_",
-                    )  # fmt: skip
-        for k, baseline in enumerate(stats.baselines):
-            ax.axhline(
-                baseline.value,
-                color=BASELINE_COLOURS[k % len(BASELINE_COLOURS)],
-                linestyle="--",
-                lw=1.2,
-                label=baseline.text(),
-            )
-        ax.set_ylabel(_log_label(curve.ylabel) if log else curve.ylabel)
-        ax.grid(alpha=0.3, which="major")
-        ax.grid(alpha=0.1, which="minor")
-        _limit_to_runs(ax, frame_for_limits, log)
-        decorated = stats.reference is not None or stats.spread is not None or stats.baselines
-        if decorated and len(points) == 1 and panels > 1:
-            ax.legend(fontsize=8, frameon=False)
+        _draw_panel(ax, canvas, curve, stats, panels)
     bottom = axes[-1, 0]
-    default_xlabel = unit.label() if spec.panels[0].axis == "time" else "round"
-    bottom.set_xlabel(spec.xlabel or default_xlabel)
+    bottom.set_xlabel(_curve_xlabel(spec, unit))
     if _log_x(statistics, spec.log_x_over_decades):
         bottom.set_xscale("log")
     binned = _binning_text(spec.panels, statistics)
     title = [spec.title, repetitions_text(counts), *([binned] if binned else [])]
     axes[0, 0].set_title("\n".join(title), fontsize=10)
-    handles, names = axes[0, 0].get_legend_handles_labels()
-    if len(points) > 1 or (panels == 1 and len(names) > 1):
-        # below the axes: a legend never hides a line (nor a baseline across the whole axes)
-        _fit_legend(fig, handles, names)
+    _figure_legend(fig, axes[0, 0], len(points), panels)
     save_figure(fig, out, tight=True)
     return binned
 

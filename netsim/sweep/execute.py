@@ -443,19 +443,9 @@ def _write_manifest(directory: Path, plan: SweepPlan, progress: SweepProgress, s
     )
 
 
-def run_sweep(
-    plan: SweepPlan,
-    *,
-    out: Path,
-    backend: Backend,
-    progress: Callable[[SweepProgress], None] | None = None,
-    time_limit: float | None = None,
-) -> SweepResult:
-    """Run every planned run that is not done yet; record failures; keep ``sweep.json``
-    current after every run (status ``complete`` only when every run is). A run still going
-    after ``time_limit`` seconds of wall time is stopped and recorded as failed, with the
-    reason, and the sweep goes on."""
-    directory = sweep_directory(plan, Path(out).resolve())  # workers may not share our cwd
+def _prepare_directory(plan: SweepPlan, directory: Path) -> tuple[Path, Path]:
+    """Create the sweep directory's run and failure folders and write the sweep's source and
+    plan; returns the two folders. A directory that cannot be written is a SweepError."""
     runs_dir, failures_dir = directory / SWEEP_RUNS, directory / SWEEP_FAILURES
     try:
         for path in (runs_dir, failures_dir):
@@ -470,6 +460,80 @@ def run_sweep(
             f"{directory}: cannot create the sweep directory ({exc.strerror or exc}); give "
             "--out a directory you can write to"
         ) from None
+    return runs_dir, failures_dir
+
+
+def _record_outcome(
+    outcome: RunOutcome,
+    by_number: Mapping[int, PlannedRun],
+    failures_dir: Path,
+    state: SweepProgress,
+    failures: list[RunOutcome],
+) -> None:
+    """Count a finished run in ``state``: a complete one clears its failure record, a failed
+    one joins ``failures`` and gets its record (error and traceback) in ``failures_dir``."""
+    record = failures_dir / f"{outcome.run_id}.json"
+    if outcome.status == "complete":
+        state.complete += 1
+        record.unlink(missing_ok=True)
+        return
+    state.failed += 1
+    failures.append(outcome)
+    planned = by_number[outcome.run]
+    write_json(
+        record,
+        {
+            "run_id": outcome.run_id,
+            "run": outcome.run,
+            "point": planned.point,
+            "repetition": planned.repetition,
+            "error": outcome.error,
+            "traceback": outcome.traceback,
+        },
+    )
+
+
+def _follow_outcomes(
+    outcomes: Iterator[RunOutcome],
+    plan: SweepPlan,
+    directory: Path,
+    failures_dir: Path,
+    state: SweepProgress,
+    progress: Callable[[SweepProgress], None] | None,
+) -> list[RunOutcome]:
+    """Record each run as it finishes and keep ``sweep.json`` and ``progress`` current;
+    returns the failed runs. Stops the workers on the way out (an interrupt too) and then
+    removes their progress files."""
+    failures: list[RunOutcome] = []
+    by_number = {r.run: r for r in plan.runs}  # a plan may hold a subset of run numbers
+    try:
+        for outcome in outcomes:
+            _record_outcome(outcome, by_number, failures_dir, state, failures)
+            _write_manifest(directory, plan, state, "incomplete")
+            if progress is not None:
+                progress(state)
+    finally:  # the workers stop first (an interrupt), then their progress files go
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()
+        shutil.rmtree(directory / SWEEP_RUNS / PROGRESS_DIR, ignore_errors=True)
+    return failures
+
+
+def run_sweep(
+    plan: SweepPlan,
+    *,
+    out: Path,
+    backend: Backend,
+    progress: Callable[[SweepProgress], None] | None = None,
+    time_limit: float | None = None,
+) -> SweepResult:
+    """Run every planned run that is not done yet; record failures; keep ``sweep.json``
+    current after every run (status ``complete`` only when every run is). A run still going
+    after ``time_limit`` seconds of wall time is stopped and recorded as failed, with the
+    reason, and the sweep goes on."""
+    directory = sweep_directory(plan, Path(out).resolve())  # workers may not share our cwd
+    runs_dir, failures_dir = _prepare_directory(plan, directory)
     adopt_earlier_runs(plan, runs_dir)  # a sweep directory from before portable run ids
     pending = [run for run in plan.runs if not is_done(run, runs_dir)]
     state = SweepProgress(
@@ -480,7 +544,6 @@ def run_sweep(
     shutil.rmtree(runs_dir / PROGRESS_DIR, ignore_errors=True)
     if progress is not None:
         progress(state)
-    failures: list[RunOutcome] = []
     tasks = [
         RunTask(
             r.run,
@@ -492,37 +555,8 @@ def run_sweep(
         )
         for r in pending
     ]
-    by_number = {r.run: r for r in plan.runs}  # a plan may hold a subset of run numbers
     outcomes = backend.run(tasks)
-    try:
-        for outcome in outcomes:
-            record = failures_dir / f"{outcome.run_id}.json"
-            if outcome.status == "complete":
-                state.complete += 1
-                record.unlink(missing_ok=True)
-            else:
-                state.failed += 1
-                failures.append(outcome)
-                planned = by_number[outcome.run]
-                write_json(
-                    record,
-                    {
-                        "run_id": outcome.run_id,
-                        "run": outcome.run,
-                        "point": planned.point,
-                        "repetition": planned.repetition,
-                        "error": outcome.error,
-                        "traceback": outcome.traceback,
-                    },
-                )
-            _write_manifest(directory, plan, state, "incomplete")
-            if progress is not None:
-                progress(state)
-    finally:  # the workers stop first (an interrupt), then their progress files go
-        close = getattr(outcomes, "close", None)
-        if close is not None:
-            close()
-        shutil.rmtree(runs_dir / PROGRESS_DIR, ignore_errors=True)
+    failures = _follow_outcomes(outcomes, plan, directory, failures_dir, state, progress)
     _write_manifest(directory, plan, state, "complete" if state.failed == 0 else "incomplete")
     return SweepResult(directory, state, tuple(sorted(failures, key=lambda o: o.run)))
 

@@ -144,8 +144,9 @@ class SweepPoint:
 # --- reading the section -----------------------------------------------------------------
 
 
-def _range_values(spec: Mapping[str, Any], where: str) -> tuple[Any, ...]:
-    """Values of a ``{from, to, step}`` or ``{from, to, count[, scale]}`` range (inclusive)."""
+def _range_bounds(spec: Mapping[str, Any], where: str) -> tuple[float, float, bool]:
+    """A range's keys checked, and its ``from`` and ``to`` (seconds when any of from, to or
+    step is a duration text, which the third value says)."""
     unknown = sorted(set(spec) - set(RANGE_KEYS))
     if unknown:
         raise SweepError(
@@ -160,34 +161,51 @@ def _range_values(spec: Mapping[str, Any], where: str) -> tuple[Any, ...]:
         start, stop = convert(spec["from"]), convert(spec["to"])
     except (TypeError, ValueError) as exc:
         raise SweepError(f"{where}: from and to must be numbers or durations ({exc})") from None
+    return start, stop, durations
+
+
+def _counted_range(count: object, start: float, stop: float, scale: str, where: str) -> np.ndarray:
+    """``count`` values from ``start`` to ``stop``, evenly or (``scale: log``) geometrically
+    spaced."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise SweepError(f"{where}.count: {count!r}; a count is an integer >= 1")
+    if count > MAX_RUNS:  # before anything of that size is made
+        raise SweepError(f"{where}: {count} values; at most {MAX_RUNS} runs per sweep")
+    if scale == "log":
+        if start <= 0 or stop <= 0:
+            raise SweepError(f"{where}: a log range needs from and to > 0")
+        return np.geomspace(start, stop, count)
+    return np.linspace(start, stop, count)
+
+
+def _stepped_range(
+    raw_step: object, start: float, stop: float, durations: bool, scale: str, where: str
+) -> np.ndarray:
+    """``start``, ``start + step``, … up to ``stop`` (within 1e-9 steps), linear only."""
+    if scale != "linear":
+        raise SweepError(f"{where}: scale log needs count, not step")
+    try:
+        step = (parse_duration if durations else float)(raw_step)
+    except (TypeError, ValueError) as exc:
+        raise SweepError(f"{where}.step: {exc}") from None
+    if not step > 0 or stop < start:
+        raise SweepError(f"{where}: a step range needs step > 0 and to >= from")
+    count = math.floor((stop - start) / step + 1e-9) + 1
+    if count > MAX_RUNS:
+        raise SweepError(f"{where}: {count} values; at most {MAX_RUNS} runs per sweep")
+    return start + step * np.arange(count)
+
+
+def _range_values(spec: Mapping[str, Any], where: str) -> tuple[Any, ...]:
+    """Values of a ``{from, to, step}`` or ``{from, to, count[, scale]}`` range (inclusive)."""
+    start, stop, durations = _range_bounds(spec, where)
     scale = spec.get("scale", "linear")
     if scale not in ("linear", "log"):
         raise SweepError(f"{where}.scale: {scale!r}; allowed values: linear, log")
     if "count" in spec:
-        count = spec["count"]
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise SweepError(f"{where}.count: {count!r}; a count is an integer >= 1")
-        if count > MAX_RUNS:  # before anything of that size is made
-            raise SweepError(f"{where}: {count} values; at most {MAX_RUNS} runs per sweep")
-        if scale == "log":
-            if start <= 0 or stop <= 0:
-                raise SweepError(f"{where}: a log range needs from and to > 0")
-            values = np.geomspace(start, stop, count)
-        else:
-            values = np.linspace(start, stop, count)
+        values = _counted_range(spec["count"], start, stop, scale, where)
     else:
-        if scale != "linear":
-            raise SweepError(f"{where}: scale log needs count, not step")
-        try:
-            step = (parse_duration if durations else float)(spec["step"])
-        except (TypeError, ValueError) as exc:
-            raise SweepError(f"{where}.step: {exc}") from None
-        if not step > 0 or stop < start:
-            raise SweepError(f"{where}: a step range needs step > 0 and to >= from")
-        count = math.floor((stop - start) / step + 1e-9) + 1
-        if count > MAX_RUNS:
-            raise SweepError(f"{where}: {count} values; at most {MAX_RUNS} runs per sweep")
-        values = start + step * np.arange(count)
+        values = _stepped_range(spec["step"], start, stop, durations, scale, where)
     integral = all(isinstance(spec[k], int) for k in ("from", "to", "step") if k in spec)
     if integral and "step" in spec:
         return tuple(int(v) for v in np.rint(values))
@@ -481,6 +499,96 @@ def _listed_source_text(
     return header + yaml.safe_dump(plain, sort_keys=False, allow_unicode=True)
 
 
+def _read_listed_base(
+    base: Mapping[str, Any] | Path, source: Path | None, base_dir: Path | None
+) -> tuple[dict[str, Any], Path, Path | None]:
+    """The base scenario of :func:`plan_points` as plain data (a copy, without a ``sweep``
+    section), the name it goes by, and the directory its relative paths are read from."""
+    if isinstance(base, Mapping):
+        data = copy.deepcopy(dict(base))
+        source = Path(source) if source is not None else Path("<data>")
+    else:
+        path = Path(base)
+        data = _read_yaml_file(path, "scenario file")
+        source = Path(source) if source is not None else path
+        base_dir = path.resolve().parent if base_dir is None else base_dir
+    data.pop(SWEEP_KEY, None)
+    return data, source, base_dir
+
+
+def _point_scenario(
+    data: Mapping[str, Any],
+    point: object,
+    index: int,
+    source: Path,
+    base_dir: Path | None,
+    keys: list[str],
+) -> tuple[int, Scenario, str]:
+    """Listed point ``index``: its seed, its validated scenario (``data`` with its overrides
+    set in order) and how messages name it; adds the keys it overrides to ``keys``."""
+    if not isinstance(point, SweepPoint) or not isinstance(point.label, str):
+        raise SweepError(
+            f"{source}: sweep point {index}: {point!r} is not a SweepPoint with a text label"
+        )
+    where = f"{source}: point {index}" + (f" ({point.label})" if point.label else "")
+    seed = _check_point_seed(point.seed, where)
+    if not isinstance(point.overrides, Mapping):
+        raise SweepError(f"{where}: overrides must map dotted keys to values")
+    raw = copy.deepcopy(data)
+    for key, value in point.overrides.items():
+        _set_key(raw, _check_override_key(key, where), copy.deepcopy(value), where)
+        if key not in keys:
+            keys.append(key)
+    raw["seed"] = seed
+    try:
+        scenario = validate_scenario(raw, source=where, base_dir=base_dir)
+    except ScenarioError as exc:
+        raise SweepError(str(exc)) from None
+    return seed, scenario, where
+
+
+class _ListedRuns:
+    """The runs of listed points as they are planned: a point number per resolved scenario
+    without its seed (in order of appearance), repetitions per point, and the run ids seen
+    (two points with the same scenario and seed are an error)."""
+
+    def __init__(self) -> None:
+        self.configurations: dict[str, int] = {}  # resolved scenario without seed -> point
+        self.repetitions: list[int] = []  # runs so far per point
+        self.run_ids: dict[str, int] = {}
+        self.runs: list[PlannedRun] = []
+        self.resolved: list[dict[str, Any]] = []
+
+    def add(self, index: int, seed: int, scenario: Scenario, label: str, where: str) -> None:
+        """Plan run ``index`` (its parameters are set once every point's keys are known)."""
+        run_id = run_id_for(scenario)
+        if run_id in self.run_ids:
+            raise SweepError(
+                f"{where}: the same scenario and seed as point {self.run_ids[run_id]} (run "
+                f"{run_id}); give the points different overrides or seeds"
+            )
+        self.run_ids[run_id] = index
+        resolved = scenario_to_data(scenario)
+        unseeded = {key: value for key, value in resolved.items() if key != "seed"}
+        configuration = json.dumps(unseeded, sort_keys=True, separators=(",", ":"))
+        number = self.configurations.setdefault(configuration, len(self.configurations))
+        if number == len(self.repetitions):
+            self.repetitions.append(0)
+        self.runs.append(
+            PlannedRun(
+                run=index,
+                point=number,
+                repetition=self.repetitions[number],
+                seed=seed,
+                parameters={},
+                scenario=scenario,
+                label=label,
+            )
+        )
+        self.repetitions[number] += 1
+        self.resolved.append(resolved)
+
+
 def plan_points(
     base: Mapping[str, Any] | Path,
     points: Sequence[SweepPoint],
@@ -507,15 +615,7 @@ def plan_points(
     resolved value at each run (sections as JSON text). Every point's scenario is validated
     before this returns.
     """
-    if isinstance(base, Mapping):
-        data = copy.deepcopy(dict(base))
-        source = Path(source) if source is not None else Path("<data>")
-    else:
-        path = Path(base)
-        data = _read_yaml_file(path, "scenario file")
-        source = Path(source) if source is not None else path
-        base_dir = path.resolve().parent if base_dir is None else base_dir
-    data.pop(SWEEP_KEY, None)
+    data, source, base_dir = _read_listed_base(base, source, base_dir)
     where_sweep = f"{source}: sweep"
     base_scenario = validate_scenario(copy.deepcopy(data), source=str(source), base_dir=base_dir)
     name = _check_sweep_name(base_scenario.name if name is None else name, f"{where_sweep} name")
@@ -524,59 +624,16 @@ def plan_points(
     if len(points) > MAX_RUNS:
         raise SweepError(f"{where_sweep} {name}: {len(points)} runs; at most {MAX_RUNS}")
     keys: list[str] = []
-    configurations: dict[str, int] = {}  # resolved scenario without its seed -> point number
-    repetitions: list[int] = []  # runs so far per point
-    run_ids: dict[str, int] = {}
-    runs: list[PlannedRun] = []
-    resolved_runs: list[dict[str, Any]] = []
+    listed = _ListedRuns()
     for index, point in enumerate(points):
-        if not isinstance(point, SweepPoint) or not isinstance(point.label, str):
-            raise SweepError(
-                f"{where_sweep} point {index}: {point!r} is not a SweepPoint with a text label"
-            )
-        where = f"{source}: point {index}" + (f" ({point.label})" if point.label else "")
-        seed = _check_point_seed(point.seed, where)
-        if not isinstance(point.overrides, Mapping):
-            raise SweepError(f"{where}: overrides must map dotted keys to values")
-        raw = copy.deepcopy(data)
-        for key, value in point.overrides.items():
-            _set_key(raw, _check_override_key(key, where), copy.deepcopy(value), where)
-            if key not in keys:
-                keys.append(key)
-        raw["seed"] = seed
-        try:
-            scenario = validate_scenario(raw, source=where, base_dir=base_dir)
-        except ScenarioError as exc:
-            raise SweepError(str(exc)) from None
-        run_id = run_id_for(scenario)
-        if run_id in run_ids:
-            raise SweepError(
-                f"{where}: the same scenario and seed as point {run_ids[run_id]} (run {run_id}); "
-                "give the points different overrides or seeds"
-            )
-        run_ids[run_id] = index
-        resolved = scenario_to_data(scenario)
-        unseeded = {key: value for key, value in resolved.items() if key != "seed"}
-        configuration = json.dumps(unseeded, sort_keys=True, separators=(",", ":"))
-        number = configurations.setdefault(configuration, len(configurations))
-        if number == len(repetitions):
-            repetitions.append(0)
-        runs.append(
-            PlannedRun(
-                run=index,
-                point=number,
-                repetition=repetitions[number],
-                seed=seed,
-                parameters={},  # set below, once the keys of every point are known
-                scenario=scenario,
-                label=point.label,
-            )
-        )
-        repetitions[number] += 1
-        resolved_runs.append(resolved)
-    rows = [{key: _parameter_cell(dotted_get(r, key)) for key in keys} for r in resolved_runs]
+        seed, scenario, where = _point_scenario(data, point, index, source, base_dir, keys)
+        listed.add(index, seed, scenario, point.label, where)
+    rows = [{key: _parameter_cell(dotted_get(r, key)) for key in keys} for r in listed.resolved]
     _one_type_per_key(rows, keys)
-    runs = [dataclasses.replace(run, parameters=row) for run, row in zip(runs, rows, strict=True)]
+    runs = [
+        dataclasses.replace(run, parameters=row) for run, row in zip(listed.runs, rows, strict=True)
+    ]
+    repetitions = listed.repetitions
     spec = SweepSpec(
         name, (), (), max(repetitions), overridden=tuple(keys), listed_points=len(repetitions)
     )

@@ -71,6 +71,27 @@ from netsim.privacy.events import PrivacyEvent
 LOSS_CODES = {"hinge": kernels.HINGE, "logistic": kernels.LOGISTIC}
 _EMPTY_INT = np.zeros(0, dtype=np.int32)
 _EMPTY_FLOAT = np.zeros(0)
+#: The mixing arguments of the step kernel: A_t's CSR arrays (empty: read the mixed values)
+#: and the released values w̃.
+_Mixing = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+#: What a round's update and release return: the loss at the regret node's iterate, the
+#: release's privacy event (None: nothing to charge) and whether it is charged already.
+_StepOutcome = tuple[float, PrivacyEvent | None, bool]
+
+
+@dataclass(frozen=True)
+class _RoundStep:
+    """One round's inputs to its update and release: the online nodes, their examples, the
+    step size α_t, the mixing arguments, w_t^j before the step, whether every node is online
+    (whole arrays, no gathers) and the simulated time."""
+
+    nodes: np.ndarray
+    rows: np.ndarray
+    alpha: float
+    mixing: _Mixing
+    observer: np.ndarray
+    everyone: bool
+    time: float
 
 
 #: L, the Lipschitz constant of the hinge and logistic losses on examples in the unit ball
@@ -225,6 +246,8 @@ class DolaLearner:
             self._dense = x
             self._csr = (np.zeros(0), np.zeros(0, np.int64), np.zeros(1, np.int64))
         self.labels = data.y_train
+        #: The training data as the kernels take it: dense rows, CSR arrays, labels, loss.
+        self._examples = (self._dense, *self._csr, self.labels, self.loss_code)
 
     def _noise_multiplier(self) -> float | None:
         """z = σ/Δ of the releases under ``accounting`` rdp or pld when they are Gaussian (the
@@ -308,16 +331,40 @@ class DolaLearner:
     ) -> RoundReport:
         """Round ``t`` (0-based) with A_{t+1} given as CSR arrays; ``online`` are the node ids
         taking part. ``correct(mixed, nodes)`` may amend the mixed values (stale values).
-        Returns the loss Σ_i f_t^i(w_t^j) of the online nodes at the regret node's iterate."""
+        Returns the loss Σ_i f_t^i(w_t^j) of the online nodes at the regret node's iterate.
+        Phases: examples, mix (:meth:`_mix`), update and release (``_<algorithm>_step``, as
+        in the module docstring's table), charge (:meth:`_charge`)."""
         config = self.config
         nodes = np.asarray(online, dtype=np.int64)
         alpha = config.alpha(t + 1)
         # each node walks its own shard from its own position: offline rounds skip no data
         rows = stream_rows(self.table, self.lengths, self.steps[nodes], config.batch, nodes)
         self.used_rows.append(rows.reshape(-1))
-        dense, (data, indices, indptr) = self._dense, self._csr
-        loss_at_node = math.nan
         observer = self.weights[self.regret_node].copy()  # w_t^j before this round's step
+        mixing = self._mix(matrix_ptr, matrix_idx, matrix_val, nodes, correct)
+        step = _RoundStep(nodes, rows, alpha, mixing, observer, nodes.size == self.m, time)
+        if config.algorithm in ("laplace", "non_private"):
+            loss_at_node, event, charged = self._laplace_step(step)
+        elif config.algorithm == "gaussian":
+            loss_at_node, event, charged = self._gaussian_step(step)
+        else:
+            loss_at_node, event, charged = self._sparse_step(step)
+        event = self._charge(step, event, charged)
+        self.steps[nodes] += 1
+        return RoundReport(t, int(nodes.size), loss_at_node, event)
+
+    def _mix(
+        self,
+        matrix_ptr: np.ndarray,
+        matrix_idx: np.ndarray,
+        matrix_val: np.ndarray,
+        nodes: np.ndarray,
+        correct: Callable[[np.ndarray, np.ndarray], None] | None,
+    ) -> _Mixing:
+        """b_t = A_t w̃ of the online nodes into ``_mixed`` (amended by ``correct``), and its
+        projection for :meth:`mixed_models` (not for ``sparse``); returns the mixing
+        arguments of the step kernel (empty when it is to read ``_mixed``)."""
+        config = self.config
         if correct is not None or config.algorithm == "sparse":
             kernels.mix_rows(matrix_ptr, matrix_idx, matrix_val, self.released, nodes, self._mixed)
             if correct is not None:
@@ -330,88 +377,125 @@ class DolaLearner:
             kernels.mix_rows(matrix_ptr, matrix_idx, matrix_val, self.released, nodes, self._mixed)
         if config.algorithm != "sparse":
             kernels.project_rows(self._mixed, nodes, config.radius, self.mixed_projected)
+        return mixing
+
+    def _laplace_step(self, step: _RoundStep) -> _StepOutcome:
+        """Alg. 1 (``laplace``, ``non_private``): w ← Proj[b − α g(b)], then the release."""
+        config = self.config
+        loss_at_node = kernels.gradient_steps(
+            *step.mixing, self._mixed, step.nodes, step.rows, *self._examples, step.alpha,
+            config.regularisation, config.radius, np.zeros((0, self.n)), self.weights,
+            step.observer, self.weights, self.weight_sum,
+        )  # fmt: skip
+        block = self.weights if step.everyone else self.weights[step.nodes]
+        return (loss_at_node, *self._release_laplace(step, block))
+
+    def _release_laplace(
+        self, step: _RoundStep, block: np.ndarray
+    ) -> tuple[PrivacyEvent | None, bool]:
+        """Alg. 1's release w̃ = w + σ of the new iterates ``block`` (by the section's
+        mechanism, or Laplace(S(t)/ε)); w̃ = w when non-private. Returns the event and
+        whether it is charged already (a mechanism's; None when refused)."""
+        config, nodes = self.config, step.nodes
+        if config.private and nodes.size and self.mechanism is not None:
+            noisy, event = self._mechanism_rows(block, self.output_sensitivity(step.alpha))
+            if self._admitted(step.rows, event, step.time):
+                self.released[nodes] = noisy
+                return event, True
+            return None, True
+        if config.private and nodes.size:
+            target = self.released if step.everyone else block
+            event = calibration.dola_laplace_rows(
+                block, alpha=step.alpha, lipschitz=LIPSCHITZ, epsilon=self.release_epsilon,
+                rng=self.rng, batch=config.batch, out=target,
+            )  # fmt: skip
+            if not step.everyone:
+                self.released[nodes] = target
+            return event, False
+        self.released[nodes] = block
+        return None, False
+
+    def _gaussian_step(self, step: _RoundStep) -> _StepOutcome:
+        """Alg. 2: w̃ ← Proj[b − α (g(b) + σ)], the iterates being the releases."""
+        config, nodes = self.config, step.nodes
+        noise, event, charged = self._gaussian_noise(step)
+        assert self._next is not None
+        loss_at_node = kernels.gradient_steps(
+            *step.mixing, self._mixed, nodes, step.rows, *self._examples, step.alpha,
+            config.regularisation, config.radius, noise, self._next, step.observer,
+            self.weights, self.weight_sum,
+        )  # fmt: skip
+        if event is not None and charged and not self._admitted(step.rows, event, step.time):
+            # the iterates are the releases: a refused round's nodes do not step
+            self.weight_sum -= (self._next[nodes] - self.weights[nodes]).sum(axis=0)
+            event = None
+        else:
+            self.weights[nodes] = self._next[nodes]
+        return loss_at_node, event, charged
+
+    def _gaussian_noise(self, step: _RoundStep) -> tuple[np.ndarray, PrivacyEvent | None, bool]:
+        """Alg. 2's gradient noise σ per online node (the section's mechanism, σ = z·2L/h
+        under rdp/pld accounting, or Alg. 2's calibration), its event, and whether the event
+        is a mechanism's (charged when the step is admitted)."""
+        config, nodes = self.config, step.nodes
+        noise = np.zeros((nodes.size if config.private else 0, self.n))
+        if nodes.size and config.private and self.mechanism is not None:
+            noise, event = self._mechanism_rows(noise, self.gradient_sensitivity())
+            return noise, event, True
+        if nodes.size and config.private and self.noise_multiplier is not None:
+            event = calibration.dola_gaussian_rows_at_multiplier(
+                noise, sensitivity=2.0 * LIPSCHITZ / config.batch,
+                noise_multiplier=self.noise_multiplier, delta=config.delta,
+                accounting=config.accounting, rng=self.rng,
+            )  # fmt: skip
+            return noise, event, False
+        if nodes.size and config.private:
+            event = calibration.dola_gaussian_rows(
+                noise, alpha=step.alpha, lipschitz=LIPSCHITZ, rounds=self.rounds,
+                epsilon=self.release_epsilon, delta=self.release_delta, rng=self.rng,
+                batch=config.batch, calibration=config.calibration,
+            )  # fmt: skip
+            return noise, event, False
+        return noise, None, False
+
+    def _sparse_step(self, step: _RoundStep) -> _StepOutcome:
+        """Alg. 3: w = Proj[soft(p, α_t ρ)]; ϑ = w − α g(w); release ϑ̃ = ϑ + σ (the last
+        releases stand when a mechanism's is refused)."""
+        config, nodes = self.config, step.nodes
+        assert self._next is not None
+        kernels.sparse_dual_steps(
+            self._mixed, nodes, step.rows, *self._examples, step.alpha,
+            step.alpha * config.sparsity, config.regularisation, config.radius, self.weights,
+            self._next,
+        )  # fmt: skip
+        loss_at_node = self._loss(self.weights[self.regret_node], step.rows)
+        self.weight_sum = self.weights.sum(axis=0)
+        block = self._next if step.everyone else self._next[nodes]
         event: PrivacyEvent | None = None
-        charged = False  # a mechanism's release is charged (or refused) before it is published
-        common = (dense, data, indices, indptr, self.labels, self.loss_code)
-        everyone = nodes.size == self.m  # no churn: whole arrays, no gathers
-        if config.algorithm in ("laplace", "non_private"):
-            loss_at_node = kernels.gradient_steps(
-                *mixing, self._mixed, nodes, rows, *common, alpha, config.regularisation,
-                config.radius, np.zeros((0, self.n)), self.weights, observer, self.weights,
-                self.weight_sum,
+        charged = False
+        if nodes.size and config.private and self.mechanism is not None:
+            block, event = self._mechanism_rows(block, self.output_sensitivity(step.alpha))
+            charged = True
+            if not self._admitted(step.rows, event, step.time):
+                block, event = self.released[nodes], None  # the last releases stand
+        elif nodes.size and config.private:
+            event = calibration.dola_laplace_rows(
+                block, alpha=step.alpha, lipschitz=LIPSCHITZ, epsilon=self.release_epsilon,
+                rng=self.rng, batch=config.batch,
             )  # fmt: skip
-            block = self.weights if everyone else self.weights[nodes]
-            if config.private and nodes.size and self.mechanism is not None:
-                noisy, event = self._mechanism_rows(block, self.output_sensitivity(alpha))
-                charged = True
-                if self._admitted(rows, event, time):
-                    self.released[nodes] = noisy
-                else:
-                    event = None
-            elif config.private and nodes.size:
-                target = self.released if everyone else block
-                event = calibration.dola_laplace_rows(
-                    block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=self.release_epsilon,
-                    rng=self.rng, batch=config.batch, out=target,
-                )  # fmt: skip
-                if not everyone:
-                    self.released[nodes] = target
-            else:
-                self.released[nodes] = block
-        elif config.algorithm == "gaussian":
-            noise = np.zeros((nodes.size if config.private else 0, self.n))
-            if nodes.size and config.private and self.mechanism is not None:
-                noise, event = self._mechanism_rows(noise, self.gradient_sensitivity())
-                charged = True
-            elif nodes.size and config.private and self.noise_multiplier is not None:
-                event = calibration.dola_gaussian_rows_at_multiplier(
-                    noise, sensitivity=2.0 * LIPSCHITZ / config.batch,
-                    noise_multiplier=self.noise_multiplier, delta=config.delta,
-                    accounting=config.accounting, rng=self.rng,
-                )  # fmt: skip
-            elif nodes.size and config.private:
-                event = calibration.dola_gaussian_rows(
-                    noise, alpha=alpha, lipschitz=LIPSCHITZ, rounds=self.rounds,
-                    epsilon=self.release_epsilon, delta=self.release_delta, rng=self.rng,
-                    batch=config.batch, calibration=config.calibration,
-                )  # fmt: skip
-            assert self._next is not None
-            loss_at_node = kernels.gradient_steps(
-                *mixing, self._mixed, nodes, rows, *common, alpha, config.regularisation,
-                config.radius, noise, self._next, observer, self.weights, self.weight_sum,
-            )  # fmt: skip
-            if event is not None and charged and not self._admitted(rows, event, time):
-                # the iterates are the releases: a refused round's nodes do not step
-                self.weight_sum -= (self._next[nodes] - self.weights[nodes]).sum(axis=0)
-                event = None
-            else:
-                self.weights[nodes] = self._next[nodes]
-        else:  # sparse
-            assert self._next is not None
-            kernels.sparse_dual_steps(
-                self._mixed, nodes, rows, *common, alpha, alpha * config.sparsity,
-                config.regularisation, config.radius, self.weights, self._next,
-            )  # fmt: skip
-            loss_at_node = self._loss(self.weights[self.regret_node], rows)
-            self.weight_sum = self.weights.sum(axis=0)
-            block = self._next if everyone else self._next[nodes]
-            if nodes.size and config.private and self.mechanism is not None:
-                block, event = self._mechanism_rows(block, self.output_sensitivity(alpha))
-                charged = True
-                if not self._admitted(rows, event, time):
-                    block, event = self.released[nodes], None  # the last releases stand
-            elif nodes.size and config.private:
-                event = calibration.dola_laplace_rows(
-                    block, alpha=alpha, lipschitz=LIPSCHITZ, epsilon=self.release_epsilon,
-                    rng=self.rng, batch=config.batch,
-                )  # fmt: skip
-            self.released[nodes] = block
-        if not config.private and nodes.size:
+        self.released[nodes] = block
+        return loss_at_node, event, charged
+
+    def _charge(
+        self, step: _RoundStep, event: PrivacyEvent | None, charged: bool
+    ) -> PrivacyEvent | None:
+        """Charge the round's release to the examples it used (unless a mechanism's was
+        charged already); a non-private round records a no-noise event."""
+        if not self.config.private and step.nodes.size:
             event = mechanisms.no_noise(np.zeros(self.n))[1]
         if event is not None and not charged:
-            self.accountant.charge_batch(rows.reshape(-1), event, time=time)
-        self.steps[nodes] += 1
-        return RoundReport(t, int(nodes.size), loss_at_node, event)
+            self.accountant.charge_batch(step.rows.reshape(-1), event, time=step.time)
+        return event
 
     # --- a registered mechanism (dola.mechanism) -------------------------------------------
 
@@ -474,13 +558,7 @@ class DolaLearner:
         return noisy, event
 
     def _loss(self, w: np.ndarray, rows: np.ndarray) -> float:
-        dense, (data, indices, indptr) = self._dense, self._csr
-        return float(
-            kernels.batch_loss(
-                w, rows, dense, data, indices, indptr, self.labels, self.loss_code,
-                self.config.regularisation,
-            )
-        )  # fmt: skip
+        return float(kernels.batch_loss(w, rows, *self._examples, self.config.regularisation))
 
     # --- metrics ---------------------------------------------------------------------------
 

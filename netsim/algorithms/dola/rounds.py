@@ -38,8 +38,9 @@ from netsim.distributions import Constant
 from netsim.learning import ordered
 from netsim.learning.baselines import learning_baselines
 from netsim.learning.central_dp import central_dp_baseline
-from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
+from netsim.learning.hindsight import checkpoint_rounds
 from netsim.learning.online_data import OnlineData, hold_out, load_online_data
+from netsim.learning.regret import hindsight_at_checkpoints
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.topology import Topology
 from netsim.privacy.accountant import (
@@ -513,22 +514,19 @@ class DolaRounds(RoundLearner):
         regret_table = log.table(REGRET_TABLE)
         done = self.round_index
         regret = math.nan
-        start = None
         if done and learner.used_rows:
             counts_by_round = [r.size for r in learner.used_rows]
             flat = np.concatenate(learner.used_rows)
             ends = np.cumsum(counts_by_round)
-            x, y = learner.data.x_train, learner.data.y_train
-            for t in self.checkpoints[self.checkpoints <= done]:
-                used = flat[: ends[t - 1]]
-                if used.size == 0:
-                    continue
-                weights = np.bincount(used, minlength=learner.data.n_train) / config.batch
-                solution = hindsight_minimum(
-                    x, y, weights, loss=config.loss, radius=config.radius,
-                    regularisation=config.regularisation, start=start,
-                )  # fmt: skip
-                start = solution.w
+            checkpoints = self.checkpoints[self.checkpoints <= done]
+            minima = hindsight_at_checkpoints(
+                checkpoints, [int(ends[t - 1]) for t in checkpoints], flat,
+                learner.data.x_train, learner.data.y_train, loss=config.loss,
+                radius=config.radius, regularisation=config.regularisation,
+                per_example=config.batch,
+            )  # fmt: skip
+            for minimum in minima:
+                t, solution = minimum.round, minimum.solution
                 cumulative = self.cumulative_at[t - 1]
                 regret = cumulative - solution.value
                 regret_table.append(

@@ -37,13 +37,14 @@ from netsim.algorithms.mi_ogd.learner import (
 from netsim.contracts import BuildContext, Curve, FigureSpec, RoundLearner, Section
 from netsim.errors import BudgetExhausted, ScenarioError
 from netsim.learning.datasets import MAX_FEATURES
-from netsim.learning.hindsight import checkpoint_rounds, hindsight_minimum
+from netsim.learning.hindsight import checkpoint_rounds
 from netsim.learning.online_data import (
     check_generated_size,
     integer_option,
     load_online_data,
     shard_rows,
 )
+from netsim.learning.regret import hindsight_at_checkpoints
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.network.links import Transfer
 from netsim.privacy.accountant import (
@@ -305,17 +306,13 @@ class MiOgdRounds(RoundLearner):
         examples = np.array([self.rows[k][3] for k in order], dtype=np.int64)
         losses = np.cumsum([self.rows[k][4] for k in order])
         regret = bound = math.nan
-        start = None
-        for t in self.checkpoints:
-            played = int(np.searchsorted(played_round, t, side="right"))
-            if played == 0:
-                continue
-            weights = np.bincount(examples[:played], minlength=self.stream.x.shape[0])
-            solution = hindsight_minimum(
-                self.stream.x, self.stream.y, weights.astype(float), loss=config.loss,
-                radius=config.radius, start=start,
-            )  # fmt: skip
-            start = solution.w
+        minima = hindsight_at_checkpoints(
+            self.checkpoints,
+            [int(np.searchsorted(played_round, t, side="right")) for t in self.checkpoints],
+            examples, self.stream.x, self.stream.y, loss=config.loss, radius=config.radius,
+        )  # fmt: skip
+        for minimum in minima:
+            t, played, solution = minimum.round, minimum.played, minimum.solution
             regret = float(losses[played - 1]) - solution.value
             bound = _bound(problem, played)
             regret_table.append(int(t), played, float(losses[played - 1]), solution.value,
