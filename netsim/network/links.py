@@ -409,8 +409,9 @@ class OnlineNeighbourIndex:
 
 class Transfer(simpy.events.Event):
     """One message in flight, and the SimPy event of its completion: :meth:`Network.send`
-    schedules the transfer itself, with the transport's completion as its one callback (issue
-    29: a message is one object, not a record plus a timer event plus an argument tuple)."""
+    schedules the transfer itself, with the transport's completion as its one callback (README,
+    Performance: a message is one object, not a record plus a timer event plus an argument
+    tuple)."""
 
     _ok = True  # a transfer always succeeds as an event; its fate is doom_reason's
     _value = None
