@@ -173,3 +173,17 @@ def test_a_component_sees_only_what_it_is_wired_to():
     assert found["gossip"] is built["gossip"] and found["walk"] is None
     assert found["links"] is None  # its transport is reached as the role "transport"
     assert not hasattr(built["components.peek"].ctx, "scenario")
+
+
+def test_isolated_nodes_are_warned_of_whichever_instance_gossips():
+    """The warning follows the plan's gossip engines, not the gossip section alone."""
+    sparse = {"kind": "erdos_renyi", "p": 0.02}
+    wired = scenario(
+        topology=sparse, broadcast={"interval": "1min", "uses": {"gossip": "fast"}},
+        components={"fast": {"kind": "gossip", "period": "2s"}},
+    )  # fmt: skip
+    assert wired.gossip is None
+    built, _ = run_in_memory(wired)
+    assert any("have no neighbour and cannot gossip" in w for w in built.warnings)
+    quiet, _ = run_in_memory(scenario(topology=sparse))
+    assert not any("cannot gossip" in w for w in quiet.warnings)
