@@ -16,8 +16,9 @@ set. Each record has a ledger of the releases that used it. Composition (Hegedű
 The accountant validates before it changes state: a charge that would take a record past its
 budget raises :class:`BudgetExhausted` and leaves every ledger as it was.
 
-:class:`RecordBudgets` checks and charges releases and states the guarantees;
-:class:`PrivacyAccountant` adds the releases that draw their noise under the budget policy. The
+:class:`RecordBudgets` checks and charges releases and writes the tables;
+:class:`PrivacyAccountant` adds the releases that draw their noise under the budget policy and
+the guarantees. The
 charges are kept by :class:`~netsim.privacy.ledger.PrivacyLedger` (which streams them to the
 ``privacy_ledger`` table), the RDP/PLD state of each record by
 :class:`~netsim.privacy.tight.TightComposition`.
@@ -256,8 +257,9 @@ def accounting_problem(mechanism: str | ComponentConfig, algorithm: str, account
 
 class RecordBudgets:
     """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ): the
-    checks and charges of releases made elsewhere, the guarantees they compose to, and the
-    run's tables. :class:`PrivacyAccountant` adds the releases that draw their noise here.
+    checks and charges of releases made elsewhere, and the run's tables.
+    :class:`PrivacyAccountant` adds the releases that draw their noise here and the guarantees
+    the charges compose to.
 
     ``accounting`` chooses how a record's releases compose against its budget (see
     :class:`PrivacyAccountant`); under rdp/pld the composition state of each record is a
@@ -512,91 +514,6 @@ class RecordBudgets:
             return "basic composition: the sum of the releases' ε and δ (accounting: basic)"
         return self._composition.reason
 
-    # --- guarantees ------------------------------------------------------------------------
-
-    def record_guarantee(self, record: int) -> Guarantee:
-        """Sequential composition of ``record``'s releases (basic, or RDP/PLD for its
-        Gaussian releases under those accountings)."""
-        self._check_record(record)
-        return Guarantee(
-            float(self.epsilon_spent[record]),
-            float(self.delta_spent[record]),
-            not bool(self.not_dp[record]),
-        )
-
-    def record_events(self, record: int) -> list[PrivacyEvent]:
-        """The events charged to ``record``, in order."""
-        self._check_record(record)
-        return self.ledger.events_of(record)
-
-    def record_advanced(self, record: int, delta_slack: float) -> Guarantee:
-        """Advanced composition of ``record``'s releases (never worse than basic)."""
-        events = self.record_events(record)
-        eps, delta = advanced_composition(
-            [e.epsilon for e in events], [e.delta for e in events], delta_slack
-        )
-        return Guarantee(eps, delta, not bool(self.not_dp[record]))
-
-    def record_tight_epsilon(
-        self, record: int, delta: float, method: Literal["rdp", "pld"] = "rdp"
-    ) -> float:
-        """ε at ``delta`` for ``record``'s releases from an RDP or PLD accountant.
-
-        Both the accountant's ε and the basic sum (when its δ fits in ``delta``) are valid
-        bounds, so the smaller is returned: RDP's conversion to (ε, δ) is looser than the
-        basic bound for a single release (e.g. 1.09 vs 1.0 for one analytic-Gaussian (1, 1e-5)
-        release), while it is far tighter for many.
-        """
-        events = self.record_events(record)
-        if not events:
-            return 0.0
-        composed = dp_accounting.ComposedDpEvent([event.dp_event() for event in events])
-        accountant = rdp.RdpAccountant() if method == "rdp" else pld.PLDAccountant()
-        accountant.compose(composed)
-        tight = float(accountant.get_epsilon(delta))
-        if self.delta_spent[record] <= delta * (1.0 + self.tolerance):
-            return min(tight, float(self.epsilon_spent[record]))
-        return tight
-
-    def report(self) -> dict[str, object]:
-        """The budget per record and the guarantee the run reached, as plain data (for the
-        run's manifest; None where a number is infinite)."""
-        run = self.run_guarantee()
-
-        def number(value: float) -> float | None:
-            return float(value) if math.isfinite(value) else None
-
-        guaranteed = run.is_dp
-        return {
-            "policy": self.policy.name,
-            # what the scenario states (a ceiling per record) and what the ledger spent
-            "stated_epsilon": number(self.epsilon) if self.policy.private else None,
-            "stated_delta": number(self.delta),
-            # a release without a DP guarantee (the paper's L2 noise, a mutual-information
-            # bound) spends no ε that could be read as one: its ε is the nominal one asked for
-            "spent_epsilon": number(run.epsilon) if guaranteed else None,
-            "nominal_epsilon": None if guaranteed else number(run.epsilon),
-            "spent_delta": number(run.delta),
-            "accounting": self.accounting,
-            "composition": self.composition,
-            "composition_reason": self.composition_reason,
-            "tight_mechanisms": sorted(self.tight_mechanisms),
-            "differentially_private": bool(self.policy.private and run.is_dp),
-            "mutual_information": number(float(self.mutual_information_spent.max())),
-            "records": int(self.records),
-            "uses": int(self.uses.sum()),
-            "refused": int(self.refused.sum()),
-        }
-
-    def run_guarantee(self) -> Guarantee:
-        """Parallel composition over disjoint records: the worst record's guarantee (basic,
-        or composed by RDP/PLD under those accountings)."""
-        return Guarantee(
-            float(self.epsilon_spent.max()),
-            float(self.delta_spent.max()),
-            not bool(self.not_dp.any()),
-        )
-
     # --- tables ----------------------------------------------------------------------------
 
     def ledger_frame(self) -> pd.DataFrame:
@@ -633,8 +550,9 @@ class RecordBudgets:
 
 
 class PrivacyAccountant(RecordBudgets):
-    """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ), and the
-    releases that spend them (:meth:`release`, :meth:`release_batch`).
+    """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ), the
+    releases that spend them (:meth:`release`, :meth:`release_batch`) and the guarantees they
+    compose to.
 
     ``accounting`` chooses how a record's releases compose against its budget: ``basic``
     (the sum of ε and of δ), or ``rdp`` / ``pld``: the record's Gaussian releases (events that
@@ -868,3 +786,88 @@ class PrivacyAccountant(RecordBudgets):
         except BudgetExhausted as exc:
             self._refuse_all(records, str(exc))
         return noisy, event
+
+    # --- guarantees ------------------------------------------------------------------------
+
+    def record_guarantee(self, record: int) -> Guarantee:
+        """Sequential composition of ``record``'s releases (basic, or RDP/PLD for its
+        Gaussian releases under those accountings)."""
+        self._check_record(record)
+        return Guarantee(
+            float(self.epsilon_spent[record]),
+            float(self.delta_spent[record]),
+            not bool(self.not_dp[record]),
+        )
+
+    def record_events(self, record: int) -> list[PrivacyEvent]:
+        """The events charged to ``record``, in order."""
+        self._check_record(record)
+        return self.ledger.events_of(record)
+
+    def record_advanced(self, record: int, delta_slack: float) -> Guarantee:
+        """Advanced composition of ``record``'s releases (never worse than basic)."""
+        events = self.record_events(record)
+        eps, delta = advanced_composition(
+            [e.epsilon for e in events], [e.delta for e in events], delta_slack
+        )
+        return Guarantee(eps, delta, not bool(self.not_dp[record]))
+
+    def record_tight_epsilon(
+        self, record: int, delta: float, method: Literal["rdp", "pld"] = "rdp"
+    ) -> float:
+        """ε at ``delta`` for ``record``'s releases from an RDP or PLD accountant.
+
+        Both the accountant's ε and the basic sum (when its δ fits in ``delta``) are valid
+        bounds, so the smaller is returned: RDP's conversion to (ε, δ) is looser than the
+        basic bound for a single release (e.g. 1.09 vs 1.0 for one analytic-Gaussian (1, 1e-5)
+        release), while it is far tighter for many.
+        """
+        events = self.record_events(record)
+        if not events:
+            return 0.0
+        composed = dp_accounting.ComposedDpEvent([event.dp_event() for event in events])
+        accountant = rdp.RdpAccountant() if method == "rdp" else pld.PLDAccountant()
+        accountant.compose(composed)
+        tight = float(accountant.get_epsilon(delta))
+        if self.delta_spent[record] <= delta * (1.0 + self.tolerance):
+            return min(tight, float(self.epsilon_spent[record]))
+        return tight
+
+    def report(self) -> dict[str, object]:
+        """The budget per record and the guarantee the run reached, as plain data (for the
+        run's manifest; None where a number is infinite)."""
+        run = self.run_guarantee()
+
+        def number(value: float) -> float | None:
+            return float(value) if math.isfinite(value) else None
+
+        guaranteed = run.is_dp
+        return {
+            "policy": self.policy.name,
+            # what the scenario states (a ceiling per record) and what the ledger spent
+            "stated_epsilon": number(self.epsilon) if self.policy.private else None,
+            "stated_delta": number(self.delta),
+            # a release without a DP guarantee (the paper's L2 noise, a mutual-information
+            # bound) spends no ε that could be read as one: its ε is the nominal one asked for
+            "spent_epsilon": number(run.epsilon) if guaranteed else None,
+            "nominal_epsilon": None if guaranteed else number(run.epsilon),
+            "spent_delta": number(run.delta),
+            "accounting": self.accounting,
+            "composition": self.composition,
+            "composition_reason": self.composition_reason,
+            "tight_mechanisms": sorted(self.tight_mechanisms),
+            "differentially_private": bool(self.policy.private and run.is_dp),
+            "mutual_information": number(float(self.mutual_information_spent.max())),
+            "records": int(self.records),
+            "uses": int(self.uses.sum()),
+            "refused": int(self.refused.sum()),
+        }
+
+    def run_guarantee(self) -> Guarantee:
+        """Parallel composition over disjoint records: the worst record's guarantee (basic,
+        or composed by RDP/PLD under those accountings)."""
+        return Guarantee(
+            float(self.epsilon_spent.max()),
+            float(self.delta_spent.max()),
+            not bool(self.not_dp.any()),
+        )
