@@ -68,21 +68,16 @@ BUILTIN: tuple[str, ...] = (
     "logreg = netsim.learning.models:LogisticRegression",
     "svm = netsim.learning.models:LinearSVM",
     "mlp = netsim.learning.models:MLP",
-    *(
-        f"{name} = netsim.learning.datasets:BuiltinDataset"
-        for name in (
-            "spambase",
-            "segmentation",
-            "adult",
-            "mnist",
-            "mnist5k",
-            "digits",
-            "breast_cancer",
-            "wine",
-            "csv",
-            "libsvm",
-        )
-    ),
+    "spambase = netsim.learning.datasets.uci:Spambase",
+    "segmentation = netsim.learning.datasets.uci:Segmentation",
+    "adult = netsim.learning.datasets.uci:Adult",
+    "mnist = netsim.learning.datasets.images:Mnist",
+    "mnist5k = netsim.learning.datasets.images:Mnist5k",
+    "digits = netsim.learning.datasets.scikit:Digits",
+    "breast_cancer = netsim.learning.datasets.scikit:BreastCancer",
+    "wine = netsim.learning.datasets.scikit:Wine",
+    "csv = netsim.learning.datasets.files:CsvFile",
+    "libsvm = netsim.learning.datasets.files:LibsvmFile",
 )
 
 #: Built-in classes that hold a scenario section but fill no slot a plugin could fill: the

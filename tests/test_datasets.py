@@ -118,11 +118,11 @@ def test_segmentation_split_has_no_test_row_in_training() -> None:
 
 def test_segmentation_data_rows_all_occur_in_segmentation_test() -> None:
     """Why segmentation.data is not used: every one of its rows is in segmentation.test."""
-    from netsim.learning.datasets import _bundled, _numeric, _read_table
+    from netsim.learning.datasets.reading import bundled_file, numeric_columns, read_table
 
     def rows(filename):
-        table = _read_table(_bundled(filename), header=False, skip=5)
-        x = _numeric(table, range(1, len(table.rows[0])))
+        table = read_table(bundled_file(filename), header=False, skip=5)
+        x = numeric_columns(table, range(1, len(table.rows[0])))
         return {(row[0], *values) for row, values in zip(table.rows, x.tolist(), strict=True)}
 
     small, large = rows("segmentation.data.gz"), rows("segmentation.test.gz")
@@ -320,6 +320,22 @@ def test_libsvm_round_trip(tmp_path: Path) -> None:
 
 def test_data_error_is_a_netsim_error() -> None:
     assert issubclass(DataError, NetsimError)
+
+
+def test_each_builtin_name_is_one_loader_class_listed_once_in_the_registry() -> None:
+    """The registry's lines are the one list of names: BUILTIN and USER_FORMATS are read from
+    it (in its order), and every name is its own DatasetLoader class with its own Config."""
+    from netsim.contracts import DatasetLoader
+    from netsim.registry import REGISTRY
+
+    netsim_names = [name for slot, name, _, origin in REGISTRY.entries()
+                    if slot == "dataset" and origin == "netsim"]  # fmt: skip
+    assert netsim_names == [*BUILTIN, *USER_FORMATS]
+    classes = [REGISTRY.lookup(("dataset",), name)[0] for name in netsim_names]
+    assert len(set(classes)) == len(classes)
+    assert all(issubclass(cls, DatasetLoader) for cls in classes)
+    assert len({cls.Config for cls in classes}) == len(classes)
+    assert USER_FORMATS == ("csv", "libsvm")
 
 
 def test_unknown_name_lists_the_allowed_names() -> None:

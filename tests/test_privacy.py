@@ -487,7 +487,7 @@ def test_a_streamed_ledger_keeps_memory_flat_and_writes_the_same_rows():
             else:
                 accountant.charge(int(rng.integers(50)), EVENT, time=float(step))
             if watch is not None:
-                watch.append(accountant._ledger_rows)
+                watch.append(accountant.ledger.rows)
 
     plain = PrivacyAccountant(50, epsilon=1e9, policy=KUses(10**6))
     charges(plain)

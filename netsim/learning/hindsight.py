@@ -651,105 +651,143 @@ def _solve(
     tolerance: float,
     max_iterations: int,
 ) -> HindsightSolution:
-    """The solvers on validated data (see :func:`hindsight_minimum`)."""
+    """The solvers on validated data (see :func:`hindsight_minimum`): the smoothed primal
+    through its stages, then (hinge) the primal and the dual in a race."""
+    data = _data_term(x, y, weights, loss, radius)
+    reg = 0.5 * regularisation * ordered.total(weights)  # F = Σ c ℓ + reg ‖w‖²
+    run = _SolverRun(data, radius, reg, tolerance, w, max_iterations)
+    run.smooth_primal()
+    if data.hinge and run.budget_left():
+        run.race_dual()
+    return run.result()
+
+
+def _data_term(x, y: np.ndarray, weights: np.ndarray, loss: str, radius: float) -> _DataTerm:
+    """The data term of F with its rounding slack: every term of the sums behind the bounds
+    is at most c_k (1 + R‖x_k‖) in magnitude (plus |y_k| for residuals)."""
     data = _DataTerm(x, y, weights, loss)
-    # Every term of the sums behind the bounds is at most c_k (1 + R‖x_k‖) in magnitude (plus
-    # |y_k| for residuals).
     if sp.issparse(x):
         row_norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
     else:
         row_norms = ordered.row_norms(x)
     scale = 1.0 + radius * row_norms + (np.abs(y) if data.absolute else 0.0)
     data.slack = _ROUNDING * ordered.dot(weights, scale)
-    reg = 0.5 * regularisation * ordered.total(weights)  # F = Σ c ℓ + reg ‖w‖²
-    bracket = _Bracket(tolerance)  # of both solvers
-    primal_bracket = _Bracket(tolerance, parent=bracket)
-    primal = _Primal(data, radius, reg, primal_bracket, w)
-    primal_spg = _Spg(primal)
-    iterations = 0
+    return data
 
-    def primal_step() -> bool:
+
+def _remaining(history: deque[float], stalled: bool, target: float) -> float:
+    """Iterations a solver would need at its recent rate of progress to reach the gap
+    ``target`` (``history``: log of its own gap after each of its recent iterations; 0 if
+    unknown yet, ∞ once it stalled)."""
+    if stalled:
+        return math.inf
+    if len(history) < 3:
+        return 0.0
+    rate = (history[0] - history[-1]) / (len(history) - 1)
+    needed = history[-1] - math.log(target)
+    return max(needed, 0.0) / rate if rate > 0 else math.inf
+
+
+class _SolverRun:
+    """One solve of F = Σ c ℓ + ``reg`` ‖w‖² on the ball of ``radius``: the bracket of both
+    solvers, the smoothed primal solver, and the iterations spent of ``max_iterations``."""
+
+    def __init__(
+        self,
+        data: _DataTerm,
+        radius: float,
+        reg: float,
+        tolerance: float,
+        w: np.ndarray,
+        max_iterations: int,
+    ) -> None:
+        self.data, self.radius, self.reg, self.tolerance = data, radius, reg, tolerance
+        self.bracket = _Bracket(tolerance)  # of both solvers
+        self.primal_bracket = _Bracket(tolerance, parent=self.bracket)
+        self.primal = _Primal(data, radius, reg, self.primal_bracket, w)
+        self.primal_spg = _Spg(self.primal)
+        self.iterations = 0
+        self.max_iterations = max_iterations
+
+    def budget_left(self) -> bool:
+        """Whether the gap is not certified yet and iterations remain."""
+        return not self.bracket.certified() and self.iterations < self.max_iterations
+
+    def primal_step(self) -> bool:
         """One primal iteration, moving to the next smoothing stage when due."""
+        primal, bracket = self.primal, self.bracket
         if primal.stage_done(bracket.target()):
             primal.advance(bracket.target())
-            primal_spg.restart()
-        while not primal_spg.iterate():
+            self.primal_spg.restart()
+        while not self.primal_spg.iterate():
             mu = primal.mu
             if primal.last_stage(bracket.target()):
                 return False
             primal.advance(bracket.target())
             if primal.mu == mu:  # no smaller μ to go to: stalled (never loop on one stage)
                 return False
-            primal_spg.restart()
+            self.primal_spg.restart()
         return True
 
-    def budget_left() -> bool:
-        return not bracket.certified() and iterations < max_iterations
+    def smooth_primal(self) -> None:
+        """The logistic loss and the first smoothing stage of the hinge, then the later
+        smoothing stages of the absolute loss (primal only)."""
+        while self.budget_left() and self.primal.mu in (0.0, 1.0):
+            if self.primal.stage_done(self.bracket.target()):
+                break
+            if not self.primal_step():
+                break
+            self.iterations += 1
+        while self.data.absolute and self.budget_left():
+            if not self.primal_step():
+                break
+            self.iterations += 1
 
-    # The logistic loss, and the first smoothing stage of the hinge.
-    while budget_left() and primal.mu in (0.0, 1.0):
-        if primal.stage_done(bracket.target()):
-            break
-        if not primal_step():
-            break
-        iterations += 1
-
-    while data.absolute and budget_left():  # the later smoothing stages, primal only
-        if not primal_step():
-            break
-        iterations += 1
-
-    if data.hinge and budget_left():
-        dual_bracket = _Bracket(tolerance, parent=bracket)
-        dual = _Dual(data, radius, reg, dual_bracket, data.multipliers(primal.z, primal.mu))
-        dual_spg = _Spg(dual)
-        steps, own = (primal_step, dual_spg.iterate), (primal_bracket, dual_bracket)
+    def race_dual(self) -> None:
+        """The hinge: the smoothed primal against SPG on the Lagrangian dual, the one ahead
+        at its recent rate given ``_LEAD`` iterations to the other's one, until both stall or
+        the budget is spent."""
+        dual_bracket = _Bracket(self.tolerance, parent=self.bracket)
+        multipliers = self.data.multipliers(self.primal.z, self.primal.mu)
+        dual = _Dual(self.data, self.radius, self.reg, dual_bracket, multipliers)
+        steps = (self.primal_step, _Spg(dual).iterate)
+        own = (self.primal_bracket, dual_bracket)
         stalled = [False, False]
         # log(own gap) after each of a solver's recent iterations, for its rate of progress.
         logs = [deque([b.log_gap()], maxlen=_WINDOW + 1) for b in own]
-
-        def remaining(method: int) -> float:
-            """Iterations the solver would need at its recent rate (0 if unknown yet)."""
-            history = logs[method]
-            if stalled[method]:
-                return math.inf
-            if len(history) < 3:
-                return 0.0
-            rate = (history[0] - history[-1]) / (len(history) - 1)
-            needed = history[-1] - math.log(bracket.target())
-            return max(needed, 0.0) / rate if rate > 0 else math.inf
-
-        while budget_left() and not all(stalled):
-            estimates = [remaining(0), remaining(1)]
+        while self.budget_left() and not all(stalled):
+            target = self.bracket.target()
+            estimates = [_remaining(logs[m], stalled[m], target) for m in (0, 1)]
             lead = 0 if estimates[0] <= estimates[1] else 1
             clear = estimates[1 - lead] >= _CLEAR * estimates[lead]
-            if reg == 0.0 and not stalled[0] and primal.interior():
+            if self.reg == 0.0 and not stalled[0] and self.primal.interior():
                 # The dual's points w(α) = Rv/‖v‖ lie on the sphere: no use for an interior
                 # minimiser, which the smoothed primal finds.
                 lead, clear = 0, True
             for method, count in ((lead, _LEAD if clear else 1), (1 - lead, 1)):
                 for _ in range(count):
-                    if stalled[method] or not budget_left():
+                    if stalled[method] or not self.budget_left():
                         break
                     if not steps[method]():
                         stalled[method] = True
                         break
-                    iterations += 1
+                    self.iterations += 1
                     logs[method].append(own[method].log_gap())
 
-    # Report F at the best point from freshly computed margins.
-    assert bracket.w is not None
-    w = bracket.w
-    norm = ordered.norm(w)
-    if norm > radius:  # rounding in the convex combinations
-        w = w * (radius / norm)
-    z = data.margins(w, out=np.empty(y.size))
-    if data.hinge:
-        value = data.true_hinge(z) + reg * ordered.dot(w, w)
-    elif data.absolute:
-        value = ordered.dot(weights, np.abs(z)) + reg * ordered.dot(w, w)
-    else:
-        value = data.evaluate(z, 0.0) + reg * ordered.dot(w, w)
-    return HindsightSolution(
-        w=w, value=value, lower_bound=min(bracket.lower, value), iterations=iterations
-    )
+    def result(self) -> HindsightSolution:
+        """F at the best point, from freshly computed margins."""
+        data, reg = self.data, self.reg
+        assert self.bracket.w is not None
+        w = self.bracket.w
+        norm = ordered.norm(w)
+        if norm > self.radius:  # rounding in the convex combinations
+            w = w * (self.radius / norm)
+        z = data.margins(w, out=np.empty(data.y.size))
+        if data.hinge:
+            value = data.true_hinge(z) + reg * ordered.dot(w, w)
+        elif data.absolute:
+            value = ordered.dot(data.weights, np.abs(z)) + reg * ordered.dot(w, w)
+        else:
+            value = data.evaluate(z, 0.0) + reg * ordered.dot(w, w)
+        lower = min(self.bracket.lower, value)
+        return HindsightSolution(w=w, value=value, lower_bound=lower, iterations=self.iterations)

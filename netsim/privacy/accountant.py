@@ -15,6 +15,13 @@ set. Each record has a ledger of the releases that used it. Composition (Hegedű
 
 The accountant validates before it changes state: a charge that would take a record past its
 budget raises :class:`BudgetExhausted` and leaves every ledger as it was.
+
+:class:`RecordBudgets` checks and charges releases and writes the tables;
+:class:`PrivacyAccountant` adds the releases that draw their noise under the budget policy and
+the guarantees. The
+charges are kept by :class:`~netsim.privacy.ledger.PrivacyLedger` (which streams them to the
+``privacy_ledger`` table), the RDP/PLD state of each record by
+:class:`~netsim.privacy.tight.TightComposition`.
 """
 
 from __future__ import annotations
@@ -27,71 +34,31 @@ from typing import Any, Literal, NoReturn, Protocol
 import dp_accounting
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 from dp_accounting import pld, rdp
 
 from netsim.component import ComponentConfig
 from netsim.contracts import Mechanism
 from netsim.errors import BudgetExhausted, PrivacyError
-from netsim.log import F64, I64, STR, EventLog, EventTable, TableSchema
+from netsim.log import EventLog, EventTable
 from netsim.privacy import mechanisms
 from netsim.privacy.composition import (
-    RDP_ORDERS,
     TIGHT_ACCOUNTINGS,
     Accounting,
-    Signature,
     calibrated_noise_multiplier,
     check_accounting,
-    gaussian_rdp_curve,
-    pld_epsilon,
-    rdp_epsilons,
 )
 from netsim.privacy.events import PrivacyEvent
+from netsim.privacy.ledger import LEDGER_TABLE as LEDGER_TABLE
+from netsim.privacy.ledger import RECORDS_TABLE, LedgerChunk, PrivacyLedger
+from netsim.privacy.ledger import ledger_sink as ledger_sink
+from netsim.privacy.tight import (
+    NO_EVENT,
+    PendingCharge,
+    TightComposition,
+    basic_reason,
+    gaussian_multiplier,
+)
 from netsim.registry import spec_class, spec_kind
-
-LEDGER_TABLE = TableSchema(
-    name="privacy_ledger",
-    columns=(
-        ("time", F64),
-        ("record", I64),
-        ("use", I64),
-        ("mechanism", STR),
-        ("guarantee", STR),
-        ("epsilon", F64),
-        ("delta", F64),
-        ("sensitivity", F64),
-        ("norm", STR),
-        ("noise_scale", F64),
-        ("mutual_information", F64),
-    ),
-    description=(
-        "Every privacy charge: when, which record, its use number, and the event (its "
-        "mutual-information bound in nats for mutual-information releases, else 0)."
-    ),
-    role="ledger",
-    time="time",
-)
-RECORDS_TABLE = TableSchema(
-    name="privacy_records",
-    columns=(
-        ("record", I64),
-        ("uses", I64),
-        ("epsilon_spent", F64),
-        ("delta_spent", F64),
-        ("refused", I64),
-        ("mutual_information_spent", F64),
-    ),
-    description=(
-        "Per record at the end: uses, ε and δ spent (composed as the accountant's "
-        "accounting says: basic sums, or for Gaussian releases under rdp/pld the composed ε at "
-        "the budget δ, which is then the δ spent), how many releases "
-        "were refused because the budget was spent, and the sum of the releases' "
-        "mutual-information bounds in nats (releases with independent noise: the leakage "
-        "of all of them together is at most the sum)."
-    ),
-    role="ledger",
-)
-
 
 # --- budget policies (Hegedűs et al. 2016 §3.1) --------------------------------------------
 
@@ -221,16 +188,6 @@ def advanced_composition(
 
 
 @dataclass(frozen=True)
-class _LedgerChunk:
-    """Releases charged together: ``records[k]`` had its ``uses[k]``-th use at ``time``."""
-
-    time: float
-    records: np.ndarray
-    uses: np.ndarray
-    event: PrivacyEvent
-
-
-@dataclass(frozen=True)
 class PrivacySpent:
     """The (ε, δ) a run or record has spent so far; ``is_dp`` is False if any release had no DP
     guarantee (the per-release claim is :data:`netsim.privacy.events.Guarantee`)."""
@@ -249,65 +206,6 @@ MECHANISMS: dict[str, Release] = {
 }
 
 
-def ledger_sink(log: EventLog, keep: Literal["charges", "totals"]) -> EventTable | None:
-    """Where a run's accountant streams its ledger (:meth:`PrivacyAccountant.stream_ledger`):
-    the run's ``privacy_ledger`` table, or nowhere with ``metrics.privacy_ledger: totals``."""
-    return log.table(LEDGER_TABLE) if keep == "charges" else None
-
-
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    """The int64 concatenation of ``parts`` (an empty array for none)."""
-    return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
-
-
-@dataclass(frozen=True)
-class _Pending:
-    """What charging some records would make of their state under rdp/pld accounting (one
-    entry per record of ``records``), computed before anything changes."""
-
-    records: np.ndarray
-    counts: np.ndarray
-    epsilon: np.ndarray  # composed ε after the charge
-    delta: np.ndarray  # δ spent after the charge
-    basic_epsilon: np.ndarray
-    basic_delta: np.ndarray
-    tight_uses: np.ndarray
-    history: np.ndarray  # RDP curves (rdp) or multiplier counts (pld) after the charge
-    over: np.ndarray  # bool: past the budget
-
-
-#: A placeholder event for a budget check of Gaussian releases at a given multiplier.
-_NO_EVENT = PrivacyEvent("gaussian_multiplier", "(epsilon,delta)-DP", 0.0, 0.0, 1.0, "L2", 1.0, 1)
-
-
-def _refusal(pending: _Pending, accountant: PrivacyAccountant) -> str:
-    """The reason :meth:`PrivacyAccountant._raise_if_over` gives, without the record."""
-    try:
-        accountant._raise_if_over(pending)
-    except BudgetExhausted as exc:
-        return str(exc).removeprefix(f"record {int(pending.records[0])}: ")
-    return ""
-
-
-def _gaussian_multiplier(event: PrivacyEvent) -> float | None:
-    """σ/Δ of an event that declares a ``GaussianDpEvent`` (None: any other event)."""
-    declared = event.accounting
-    if isinstance(declared, dp_accounting.GaussianDpEvent):
-        return float(declared.noise_multiplier)
-    return None
-
-
-def _basic_reason(mechanism: str, guarantee: str, accounting: str) -> str:
-    """Why releases of ``mechanism`` with ``guarantee`` keep basic composition under
-    ``accounting``."""
-    tight = accounting.upper()
-    if guarantee == "epsilon-DP":
-        return f"{mechanism} is pure ε-DP, which {tight} does not tighten here"
-    if guarantee in ("none", "mutual-information"):
-        return f"{mechanism} has no DP guarantee ({guarantee}), so there is nothing to compose"
-    return f"{mechanism} declares no GaussianDpEvent, which {tight} would need"
-
-
 def composition_for(mechanism: str | ComponentConfig, accounting: str) -> tuple[str, str]:
     """How an accountant with ``accounting`` will compose the releases of the mechanism
     ``mechanism`` (a scenario's ``noise`` value), and why: ``("rdp" | "pld" | "basic",
@@ -323,7 +221,7 @@ def composition_for(mechanism: str | ComponentConfig, accounting: str) -> tuple[
             f"{accounting.upper()} composition of {spec_kind(mechanism)}'s Gaussian releases, "
             "converted at the budget δ"
         )
-    return "basic", "basic composition: " + _basic_reason(
+    return "basic", "basic composition: " + basic_reason(
         spec_kind(mechanism), cls.guarantee, accounting
     )
 
@@ -358,18 +256,16 @@ def accounting_problem(mechanism: str | ComponentConfig, algorithm: str, account
     return ""
 
 
-class PrivacyAccountant:
-    """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ).
+class RecordBudgets:
+    """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ): the
+    checks and charges of releases made elsewhere, and the run's tables.
+    :class:`PrivacyAccountant` adds the releases that draw their noise here and the guarantees
+    the charges compose to.
 
-    ``accounting`` chooses how a record's releases compose against its budget: ``basic``
-    (the sum of ε and of δ), or ``rdp`` / ``pld``: the record's Gaussian releases (events that
-    declare a ``GaussianDpEvent``) are composed by Rényi DP or by their privacy-loss
-    distribution and converted to ε at the budget δ, and a release is refused when that ε
-    would pass the budget ε. Releases of other mechanisms keep the basic sum (their ε adds
-    to the composed one, their δ comes off the δ the Gaussian part is converted at);
-    :attr:`composition` and :attr:`composition_reason` say which composition was used.
-    Under rdp/pld a record with at least one Gaussian release reports ``delta_spent`` = the
-    budget δ, the δ at which its ``epsilon_spent`` is stated.
+    ``accounting`` chooses how a record's releases compose against its budget (see
+    :class:`PrivacyAccountant`); under rdp/pld the composition state of each record is a
+    :class:`~netsim.privacy.tight.TightComposition`, the charges are a
+    :class:`~netsim.privacy.ledger.PrivacyLedger`.
     """
 
     def __init__(
@@ -408,29 +304,34 @@ class PrivacyAccountant:
         self.last_refusal: str | None = None
         self.mutual_information_spent = np.zeros(records)
         self.not_dp = np.zeros(records, dtype=bool)
-        # the ledger as chunks (time, records, their use numbers, event): a round of a
-        # vectorised algorithm charges thousands of records with one event in one chunk
-        self._ledger: list[_LedgerChunk] = []
-        self._ledger_rows = 0  # rows in self._ledger
-        self._sink: EventTable | None = None  # where the ledger streams (stream_ledger)
-        self._keep_charges = True
-        self._streamed = False  # some of the ledger has left memory
-        self._stream_every = 0
+        #: Every charge, in order (held in chunks, or streamed: :meth:`stream_ledger`).
+        self.ledger = PrivacyLedger()
         self.accounting: str = accounting
         #: Whether Gaussian releases are composed by RDP/PLD (a private policy under them).
         self.tight = bool(policy.private and accounting in TIGHT_ACCOUNTINGS)
-        #: Names of the mechanisms composed by RDP/PLD, and of the others with their reason.
-        self.tight_mechanisms: set[str] = set()
-        self.basic_mechanisms: dict[str, str] = {}
+        self._composition: TightComposition | None = None
         if self.tight:
-            # the basic part of each record (releases without a GaussianDpEvent) and its
-            # Gaussian history: RDP curves over RDP_ORDERS, or counts per noise multiplier
-            self._basic_epsilon = np.zeros(records)
-            self._basic_delta = np.zeros(records)
-            self._tight_uses = np.zeros(records, dtype=np.int64)
-            self._rdp = np.zeros((records, RDP_ORDERS.size) if accounting == "rdp" else (0, 0))
-            self._multipliers: list[float] = []
-            self._counts = np.zeros((records if accounting == "pld" else 0, 0), dtype=np.int64)
+            self._composition = TightComposition(
+                records, accounting=accounting, epsilon=epsilon, delta=delta,
+                epsilon_limit=self.epsilon_limit, delta_limit=self.delta_limit,
+            )  # fmt: skip
+
+    @property
+    def _composed(self) -> TightComposition:
+        """The RDP/PLD state (only under tight accounting)."""
+        assert self._composition is not None, "only under rdp/pld accounting"
+        return self._composition
+
+    @property
+    def tight_mechanisms(self) -> set[str]:
+        """Names of the mechanisms whose releases were composed by RDP/PLD."""
+        return self._composition.tight_mechanisms if self._composition is not None else set()
+
+    @property
+    def basic_mechanisms(self) -> dict[str, str]:
+        """Names of the mechanisms whose releases kept basic composition under rdp/pld, with
+        the reason."""
+        return self._composition.basic_mechanisms if self._composition is not None else {}
 
     def stream_ledger(self, table: EventTable | None, *, every_rows: int = 20_000) -> None:
         """Bound the ledger's memory for long runs.
@@ -443,30 +344,7 @@ class PrivacyAccountant:
         are unchanged. Either way :meth:`record_events` and the methods built on it are no
         longer available: read the ledger table instead.
         """
-        self._flush_ledger()  # what was charged before keeps its place in the order
-        self._sink = table
-        self._keep_charges = table is not None
-        self._stream_every = every_rows
-        if table is None:
-            self._ledger, self._ledger_rows = [], 0
-            self._streamed = True
-
-    def _keep(self, chunk: _LedgerChunk) -> None:
-        if not self._keep_charges:
-            return
-        self._ledger.append(chunk)
-        self._ledger_rows += chunk.records.size
-        if self._sink is not None and self._ledger_rows >= self._stream_every:
-            self._flush_ledger()
-
-    def _flush_ledger(self) -> None:
-        """Append the charges held here to the ledger table (if streaming) and drop them."""
-        if self._sink is None or not self._ledger:
-            return
-        columns = self._ledger_columns()
-        self._sink.extend([columns[name] for name in LEDGER_TABLE.column_names])
-        self._ledger, self._ledger_rows = [], 0
-        self._streamed = True
+        self.ledger.stream(table, every_rows)
 
     # --- charging --------------------------------------------------------------------------
 
@@ -484,13 +362,18 @@ class PrivacyAccountant:
             return None
         return eps
 
+    def _check_private(self, record: int, event: PrivacyEvent) -> None:
+        """Refuse a non-private release of ``record`` under a private policy."""
+        if self.policy.private and event.guarantee == "non-private":
+            raise PrivacyError(f"record {record}: a non-private release under a private policy")
+
     def check(self, record: int, event: PrivacyEvent) -> None:
         """Raise :class:`BudgetExhausted` if charging ``event`` would exceed the budget."""
         self._check_record(record)
-        if self.policy.private and event.guarantee == "non-private":
-            raise PrivacyError(f"record {record}: a non-private release under a private policy")
+        self._check_private(record, event)
         if self.tight:
-            self._raise_if_over(self._evaluate(np.array([record]), np.ones(1, np.int64), event))
+            pending = self._composed.evaluate(np.array([record]), np.ones(1, np.int64), event)
+            self._composed.raise_if_over(pending)
             return
         eps_after = self.epsilon_spent[record] + event.epsilon
         delta_after = self.delta_spent[record] + event.delta
@@ -509,12 +392,11 @@ class PrivacyAccountant:
         """Record one release of ``record`` (validated first; state changes only if it fits)."""
         if self.tight:
             self._check_record(record)
-            if self.policy.private and event.guarantee == "non-private":
-                raise PrivacyError(f"record {record}: a non-private release under a private policy")
-            pending = self._evaluate(np.array([record]), np.ones(1, np.int64), event)
-            self._raise_if_over(pending)
+            self._check_private(record, event)
+            pending = self._composed.evaluate(np.array([record]), np.ones(1, np.int64), event)
+            self._composed.raise_if_over(pending)
             self._commit(pending, event)
-            self._keep(_LedgerChunk(time, pending.records, self.uses[pending.records], event))
+            self.ledger.keep(LedgerChunk(time, pending.records, self.uses[pending.records], event))
             return
         self.check(record, event)
         self.uses[record] += 1
@@ -522,8 +404,8 @@ class PrivacyAccountant:
         self.delta_spent[record] += event.delta
         self.mutual_information_spent[record] += event.mutual_information
         self.not_dp[record] |= event.guarantee in ("none", "mutual-information")
-        self._keep(
-            _LedgerChunk(
+        self.ledger.keep(
+            LedgerChunk(
                 time,
                 np.array([record], dtype=np.int64),
                 np.array([self.uses[record]], dtype=np.int64),
@@ -546,12 +428,24 @@ class PrivacyAccountant:
             raise PrivacyError("a non-private release under a private policy")
         unique, counts = np.unique(records, return_counts=True)
         if self.tight:
-            pending = self._evaluate(unique, counts, event)
-            self._raise_if_over(pending)
+            pending = self._composed.evaluate(unique, counts, event)
+            self._composed.raise_if_over(pending)
             use_numbers = self._use_numbers(records, unique, counts)
             self._commit(pending, event)
-            self._keep(_LedgerChunk(time, records.copy(), use_numbers, event))
+            self.ledger.keep(LedgerChunk(time, records.copy(), use_numbers, event))
             return
+        self._charge_batch_basic(records, unique, counts, event, time)
+
+    def _charge_batch_basic(
+        self,
+        records: np.ndarray,
+        unique: np.ndarray,
+        counts: np.ndarray,
+        event: PrivacyEvent,
+        time: float,
+    ) -> None:
+        """:meth:`charge_batch` under basic composition: ``counts[k]`` releases of ``event``
+        for record ``unique[k]``, the sums checked against the budget first."""
         eps_after = self.epsilon_spent[unique] + counts * event.epsilon
         delta_after = self.delta_spent[unique] + counts * event.delta
         over = ~(delta_after <= self.delta_limit)  # NaN is over
@@ -571,7 +465,7 @@ class PrivacyAccountant:
         self.mutual_information_spent[unique] += counts * event.mutual_information
         if event.guarantee in ("none", "mutual-information"):
             self.not_dp[unique] = True
-        self._keep(_LedgerChunk(time, records.copy(), use_numbers, event))
+        self.ledger.keep(LedgerChunk(time, records.copy(), use_numbers, event))
 
     def _use_numbers(
         self, records: np.ndarray, unique: np.ndarray, counts: np.ndarray
@@ -586,150 +480,91 @@ class PrivacyAccountant:
         occurrence[order] = np.arange(records.size) - group_start
         return self.uses[records] + 1 + occurrence
 
-    # --- composition by RDP / PLD ----------------------------------------------------------
-
-    def _evaluate(
-        self,
-        records: np.ndarray,
-        counts: np.ndarray,
-        event: PrivacyEvent,
-        multiplier: float | None = None,
-    ) -> _Pending:
-        """The state of distinct ``records`` after ``counts`` more releases like ``event``
-        (or, with ``multiplier`` and no event, Gaussian releases at that σ/Δ), and whether
-        it would pass the budget. Nothing changes here."""
-        if multiplier is None:
-            multiplier = _gaussian_multiplier(event)
-        tight_uses = self._tight_uses[records]
-        basic_epsilon = self._basic_epsilon[records]
-        basic_delta = self._basic_delta[records]
-        if multiplier is None:
-            basic_epsilon = basic_epsilon + counts * event.epsilon
-            basic_delta = basic_delta + counts * event.delta
-        else:
-            tight_uses = tight_uses + counts
-        # the δ the Gaussian part is converted at: the budget less the basic part's δ
-        target = np.maximum(self.delta - basic_delta, 0.0)
-        if self.accounting == "rdp":
-            history = self._rdp[records]
-            if multiplier is not None:
-                history = history + counts[:, None] * gaussian_rdp_curve(multiplier)
-            tight_epsilon = rdp_epsilons(history, target)
-        else:
-            if multiplier is not None:
-                column = self._multiplier_column(multiplier)
-            history = self._counts[records]
-            if multiplier is not None:
-                history[:, column] += counts  # fancy indexing copied the rows
-            tight_epsilon = self._pld_epsilons(history, target)
-        epsilon = np.where(tight_uses > 0, tight_epsilon, 0.0) + basic_epsilon
-        delta = np.where(tight_uses > 0, self.delta, basic_delta)
-        over = (epsilon > self.epsilon_limit) | (basic_delta > self.delta_limit)
-        return _Pending(
-            records, counts, epsilon, delta, basic_epsilon, basic_delta, tight_uses, history, over
-        )
-
-    def _multiplier_column(self, multiplier: float) -> int:
-        """The column of ``multiplier`` in the PLD counts (added, all zeros, when new)."""
-        try:
-            return self._multipliers.index(multiplier)
-        except ValueError:
-            self._multipliers.append(multiplier)
-            self._counts = np.hstack([self._counts, np.zeros((self.records, 1), np.int64)])
-            return len(self._multipliers) - 1
-
-    def _signature(self, counts: np.ndarray) -> Signature:
-        """A record's Gaussian history for PLD from its row of counts per multiplier."""
-        return tuple(sorted((self._multipliers[j], int(counts[j])) for j in np.flatnonzero(counts)))
-
-    def _pld_epsilons(self, counts: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """PLD ε of each row of ``counts`` at its ``target`` δ, one dp-accounting
-        computation per distinct history (:func:`~netsim.privacy.composition.pld_epsilon`
-        caches them across calls)."""
-        if counts.shape[0] == 1:
-            return np.array([pld_epsilon(self._signature(counts[0]), float(target[0]))])
-        if (target == target[0]).all():
-            distinct, inverse = np.unique(counts, axis=0, return_inverse=True)
-            values = np.array(
-                [pld_epsilon(self._signature(row), float(target[0])) for row in distinct]
-            )
-            return values[inverse.reshape(-1)]
-        pairs = zip(counts, target, strict=True)
-        return np.array([pld_epsilon(self._signature(row), float(t)) for row, t in pairs])
-
-    def _raise_if_over(self, pending: _Pending) -> None:
-        """:class:`BudgetExhausted` naming the first record ``pending`` takes past its
-        budget."""
-        if not pending.over.any():
-            return
-        bad = int(np.argmax(pending.over))
-        record, count = int(pending.records[bad]), int(pending.counts[bad])
-        uses = f"{count} more release(s)" if count > 1 else "the release"
-        if pending.basic_delta[bad] > self.delta_limit:
-            raise BudgetExhausted(
-                record,
-                f"{uses} would bring δ to {pending.basic_delta[bad]:g} > budget {self.delta:g}",
-            )
-        raise BudgetExhausted(
-            record,
-            f"{uses} would bring the composed ε ({self.accounting}, at δ {self.delta:g}) to "
-            f"{pending.epsilon[bad]:g} > budget {self.epsilon:g}",
-        )
-
-    def _commit(self, pending: _Pending, event: PrivacyEvent) -> None:
-        """Apply a validated ``pending`` charge of ``event``."""
+    def _commit(self, pending: PendingCharge, event: PrivacyEvent) -> None:
+        """Apply a validated ``pending`` charge of ``event`` under rdp/pld accounting."""
         records, counts = pending.records, pending.counts
         self.uses[records] += counts
         self.epsilon_spent[records] = pending.epsilon
         self.delta_spent[records] = pending.delta
-        self._basic_epsilon[records] = pending.basic_epsilon
-        self._basic_delta[records] = pending.basic_delta
-        self._tight_uses[records] = pending.tight_uses
-        if self.accounting == "rdp":
-            self._rdp[records] = pending.history
-        else:
-            self._counts[records] = pending.history
+        self._composed.commit(pending, event)
         self.mutual_information_spent[records] += counts * event.mutual_information
         if event.guarantee in ("none", "mutual-information"):
             self.not_dp[records] = True
-        if _gaussian_multiplier(event) is not None:
-            self.tight_mechanisms.add(event.mechanism)
-        elif event.mechanism not in self.basic_mechanisms:
-            self.basic_mechanisms[event.mechanism] = _basic_reason(
-                event.mechanism, event.guarantee, self.accounting
-            )
+
+    def count_refused(self, records: np.ndarray, reason: str) -> None:
+        """Count one refused release of each entry of ``records`` (for the
+        ``privacy_records`` table and the run's warning), ``reason`` being the last refusal."""
+        np.add.at(self.refused, np.asarray(records, dtype=np.int64), 1)
+        self.last_refusal = reason
 
     @property
     def composition(self) -> str:
         """How the releases charged so far were composed: ``basic``, ``rdp``, ``pld``, or
         ``rdp+basic`` / ``pld+basic`` when some were Gaussian and some not (before any
         release under rdp/pld: the accounting)."""
-        if not self.tight:
+        if self._composition is None:
             return "basic"
-        if self.basic_mechanisms and not self.tight_mechanisms:
-            return "basic"
-        return self.accounting + ("+basic" if self.basic_mechanisms else "")
+        return self._composition.composition
 
     @property
     def composition_reason(self) -> str:
         """A sentence for the run's summary and manifest on :attr:`composition`."""
         if not self.policy.private:
             return "no composition: a non-private policy adds no noise"
-        if not self.tight:
+        if self._composition is None:
             return "basic composition: the sum of the releases' ε and δ (accounting: basic)"
-        parts = []
-        if self.tight_mechanisms or not self.basic_mechanisms:
-            names = ", ".join(sorted(self.tight_mechanisms)) or "Gaussian releases"
-            parts.append(
-                f"{self.accounting.upper()} composition of {names} per record, converted to ε "
-                f"at the budget δ {self.delta:g}"
-            )
-        if self.basic_mechanisms:
-            parts.append(
-                "basic composition: " + "; ".join(self.basic_mechanisms[name]
-                                                  for name in sorted(self.basic_mechanisms))
-            )  # fmt: skip
-        return "; ".join(parts)
+        return self._composition.reason
+
+    # --- tables ----------------------------------------------------------------------------
+
+    def ledger_frame(self) -> pd.DataFrame:
+        """Every charge, in order (the charges still held here when streaming)."""
+        return self.ledger.frame()
+
+    def records_frame(self) -> pd.DataFrame:
+        """Per record: uses, ε and δ spent, refusals."""
+        return pd.DataFrame(
+            {
+                "record": np.arange(self.records),
+                "uses": self.uses,
+                "epsilon_spent": self.epsilon_spent,
+                "delta_spent": self.delta_spent,
+                "refused": self.refused,
+                "mutual_information_spent": self.mutual_information_spent,
+            }
+        )
+
+    def write_tables(self, log: EventLog) -> None:
+        """Append the ledger (what is left of it when streaming) and the per-record summary
+        to a run's event log."""
+        self.ledger.write(log)
+        log.table(RECORDS_TABLE).extend(
+            [
+                np.arange(self.records),
+                self.uses,
+                self.epsilon_spent,
+                self.delta_spent,
+                self.refused,
+                self.mutual_information_spent,
+            ]
+        )
+
+
+class PrivacyAccountant(RecordBudgets):
+    """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ), the
+    releases that spend them (:meth:`release`, :meth:`release_batch`) and the guarantees they
+    compose to.
+
+    ``accounting`` chooses how a record's releases compose against its budget: ``basic``
+    (the sum of ε and of δ), or ``rdp`` / ``pld``: the record's Gaussian releases (events that
+    declare a ``GaussianDpEvent``) are composed by Rényi DP or by their privacy-loss
+    distribution and converted to ε at the budget δ, and a release is refused when that ε
+    would pass the budget ε. Releases of other mechanisms keep the basic sum (their ε adds
+    to the composed one, their δ comes off the δ the Gaussian part is converted at);
+    :attr:`composition` and :attr:`composition_reason` say which composition was used.
+    Under rdp/pld a record with at least one Gaussian release reports ``delta_spent`` = the
+    budget δ, the δ at which its ``epsilon_spent`` is stated.
+    """
 
     def noise_multiplier_for(self, mechanism: str | Release | Mechanism) -> float | None:
         """The noise multiplier σ/Δ :meth:`release` gives ``mechanism`` under rdp/pld: its
@@ -793,9 +628,9 @@ class PrivacyAccountant:
         expected: float | None = None
         if sensitivity > 0:
             expected = multiplier * sensitivity / sensitivity  # the event's σ/Δ
-            pending = self._evaluate(records, one, _NO_EVENT, multiplier=expected)
+            pending = self._composed.evaluate(records, one, NO_EVENT, multiplier=expected)
             if pending.over.any():
-                self._refuse_all(records, _refusal(pending, self))
+                self._refuse_all(records, self._composed.refusal(pending))
         if isinstance(mechanism, Mechanism):
             with mechanism.claims_checked():
                 noisy, event = mechanism.release_at_multiplier(
@@ -807,12 +642,12 @@ class PrivacyAccountant:
                 value, sensitivity=sensitivity, noise_multiplier=multiplier, delta=self.delta,
                 rng=rng,
             )  # fmt: skip
-        if expected is None or _gaussian_multiplier(event) != expected:
-            pending = self._evaluate(records, one, event)  # what it really declared
+        if expected is None or gaussian_multiplier(event) != expected:
+            pending = self._composed.evaluate(records, one, event)  # what it really declared
             if pending.over.any():
-                self._refuse_all(records, _refusal(pending, self))
+                self._refuse_all(records, self._composed.refusal(pending))
         self._commit(pending, event)
-        self._keep(_LedgerChunk(time, pending.records, self.uses[pending.records], event))
+        self.ledger.keep(LedgerChunk(time, pending.records, self.uses[pending.records], event))
         return noisy, event
 
     def delta_for_use(self, epsilon: float) -> float:
@@ -907,12 +742,6 @@ class PrivacyAccountant:
         first = int(records[0])
         raise BudgetExhausted(first, reason.removeprefix(f"record {first}: "))
 
-    def count_refused(self, records: np.ndarray, reason: str) -> None:
-        """Count one refused release of each entry of ``records`` (for the
-        ``privacy_records`` table and the run's warning), ``reason`` being the last refusal."""
-        np.add.at(self.refused, np.asarray(records, dtype=np.int64), 1)
-        self.last_refusal = reason
-
     def release_batch(
         self,
         records: np.ndarray,
@@ -974,15 +803,7 @@ class PrivacyAccountant:
     def record_events(self, record: int) -> list[PrivacyEvent]:
         """The events charged to ``record``, in order."""
         self._check_record(record)
-        if self._streamed:
-            raise PrivacyError(
-                "the ledger was streamed to the run's privacy_ledger table (or not kept); "
-                "read the charges from there"
-            )
-        events: list[PrivacyEvent] = []
-        for chunk in self._ledger:
-            events.extend([chunk.event] * int(np.count_nonzero(chunk.records == record)))
-        return events
+        return self.ledger.events_of(record)
 
     def record_advanced(self, record: int, delta_slack: float) -> PrivacySpent:
         """Advanced composition of ``record``'s releases (never worse than basic)."""
@@ -1050,74 +871,4 @@ class PrivacyAccountant:
             float(self.epsilon_spent.max()),
             float(self.delta_spent.max()),
             not bool(self.not_dp.any()),
-        )
-
-    # --- tables ----------------------------------------------------------------------------
-
-    def ledger_frame(self) -> pd.DataFrame:
-        """Every charge, in order (the charges still held here when streaming)."""
-        columns = {
-            name: values.to_pandas() if isinstance(values, pa.Array) else values
-            for name, values in self._ledger_columns().items()
-        }
-        return pd.DataFrame(columns, columns=list(LEDGER_TABLE.column_names))
-
-    def _ledger_columns(self) -> dict[str, np.ndarray | pa.Array]:
-        """The ledger column-wise; a chunk's scalar fields are repeated over its records.
-
-        Text columns are Arrow arrays taken from their few distinct values: repeating Python
-        strings over 10⁶ records and converting them cost more than a DOLA run's last rounds."""
-        chunks = self._ledger
-        sizes = np.array([chunk.records.size for chunk in chunks], dtype=np.int64)
-
-        def repeated(values: list[Any], dtype: Any) -> np.ndarray:
-            return np.repeat(np.array(values, dtype=dtype), sizes)
-
-        def repeated_text(values: list[str]) -> pa.Array:
-            distinct, codes = np.unique(np.array(values, dtype=object), return_inverse=True)
-            return pa.array(distinct.tolist(), type=pa.string()).take(
-                pa.array(np.repeat(codes.astype(np.int64), sizes))
-            )
-
-        columns: dict[str, np.ndarray | pa.Array] = {
-            "time": repeated([chunk.time for chunk in chunks], np.float64),
-            "record": _joined([chunk.records for chunk in chunks]),
-            "use": _joined([chunk.uses for chunk in chunks]),
-        }
-        for name, dtype in LEDGER_TABLE.columns[3:]:
-            values = [getattr(chunk.event, name) for chunk in chunks]
-            columns[name] = repeated_text(values) if dtype == STR else repeated(values, np.float64)
-        return columns
-
-    def records_frame(self) -> pd.DataFrame:
-        """Per record: uses, ε and δ spent, refusals."""
-        return pd.DataFrame(
-            {
-                "record": np.arange(self.records),
-                "uses": self.uses,
-                "epsilon_spent": self.epsilon_spent,
-                "delta_spent": self.delta_spent,
-                "refused": self.refused,
-                "mutual_information_spent": self.mutual_information_spent,
-            }
-        )
-
-    def write_tables(self, log: EventLog) -> None:
-        """Append the ledger (what is left of it when streaming) and the per-record summary
-        to a run's event log."""
-        ledger = log.table(LEDGER_TABLE)
-        if self._sink is None:
-            columns = self._ledger_columns()
-            ledger.extend([columns[name] for name in LEDGER_TABLE.column_names])
-        else:
-            self._flush_ledger()
-        log.table(RECORDS_TABLE).extend(
-            [
-                np.arange(self.records),
-                self.uses,
-                self.epsilon_spent,
-                self.delta_spent,
-                self.refused,
-                self.mutual_information_spent,
-            ]
         )

@@ -195,15 +195,9 @@ def read_fta_trace(path: Path) -> FtaTrace:
 
 
 def _read_fta(path: Path) -> FtaTrace:
-    names = LabelCodes()
-    codes = array("q")
-    starts = array("d")
-    ends = array("d")
-    lines = array("q")
-    observed_start = array("d")  # per node code
-    observed_end = array("d")
-    origin = math.inf
-    events = 0
+    """Stream the FTA file ``path`` (see :func:`read_fta_trace`): the header, then one
+    validated event per line, gathered in file order."""
+    rows = _FtaRows()
     header_seen = False
     with open_trace(path) as handle:
         for line_no, raw in enumerate(handle, start=1):
@@ -218,86 +212,116 @@ def _read_fta(path: Path) -> FtaTrace:
                     )
                 header_seen = True
                 continue
-            if len(fields) != len(FTA_COLUMNS):
-                raise TraceError(
-                    f"{path}:line {line_no}: expected {len(FTA_COLUMNS)} tab-separated columns "
-                    f"({' '.join(FTA_COLUMNS)}), got {len(fields)}"
-                )
-            event_id, component, node, platform, _name, kind, start_text, stop_text, reason = fields
-            for column, text in (
-                ("event_id", event_id),
-                ("component_id", component),
-                ("platform_id", platform),
-                ("event_type", kind),
-                ("event_end_reason", reason),
-            ):
-                try:
-                    int(text)
-                except ValueError:
-                    raise TraceError(
-                        f"{path}:line {line_no}: {column} must be an integer, got {text!r}"
-                    ) from None
-            try:
-                start, stop = float(start_text), float(stop_text)
-            except ValueError:
-                start = stop = math.nan
-            if not (math.isfinite(start) and math.isfinite(stop)):
-                raise TraceError(
-                    f"{path}:line {line_no}: event_start_time and event_stop_time must be "
-                    f"numbers (Unix seconds), got {start_text!r}, {stop_text!r}"
-                )
-            if stop < start:
-                raise TraceError(
-                    f"{path}:line {line_no}: event_stop_time {stop_text} is before "
-                    f"event_start_time {start_text}"
-                )
-            event_type = int(kind)
-            if event_type not in (FTA_AVAILABLE, FTA_UNAVAILABLE):
-                raise TraceError(
-                    f"{path}:line {line_no}: event_type must be {FTA_AVAILABLE} (available) or "
-                    f"{FTA_UNAVAILABLE} (unavailable), got {kind!r}"
-                )
-            events += 1
-            origin = min(origin, start)
-            code = names.code(node)
-            if code == len(observed_start):  # a node seen for the first time
-                observed_start.append(start)
-                observed_end.append(stop)
-            else:
-                observed_start[code] = min(observed_start[code], start)
-                observed_end[code] = max(observed_end[code], stop)
-            if event_type == FTA_AVAILABLE and stop > start:
-                codes.append(code)
-                starts.append(start)
-                ends.append(stop)
-                lines.append(line_no)
+            node, event_type, start, stop = _fta_event(path, line_no, fields)
+            rows.add(node, event_type, start, stop, line_no)
     if not header_seen:
         raise TraceError(f"{path}: empty file; expected an FTA event_trace header and events")
-    if events == 0:
+    if rows.events == 0:
         raise TraceError(f"{path}: the trace has no events")
-    start_array = np.frombuffer(starts, dtype=np.float64) - origin
-    end_array = np.frombuffer(ends, dtype=np.float64) - origin
-    packed = _trace_from_rows(
-        np.frombuffer(codes, dtype=np.int64),
-        names.labels,
-        start_array,
-        end_array,
-        np.frombuffer(lines, dtype=np.int64),
-        path=path,
-        unit="line",
-    )
-    return FtaTrace(
-        labels=packed.labels,
-        offsets=packed.offsets,
-        start=packed.start,
-        end=packed.end,
-        span=None,
-        source=packed.source,
-        origin=float(origin),
-        event_count=events,
-        observed_start=np.frombuffer(observed_start, dtype=np.float64) - origin,
-        observed_end=np.frombuffer(observed_end, dtype=np.float64) - origin,
-    )
+    return rows.trace(path)
+
+
+def _fta_event(path: Path, line_no: int, fields: list[str]) -> tuple[str, int, float, float]:
+    """The node, event type, start and stop time of the event line ``line_no`` split into
+    ``fields``, checked: the column count, integer ids, finite times in order, type 0 or 1."""
+    if len(fields) != len(FTA_COLUMNS):
+        raise TraceError(
+            f"{path}:line {line_no}: expected {len(FTA_COLUMNS)} tab-separated columns "
+            f"({' '.join(FTA_COLUMNS)}), got {len(fields)}"
+        )
+    event_id, component, node, platform, _name, kind, start_text, stop_text, reason = fields
+    for column, text in (
+        ("event_id", event_id),
+        ("component_id", component),
+        ("platform_id", platform),
+        ("event_type", kind),
+        ("event_end_reason", reason),
+    ):
+        try:
+            int(text)
+        except ValueError:
+            raise TraceError(
+                f"{path}:line {line_no}: {column} must be an integer, got {text!r}"
+            ) from None
+    try:
+        start, stop = float(start_text), float(stop_text)
+    except ValueError:
+        start = stop = math.nan
+    if not (math.isfinite(start) and math.isfinite(stop)):
+        raise TraceError(
+            f"{path}:line {line_no}: event_start_time and event_stop_time must be "
+            f"numbers (Unix seconds), got {start_text!r}, {stop_text!r}"
+        )
+    if stop < start:
+        raise TraceError(
+            f"{path}:line {line_no}: event_stop_time {stop_text} is before "
+            f"event_start_time {start_text}"
+        )
+    event_type = int(kind)
+    if event_type not in (FTA_AVAILABLE, FTA_UNAVAILABLE):
+        raise TraceError(
+            f"{path}:line {line_no}: event_type must be {FTA_AVAILABLE} (available) or "
+            f"{FTA_UNAVAILABLE} (unavailable), got {kind!r}"
+        )
+    return node, event_type, start, stop
+
+
+class _FtaRows:
+    """The events of an FTA file as they are read: the available intervals (node code, start,
+    end, line), each node's observed period, the earliest start (``origin``) and the count."""
+
+    def __init__(self) -> None:
+        self.names = LabelCodes()
+        self.codes = array("q")
+        self.starts = array("d")
+        self.ends = array("d")
+        self.lines = array("q")
+        self.observed_start = array("d")  # per node code
+        self.observed_end = array("d")
+        self.origin = math.inf
+        self.events = 0
+
+    def add(self, node: str, event_type: int, start: float, stop: float, line_no: int) -> None:
+        """Count a validated event; keep it as an interval when available and not empty."""
+        self.events += 1
+        self.origin = min(self.origin, start)
+        code = self.names.code(node)
+        if code == len(self.observed_start):  # a node seen for the first time
+            self.observed_start.append(start)
+            self.observed_end.append(stop)
+        else:
+            self.observed_start[code] = min(self.observed_start[code], start)
+            self.observed_end[code] = max(self.observed_end[code], stop)
+        if event_type == FTA_AVAILABLE and stop > start:
+            self.codes.append(code)
+            self.starts.append(start)
+            self.ends.append(stop)
+            self.lines.append(line_no)
+
+    def trace(self, path: Path) -> FtaTrace:
+        """The trace of the events read, times in seconds after ``origin``."""
+        origin = self.origin
+        packed = _trace_from_rows(
+            np.frombuffer(self.codes, dtype=np.int64),
+            self.names.labels,
+            np.frombuffer(self.starts, dtype=np.float64) - origin,
+            np.frombuffer(self.ends, dtype=np.float64) - origin,
+            np.frombuffer(self.lines, dtype=np.int64),
+            path=path,
+            unit="line",
+        )
+        return FtaTrace(
+            labels=packed.labels,
+            offsets=packed.offsets,
+            start=packed.start,
+            end=packed.end,
+            span=None,
+            source=packed.source,
+            origin=float(origin),
+            event_count=self.events,
+            observed_start=np.frombuffer(self.observed_start, dtype=np.float64) - origin,
+            observed_end=np.frombuffer(self.observed_end, dtype=np.float64) - origin,
+        )
 
 
 def _number(value: float) -> str:
