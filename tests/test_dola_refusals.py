@@ -42,7 +42,7 @@ class HalfAgainShare(Mechanism):
 COMPLETE = sp.csr_matrix(np.full((3, 3), 1.0 / 3.0))
 
 #: The training rows of the rounds (node 0's shard is [2, 6, 1], node 1's [4, 5], node 2's
-#: [3, 0]): round 2 re-uses nodes 1's and 2's first examples, 4 and 3.
+#: [3, 0]): round 2 re-uses the first examples of nodes 1 and 2, 4 and 3.
 ROUND_ROWS = [[2, 4, 3], [6, 5, 0], [1, 4, 3]]
 
 #: The released values after round 1 (the last admitted one) at seed 7: their sum pins the
@@ -85,6 +85,7 @@ def test_a_refused_round_publishes_nothing_new(algorithm):
     np.testing.assert_array_equal(learner.table[:, :3], [[2, 6, 1], [4, 5, -1], [3, 0, -1]])
     assert learner.passes == 2 and learner.release_epsilon == 0.5
     reports, released, _ = play(learner, 3)
+    assert [rows.tolist() for rows in learner.used_rows] == ROUND_ROWS
     assert [r.event.epsilon for r in reports[:2]] == [0.75, 0.75]
     assert reports[2].event is None
     assert not np.array_equal(released[1], released[0])
