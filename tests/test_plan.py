@@ -187,3 +187,18 @@ def test_isolated_nodes_are_warned_of_whichever_instance_gossips():
     assert any("have no neighbour and cannot gossip" in w for w in built.warnings)
     quiet, _ = run_in_memory(scenario(topology=sparse))
     assert not any("cannot gossip" in w for w in quiet.warnings)
+
+
+def test_a_copy_that_changes_a_section_is_planned_again():
+    wired = scenario(gossip={"period": "1s"}, walk={"kind": "ideal"})
+    assert wired.model_copy(update={"seed": 9}).plan is wired.plan  # the seed plans nothing
+    slower = wired.model_copy(update={"gossip": wired.gossip.model_copy(update={"period": 4.0})})
+    assert slower.plan.part("gossip").config.period == 4.0
+    assert wired.plan.part("gossip").config.period == 1.0
+
+
+def test_a_section_with_a_uses_key_of_its_own_keeps_it():
+    """``mi_ogd.uses`` is how many reports an example may feed: not wiring."""
+    mi_ogd = {"learner": 0, "rounds": 10, "uses": 2, "mechanism": "l1", "epsilon": 1.0, "eta": 0.05}
+    planned = scenario(mi_ogd=mi_ogd)
+    assert planned.mi_ogd.uses == 2 and planned.wiring == {}

@@ -309,7 +309,7 @@ def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_run
     resolved = scenario_to_data(load_scenario(write(tmp_path / "u.yaml", stunner)))
     from netsim.algorithms.dola.config import DolaConfig, DolaDataConfig
     from netsim.algorithms.mi_ogd.config import MiOgdConfig
-    from netsim.scenario.schema import LearningConfig
+    from netsim.learning.sgd_agent import LearningConfig
 
     # sections BASE does not have: the default of the section's own config
     models = {

@@ -19,6 +19,7 @@ Validating a scenario computes its :class:`~netsim.scenario.plan.RunPlan` once
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ConfigDict, Field, PrivateAttr, create_model, model_validator
@@ -26,6 +27,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, create_model, model_validat
 from netsim.component import MetricsConfig
 from netsim.distributions import PositiveDuration
 from netsim.fields import CheckedModel, Name
+from netsim.network.links import LinkFailureConfig, LinksConfig
 from netsim.registry import REGISTRY, SectionEntry, component_field, section_field
 from netsim.scenario.plan import (
     INSTANCE_SLOTS,
@@ -36,7 +38,7 @@ from netsim.scenario.plan import (
     plan_scenario,
 )
 
-__all__ = ["MetricsConfig", "Scenario", "StrictModel"]
+__all__ = ["LinkFailureConfig", "LinksConfig", "MetricsConfig", "Scenario", "StrictModel"]
 
 
 class StrictModel(CheckedModel):
@@ -65,6 +67,13 @@ def _section_field(entry: SectionEntry) -> tuple[Any, Any]:
     return annotation | None, None
 
 
+def _own_uses(entry: SectionEntry) -> bool:
+    """Whether the section's own config has a ``uses`` key of its own (``mi_ogd.uses``: an
+    example's reports): such a section is wired by default only."""
+    fields = entry.cls.Config.model_fields
+    return any((info.alias or name) == USES for name, info in fields.items())
+
+
 def _wiring_of(data: Any) -> tuple[Any, dict[str, Any]]:
     """``data`` without the ``uses`` of its sections and ``components`` entries, and those
     ``uses`` by the key of their section or entry (``walk``, ``components.<name>``)."""
@@ -72,8 +81,8 @@ def _wiring_of(data: Any) -> tuple[Any, dict[str, Any]]:
         return data, {}
     wiring: dict[str, Any] = {}
     data = dict(data)
-    for key in REGISTRY.sections():
-        if isinstance(data.get(key), dict) and USES in data[key]:
+    for key, entry in REGISTRY.sections().items():
+        if isinstance(data.get(key), dict) and USES in data[key] and not _own_uses(entry):
             data[key] = dict(data[key])
             wiring[key] = data[key].pop(USES)
     if isinstance(data.get("components"), dict):
@@ -85,6 +94,10 @@ def _wiring_of(data: Any) -> tuple[Any, dict[str, Any]]:
             entries[name] = entry
         data["components"] = entries
     return data, wiring
+
+
+#: The keys no instance is planned from: a copy that changes only these keeps its plan.
+UNPLANNED_KEYS = frozenset({"seed", "name", "description"})
 
 
 class _ScenarioModel(StrictModel):
@@ -105,6 +118,15 @@ class _ScenarioModel(StrictModel):
         the scenario was validated (:func:`~netsim.scenario.plan.plan_scenario`)."""
         assert self._plan is not None
         return self._plan
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
+        """A copy (pydantic's, which does not validate); one whose ``update`` changes what the
+        plan is made of (any key but the seed, name and description) is planned again, as
+        the copy's instances are not the original's."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update and set(update) - UNPLANNED_KEYS:
+            copy._plan = plan_scenario(copy)
+        return copy
 
     @model_validator(mode="wrap")
     @classmethod
