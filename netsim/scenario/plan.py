@@ -102,7 +102,7 @@ class Part:
     def instance(self) -> str:
         """The name of the instance it belongs to: a ``components`` entry's name, else its
         section (a walk's agent belongs to its walk)."""
-        if self.key.startswith(COMPONENTS_PREFIX):
+        if self.in_components:
             return self.key[len(COMPONENTS_PREFIX) :].split(".", 1)[0]
         return self.key.split(".", 1)[0]
 
@@ -110,12 +110,11 @@ class Part:
     def instance_key(self) -> str:
         """Where its instance sits in the scenario: ``components.<name>`` or the section, the
         key whose ``uses`` wires it."""
-        if self.key.startswith(COMPONENTS_PREFIX):
-            return COMPONENTS_PREFIX + self.instance
-        return self.instance
+        return COMPONENTS_PREFIX + self.instance if self.in_components else self.instance
 
     @property
     def in_components(self) -> bool:
+        """Whether it is (part of) an entry of ``components`` rather than a section."""
         return self.key.startswith(COMPONENTS_PREFIX)
 
     def table_schemas(self) -> tuple[Any, ...]:
