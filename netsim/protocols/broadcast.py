@@ -327,9 +327,7 @@ class Broadcast(GossipApplication):
         self._rank_scratch = np.zeros(network.topology.n, dtype=np.int64)
         self.adoptions = sim.log.table(ADOPTIONS_TABLE)
         # rounds mode gathers its adoptions as arrays and writes them in blocks
-        self._round_adoptions = (
-            None if self._held is not None else RoundAdoptions(self.adoptions)
-        )
+        self._round_adoptions = None if self._held is not None else RoundAdoptions(self.adoptions)
         self.summary = sim.log.table(broadcasts_table(self.thresholds))
         self.nodes.on_join(self._on_join)
         self.nodes.on_leave(self._on_leave)
@@ -430,11 +428,16 @@ class Broadcast(GossipApplication):
         if online == 0:
             return
         now = self.sim.env.now
+        known, starts, reached = self.known_online, self.starts, self.reached
+        updates = len(starts)
         for j, threshold in enumerate(self.thresholds):
             k = self._next[j]
+            if k >= updates:
+                continue
             # updates reach a threshold in order (coverage is non-increasing in k)
-            while k < self.updates and self.known_online[k] >= threshold * online - 1e-9:
-                self.reached[k][j] = now - self.starts[k]
+            needed = threshold * online - 1e-9
+            while k < updates and known[k] >= needed:
+                reached[k][j] = now - starts[k]
                 k += 1
             self._next[j] = k
 
