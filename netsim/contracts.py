@@ -587,6 +587,41 @@ class Model(Component):
             (0, len(x)), dtype=np.int64
         )
 
+    def example_gradient(self, params: np.ndarray, x: np.ndarray, y: int) -> np.ndarray:
+        """∇_θ ℓ(θ; x, y) at one record ``x`` (shape (features,)): a vector of :attr:`size`
+        entries, bit for bit row 0 of :meth:`per_example_gradients` on that record. By
+        default that call; override to skip its per-call overhead (one visit of a model)."""
+        rows = np.asarray(x, dtype=np.float64)[None, :]
+        return self.per_example_gradients(params, rows, np.array([y], dtype=np.int64))[0]
+
+    def batch_gradients(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Many models, each at its own record: row k is ∇_θ ℓ(params[k]; x[k], y[k]), for
+        ``params`` (models, size), ``x`` (models, features), ``y`` (models,) → (models, size).
+        By default one :meth:`per_example_gradients` call per model; override to batch."""
+        out = np.empty((len(params), self.size))
+        for k in range(len(params)):
+            out[k] = self.per_example_gradients(params[k], x[k : k + 1], y[k : k + 1])[0]
+        return out
+
+    def step_many(
+        self,
+        params: np.ndarray,
+        x: np.ndarray,
+        y: np.ndarray,
+        learning_rates: np.ndarray | float,
+        *,
+        regularisation: float = 0.0,
+        noise: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """One SGD step of each of many models at its own record (Hegedűs et al. 2016 eq. 8
+        row by row): θ_k − η_k (λ θ_k + ∇ℓ(θ_k; x_k, y_k) + N_k), from
+        :meth:`batch_gradients` (a new (models, size) array)."""
+        gradients = self.batch_gradients(params, x, y)
+        if noise is not None:
+            gradients = gradients + noise
+        rates = np.asarray(learning_rates, dtype=np.float64).reshape(-1, 1)
+        return params - rates * (regularisation * params + gradients)
+
     def accuracy(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
         """The fraction of rows of ``x`` classified as ``y`` (Hegedűs et al. 2016, eq. 11)."""
         return float(np.mean(self.predict(params, x) == y))

@@ -209,3 +209,49 @@ def per_example_gradient(loss: str, w: np.ndarray, x: np.ndarray, y: float | int
     if loss == "hinge":
         return _hinge(wv, xv, y)
     return _absolute(wv, xv, y)
+
+
+def record_gradient(loss: str, w: np.ndarray, x: np.ndarray, y: int) -> np.ndarray:
+    """:func:`per_example_gradient` without its argument checks, for a caller that checked
+    them once (a model's visit, thousands a second): ``w`` and ``x`` float64 of matching
+    shapes, ``y`` in the loss's label set. The arithmetic is the same, so bit for bit the
+    same gradient."""
+    if loss == "logistic":
+        z = float(w @ x)
+        return (_sigmoid(z) if y == -1 else -_sigmoid(-z)) * x
+    if loss == "hinge":
+        return -float(y) * x if y * float(w @ x) < 1.0 else np.zeros_like(x)
+    return per_example_gradient(loss, w, x, y)
+
+
+def batch_gradient(loss: str, w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Many models, each at its own record: ``w`` (m, d) for a binary loss or (m, K, d) for
+    a multi-class one, ``x`` (m, d), ``y`` (m,) labels of the loss's label set → the m
+    gradients, shaped as ``w`` (the table above, row by row; the dot products are summed
+    in another order than :func:`per_example_gradient`'s, so equal up to rounding)."""
+    if loss in MULTICLASS_LOSSES:
+        scores = np.einsum("mkd,md->mk", w, x)
+        rows = np.arange(len(x))
+        label = np.asarray(y, dtype=np.int64)
+        if loss == "softmax":
+            c = np.exp(scores - scores.max(axis=1, keepdims=True))
+            c /= c.sum(axis=1, keepdims=True)
+            c[rows, label] -= 1.0
+        else:
+            others = scores.copy()
+            others[rows, label] = -np.inf
+            k_star = np.argmax(others, axis=1)
+            violated = 1.0 + others[rows, k_star] - scores[rows, label] > 0.0
+            c = np.zeros_like(scores)
+            c[rows[violated], k_star[violated]] = 1.0
+            c[rows[violated], label[violated]] -= 1.0
+        return c[:, :, None] * x[:, None, :]
+    z = np.einsum("md,md->m", w, x)
+    yf = np.asarray(y, dtype=np.float64)
+    if loss == "logistic":
+        coefficient = np.where(yf == -1.0, expit(z), -expit(-z))
+    elif loss == "hinge":
+        coefficient = np.where(yf * z < 1.0, -yf, 0.0)
+    else:
+        coefficient = np.sign(z - yf)
+    return coefficient[:, None] * x

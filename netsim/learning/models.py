@@ -30,7 +30,13 @@ import numpy as np
 from pydantic import Field
 
 from netsim.contracts import BuildContext, ComponentConfig, LossCurvature, Model
-from netsim.learning.losses import binary_label, loss_value, per_example_gradient
+from netsim.learning.losses import (
+    batch_gradient,
+    binary_label,
+    loss_value,
+    per_example_gradient,
+    record_gradient,
+)
 from netsim.learning.sensitivity import gradient_bound, sensitivity
 from netsim.privacy.events import Norm
 from netsim.registry import build_spec, component_spec
@@ -167,6 +173,22 @@ class _LinearClassifier(Model):
         for i in range(len(x)):
             out[i] = self.linear.gradient(w, x[i], int(y[i])).ravel()
         return out
+
+    def example_gradient(self, params: np.ndarray, x: np.ndarray, y: int) -> np.ndarray:
+        """One record's gradient as :meth:`per_example_gradients` computes it, bit for bit,
+        without its checks (:func:`~netsim.learning.losses.record_gradient`)."""
+        linear = self.linear
+        if linear.binary:
+            return record_gradient(linear.loss, params, x, 2 * int(y) - 1)
+        return linear.gradient(self.weights(params), x, int(y)).ravel()
+
+    def batch_gradients(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Each model at its own record in one pass
+        (:func:`~netsim.learning.losses.batch_gradient`)."""
+        linear = self.linear
+        labels = 2 * np.asarray(y, dtype=np.int64) - 1 if linear.binary else y
+        weights = params.reshape(len(params), *linear.shape)
+        return batch_gradient(linear.loss, weights, x, labels).reshape(len(params), -1)
 
     def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.linear.predict(self.weights(params), x)
@@ -312,6 +334,37 @@ class MLP(Model):
             if index > 0:
                 w, _ = layers[index]
                 delta = (delta @ w) * self._act_derivative(zs[index - 1], a_in)
+        return out
+
+    def batch_gradients(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Back-propagation of each model at its own record, all at once: the layers of
+        :meth:`per_example_gradients` with a weight matrix per row (``einsum`` over the
+        models)."""
+        m = len(params)
+        layers = [
+            (params[:, w_at:b_at].reshape(m, rows, cols), params[:, b_at : b_at + rows])
+            for rows, cols, w_at, b_at in self.layers
+        ]
+        zs, activations = [], [np.asarray(x, dtype=np.float64)]
+        for w, b in layers[:-1]:
+            z = np.einsum("mrc,mc->mr", w, activations[-1]) + b
+            zs.append(z)
+            activations.append(self._act(z))
+        w, b = layers[-1]
+        logits = np.einsum("mrc,mc->mr", w, activations[-1]) + b
+        delta = np.exp(self._log_softmax(logits))
+        delta[np.arange(m), np.asarray(y, dtype=np.int64)] -= 1.0
+        out = np.empty((m, self._size))
+        for index in range(len(layers) - 1, -1, -1):
+            out_rows, _, w_at, b_at = self.layers[index]
+            a_in = activations[index]
+            out[:, w_at:b_at] = (delta[:, :, None] * a_in[:, None, :]).reshape(m, -1)
+            out[:, b_at : b_at + out_rows] = delta
+            if index > 0:
+                w, _ = layers[index]
+                delta = np.einsum("mr,mrc->mc", delta, w) * self._act_derivative(
+                    zs[index - 1], a_in
+                )
         return out
 
     def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:

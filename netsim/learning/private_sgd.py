@@ -44,6 +44,7 @@ from netsim.learning.sensitivity import clip_rows
 from netsim.learning.state import ModelState
 from netsim.privacy.accountant import BudgetPolicy, Halving, PrivacyAccountant
 from netsim.privacy.events import Norm, PrivacyEvent
+from netsim.privacy.mechanisms import no_noise
 
 #: What one privacy budget protects (SPEC §8.1): a training record, or all of a node's records.
 PrivacyUnit = Literal["record", "node"]
@@ -85,8 +86,10 @@ class PrivateSGD:
         self.unit: PrivacyUnit = unit
         #: Where each node's next visit starts in its shard (it cycles through its records).
         self.cursor = np.zeros(nodes, dtype=np.int64)
-        #: The records the last :meth:`step` used.
-        self.last_records = np.zeros(batch, dtype=np.int64)
+        #: The first record the last :meth:`step` used.
+        self.last_record = 0
+        #: The labels as Python ints (a visit reads one; indexing a list is cheaper).
+        self.labels: list[int] = [int(label) for label in y]
         self.model = model
         self.x = x
         self.y = y
@@ -107,6 +110,9 @@ class PrivateSGD:
         self.learning_rate = learning_rate
         self.regularisation = regularisation
         self.rng = rng
+        #: The unlimited policy's release (the gradient unchanged, ε = 0), made once: every
+        #: visit charges it through the accountant's cheap path (None under a private policy).
+        self.free_event = None if accountant.policy.private else no_noise(initial)[1]
         #: Updates left out because the noisy step was not finite (see :meth:`step`).
         self.non_finite = 0
         #: Of those, the ones whose released (noisy) gradient itself was not finite.
@@ -163,13 +169,53 @@ class PrivateSGD:
         (:func:`non_finite_explanation` says why under the run's policy).
         """
         w = state.parameters
+        if self.batch == 1:
+            return self._step_one(state, node, now)
         records = self.visit_records(node)
-        self.last_records = records
-        one = int(records[0]) if records.size == 1 else records
+        self.last_record = int(records[0])
         try:
-            noisy, event = self._release(node, records, self.gradient(w, one), now)
+            noisy, event = self._release(node, records, self.gradient(w, records), now)
         except BudgetExhausted:
             return ModelState(w, state.updates, state.visits + 1), None, False
+        return self._updated(state, noisy, event.epsilon)
+
+    def _step_one(
+        self, state: ModelState, node: int, now: float
+    ) -> tuple[ModelState, float | None, bool]:
+        """:meth:`step` with one record per visit, without the per-call overhead of arrays
+        of one entry (the same arithmetic, so bit for bit the same model): the record's
+        gradient (:meth:`~netsim.contracts.Model.example_gradient`) and, under the unlimited
+        policy, the accountant's cheap charge."""
+        w = state.parameters
+        r = self.records_per_node
+        record = node
+        if r > 1:
+            start = int(self.cursor[node])
+            self.cursor[node] = (start + 1) % r
+            record = node * r + start
+        self.last_record = record
+        gradient = self.model.example_gradient(w, self.x[record], self.labels[record])
+        if self.clip is not None:
+            gradient = clip_rows(gradient[None, :], self.clip, self.norm)[0]
+        unit = node if self.unit == "node" else record
+        if self.free_event is not None:
+            self.accountant.charge_free(unit, self.free_event, time=now)
+            return self._updated(state, gradient, 0.0)
+        try:
+            noisy, event = self.accountant.release(
+                unit, gradient, mechanism=self.mechanism, sensitivity=self.sensitivity,
+                rng=self.rng, time=now,
+            )  # fmt: skip
+        except BudgetExhausted:
+            return ModelState(w, state.updates, state.visits + 1), None, False
+        return self._updated(state, noisy, event.epsilon)
+
+    def _updated(
+        self, state: ModelState, noisy: np.ndarray, epsilon: float
+    ) -> tuple[ModelState, float, bool]:
+        """Eq. (8) with the released gradient ``noisy`` (a step that is not finite is left
+        out: see :meth:`step`)."""
+        w = state.parameters
         t = state.updates + 1
         eta = self.learning_rate / math.sqrt(t)
         with np.errstate(over="ignore", invalid="ignore"):  # checked right below
@@ -177,8 +223,8 @@ class PrivateSGD:
         if not np.isfinite(updated).all():
             self.non_finite += 1
             self.non_finite_noise += not np.isfinite(noisy).all()
-            return ModelState(w, state.updates, state.visits + 1), event.epsilon, False
-        return ModelState(updated, t, state.visits + 1), event.epsilon, True
+            return ModelState(w, state.updates, state.visits + 1), epsilon, False
+        return ModelState(updated, t, state.visits + 1), epsilon, True
 
 
 def non_finite_explanation(sgd: PrivateSGD, policy: BudgetPolicy) -> str:

@@ -406,7 +406,7 @@ class SGDAgent(Component):
         new, epsilon, updated = self.sgd.step(state, node, now)
         self.updates += updated
         self.refused += epsilon is None
-        row = int(self.rows[self.sgd.last_records[0]])
+        row = int(self.rows[self.sgd.last_record])
         self.visits_table.append(
             now, walk, node, row, new.visits, new.updates, updated, epsilon or 0.0
         )

@@ -413,6 +413,23 @@ class RecordBudgets:
             )
         )
 
+    def charge_free(self, record: int, event: PrivacyEvent, *, time: float = math.nan) -> None:
+        """:meth:`charge` of a release that spends nothing under a non-private policy (the
+        unlimited policy's ``no_noise`` event: ε = δ = 0, no mutual information): one more
+        use of ``record`` and its ledger row, without the checks that cannot fail then. A
+        caller charging the same event object again and again lets the ledger gather the
+        rows (:meth:`~netsim.privacy.ledger.PrivacyLedger.keep_one`)."""
+        spends = event.epsilon or event.delta or event.mutual_information
+        if self.policy.private or event.guarantee != "non-private" or spends:
+            raise PrivacyError(
+                f"record {record}: charge_free needs a non-private policy and a release that "
+                "spends nothing"
+            )
+        self._check_record(record)
+        use = int(self.uses[record]) + 1
+        self.uses[record] = use
+        self.ledger.keep_one(time, record, use, event)
+
     def charge_batch(
         self, records: np.ndarray, event: PrivacyEvent, *, time: float = math.nan
     ) -> None:

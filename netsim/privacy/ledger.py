@@ -72,9 +72,10 @@ def ledger_sink(log: EventLog, keep: Literal["charges", "totals"]) -> EventTable
 
 @dataclass(frozen=True)
 class LedgerChunk:
-    """Releases charged together: ``records[k]`` had its ``uses[k]``-th use at ``time``."""
+    """Releases charged together: ``records[k]`` had its ``uses[k]``-th use at ``time`` (or
+    at ``time[k]``: single charges of one event gathered, :meth:`PrivacyLedger.keep_one`)."""
 
-    time: float
+    time: float | np.ndarray
     records: np.ndarray
     uses: np.ndarray
     event: PrivacyEvent
@@ -83,6 +84,20 @@ class LedgerChunk:
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
     """The int64 concatenation of ``parts`` (an empty array for none)."""
     return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
+
+
+def _times(chunks: list[LedgerChunk], sizes: np.ndarray) -> np.ndarray:
+    """The time of every charge of ``chunks``: a chunk's one time repeated over its records,
+    or its times (gathered single charges)."""
+    if all(isinstance(chunk.time, float | int) for chunk in chunks):
+        return np.repeat(np.array([chunk.time for chunk in chunks], dtype=np.float64), sizes)
+    parts = [
+        np.full(chunk.records.size, chunk.time, dtype=np.float64)
+        if isinstance(chunk.time, float | int)
+        else chunk.time
+        for chunk in chunks
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 class PrivacyLedger:
@@ -98,6 +113,12 @@ class PrivacyLedger:
         #: Whether some of the ledger has left memory (streamed, or not kept).
         self.streamed = False
         self._stream_every = 0
+        # single charges of one event not yet sealed into a chunk (keep_one): a model's
+        # visit charges one record, and a chunk of two arrays per visit cost more than the step
+        self._single_event: PrivacyEvent | None = None
+        self._single_times: list[float] = []
+        self._single_records: list[int] = []
+        self._single_uses: list[int] = []
 
     @property
     def streaming(self) -> bool:
@@ -119,13 +140,46 @@ class PrivacyLedger:
         """Add the charges of ``chunk`` (streaming them when enough rows are held)."""
         if not self._keep_charges:
             return
+        self._seal_singles()
         self.chunks.append(chunk)
         self.rows += chunk.records.size
         if self._sink is not None and self.rows >= self._stream_every:
             self.flush()
 
+    def keep_one(self, time: float, record: int, use: int, event: PrivacyEvent) -> None:
+        """Add one charge: ``record``'s ``use``-th use at ``time`` (as :meth:`keep` of a
+        one-record chunk; consecutive single charges of the same event object are gathered
+        into one chunk)."""
+        if not self._keep_charges:
+            return
+        if event is not self._single_event:
+            self._seal_singles()
+            self._single_event = event
+        self._single_times.append(time)
+        self._single_records.append(record)
+        self._single_uses.append(use)
+        self.rows += 1
+        if self._sink is not None and self.rows >= self._stream_every:
+            self.flush()
+
+    def _seal_singles(self) -> None:
+        """Turn the gathered single charges into one chunk, in their place in the order."""
+        if not self._single_records:
+            return
+        assert self._single_event is not None
+        self.chunks.append(
+            LedgerChunk(
+                np.array(self._single_times, dtype=np.float64),
+                np.array(self._single_records, dtype=np.int64),
+                np.array(self._single_uses, dtype=np.int64),
+                self._single_event,
+            )
+        )
+        self._single_times, self._single_records, self._single_uses = [], [], []
+
     def flush(self) -> None:
         """Append the charges held here to the ledger table (if streaming) and drop them."""
+        self._seal_singles()
         if self._sink is None or not self.chunks:
             return
         columns = self.columns()
@@ -141,6 +195,7 @@ class PrivacyLedger:
                 "the ledger was streamed to the run's privacy_ledger table (or not kept); "
                 "read the charges from there"
             )
+        self._seal_singles()
         events: list[PrivacyEvent] = []
         for chunk in self.chunks:
             events.extend([chunk.event] * int(np.count_nonzero(chunk.records == record)))
@@ -159,6 +214,7 @@ class PrivacyLedger:
 
         Text columns are Arrow arrays taken from their few distinct values: repeating Python
         strings over 10⁶ records and converting them cost more than a DOLA run's last rounds."""
+        self._seal_singles()
         chunks = self.chunks
         sizes = np.array([chunk.records.size for chunk in chunks], dtype=np.int64)
 
@@ -172,7 +228,7 @@ class PrivacyLedger:
             )
 
         columns: dict[str, np.ndarray | pa.Array] = {
-            "time": repeated([chunk.time for chunk in chunks], np.float64),
+            "time": _times(chunks, sizes),
             "record": _joined([chunk.records for chunk in chunks]),
             "use": _joined([chunk.uses for chunk in chunks]),
         }
