@@ -198,6 +198,12 @@ class TestKeys:
         other_library = yardstick_cache.record_key("k", data, {}, ("netsim.rng",), ("scipy",))
         assert len({key, other_code, other_library}) == 3
 
+    def test_other_numerical_kernels_are_another_key(self, monkeypatch):
+        monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+        key = baselines.disk_key(*split())
+        monkeypatch.setenv("OPENBLAS_CORETYPE", "Sandybridge")  # as tests.table_digests does
+        assert baselines.disk_key(*split()) != key
+
     def test_a_sparse_matrix_hashes_by_content_not_by_index_order(self):
         dense = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
         coo = sp.coo_matrix(dense)
@@ -365,3 +371,16 @@ def test_a_run_whose_yardsticks_are_cached_does_not_import_scikit_learn(cache, t
         for out in ("first", "second")
     )
     pd.testing.assert_frame_equal(first, second, check_exact=True)
+
+
+def test_netsim_cache_clear_deletes_the_records_and_nothing_else(cache, capsys, monkeypatch):
+    from netsim.cli import main
+
+    learning_baselines(*split())
+    (cache / "mine.txt").write_text("a file of the user's")
+    assert main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out == f"{cache}: 1 cached yardsticks deleted\n"
+    assert records(cache) == [] and (cache / "mine.txt").exists()
+    monkeypatch.setenv("NETSIM_CACHE_DIR", "off")
+    assert main(["cache", "clear"]) == 0
+    assert "the cache is off" in capsys.readouterr().out

@@ -17,8 +17,9 @@ empties it; nothing else depends on it.
 the content of the four arrays (:func:`array_digest`: values, shapes, dtypes — not their file
 or their name), the yardstick's parameters (ε, δ, seed), the source code of the modules that
 compute it, the versions of the libraries it calls (numpy, scipy, scikit-learn, dp-accounting),
-the Python version and the machine architecture. A change to any of them is a new key, so a
-stale record is never read; old records are just left behind.
+the Python version and the machine (architecture, CPU model and the environment variables that
+choose numpy's and BLAS's kernels, :data:`KERNEL_VARIABLES`). A change to any of them is a new
+key, so a stale record is never read; old records are just left behind.
 
 **Values** are the yardstick's dataclass, field by field; floats are written as JSON numbers
 with Python's shortest round-tripping ``repr`` (and ``NaN``/``Infinity``), so a value read back
@@ -191,6 +192,35 @@ def _package_version(package: str) -> str:
         return "absent"
 
 
+#: Environment variables that choose the numerical kernels numpy and its BLAS run (a value
+#: computed under other kernels may differ in its last bits, see ``docs/reproducibility.md``).
+KERNEL_VARIABLES = (
+    "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES", "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS", "NUMBA_CPU_NAME",
+)  # fmt: skip
+
+
+@functools.cache
+def _processor() -> str:
+    """The CPU's model name (Linux), else what :func:`platform.processor` says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _machine() -> dict[str, str]:
+    """What decides the floating-point kernels a computation runs: the architecture, the CPU
+    model and the environment variables of :data:`KERNEL_VARIABLES` that are set (a cache
+    directory shared by several machines keeps one record per kind of machine)."""
+    chosen = {name: os.environ[name] for name in KERNEL_VARIABLES if name in os.environ}
+    return {"architecture": platform.machine(), "processor": _processor(), **chosen}
+
+
 def record_key(
     kind: str,
     arrays: Sequence[Any],
@@ -209,7 +239,7 @@ def record_key(
         "code": {m: _source_digest(m) for m in modules},
         "packages": {p: _package_version(p) for p in packages},
         "python": platform.python_version(),
-        "machine": platform.machine(),
+        "machine": _machine(),
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
