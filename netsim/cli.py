@@ -432,6 +432,17 @@ def _cmd_trace_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cache_clear(args: argparse.Namespace) -> int:
+    from netsim.learning.yardstick_cache import CACHE_DIR_VARIABLE, cache_directory, clear_directory
+
+    directory = cache_directory()
+    if directory is None:
+        print(f"the cache is off ({CACHE_DIR_VARIABLE} is off or empty): nothing to clear")
+        return 0
+    print(f"{directory}: {clear_directory(directory)} cached yardsticks deleted")
+    return 0
+
+
 def _command(
     commands: Subcommands, name: str, summary: str, details: str
 ) -> argparse.ArgumentParser:
@@ -699,6 +710,22 @@ def _add_trace(commands: Subcommands) -> None:
     _add_trace_synth(trace_commands, formats)
 
 
+def _add_cache(commands: Subcommands) -> None:
+    """``netsim cache clear``: delete the learning yardsticks cached on disk."""
+    cache = _command(
+        commands, "cache", "the disk cache of the learning yardsticks",
+        " ($NETSIM_CACHE_DIR, else $XDG_CACHE_HOME/netsim or ~/.cache/netsim; "
+        "NETSIM_CACHE_DIR=off turns it off)",
+    )  # fmt: skip
+    cache_commands = cache.add_subparsers(dest="cache_command", required=True)
+    clear = _command(
+        cache_commands, "clear", "delete the cached yardsticks",
+        ": the majority-class, centralised and central-DP accuracies of the data sets run so "
+        "far; the next run of each data set computes them again",
+    )  # fmt: skip
+    clear.set_defaults(handler=_cmd_cache_clear)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``netsim``."""
     parser = argparse.ArgumentParser(
@@ -716,6 +743,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_collect,
         _add_check,
         _add_trace,
+        _add_cache,
     ):
         add_command(commands)
     return parser

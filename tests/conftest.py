@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,21 @@ from hypothesis import settings
 # call of a compiled (numba) kernel on a fresh checkout includes its compilation.
 settings.register_profile("netsim", deadline=None)
 settings.load_profile("netsim")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_yardstick_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The yardsticks' disk cache (netsim.learning.yardstick_cache) in a directory of this test
+    session, never the user's: the tests (and the processes they start) still use a cache."""
+    directory = tmp_path_factory.mktemp("netsim-cache")
+    before = os.environ.get("NETSIM_CACHE_DIR")
+    os.environ["NETSIM_CACHE_DIR"] = str(directory)
+    yield directory
+    if before is None:
+        os.environ.pop("NETSIM_CACHE_DIR", None)
+    else:
+        os.environ["NETSIM_CACHE_DIR"] = before
+
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -83,7 +83,8 @@ def test_several_classes():
     assert "multinomial" in result.model
 
 
-def test_deterministic_without_the_cache():
+def test_deterministic_without_the_cache(monkeypatch):
+    monkeypatch.setenv("NETSIM_CACHE_DIR", "off")  # computed twice, not read from disk
     x, y = separable(seed=5)
     first = learning_baselines(x[:120], y[:120], x[120:], y[120:])
     clear_cache()

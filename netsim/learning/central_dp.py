@@ -42,9 +42,10 @@ a lower bound.
 
 Determinism: every draw comes from :class:`netsim.rng.RandomStreams` with the fixed root
 ``seed`` (0 unless asked), one named stream for the validation split, one per grid point and
-one for the final model, so equal inputs give equal results; they are cached in-process by
-the content hash of the four arrays (as :func:`netsim.learning.baselines.learning_baselines`),
-(ε, δ) and the seed. Cost (2 shared cores): see ``docs/papers.md``.
+one for the final model, so equal inputs give equal results; they are cached in-process and
+on disk (:mod:`netsim.learning.yardstick_cache`) by the content hash of the four arrays (as
+:func:`netsim.learning.baselines.learning_baselines`), (ε, δ) and the seed. Cost (2 shared
+cores): see ``docs/papers.md``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from dp_accounting import rdp
 from scipy import optimize
 from scipy.special import expit, log_expit, logsumexp, softmax
 
+from netsim.learning import yardstick_cache
 from netsim.learning.baselines import check_split, content_key, float_matrix
 from netsim.learning.sensitivity import gradient_bound
 from netsim.privacy.mechanisms import check_budget, k_norm_l2
@@ -162,9 +164,27 @@ def central_dp_baseline(
         found = _CACHE.get(key)
     if found is not None:
         return found
-    result = _compute(x_train, y_tr, x_test, y_te, float(epsilon), float(delta), int(seed))
+    result = yardstick_cache.cached(
+        "central_dp", disk_key(x_train, y_tr, x_test, y_te, *key[1:]), CentralDPBaseline,
+        lambda: _compute(x_train, y_tr, x_test, y_te, *key[1:]),
+    )  # fmt: skip
     with _LOCK:
         return _CACHE.setdefault(key, result)
+
+
+def disk_key(
+    x_train: Any, y_train: np.ndarray, x_test: Any, y_test: np.ndarray,
+    epsilon: float, delta: float, seed: int,
+) -> str:  # fmt: skip
+    """The key of the yardstick in the disk cache: the arrays' content, (ε, δ), the seed, the
+    code that computes it (this module with its grids, the sensitivity, the K-norm mechanism,
+    the named streams) and the libraries it calls."""
+    return yardstick_cache.record_key(
+        "central_dp", (x_train, y_train, x_test, y_test),
+        {"epsilon": epsilon, "delta": delta, "seed": seed},
+        (__name__, gradient_bound.__module__, k_norm_l2.__module__, RandomStreams.__module__),
+        ("numpy", "scipy", "dp-accounting"),
+    )  # fmt: skip
 
 
 def clear_cache() -> None:
