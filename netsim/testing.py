@@ -414,11 +414,57 @@ def _gradient_error(model: Model, params: np.ndarray, x: np.ndarray, y: np.ndarr
     return worst
 
 
+#: The largest difference allowed between a model's batched forms (``batch_gradients``,
+#: ``step_many``) and its per-example gradients, relative to the row's largest entry (at
+#: least 1): another summation order moves the checked shapes' gradients by about 1e-15, a
+#: wrong override (another model's record, a wrong sign) by a whole entry.
+BATCHED_TOLERANCE = 1e-9
+
+
+def _largest_error(got: np.ndarray, expected: np.ndarray) -> float:
+    """max |got − expected| over each row's max(1, max |expected|) (inf for a wrong shape)."""
+    if np.shape(got) != np.shape(expected):
+        return math.inf
+    scale = np.maximum(1.0, np.abs(expected).max(axis=1, keepdims=True))
+    return float(np.max(np.abs(got - expected) / scale))
+
+
+def _batched_checks(
+    model: Model, params: np.ndarray, x: np.ndarray, y: np.ndarray, where: str
+) -> list[CheckResult]:
+    """The batched forms against ``per_example_gradients``: ``example_gradient`` bit for bit,
+    ``batch_gradients`` (one model per record, each its own parameters) and ``step_many``
+    (eq. 8 of each model, Hegedűs et al. 2016) within :data:`BATCHED_TOLERANCE`."""
+    rows = len(x)
+    one = [model.per_example_gradients(params, x[k : k + 1], y[k : k + 1])[0] for k in range(rows)]
+    same = all(
+        np.array_equal(model.example_gradient(params, x[k], int(y[k])), one[k]) for k in range(rows)
+    )
+    rng = np.random.default_rng(rows)
+    many = params + 0.3 * rng.normal(size=(rows, params.size))
+    single = np.vstack(
+        [model.per_example_gradients(many[k], x[k : k + 1], y[k : k + 1]) for k in range(rows)]
+    )
+    gradients = _largest_error(model.batch_gradients(many, x, y), single)
+    rates, noise = rng.uniform(0.1, 1.0, rows), rng.normal(size=many.shape)
+    stepped = model.step_many(many, x, y, rates, regularisation=0.1, noise=noise)
+    step = _largest_error(stepped, many - rates[:, None] * (0.1 * many + single + noise))
+    return [
+        CheckResult(f"its one-record gradient is its per-example gradient, bit for bit ({where})",
+                    same),
+        CheckResult(f"its batched gradients are each model's per-example gradient ({where})",
+                    gradients <= BATCHED_TOLERANCE, f"largest relative error {gradients:.2e}"),
+        CheckResult(f"its batched step is each model's SGD step, eq. (8) ({where})",
+                    step <= BATCHED_TOLERANCE, f"largest relative error {step:.2e}"),
+    ]  # fmt: skip
+
+
 def model_checks(kind: str, keys: Mapping[str, Any] | None = None) -> list[CheckResult]:
     """The checks of a model (:class:`~netsim.contracts.Model`) beyond a run: for binary and
     multi-class data, the shapes of what it returns, its per-example gradients against
     central finite differences of its losses, a batch's gradients equal to the rows' one at a
-    time, and the same results from the same seed."""
+    time, the same results from the same seed, and its batched forms (one record, many models,
+    a step of each) equal to its per-example gradients."""
     from netsim.registry import named_component
 
     results: list[CheckResult] = []
@@ -472,6 +518,7 @@ def model_checks(kind: str, keys: Mapping[str, Any] | None = None) -> list[Check
                 again.initial_parameters(np.random.default_rng(5)),
             ) and np.array_equal(batch, again.per_example_gradients(params, x, y))
             results.append(CheckResult(f"the same seed gives the same model ({where})", same))
+            results.extend(_batched_checks(model, params, x, y, where))
         except Exception as exc:
             results.append(CheckResult(f"it runs as a model ({where})", False, _error(exc)))
     return results

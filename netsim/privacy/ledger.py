@@ -88,16 +88,17 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
 
 def _times(chunks: list[LedgerChunk], sizes: np.ndarray) -> np.ndarray:
     """The time of every charge of ``chunks``: a chunk's one time repeated over its records,
-    or its times (gathered single charges)."""
-    if all(isinstance(chunk.time, float | int) for chunk in chunks):
+    or its times (gathered single charges: an array). A scalar time may be a numpy scalar (an
+    int64 clock), so the test is for the array, not for a Python number."""
+    if not any(isinstance(chunk.time, np.ndarray) for chunk in chunks):
         return np.repeat(np.array([chunk.time for chunk in chunks], dtype=np.float64), sizes)
     parts = [
-        np.full(chunk.records.size, chunk.time, dtype=np.float64)
-        if isinstance(chunk.time, float | int)
-        else chunk.time
+        chunk.time
+        if isinstance(chunk.time, np.ndarray)
+        else np.full(chunk.records.size, chunk.time, dtype=np.float64)
         for chunk in chunks
     ]
-    return np.concatenate(parts) if parts else np.zeros(0)
+    return np.concatenate(parts)
 
 
 class PrivacyLedger:
