@@ -54,9 +54,12 @@ print(json.dumps({
 """
 
 
-def fixed_online(nodes: int, rounds: int, *, mode: str, app: str) -> dict[str, Any]:
+def fixed_online(
+    nodes: int, rounds: int, *, mode: str, app: str, update_every: int = 10
+) -> dict[str, Any]:
     """Issue 29's workload: ``app`` (``broadcast`` or ``walk``) on push-pull gossip in
-    ``mode`` (``exact`` or ``rounds``) for ``rounds`` periods."""
+    ``mode`` (``exact`` or ``rounds``) for ``rounds`` periods; the broadcast starts a new
+    update every ``update_every`` rounds (every round is PeerSim's broadcast workload)."""
     data: dict[str, Any] = {
         "name": f"{mode}-{app}",
         "seed": 1,
@@ -72,7 +75,7 @@ def fixed_online(nodes: int, rounds: int, *, mode: str, app: str) -> dict[str, A
         "gossip": {"period": PERIOD, "mode": mode},
     }
     if app == "broadcast":
-        data["broadcast"] = {"interval": 10 * PERIOD}  # a new update every 10 rounds
+        data["broadcast"] = {"interval": update_every * PERIOD}
     else:
         data["walk"] = {"kind": "service", "transfer_time": PERIOD, "timeout": 11 * PERIOD}
     return data
@@ -130,6 +133,11 @@ WORKLOADS: dict[str, Workload] = {
         "rounds mode, broadcast",
         lambda n, r: fixed_online(n, r, mode="rounds", app="broadcast"), (10_000, 3000),
         (500, 50),
+    ),
+    "rounds-broadcast-every": Workload(
+        "rounds mode, broadcast, a new update every round",
+        lambda n, r: fixed_online(n, r, mode="rounds", app="broadcast", update_every=1),
+        (10_000, 3000), (500, 50),
     ),
     "dola": Workload("DOLA, 100 features", dola, (1000, 200), (50, 20)),
 }  # fmt: skip

@@ -20,6 +20,7 @@ SMOKE = {
     "memory": (["gossip-learning", "--hours", "0.002", "--every", "2"], "peak"),
     "scale": (["--nodes", "20000", "--rounds", "5"], "maximum resident set"),
     "private_learning": (["--quick"], "µs CPU per visit"),
+    "broadcast_rounds": (["--quick", "--repeat", "1"], "PeerSim CD"),
 }
 
 

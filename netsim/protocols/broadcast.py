@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from numba import njit
 from pydantic import Field, field_validator
 
@@ -31,7 +32,7 @@ from netsim.contracts import (
     Section,
 )
 from netsim.distributions import Duration, PositiveDuration
-from netsim.log import F64, I32, I64, STR, TableSchema
+from netsim.log import F64, I32, I64, STR, EventTable, TableSchema
 from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import PULL, PUSH
 from netsim.sim import Simulation
@@ -216,6 +217,72 @@ def _adopt_newer(
     return count + 1
 
 
+#: The ``via`` values of rounds-mode adoptions, by their code in :class:`RoundAdoptions`.
+VIA_LABELS = ("origin", PUSH, PULL)
+ORIGIN_CODE, PUSH_CODE, PULL_CODE = 0, 1, 2
+
+
+class RoundAdoptions:
+    """Rounds-mode adoptions, kept as the arrays each round returns and written to the
+    adoptions table in blocks of about ``block_rows`` rows: one Arrow conversion per block
+    instead of per round (the per-round conversion through Python lists was half of a round's
+    CPU with a new update every round, README, Performance)."""
+
+    def __init__(self, table: EventTable, block_rows: int = 65_536) -> None:
+        self.table = table
+        self.block_rows = block_rows
+        self._times: list[float] = []
+        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._codes: list[int] = []  # via code and row count of each run of equal via
+        self._counts: list[int] = []
+        self._rows = 0
+
+    def add(
+        self,
+        time: float,
+        columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        pushed: int,
+        *,
+        origin: bool = False,
+    ) -> None:
+        """Rows at ``time``: nodes, updates, previous updates and senders; the first
+        ``pushed`` came by push, the rest by pull (or every one from its origin)."""
+        count = columns[0].size
+        self._times.append(time)
+        self._parts.append(columns)
+        if origin:
+            self._codes.append(ORIGIN_CODE)
+            self._counts.append(count)
+        else:
+            self._codes += (PUSH_CODE, PULL_CODE)
+            self._counts += (pushed, count - pushed)
+        self._rows += count
+        if self._rows >= self.block_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the rows gathered so far to the table, in the order they were added."""
+        if not self._parts:
+            return
+        nodes, updates, previous, senders = (
+            np.concatenate([part[c] for part in self._parts]) for c in range(4)
+        )
+        sizes = [part[0].size for part in self._parts]
+        codes = np.repeat(np.array(self._codes, dtype=np.uint8), self._counts)
+        self.table.extend(
+            [
+                np.repeat(np.array(self._times, dtype=np.float64), sizes),
+                nodes.astype(np.int32),
+                updates,
+                previous,
+                senders.astype(np.int32),
+                pa.array(VIA_LABELS, type=pa.string()).take(pa.array(codes)),
+            ]
+        )
+        self._times, self._parts, self._codes, self._counts = [], [], [], []
+        self._rows = 0
+
+
 class Broadcast(GossipApplication):
     """The broadcast application of push-pull gossip (exact and round mode)."""
 
@@ -259,6 +326,8 @@ class Broadcast(GossipApplication):
         self.skipped = 0
         self._rank_scratch = np.zeros(network.topology.n, dtype=np.int64)
         self.adoptions = sim.log.table(ADOPTIONS_TABLE)
+        # rounds mode gathers its adoptions as arrays and writes them in blocks
+        self._round_adoptions = None if self._held is not None else RoundAdoptions(self.adoptions)
         self.summary = sim.log.table(broadcasts_table(self.thresholds))
         self.nodes.on_join(self._on_join)
         self.nodes.on_leave(self._on_leave)
@@ -304,9 +373,16 @@ class Broadcast(GossipApplication):
     def _adopt(self, node: int, update: int, sender: int, via: str) -> None:
         previous = int(self.version[node])
         self.version[node] = update
-        if self._held is not None:
-            self._held[node] = update
-        self.adoptions.append(self.sim.env.now, node, update, previous, sender, via)
+        if self._round_adoptions is not None:
+            self._round_adoptions.add(
+                self.sim.env.now,
+                tuple(np.array([value]) for value in (node, update, previous, sender)),
+                0,
+                origin=True,
+            )  # type: ignore[arg-type]
+        else:
+            self._held[node] = update  # type: ignore[index]
+            self.adoptions.append(self.sim.env.now, node, update, previous, sender, via)
         if not self.nodes.is_online[node]:
             return  # no online holder more: no coverage changes
         if update == previous + 1:  # the usual step: one count, without a slice
@@ -352,15 +428,22 @@ class Broadcast(GossipApplication):
         if online == 0:
             return
         now = self.sim.env.now
+        known, starts, reached = self.known_online, self.starts, self.reached
+        updates = len(starts)
         for j, threshold in enumerate(self.thresholds):
             k = self._next[j]
+            if k >= updates:
+                continue
             # updates reach a threshold in order (coverage is non-increasing in k)
-            while k < self.updates and self.known_online[k] >= threshold * online - 1e-9:
-                self.reached[k][j] = now - self.starts[k]
+            needed = threshold * online - 1e-9
+            while k < updates and known[k] >= needed:
+                reached[k][j] = now - starts[k]
                 k += 1
             self._next[j] = k
 
     def finish(self) -> None:
+        if self._round_adoptions is not None:
+            self._round_adoptions.flush()
         online = max(self.nodes.online_count, 1)
         for k in range(self.updates):
             self.summary.append(
@@ -386,17 +469,8 @@ class Broadcast(GossipApplication):
         )
         if nodes.size == 0:
             return
-        count = nodes.size
-        self.adoptions.extend(
-            [
-                [self.sim.env.now] * count,
-                nodes.tolist(),
-                updates.tolist(),
-                previous.tolist(),
-                senders.tolist(),
-                [PUSH] * pushed + [PULL] * (count - pushed),
-            ]
-        )
+        assert self._round_adoptions is not None  # rounds mode
+        self._round_adoptions.add(self.sim.env.now, (nodes, updates, previous, senders), pushed)
         self._check()
 
     def round_tick(self, active: np.ndarray) -> None:
