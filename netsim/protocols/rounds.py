@@ -23,10 +23,12 @@ What the mode approximates, and why it is faithful for what the papers measure:
 - *Gossip learning* (push only): every model sent in a round is the one its sender held at
   the start of the round, stepped with the receiver's record; in exact mode a node that
   received a model earlier in the same period sends that one, so a model may move more than
-  one hop per period. A node that receives several keeps the last in the round's order (as
-  exact mode keeps the last arrival), and its record is used once per arrival in that order
-  (budget uses, shard cursor). With ``merge: average`` the local model averaged in is the
-  receiver's at the start of the round, not the one an earlier arrival of the round left.
+  one hop per period. The arrivals at one node are taken in the round's (random) order, in
+  batches by rank: its record is used once per arrival in that order (budget uses, shard
+  cursor), the last arrival's model is kept (as exact mode keeps the last), and with
+  ``merge: average`` each arrival is averaged with the model the arrivals before it left (as
+  in exact mode). What remains approximated is the sent model only: the sender's at the
+  start of the round.
 - *Losses*: the peer is online by construction; the transport decides the fate of every push
   and pull (:meth:`~netsim.network.links.Network.send_batch`): the optional per-message loss
   probability applies to each, and with link failures an exchange over a link that is down at

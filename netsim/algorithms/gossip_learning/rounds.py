@@ -21,8 +21,10 @@ import math
 from typing import ClassVar
 
 import numpy as np
+from numba import njit
 
 from netsim.errors import ScenarioError
+from netsim.learning.models import model_test_accuracies
 from netsim.learning.sensitivity import clip_rows
 from netsim.learning.sgd_agent import SGDAgent
 
@@ -30,21 +32,38 @@ from netsim.learning.sgd_agent import SGDAgent
 GOSSIP_LEARNING_WALK = -1
 
 
-def occurrences(keys: np.ndarray) -> np.ndarray:
-    """For each entry of ``keys``, how many equal entries come before it (0 for the first)."""
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    counts = np.diff(np.r_[starts, keys.size])
-    out = np.empty(keys.size, dtype=np.int64)
-    out[order] = np.arange(keys.size) - np.repeat(starts, counts)
-    return out
+@njit(cache=True)
+def arrival_ranks(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each entry of ``keys``, how many equal entries come before it (0 for the first),
+    and whether it is the last of its key. ``counts`` is a zeroed scratch array indexed by
+    key (left zeroed): one pass instead of a sort."""
+    n = keys.size
+    ranks = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        ranks[i] = counts[keys[i]]
+        counts[keys[i]] += 1
+    last = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        last[i] = ranks[i] == counts[keys[i]] - 1
+    for i in range(n):
+        counts[keys[i]] = 0
+    return ranks, last
 
 
-def last_of_each(keys: np.ndarray) -> np.ndarray:
-    """Positions of the last occurrence of every distinct entry of ``keys``."""
-    _, first_from_end = np.unique(keys[::-1], return_index=True)
-    return keys.size - 1 - first_from_end
+@njit(cache=True)
+def descend(
+    w: np.ndarray, g: np.ndarray, eta: np.ndarray, regularisation: float, out: np.ndarray
+) -> bool:
+    """Eq. (8) row by row, out[i] = w[i] − η_i(λ·w[i] + g[i]) (the operations of
+    :meth:`~netsim.learning.private_sgd.PrivateSGD.step`, in its order), in one pass; whether
+    every entry is finite."""
+    check = 0.0
+    for i in range(w.shape[0]):
+        for j in range(w.shape[1]):
+            value = w[i, j] - eta[i] * (regularisation * w[i, j] + g[i, j])
+            out[i, j] = value
+            check += value - value  # 0 for a finite value, NaN otherwise
+    return check == 0.0
 
 
 class GossipLearningRounds:
@@ -73,7 +92,18 @@ class GossipLearningRounds:
         self.parameters = np.tile(sgd.initial, (n, 1))
         self.updates = np.zeros(n, dtype=np.int64)
         self.visits = np.zeros(n, dtype=np.int64)
+        #: The test accuracy of each node's current model, NaN until it is evaluated (a model
+        #: that no step changed is not evaluated again: the same weights, the same score).
+        self.accuracy = np.full(n, math.nan)
         self.labels = np.asarray(sgd.y)
+        #: Work arrays of a round (the sent models, the records' features, the stepped
+        #: models), reused: a fresh N × d array each round costs its page faults again.
+        self._sent = np.empty_like(self.parameters)
+        self._features = np.empty((n, sgd.x.shape[1]))
+        self._stepped = np.empty_like(self.parameters)
+        #: Zeroed scratch arrays for :func:`arrival_ranks`, by node and by record.
+        self._node_counts = np.zeros(n, dtype=np.int64)
+        self._unit_counts = np.zeros(accountant.records, dtype=np.int64)
         #: Events of the shares of ε made so far (by ε): one per share, charged in batches.
         self._events: dict[float, object] = {}
 
@@ -82,68 +112,119 @@ class GossipLearningRounds:
     def round_exchange(
         self, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
     ) -> None:
-        """Initiator k pushes its model to ``peers[k]``, which steps it with its record and
-        keeps it (the last arrival of the round kept; see :mod:`netsim.protocols.rounds`)."""
+        """Initiator k pushes its model (as at the start of the round) to ``peers[k]``, which
+        steps it with its record; the arrivals at one node are taken in the round's order
+        (see :mod:`netsim.protocols.rounds`)."""
         if initiators.size == 0:
             return
         senders, targets = initiators, peers
-        params = self.parameters[senders]
-        updates, visits = self.updates[senders], self.visits[senders]
+        ranks, last = arrival_ranks(targets, self._node_counts)
+        records, units = self._records(targets, ranks)
+        epsilon, allowed = self._charge(units, ranks if units is targets else None)
         if self.merge == "average":
-            params = (params + self.parameters[targets]) / 2.0
-            updates = np.maximum(updates, self.updates[targets])
-            visits = np.maximum(visits, self.visits[targets])
-        records, units = self._records(targets)
-        epsilon, allowed = self._charge(units)
-        new, updated = self._step(params, updates, records, epsilon, allowed)
-        new_updates = updates + updated
-        new_visits = visits + 1
-        keep = last_of_each(targets)
-        self.parameters[targets[keep]] = new[keep]
-        self.updates[targets[keep]] = new_updates[keep]
-        self.visits[targets[keep]] = new_visits[keep]
-        self._log(targets, records, new, new_visits, new_updates, updated, epsilon, allowed)
+            new, updates, visits, updated = self._merge_in_order(
+                senders, targets, ranks, records, epsilon, allowed
+            )
+            accuracy = np.full(targets.size, math.nan)
+        else:
+            updates, visits = self.updates[senders], self.visits[senders] + 1
+            sent = np.take(self.parameters, senders, axis=0, out=self._sent[: senders.size])
+            new, updated = self._step(sent, updates, records, epsilon, allowed)
+            updates += updated
+            # a model no step changed keeps its sender's score
+            accuracy = np.where(updated.astype(bool), math.nan, self.accuracy[senders])
+            kept = targets[last]  # the last arrival replaces the model (Alg. 1)
+            self.parameters[kept] = new[last]
+            self.updates[kept] = updates[last]
+            self.visits[kept] = visits[last]
+        self._log(targets, records, new, visits, updates, updated, epsilon, allowed, accuracy)
+        self.accuracy[targets[last]] = accuracy[last]
+
+    def _merge_in_order(
+        self,
+        senders: np.ndarray,
+        targets: np.ndarray,
+        ranks: np.ndarray,
+        records: np.ndarray,
+        epsilon: np.ndarray,
+        allowed: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``merge: average``: the arrivals in batches by rank (the first arrival at every
+        node, then the second, …), each averaged with the receiver's current model — the one
+        the arrivals before it left — and stepped (Ormándi et al. 2013, the merge variant);
+        the sent models are the senders' at the start of the round. Each arrival's model,
+        updates, visits and whether it was updated."""
+        sent = self.parameters[senders]
+        sent_updates, sent_visits = self.updates[senders], self.visits[senders]
+        new = np.empty_like(sent)
+        updates = np.empty_like(sent_updates)
+        visits = np.empty_like(sent_visits)
+        updated = np.empty(targets.size, dtype=np.int64)
+        for rank in range(int(ranks.max()) + 1):
+            batch = np.flatnonzero(ranks == rank)
+            at = targets[batch]
+            merged = (sent[batch] + self.parameters[at]) / 2.0
+            age = np.maximum(sent_updates[batch], self.updates[at])
+            stepped, changed = self._step(
+                merged, age, records[batch], epsilon[batch], allowed[batch]
+            )
+            new[batch], updated[batch] = stepped, changed
+            updates[batch] = age + changed
+            visits[batch] = np.maximum(sent_visits[batch], self.visits[at]) + 1
+            self.parameters[at] = stepped
+            self.updates[at] = updates[batch]
+            self.visits[at] = visits[batch]
+        return new, updates, visits, updated
 
     def round_tick(self, active: np.ndarray) -> None:
         return None
 
-    def _records(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The record each arrival uses (a node's shard cycled in arrival order) and the
-        accountant's unit it charges (that record, or the node)."""
+    def _records(self, targets: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The record each arrival uses (a node's shard cycled in arrival order: ``ranks`` is
+        each arrival's number at its node) and the accountant's unit it charges (that record,
+        or the node)."""
         sgd = self.agent.sgd
         r = sgd.records_per_node
         if r == 1:
-            records = targets.copy()
+            records = targets
         else:
-            occurrence = occurrences(targets)
-            records = targets * r + (sgd.cursor[targets] + occurrence) % r
+            records = targets * r + (sgd.cursor[targets] + ranks) % r
             np.add.at(sgd.cursor, targets, 1)
             sgd.cursor[targets] %= r
         return records, (targets if sgd.unit == "node" else records)
 
-    def _charge(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _charge(self, units: np.ndarray, ranks: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """The ε each arrival spends and whether it was allowed: the policy's share for the
-        unit's use number in arrival order; one ``charge_batch`` per share, the refused
-        counted (as exact mode's refusals)."""
+        unit's use number in arrival order (``ranks``: each arrival's number at its unit, when
+        known); one ``charge_batch`` per share, the refused counted (as exact mode's
+        refusals)."""
         sgd = self.agent.sgd
         accountant = sgd.accountant
         now = self.agent.sim.now
+        if ranks is None:
+            ranks, _ = arrival_ranks(units, self._unit_counts)
         if not accountant.policy.private:
-            accountant.charge_batch(units, sgd.free_event, time=now)
+            accountant.charge_batch(units, sgd.free_event, time=now, ranks=ranks)
             return np.zeros(units.size), np.ones(units.size, dtype=bool)
-        use = accountant.uses[units] + 1 + occurrences(units)
+        use = accountant.uses[units] + 1 + ranks
         epsilon = np.full(units.size, math.nan)
-        for value in np.unique(use):
-            share = accountant.policy.epsilon_for_use(accountant.epsilon, int(value))
+        lowest = int(use.min())
+        for offset in np.flatnonzero(np.bincount(use - lowest)):
+            share = accountant.policy.epsilon_for_use(accountant.epsilon, lowest + int(offset))
             if share is not None and share > 0:
-                epsilon[use == value] = share
+                epsilon[use == lowest + offset] = share
         # a share that would pass the budget (basic sum) is refused as exact mode refuses it
         spent = accountant.epsilon_spent[units] + np.nan_to_num(epsilon)
         allowed = ~np.isnan(epsilon) & (spent <= accountant.epsilon_limit)
-        for share in np.unique(epsilon[allowed]):
+        shares = np.unique(epsilon[allowed])
+        for share in shares:
             group = allowed & (epsilon == share)
-            accountant.charge_batch(units[group], self._event(float(share)), time=now)
-        if (~allowed).any():
+            # the arrivals' ranks are their ranks within the batch only when it is all of them
+            whole = shares.size == 1 and bool(allowed.all())
+            accountant.charge_batch(
+                units[group], self._event(float(share)), time=now, ranks=ranks if whole else None
+            )
+        if not allowed.all():
             refused = units[~allowed]
             accountant.count_refused(
                 refused,
@@ -176,25 +257,27 @@ class GossipLearningRounds:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Eq. (8) for the allowed arrivals (the others keep the model): the model slot's
         batched gradients, clipped when ``learning.clip`` is set, noise in blocks per share;
-        a step that is not finite keeps the model (its ε spent), counted as exact mode does."""
+        a step that is not finite keeps the model (its ε spent), counted as exact mode does.
+        The stepped models (in a work array: valid until the next step) and 1 where a step was
+        taken."""
         sgd = self.agent.sgd
         every = bool(allowed.all())
         rows = np.arange(allowed.size) if every else np.flatnonzero(allowed)
         if rows.size == 0:
-            return params, np.zeros(params.shape[0], dtype=np.int64)
+            return params.copy(), np.zeros(params.shape[0], dtype=np.int64)
         w = params if every else params[rows]
-        g = sgd.model.batch_gradients(w, sgd.x[records[rows]], self.labels[records[rows]])
+        at = records if every else records[rows]
+        x = np.take(sgd.x, at, axis=0, out=self._features[: rows.size])
+        g = sgd.model.batch_gradients(w, x, self.labels[at])
         if sgd.clip is not None:
             g = clip_rows(g, sgd.clip, sgd.norm)
         if sgd.accountant.policy.private:
-            shares = epsilon[rows]
-            for share in np.unique(shares):
-                at = shares == share
-                scale = sgd.sensitivity / share
-                g[at] += sgd.mechanism.noise(int(at.sum()), w.shape[1], scale, sgd.rng)
+            self._add_noise(g, epsilon if every else epsilon[rows])
         eta = sgd.learning_rate / np.sqrt(updates[rows] + 1.0)
-        with np.errstate(over="ignore", invalid="ignore"):
-            stepped = w - eta[:, None] * (sgd.regularisation * w + g)
+        stepped = self._stepped[: rows.size]
+        if descend(w, g, eta, sgd.regularisation, stepped):
+            finite = np.ones(rows.size, dtype=bool)
+        else:
             finite = np.isfinite(stepped).all(axis=1)
             sgd.non_finite += int((~finite).sum())
             sgd.non_finite_noise += int((~np.isfinite(g).all(axis=1) & ~finite).sum())
@@ -206,6 +289,14 @@ class GossipLearningRounds:
         updated[rows[finite]] = 1
         return new, updated
 
+    def _add_noise(self, g: np.ndarray, shares: np.ndarray) -> None:
+        """Add the mechanism's noise at scale Δ/ε to each row of ``g``, one block per share."""
+        sgd = self.agent.sgd
+        for share in np.unique(shares):
+            at = shares == share
+            scale = sgd.sensitivity / share
+            g[at] += sgd.mechanism.noise(int(at.sum()), g.shape[1], scale, sgd.rng)
+
     def _log(
         self,
         targets: np.ndarray,
@@ -216,15 +307,17 @@ class GossipLearningRounds:
         updated: np.ndarray,
         epsilon: np.ndarray,
         allowed: np.ndarray,
+        accuracy: np.ndarray,
     ) -> None:
         """The round's ``sgd_visits`` rows (column-wise), the agent's counters, and the
-        ``accuracy`` rows of the models whose visits reached a multiple of evaluate_every
-        (one matrix product)."""
+        ``accuracy`` rows of the models whose visits reached a multiple of evaluate_every:
+        those not scored yet (``accuracy`` NaN) in one matrix product, their scores written
+        back into ``accuracy``."""
         agent = self.agent
         now = agent.sim.now
         count = targets.size
         agent.updates += int(updated.sum())
-        agent.refused += int((~allowed).sum())
+        agent.refused += count - int(np.count_nonzero(allowed))
         agent.visits_table.extend([
             np.full(count, now), np.full(count, GOSSIP_LEARNING_WALK, dtype=np.int64),
             targets.astype(np.int32), agent.rows[records].astype(np.int32), visits, updates,
@@ -232,12 +325,18 @@ class GossipLearningRounds:
         ])  # fmt: skip
         due = np.flatnonzero(visits % agent.evaluate_every == 0)
         if due.size:
-            predicted = agent.sgd.model.predict_many(new[due], agent.x_test)
-            accuracy = np.mean(predicted == agent.y_test[None, :], axis=1)
+            unknown = due[np.isnan(accuracy[due])]
+            if unknown.size:
+                accuracy[unknown] = self._accuracies(new[unknown])
             agent.accuracy_table.extend([
                 np.full(due.size, now), np.full(due.size, GOSSIP_LEARNING_WALK, dtype=np.int64),
-                visits[due], updates[due], accuracy,
+                visits[due], updates[due], accuracy[due],
             ])  # fmt: skip
+
+    def _accuracies(self, params: np.ndarray) -> np.ndarray:
+        """The test accuracy of each row of ``params`` (one matrix product)."""
+        agent = self.agent
+        return model_test_accuracies(agent.sgd.model, params, agent.x_test, agent.y_test)
 
     # --- what the section reads -------------------------------------------------------------
 
@@ -247,10 +346,13 @@ class GossipLearningRounds:
 
     def accuracy_spread(self, nodes: np.ndarray) -> tuple[object, ...]:
         """A ``gossip_learning_accuracy`` row (without the time) for the models of ``nodes``:
-        their test accuracies in one matrix product."""
-        agent = self.agent
-        predicted = agent.sgd.model.predict_many(self.parameters[nodes], agent.x_test)
-        accuracy = np.mean(predicted == agent.y_test[None, :], axis=1)
+        the test accuracies of those not scored since they last changed in one matrix
+        product (the others' scores are those of the same weights)."""
+        accuracy = self.accuracy[nodes]
+        unknown = np.flatnonzero(np.isnan(accuracy))
+        if unknown.size:
+            accuracy[unknown] = self._accuracies(self.parameters[nodes[unknown]])
+            self.accuracy[nodes[unknown]] = accuracy[unknown]
         return (
             int(nodes.size),
             float(self.visits[nodes].mean()),
