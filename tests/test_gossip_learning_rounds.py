@@ -97,3 +97,20 @@ def test_test_accuracies_are_those_of_the_predictions(model):
     x, y = rng.normal(size=(461, 57)), rng.integers(0, 2, 461)
     expected = np.mean(linear.predict_many(params, x) == y[None, :], axis=1)
     np.testing.assert_array_equal(model_test_accuracies(linear, params, x, y), expected)
+
+
+def test_test_accuracies_decide_scores_near_zero_in_float64():
+    """Scores within float32 rounding of 0 (here ±1e-9 on one test row) and weights whose
+    float32 copy or sums overflow take the float64 path: the accuracies stay those of the
+    float64 predictions."""
+    linear = build_model("logreg", classes=2, features=57)
+    rng = np.random.default_rng(6)
+    x, y = rng.normal(size=(461, 57)), rng.integers(0, 2, 461)
+    first = x[0] / np.dot(x[0], x[0])
+    params = rng.normal(size=(200, 57))
+    params -= np.outer(params @ x[0], first)  # orthogonal to the first test row
+    params += np.outer(rng.choice([-1e-9, 1e-9], 200), first)
+    params[:3] *= 1e35
+    params[3:20] = 1e38 * np.sign(rng.normal(size=(17, 57)))  # float32 sums overflow: NaN
+    expected = np.mean(linear.predict_many(params, x) == y[None, :], axis=1)
+    np.testing.assert_array_equal(model_test_accuracies(linear, params, x, y), expected)

@@ -66,6 +66,30 @@ def descend(
     return check == 0.0
 
 
+@njit(cache=True)
+def keep_last(
+    targets: np.ndarray,
+    last: np.ndarray,
+    new: np.ndarray,
+    updates: np.ndarray,
+    visits: np.ndarray,
+    accuracy: np.ndarray,
+    node_parameters: np.ndarray,
+    node_updates: np.ndarray,
+    node_visits: np.ndarray,
+    node_accuracy: np.ndarray,
+) -> None:
+    """Each node's model becomes its last arrival's (Alg. 1: the received model, stepped,
+    replaces the local one), with its updates, visits and score; in place, in one pass."""
+    for i in range(targets.size):
+        if last[i]:
+            node = targets[i]
+            node_parameters[node, :] = new[i, :]
+            node_updates[node] = updates[i]
+            node_visits[node] = visits[i]
+            node_accuracy[node] = accuracy[i]
+
+
 class GossipLearningRounds:
     """The fused round rule of gossip learning: the models of all nodes as one matrix."""
 
@@ -133,12 +157,14 @@ class GossipLearningRounds:
             updates += updated
             # a model no step changed keeps its sender's score
             accuracy = np.where(updated.astype(bool), math.nan, self.accuracy[senders])
-            kept = targets[last]  # the last arrival replaces the model (Alg. 1)
-            self.parameters[kept] = new[last]
-            self.updates[kept] = updates[last]
-            self.visits[kept] = visits[last]
         self._log(targets, records, new, visits, updates, updated, epsilon, allowed, accuracy)
-        self.accuracy[targets[last]] = accuracy[last]
+        if self.merge == "average":  # the models are in place: the last arrival's score
+            self.accuracy[targets[last]] = accuracy[last]
+        else:
+            keep_last(
+                targets, last, new, updates, visits, accuracy,
+                self.parameters, self.updates, self.visits, self.accuracy,
+            )  # fmt: skip
 
     def _merge_in_order(
         self,
