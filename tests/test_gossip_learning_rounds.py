@@ -39,6 +39,7 @@ def _run(mode: str, seed: int, algorithm: str, merge: str = "none") -> dict:
         "refused": int(summary["refused"]),
         "visits": int(summary["visits"]),
         "epsilon": float(summary["epsilon"]),
+        "record_of_node": tables["sgd_visits"].groupby("node")["row"].unique(),
     }
 
 
@@ -64,6 +65,19 @@ def test_exact_and_rounds_agree(algorithm: str, merge: str) -> None:
     spread_e = np.mean([r["range"] for r in exact])
     spread_o = np.mean([r["range"] for r in rounds])
     assert abs(spread_e - spread_o) <= 0.15 + 4 * floor
+
+
+def test_every_arrival_is_stepped_with_the_receivers_record() -> None:
+    """A node holds one record: in both modes all its visits use it (in rounds mode too the
+    receiver's, never the sender's), and the modes give each node the same record."""
+    exact, rounds = _run("exact", 1, "sgd"), _run("rounds", 1, "sgd")
+    for run in (exact, rounds):
+        assert (run["record_of_node"].map(len) == 1).all()
+    shared = exact["record_of_node"].index.intersection(rounds["record_of_node"].index)
+    assert len(shared) > NODES // 2
+    assert [r[0] for r in exact["record_of_node"][shared]] == [
+        r[0] for r in rounds["record_of_node"][shared]
+    ]
 
 
 @settings(max_examples=50, deadline=None)
