@@ -13,9 +13,9 @@ exact, rounds, … each in a fresh child process. A child builds the run, runs t
 ``env.run`` over whole sample periods — the cycles only, without the end-of-run tables and
 yardsticks — with ``time.process_time``, and prints the CPU seconds per cycle (Δ).
 
-BLAS runs on one thread in both modes (``--blas-threads 0``: the library's default): CPU time
-counts every thread, and on a shared two-core machine a multi-threaded BLAS spends CPU waiting
-on small products without saving wall time.
+BLAS runs as netsim leaves it (rounds mode limits its own products to one thread: CPU time
+counts every thread, and a multi-threaded BLAS spends CPU waiting on small products);
+``--blas-threads N`` sets ``OPENBLAS_NUM_THREADS`` and the like in the children.
 """
 
 from __future__ import annotations
@@ -98,14 +98,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=5, help="alternating exact/rounds pairs")
     parser.add_argument("--quick", action="store_true", help="300 nodes, 1 pair: a smoke test")
-    parser.add_argument("--blas-threads", type=int, default=1, help="0: the library's default")
+    parser.add_argument("--blas-threads", type=int, default=0, help="0: as netsim leaves it")
     args = parser.parse_args()
     pairs = 1 if args.quick else args.pairs
     cycles = {mode: 10 for mode in CYCLES} if args.quick else CYCLES
     threads = args.blas_threads
     print(
         f"machine: {platform.machine()}, {cpu_name()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}; BLAS threads: {threads or 'default'}"
+        f"{platform.python_version()}; BLAS threads: {threads or 'as netsim leaves them'}"
     )
     nodes = "300" if args.quick else "4,140"
     print(
