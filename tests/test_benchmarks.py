@@ -21,6 +21,7 @@ SMOKE = {
     "scale": (["--nodes", "20000", "--rounds", "5"], "maximum resident set"),
     "private_learning": (["--quick"], "µs CPU per visit"),
     "broadcast_rounds": (["--quick", "--repeat", "1"], "PeerSim CD"),
+    "gossip_learning_rounds": (["--quick"], "× exact mode"),
 }
 
 

@@ -508,6 +508,23 @@ def test_a_streamed_ledger_keeps_memory_flat_and_writes_the_same_rows():
 EVENT = PrivacyEvent("laplace", "epsilon-DP", 0.5, 0.0, 1.0, "L1", 2.0, 1)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 7), min_size=1, max_size=40), st.booleans())
+def test_a_batch_charge_is_the_charges_one_by_one(records, with_ranks):
+    """charge_batch (sparse: sorted; dense: counted; with the caller's ranks) leaves the same
+    uses, ε and ledger as charging its entries one after the other."""
+    batch = np.array(records, dtype=np.int64)
+    ranks = np.array([records[:i].count(r) for i, r in enumerate(records)], dtype=np.int64)
+    one_by_one = PrivacyAccountant(8, epsilon=1e9, policy=KUses(10**6))
+    for record in records:
+        one_by_one.charge(record, EVENT, time=1.0)
+    at_once = PrivacyAccountant(8, epsilon=1e9, policy=KUses(10**6))
+    at_once.charge_batch(batch, EVENT, time=1.0, ranks=ranks if with_ranks else None)
+    np.testing.assert_array_equal(at_once.uses, one_by_one.uses)
+    np.testing.assert_allclose(at_once.epsilon_spent, one_by_one.epsilon_spent)
+    pd_testing.assert_frame_equal(at_once.ledger_frame(), one_by_one.ledger_frame())
+
+
 # --- mechanisms as components: settings, δ shares, declared dp_accounting events ------------
 
 

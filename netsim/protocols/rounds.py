@@ -20,6 +20,15 @@ What the mode approximates, and why it is faithful for what the papers measure:
 - *Timeouts and restarts* are evaluated once per round for all nodes (so at most Δ late; an
   update created on the round grid times out exactly at i·δ when δ is a multiple of Δ, since
   an age within 1 µs of i·δ counts as reaching it: ``netsim.protocols.walk.kernels.AGE_TOLERANCE``).
+- *Gossip learning* (push only): every model sent in a round is the one its sender held at
+  the start of the round, stepped with the receiver's record; in exact mode a node that
+  received a model earlier in the same period sends that one, so a model may move more than
+  one hop per period. The arrivals at one node are taken in the round's (random) order, in
+  batches by rank: its record is used once per arrival in that order (budget uses, shard
+  cursor), the last arrival's model is kept (as exact mode keeps the last), and with
+  ``merge: average`` each arrival is averaged with the model the arrivals before it left (as
+  in exact mode). What remains approximated is the sent model only: the sender's at the
+  start of the round.
 - *Losses*: the peer is online by construction; the transport decides the fate of every push
   and pull (:meth:`~netsim.network.links.Network.send_batch`): the optional per-message loss
   probability applies to each, and with link failures an exchange over a link that is down at
@@ -121,10 +130,13 @@ class RoundGossip(PushPullEngine):
         period: float,
         message_size: float = 64.0,
         name: str = "gossip",
+        pull: bool = True,
     ) -> None:
         """With ``rules`` the rounds begin at once; without, applications :meth:`register`
-        and :meth:`start` begins them."""
+        and :meth:`start` begins them. ``pull=False``: push only (every pull answer lost,
+        none sent)."""
         super().__init__(sim, network, period=period, message_size=message_size, name=name)
+        self.pull = pull
         self._exchanges: list = []
         self._peer_rng = sim.streams.get(f"{name}.peers")
         self._loss_rng = sim.streams.get(f"{name}.loss")
@@ -160,6 +172,8 @@ class RoundGossip(PushPullEngine):
         network = self.network
         push_lost = network.send_batch(initiators, peers, kind=PUSH, rng=self._loss_rng).lost
         initiators, peers = initiators[~push_lost], peers[~push_lost]
+        if not self.pull:
+            return initiators, peers, np.ones(initiators.size, dtype=bool)
         pull_lost = network.send_batch(peers, initiators, kind=PULL, rng=self._loss_rng).lost
         return initiators, peers, pull_lost
 
@@ -176,8 +190,8 @@ class RoundGossip(PushPullEngine):
             initiators, peers, pull_lost = self._drop_lost(initiators, peers)
             asleep = peers[~self.active[peers]]  # only peers whose push arrived wake up
         else:
-            pull_lost = np.zeros(count, dtype=bool)
-            network.deliver_reliably(2 * count)
+            pull_lost = np.zeros(count, dtype=bool) if self.pull else np.ones(count, dtype=bool)
+            network.deliver_reliably((2 if self.pull else 1) * count)
         for exchange in self._exchanges:
             exchange(initiators, peers, pull_lost)
         if asleep.size:

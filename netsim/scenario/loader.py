@@ -352,6 +352,8 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("mi_ogd", "delta"): 0.0,
     ("mi_ogd", "uses"): 1,
     ("walk", "cycle"): None,
+    ("gossip_learning", "mode"): "exact",
+    ("gossip_learning", "merge"): "none",
 }
 
 

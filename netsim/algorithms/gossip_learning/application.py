@@ -26,11 +26,12 @@ and the split's majority-class and centralised yardsticks (principle 9).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from netsim.algorithms.gossip_learning.rounds import GOSSIP_LEARNING_WALK, GossipLearningRounds
 from netsim.contracts import (
     BuildContext,
     ComponentConfig,
@@ -46,9 +47,8 @@ from netsim.learning.state import ModelState
 from netsim.log import F64, I64, TableSchema
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import PushPullGossip
+from netsim.protocols.rounds import RoundGossip
 
-#: The walk id gossip-learning visits are logged with (models are not walks).
-GOSSIP_LEARNING_WALK = -1
 #: At most this many nodes' models are evaluated at each evaluation (a fixed sample when the
 #: network has more nodes): all 4,140 models of Spambase take 8 ms.
 EVALUATED_MODELS = 5000
@@ -103,15 +103,25 @@ ACCURACY_SPREAD_FIGURE = FigureSpec(
 class GossipLearningRule:
     """Alg. 1 as a push-only gossip rule: a node's value is its current model."""
 
-    def __init__(self, agent: SGDAgent, n: int) -> None:
+    def __init__(self, agent: SGDAgent, n: int, *, merge: str = "none") -> None:
         self.agent = agent
+        self.merge = merge
         self.models: list[ModelState] = [agent.initial_state()] * n
 
     def outgoing(self, node: int) -> ModelState:
         return self.models[node]
 
     def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
-        """The received model, updated with ``node``'s record, becomes ``node``'s model."""
+        """The received model, updated with ``node``'s record, becomes ``node``'s model
+        (with ``merge: average``, first averaged with ``node``'s model: Ormándi et al. 2013,
+        the merge variant, its age the older's)."""
+        if self.merge == "average":
+            local: ModelState = self.models[node]
+            value = ModelState(
+                (value.parameters + local.parameters) / 2.0,
+                max(value.updates, local.updates),
+                max(value.visits, local.visits),
+            )
         self.models[node] = self.agent.visit(
             node, value, 0, GOSSIP_LEARNING_WALK, self.agent.sim.now
         )
@@ -149,6 +159,13 @@ class GossipLearningConfig(ComponentConfig):
     to a random online neighbour, which updates it with its record and keeps it."""
 
     period: PositiveDuration
+    #: ``exact``: event-driven push gossip; ``rounds``: one array-batched round every period
+    #: (:mod:`netsim.algorithms.gossip_learning.rounds`; what it approximates is listed in
+    #: :mod:`netsim.protocols.rounds`).
+    mode: Literal["exact", "rounds"] = "exact"
+    #: ``none``: the received model, stepped, replaces the local one (Alg. 1); ``average``:
+    #: it is first averaged with the local one (the merge variant of Ormándi et al. 2013).
+    merge: Literal["none", "average"] = "none"
 
 
 class GossipLearning(NetworkProtocol):
@@ -163,15 +180,21 @@ class GossipLearning(NetworkProtocol):
     def __init__(self, config: GossipLearningConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         assert ctx.sim is not None and ctx.network is not None
-        self.models = GossipLearningRule(ctx.require("learning"), ctx.nodes)
-        self.engine = PushPullGossip(
-            ctx.sim,
-            ctx.network,
-            period=config.period,
-            message_size=self.models.model_bytes(),
-            pull=False,
-            name=ctx.key,
-        )
+        agent = ctx.require("learning")
+        self.models: GossipLearningRule | GossipLearningRounds
+        self.engine: PushPullGossip | RoundGossip
+        if config.mode == "rounds":
+            self.models = GossipLearningRounds(agent, ctx.nodes, merge=config.merge)
+            self.engine = RoundGossip(
+                ctx.sim, ctx.network, period=config.period,
+                message_size=self.models.model_bytes(), name=ctx.key, pull=False,
+            )  # fmt: skip
+        else:
+            self.models = GossipLearningRule(agent, ctx.nodes, merge=config.merge)
+            self.engine = PushPullGossip(
+                ctx.sim, ctx.network, period=config.period,
+                message_size=self.models.model_bytes(), pull=False, name=ctx.key,
+            )  # fmt: skip
         self.engine.register(self.models)
         n = ctx.nodes
         if n > EVALUATED_MODELS:  # its own stream: no other component's draws change

@@ -1,0 +1,131 @@
+"""Benchmark: gossip learning in rounds mode against exact mode, CPU time per cycle.
+
+    python -m benchmarks.gossip_learning_rounds             # 5 alternating pairs (~2 minutes)
+    python -m benchmarks.gossip_learning_rounds --pairs 3
+    python -m benchmarks.gossip_learning_rounds --quick     # a smoke test: 300 nodes
+
+The shipped scenario ``scenarios/learning/spambase-gossip-learning.yaml`` (Hegedűs et al. 2016
+Alg. 1 on Spambase: 4,140 nodes, one record each, 50 random out-neighbours, Δ = 1 s, the
+models evaluated every 10 of their visits and the spread across models every 10 s) under
+plain SGD and under DP-SGD-1 (ε = 1), in exact and in rounds mode, alternately: exact, rounds,
+exact, rounds, … each in a fresh child process. A child builds the run, runs the first
+:data:`WARMUP` simulated seconds untimed (the compiled kernels load), then times
+``env.run`` over whole sample periods — the cycles only, without the end-of-run tables and
+yardsticks — with ``time.process_time``, and prints the CPU seconds per cycle (Δ).
+
+BLAS runs as netsim leaves it (rounds mode limits its own products to one thread: CPU time
+counts every thread, and a multi-threaded BLAS spends CPU waiting on small products);
+``--blas-threads N`` sets ``OPENBLAS_NUM_THREADS`` and the like in the children.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / "scenarios" / "learning" / "spambase-gossip-learning.yaml"
+#: Simulated seconds run untimed before the measurement.
+WARMUP = 2.0
+#: Timed cycles per mode (whole sample periods of 10 s): rounds mode is ~20× cheaper a cycle.
+CYCLES = {"exact": 20, "rounds": 100}
+ALGORITHMS = ("sgd", "dp-sgd-1")
+
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from netsim.log import EventLog
+from netsim.scenario.build import build_run
+from netsim.scenario.loader import load_scenario
+args = json.loads(sys.argv[1])
+scenario = load_scenario(Path(args["path"]), tuple(args["overrides"]))
+built = build_run(scenario, EventLog())
+built.sim.env.run(until=args["warmup"])
+cpu = time.process_time()
+built.sim.env.run(until=args["until"])
+cpu = time.process_time() - cpu
+print(json.dumps({"cpu_s_per_cycle": cpu / args["cycles"]}))
+"""
+
+
+def measure(mode: str, algorithm: str, *, cycles: int, small: bool, threads: int) -> float:
+    """CPU seconds per cycle of one run in a fresh child process."""
+    overrides = [
+        f"gossip_learning.mode={mode}", f"learning.algorithm={algorithm}",
+        f"duration={WARMUP + cycles + 1:g}s",
+    ]  # fmt: skip
+    if small:
+        overrides.append("nodes=300")
+    payload = {"path": str(SCENARIO), "overrides": overrides, "warmup": WARMUP,
+               "until": WARMUP + cycles, "cycles": cycles}  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if threads:
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[name] = str(threads)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(payload)],
+        capture_output=True, text=True, cwd=REPO, env=env,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"benchmark run failed:\n{done.stderr[-4000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu_s_per_cycle"])
+
+
+def cpu_name() -> str:
+    """The processor's model name (Linux), else what platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def spread(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
+    """``median [min–max]`` of ``values`` times ``scale``."""
+    low, mid, high = (scale * v for v in (min(values), statistics.median(values), max(values)))
+    return f"{mid:.{digits}f} [{low:.{digits}f}–{high:.{digits}f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=5, help="alternating exact/rounds pairs")
+    parser.add_argument("--quick", action="store_true", help="300 nodes, 1 pair: a smoke test")
+    parser.add_argument("--blas-threads", type=int, default=0, help="0: as netsim leaves it")
+    args = parser.parse_args()
+    pairs = 1 if args.quick else args.pairs
+    cycles = {mode: 10 for mode in CYCLES} if args.quick else CYCLES
+    threads = args.blas_threads
+    print(
+        f"machine: {platform.machine()}, {cpu_name()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}; BLAS threads: {threads or 'as netsim leaves them'}"
+    )
+    nodes = "300" if args.quick else "4,140"
+    print(
+        f"gossip learning, Spambase, {nodes} nodes, Δ = 1 s: CPU per cycle, median [range] of "
+        f"{pairs} alternating pairs"
+    )
+    for algorithm in ALGORITHMS:
+        exact, rounds = [], []
+        for _ in range(pairs):
+            for mode, into in (("exact", exact), ("rounds", rounds)):
+                into.append(
+                    measure(mode, algorithm, cycles=cycles[mode], small=args.quick,
+                            threads=threads)
+                )  # fmt: skip
+        ratios = [e / r for e, r in zip(exact, rounds, strict=True)]
+        print(
+            f"  {algorithm:9s} exact {spread(exact, 1e3)} ms, rounds {spread(rounds, 1e3, 2)} "
+            f"ms: rounds {spread(ratios)}× exact mode's speed"
+        )
+
+
+if __name__ == "__main__":
+    main()

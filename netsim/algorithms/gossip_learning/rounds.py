@@ -1,0 +1,411 @@
+"""Gossip learning in rounds (``gossip_learning.mode: rounds``): one array-batched round over
+an (N × d) parameter matrix (Hegedűs, Berta, Jelasity 2016 Alg. 1; eq. 8 row by row).
+
+Every Δ the round-based gossip engine (:class:`~netsim.protocols.rounds.RoundGossip`, push
+only) pairs every online node with a random online neighbour; each pushed model (its sender's
+at the start of the round) is stepped with the receiver's record through the model slot's
+:meth:`~netsim.contracts.Model.batch_gradients`, its noise drawn in blocks (one block per
+share of ε: :meth:`~netsim.contracts.Mechanism.noise` at scale Δ/ε), and the accountant is
+charged once per round per share (:meth:`~netsim.privacy.accountant.RecordBudgets.charge_batch`)
+with the policy's refusals: the t-th use of a record in arrival order gets the policy's t-th
+share, none past its cap. What this approximates is listed in :mod:`netsim.protocols.rounds`.
+
+Rounds mode runs the basic-composition policies (sgd, dp-sgd-k, dp-sgd-1, dp-sgd-inf) with a
+mechanism that draws its noise in blocks (``l1``, ``l2_paper``, ``k_norm_l2``) and one record
+per visit; anything else is refused when the run is built.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import AbstractContextManager
+from functools import cache
+from typing import Any, ClassVar
+
+import numpy as np
+from numba import njit
+from threadpoolctl import ThreadpoolController
+
+from netsim.errors import ScenarioError
+from netsim.learning.models import model_test_accuracies
+from netsim.learning.sensitivity import clip_rows
+from netsim.learning.sgd_agent import SGDAgent
+
+#: The walk id gossip-learning visits are logged with (models are not walks).
+GOSSIP_LEARNING_WALK = -1
+
+
+@cache
+def _thread_pools() -> ThreadpoolController:
+    """The process's native thread pools (found once: the scan takes milliseconds)."""
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> AbstractContextManager[Any]:
+    """BLAS on one thread for a round's products (a few hundred models at a time): on more
+    threads they cost several times the CPU, the threads waiting on each other (measured on
+    Spambase: 47 instead of 2 ms a cycle with the other core busy)."""
+    return _thread_pools().limit(limits=1, user_api="blas")
+
+
+@njit(cache=True)
+def arrival_ranks(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each entry of ``keys``, how many equal entries come before it (0 for the first),
+    and whether it is the last of its key. ``counts`` is a zeroed scratch array indexed by
+    key (left zeroed): one pass instead of a sort."""
+    n = keys.size
+    ranks = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        ranks[i] = counts[keys[i]]
+        counts[keys[i]] += 1
+    last = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        last[i] = ranks[i] == counts[keys[i]] - 1
+    for i in range(n):
+        counts[keys[i]] = 0
+    return ranks, last
+
+
+@njit(cache=True)
+def descend(
+    w: np.ndarray, g: np.ndarray, eta: np.ndarray, regularisation: float, out: np.ndarray
+) -> bool:
+    """Eq. (8) row by row, out[i] = w[i] − η_i(λ·w[i] + g[i]) (the operations of
+    :meth:`~netsim.learning.private_sgd.PrivateSGD.step`, in its order), in one pass; whether
+    every entry is finite."""
+    check = 0.0
+    for i in range(w.shape[0]):
+        for j in range(w.shape[1]):
+            value = w[i, j] - eta[i] * (regularisation * w[i, j] + g[i, j])
+            out[i, j] = value
+            check += value - value  # 0 for a finite value, NaN otherwise
+    return check == 0.0
+
+
+@njit(cache=True)
+def keep_last(
+    targets: np.ndarray,
+    last: np.ndarray,
+    new: np.ndarray,
+    updates: np.ndarray,
+    visits: np.ndarray,
+    accuracy: np.ndarray,
+    node_parameters: np.ndarray,
+    node_updates: np.ndarray,
+    node_visits: np.ndarray,
+    node_accuracy: np.ndarray,
+) -> None:
+    """Each node's model becomes its last arrival's (Alg. 1: the received model, stepped,
+    replaces the local one), with its updates, visits and score; in place, in one pass."""
+    for i in range(targets.size):
+        if last[i]:
+            node = targets[i]
+            node_parameters[node, :] = new[i, :]
+            node_updates[node] = updates[i]
+            node_visits[node] = visits[i]
+            node_accuracy[node] = accuracy[i]
+
+
+class GossipLearningRounds:
+    """The fused round rule of gossip learning: the models of all nodes as one matrix."""
+
+    round_form: ClassVar[str] = "fused"
+
+    def __init__(self, agent: SGDAgent, n: int, *, merge: str = "none") -> None:
+        sgd = agent.sgd
+        accountant = sgd.accountant
+        if sgd.batch != 1:
+            raise ScenarioError("gossip_learning.mode rounds needs learning.batch 1")
+        if accountant.tight:
+            raise ScenarioError(
+                "gossip_learning.mode rounds runs basic accounting only (learning.accounting)"
+            )
+        d = sgd.initial.size
+        scratch = np.random.default_rng(0)
+        if accountant.policy.private and sgd.mechanism.noise(1, d, 1.0, scratch) is None:
+            raise ScenarioError(
+                f"gossip_learning.mode rounds needs noise drawn in blocks; "
+                f"{type(sgd.mechanism).__name__} cannot (use l1, l2_paper or k_norm_l2)"
+            )
+        self.agent = agent
+        self.merge = merge
+        self.parameters = np.tile(sgd.initial, (n, 1))
+        self.updates = np.zeros(n, dtype=np.int64)
+        self.visits = np.zeros(n, dtype=np.int64)
+        #: The test accuracy of each node's current model, NaN until it is evaluated (a model
+        #: that no step changed is not evaluated again: the same weights, the same score).
+        self.accuracy = np.full(n, math.nan)
+        self.labels = np.asarray(sgd.y)
+        #: Work arrays of a round (the sent models, the records' features, the stepped
+        #: models), reused: a fresh N × d array each round costs its page faults again.
+        self._sent = np.empty_like(self.parameters)
+        self._features = np.empty((n, sgd.x.shape[1]))
+        self._stepped = np.empty_like(self.parameters)
+        #: Zeroed scratch arrays for :func:`arrival_ranks`, by node and by record.
+        self._node_counts = np.zeros(n, dtype=np.int64)
+        self._unit_counts = np.zeros(accountant.records, dtype=np.int64)
+        #: Events of the shares of ε made so far (by ε): one per share, charged in batches.
+        self._events: dict[float, object] = {}
+
+    # --- the round --------------------------------------------------------------------------
+
+    def round_exchange(
+        self, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
+    ) -> None:
+        """Initiator k pushes its model (as at the start of the round) to ``peers[k]``, which
+        steps it with its record; the arrivals at one node are taken in the round's order
+        (see :mod:`netsim.protocols.rounds`)."""
+        if initiators.size == 0:
+            return
+        with one_blas_thread():
+            self._exchange(initiators, peers)
+
+    def _exchange(self, senders: np.ndarray, targets: np.ndarray) -> None:
+        """:meth:`round_exchange` of a non-empty round."""
+        ranks, last = arrival_ranks(targets, self._node_counts)
+        records, units = self._records(targets, ranks)
+        epsilon, allowed = self._charge(units, ranks if units is targets else None)
+        if self.merge == "average":
+            new, updates, visits, updated = self._merge_in_order(
+                senders, targets, ranks, records, epsilon, allowed
+            )
+            accuracy = np.full(targets.size, math.nan)
+        else:
+            updates, visits = self.updates[senders], self.visits[senders] + 1
+            sent = np.take(self.parameters, senders, axis=0, out=self._sent[: senders.size])
+            new, updated = self._step(sent, updates, records, epsilon, allowed)
+            updates += updated
+            # a model no step changed keeps its sender's score
+            accuracy = np.where(updated.astype(bool), math.nan, self.accuracy[senders])
+        self._log(targets, records, new, visits, updates, updated, epsilon, allowed, accuracy)
+        if self.merge == "average":  # the models are in place: the last arrival's score
+            self.accuracy[targets[last]] = accuracy[last]
+        else:
+            keep_last(
+                targets, last, new, updates, visits, accuracy,
+                self.parameters, self.updates, self.visits, self.accuracy,
+            )  # fmt: skip
+
+    def _merge_in_order(
+        self,
+        senders: np.ndarray,
+        targets: np.ndarray,
+        ranks: np.ndarray,
+        records: np.ndarray,
+        epsilon: np.ndarray,
+        allowed: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``merge: average``: the arrivals in batches by rank (the first arrival at every
+        node, then the second, …), each averaged with the receiver's current model — the one
+        the arrivals before it left — and stepped (Ormándi et al. 2013, the merge variant);
+        the sent models are the senders' at the start of the round. Each arrival's model,
+        updates, visits and whether it was updated."""
+        sent = self.parameters[senders]
+        sent_updates, sent_visits = self.updates[senders], self.visits[senders]
+        new = np.empty_like(sent)
+        updates = np.empty_like(sent_updates)
+        visits = np.empty_like(sent_visits)
+        updated = np.empty(targets.size, dtype=np.int64)
+        for rank in range(int(ranks.max()) + 1):
+            batch = np.flatnonzero(ranks == rank)
+            at = targets[batch]
+            merged = (sent[batch] + self.parameters[at]) / 2.0
+            age = np.maximum(sent_updates[batch], self.updates[at])
+            stepped, changed = self._step(
+                merged, age, records[batch], epsilon[batch], allowed[batch]
+            )
+            new[batch], updated[batch] = stepped, changed
+            updates[batch] = age + changed
+            visits[batch] = np.maximum(sent_visits[batch], self.visits[at]) + 1
+            self.parameters[at] = stepped
+            self.updates[at] = updates[batch]
+            self.visits[at] = visits[batch]
+        return new, updates, visits, updated
+
+    def round_tick(self, active: np.ndarray) -> None:
+        return None
+
+    def _records(self, targets: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The record each arrival uses (a node's shard cycled in arrival order: ``ranks`` is
+        each arrival's number at its node) and the accountant's unit it charges (that record,
+        or the node)."""
+        sgd = self.agent.sgd
+        r = sgd.records_per_node
+        if r == 1:
+            records = targets
+        else:
+            records = targets * r + (sgd.cursor[targets] + ranks) % r
+            np.add.at(sgd.cursor, targets, 1)
+            sgd.cursor[targets] %= r
+        return records, (targets if sgd.unit == "node" else records)
+
+    def _charge(self, units: np.ndarray, ranks: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The ε each arrival spends and whether it was allowed: the policy's share for the
+        unit's use number in arrival order (``ranks``: each arrival's number at its unit, when
+        known); one ``charge_batch`` per share, the refused counted (as exact mode's
+        refusals)."""
+        sgd = self.agent.sgd
+        accountant = sgd.accountant
+        now = self.agent.sim.now
+        if ranks is None:
+            ranks, _ = arrival_ranks(units, self._unit_counts)
+        if not accountant.policy.private:
+            accountant.charge_batch(units, sgd.free_event, time=now, ranks=ranks)
+            return np.zeros(units.size), np.ones(units.size, dtype=bool)
+        use = accountant.uses[units] + 1 + ranks
+        epsilon = np.full(units.size, math.nan)
+        lowest = int(use.min())
+        for offset in np.flatnonzero(np.bincount(use - lowest)):
+            share = accountant.policy.epsilon_for_use(accountant.epsilon, lowest + int(offset))
+            if share is not None and share > 0:
+                epsilon[use == lowest + offset] = share
+        # a share that would pass the budget (basic sum) is refused as exact mode refuses it
+        spent = accountant.epsilon_spent[units] + np.nan_to_num(epsilon)
+        allowed = ~np.isnan(epsilon) & (spent <= accountant.epsilon_limit)
+        shares = np.unique(epsilon[allowed])
+        for share in shares:
+            group = allowed & (epsilon == share)
+            # the arrivals' ranks are their ranks within the batch only when it is all of them
+            whole = shares.size == 1 and bool(allowed.all())
+            accountant.charge_batch(
+                units[group], self._event(float(share)), time=now, ranks=ranks if whole else None
+            )
+        if not allowed.all():
+            refused = units[~allowed]
+            accountant.count_refused(
+                refused,
+                f"budget spent ({accountant.policy.name}, {int(accountant.uses[refused[-1]])} "
+                "uses)",
+            )
+        return np.where(allowed, epsilon, 0.0), allowed
+
+    def _event(self, share: float) -> object:
+        """The mechanism's event for a release at ``share`` (made once per share, from a
+        zero vector and a scratch generator: only the event is kept, never that noise)."""
+        event = self._events.get(share)
+        if event is None:
+            sgd = self.agent.sgd
+            accountant = sgd.accountant
+            _, event = sgd.mechanism.spend(
+                np.zeros(sgd.initial.size), sensitivity=sgd.sensitivity, epsilon=share,
+                delta=accountant.delta_for_use(share), rng=np.random.default_rng(0),
+            )  # fmt: skip
+            self._events[share] = event
+        return event
+
+    def _step(
+        self,
+        params: np.ndarray,
+        updates: np.ndarray,
+        records: np.ndarray,
+        epsilon: np.ndarray,
+        allowed: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Eq. (8) for the allowed arrivals (the others keep the model): the model slot's
+        batched gradients, clipped when ``learning.clip`` is set, noise in blocks per share;
+        a step that is not finite keeps the model (its ε spent), counted as exact mode does.
+        The stepped models (in a work array: valid until the next step) and 1 where a step was
+        taken."""
+        sgd = self.agent.sgd
+        every = bool(allowed.all())
+        rows = np.arange(allowed.size) if every else np.flatnonzero(allowed)
+        if rows.size == 0:
+            return params.copy(), np.zeros(params.shape[0], dtype=np.int64)
+        w = params if every else params[rows]
+        at = records if every else records[rows]
+        x = np.take(sgd.x, at, axis=0, out=self._features[: rows.size])
+        g = sgd.model.batch_gradients(w, x, self.labels[at])
+        if sgd.clip is not None:
+            g = clip_rows(g, sgd.clip, sgd.norm)
+        if sgd.accountant.policy.private:
+            self._add_noise(g, epsilon if every else epsilon[rows])
+        eta = sgd.learning_rate / np.sqrt(updates[rows] + 1.0)
+        stepped = self._stepped[: rows.size]
+        if descend(w, g, eta, sgd.regularisation, stepped):
+            finite = np.ones(rows.size, dtype=bool)
+        else:
+            finite = np.isfinite(stepped).all(axis=1)
+            sgd.non_finite += int((~finite).sum())
+            sgd.non_finite_noise += int((~np.isfinite(g).all(axis=1) & ~finite).sum())
+        if every and finite.all():
+            return stepped, np.ones(params.shape[0], dtype=np.int64)
+        new = params.copy()
+        new[rows[finite]] = stepped[finite]
+        updated = np.zeros(params.shape[0], dtype=np.int64)
+        updated[rows[finite]] = 1
+        return new, updated
+
+    def _add_noise(self, g: np.ndarray, shares: np.ndarray) -> None:
+        """Add the mechanism's noise at scale Δ/ε to each row of ``g``, one block per share."""
+        sgd = self.agent.sgd
+        for share in np.unique(shares):
+            at = shares == share
+            scale = sgd.sensitivity / share
+            g[at] += sgd.mechanism.noise(int(at.sum()), g.shape[1], scale, sgd.rng)
+
+    def _log(
+        self,
+        targets: np.ndarray,
+        records: np.ndarray,
+        new: np.ndarray,
+        visits: np.ndarray,
+        updates: np.ndarray,
+        updated: np.ndarray,
+        epsilon: np.ndarray,
+        allowed: np.ndarray,
+        accuracy: np.ndarray,
+    ) -> None:
+        """The round's ``sgd_visits`` rows (column-wise), the agent's counters, and the
+        ``accuracy`` rows of the models whose visits reached a multiple of evaluate_every:
+        those not scored yet (``accuracy`` NaN) in one matrix product, their scores written
+        back into ``accuracy``."""
+        agent = self.agent
+        now = agent.sim.now
+        count = targets.size
+        agent.updates += int(updated.sum())
+        agent.refused += count - int(np.count_nonzero(allowed))
+        agent.visits_table.extend([
+            np.full(count, now), np.full(count, GOSSIP_LEARNING_WALK, dtype=np.int64),
+            targets.astype(np.int32), agent.rows[records].astype(np.int32), visits, updates,
+            updated.astype(bool), epsilon,
+        ])  # fmt: skip
+        due = np.flatnonzero(visits % agent.evaluate_every == 0)
+        if due.size:
+            unknown = due[np.isnan(accuracy[due])]
+            if unknown.size:
+                accuracy[unknown] = self._accuracies(new[unknown])
+            agent.accuracy_table.extend([
+                np.full(due.size, now), np.full(due.size, GOSSIP_LEARNING_WALK, dtype=np.int64),
+                visits[due], updates[due], accuracy[due],
+            ])  # fmt: skip
+
+    def _accuracies(self, params: np.ndarray) -> np.ndarray:
+        """The test accuracy of each row of ``params`` (one matrix product)."""
+        agent = self.agent
+        return model_test_accuracies(agent.sgd.model, params, agent.x_test, agent.y_test)
+
+    # --- what the section reads -------------------------------------------------------------
+
+    def model_bytes(self) -> float:
+        """The size of one model message: 8 bytes per parameter."""
+        return 8.0 * self.parameters.shape[1]
+
+    def accuracy_spread(self, nodes: np.ndarray) -> tuple[object, ...]:
+        """A ``gossip_learning_accuracy`` row (without the time) for the models of ``nodes``:
+        the test accuracies of those not scored since they last changed in one matrix
+        product (the others' scores are those of the same weights)."""
+        accuracy = self.accuracy[nodes]
+        unknown = np.flatnonzero(np.isnan(accuracy))
+        if unknown.size:
+            with one_blas_thread():
+                accuracy[unknown] = self._accuracies(self.parameters[nodes[unknown]])
+            self.accuracy[nodes[unknown]] = accuracy[unknown]
+        return (
+            int(nodes.size),
+            float(self.visits[nodes].mean()),
+            float(self.updates[nodes].mean()),
+            float(accuracy.mean()),
+            float(accuracy.min()),
+            float(np.median(accuracy)),
+            float(accuracy.max()),
+        )

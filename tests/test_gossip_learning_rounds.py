@@ -1,0 +1,130 @@
+"""Gossip learning in exact and in rounds mode agree on what the papers measure: the accuracy
+curve, the spread across models, the updates, the refusals and the ε spent (Hegedűs et al.
+2016 Alg. 1; what rounds mode approximates is listed in netsim/protocols/rounds.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import netsim
+from netsim.algorithms.gossip_learning.rounds import arrival_ranks, descend
+from netsim.learning.models import build_model, model_test_accuracies
+
+SEEDS = (1, 2, 3)
+NODES = 300
+
+
+def _run(mode: str, seed: int, algorithm: str, merge: str = "none") -> dict:
+    data = {
+        "name": f"gl-{mode}", "seed": seed, "nodes": NODES, "duration": "20s",
+        "topology": {"kind": "k_out", "k": 20},
+        "links": {"delay": {"dist": "uniform", "low": "10ms", "high": "50ms"}},
+        "gossip_learning": {"period": "1s", "mode": mode, "merge": merge},
+        "learning": {"dataset": {"name": "spambase"}, "algorithm": algorithm,
+                     "noise": "k_norm_l2", "epsilon": 1.0, "evaluate_every": 5},
+        "metrics": {"sample_every": "5s"},
+    }  # fmt: skip
+    tables = netsim.run(data).tables
+    summary = tables["learning_summary"].iloc[0]
+    spread = tables["gossip_learning_accuracy"]
+    return {
+        "accuracy": spread["accuracy_mean"].to_numpy(),
+        "range": float(spread["accuracy_max"].iloc[-1] - spread["accuracy_min"].iloc[-1]),
+        "updates": int(summary["updates"]),
+        "refused": int(summary["refused"]),
+        "visits": int(summary["visits"]),
+        "epsilon": float(summary["epsilon"]),
+        "record_of_node": tables["sgd_visits"].groupby("node")["row"].unique(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "merge"),
+    [("sgd", "none"), ("dp-sgd-1", "none"), ("dp-sgd-inf", "none"), ("sgd", "average")],
+)  # fmt: skip
+def test_exact_and_rounds_agree(algorithm: str, merge: str) -> None:
+    exact = [_run("exact", s, algorithm, merge) for s in SEEDS]
+    rounds = [_run("rounds", s, algorithm, merge) for s in SEEDS]
+    for key in ("visits", "updates", "refused"):
+        e = np.array([r[key] for r in exact], dtype=float)
+        o = np.array([r[key] for r in rounds], dtype=float)
+        # one period's messages (N) of slack: exact mode's first ticks fall anywhere in [0, Δ)
+        assert abs(e.mean() - o.mean()) <= NODES + 4 * math.sqrt(e.var() + o.var() + 1), key
+    assert [r["epsilon"] for r in exact] == pytest.approx([r["epsilon"] for r in rounds])
+    # the final mean accuracy: within 4 standard errors of the difference of the seed means,
+    # floored at the binomial error of one model's accuracy on Spambase's test split (461 rows)
+    e = np.array([r["accuracy"][-1] for r in exact])
+    o = np.array([r["accuracy"][-1] for r in rounds])
+    floor = math.sqrt(0.25 / 461)
+    assert abs(e.mean() - o.mean()) <= 4 * math.sqrt((e.var() + o.var()) / len(SEEDS)) + floor
+    spread_e = np.mean([r["range"] for r in exact])
+    spread_o = np.mean([r["range"] for r in rounds])
+    assert abs(spread_e - spread_o) <= 0.15 + 4 * floor
+
+
+def test_every_arrival_is_stepped_with_the_receivers_record() -> None:
+    """A node holds one record: in both modes all its visits use it (in rounds mode too the
+    receiver's, never the sender's), and the modes give each node the same record."""
+    exact, rounds = _run("exact", 1, "sgd"), _run("rounds", 1, "sgd")
+    for run in (exact, rounds):
+        assert (run["record_of_node"].map(len) == 1).all()
+    shared = exact["record_of_node"].index.intersection(rounds["record_of_node"].index)
+    assert len(shared) > NODES // 2
+    assert [r[0] for r in exact["record_of_node"][shared]] == [
+        r[0] for r in rounds["record_of_node"][shared]
+    ]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=60))
+def test_arrival_ranks_number_the_arrivals_at_each_node_in_order(keys):
+    counts = np.zeros(10, dtype=np.int64)
+    ranks, last = arrival_ranks(np.array(keys, dtype=np.int64), counts)
+    assert ranks.tolist() == [keys[:i].count(k) for i, k in enumerate(keys)]
+    assert last.tolist() == [k not in keys[i + 1 :] for i, k in enumerate(keys)]
+    assert not counts.any()  # left zeroed for the next round
+
+
+def test_descend_is_the_step_of_eq_8_and_reports_a_non_finite_row():
+    rng = np.random.default_rng(4)
+    w, g = rng.normal(size=(30, 5)), rng.normal(size=(30, 5))
+    eta = rng.uniform(0.01, 1.0, 30)
+    out = np.empty_like(w)
+    assert descend(w, g, eta, 1e-4, out)
+    np.testing.assert_array_equal(out, w - eta[:, None] * (1e-4 * w + g))
+    g[7, 2] = np.inf
+    assert not descend(w, g, eta, 1e-4, out)
+
+
+@pytest.mark.parametrize("model", ["logreg", "svm"])
+def test_test_accuracies_are_those_of_the_predictions(model):
+    """The counted signs give each model's accuracy as its predictions do (Spambase-shaped:
+    binary, 57 features; blocks of models smaller than the batch)."""
+    linear = build_model(model, classes=2, features=57)
+    rng = np.random.default_rng(5)
+    params = rng.normal(size=(700, 57))
+    x, y = rng.normal(size=(461, 57)), rng.integers(0, 2, 461)
+    expected = np.mean(linear.predict_many(params, x) == y[None, :], axis=1)
+    np.testing.assert_array_equal(model_test_accuracies(linear, params, x, y), expected)
+
+
+def test_test_accuracies_decide_scores_near_zero_in_float64():
+    """Scores within float32 rounding of 0 (here ±1e-9 on one test row) and weights whose
+    float32 copy or sums overflow take the float64 path: the accuracies stay those of the
+    float64 predictions."""
+    linear = build_model("logreg", classes=2, features=57)
+    rng = np.random.default_rng(6)
+    x, y = rng.normal(size=(461, 57)), rng.integers(0, 2, 461)
+    first = x[0] / np.dot(x[0], x[0])
+    params = rng.normal(size=(200, 57))
+    params -= np.outer(params @ x[0], first)  # orthogonal to the first test row
+    params += np.outer(rng.choice([-1e-9, 1e-9], 200), first)
+    params[:3] *= 1e35
+    params[3:20] = 1e38 * np.sign(rng.normal(size=(17, 57)))  # float32 sums overflow: NaN
+    expected = np.mean(linear.predict_many(params, x) == y[None, :], axis=1)
+    np.testing.assert_array_equal(model_test_accuracies(linear, params, x, y), expected)
