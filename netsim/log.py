@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +91,47 @@ class TableSchema:
         return tuple(name for name, _ in self.columns)
 
 
+def string_runs(labels: Sequence[str], codes: Sequence[int], counts: Sequence[int]) -> pa.Array:
+    """A string column made of runs: ``counts[i]`` copies of ``labels[codes[i]]``, in order.
+
+    Built from its Arrow buffers (offsets and characters) rather than by ``take`` on the
+    labels: a few runs a round (a broadcast's adoptions: origin, pushes, pulls) then cost one
+    pass over the rows, and the run never imports ``pyarrow.compute``, whose first use costs
+    some 0.2 CPU seconds (``benchmarks/broadcast_rounds.py``)."""
+    encoded = [label.encode() for label in labels]
+    lengths = np.array([len(label) for label in encoded], dtype=np.int32)
+    codes_array = np.asarray(codes, dtype=np.intp)
+    counts_array = np.asarray(counts, dtype=np.intp)
+    rows = int(counts_array.sum())
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(np.repeat(lengths[codes_array], counts_array), out=offsets[1:])
+    runs = zip(codes, counts, strict=True)
+    characters = b"".join([encoded[code] * count for code, count in runs])
+    return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(characters))
+
+
+def parquet_options(schema: TableSchema) -> dict[str, object]:
+    """How a table's Parquet file is encoded, by column type (the values do not depend on it).
+
+    Integer columns (node ids, counters, update numbers) are delta-encoded, strings and floats
+    dictionary-encoded (labels and times repeat), and only the time and round columns carry
+    min/max statistics (what a reader filters row groups by). On a broadcast's adoptions table
+    this writes a row in 24 ns instead of pyarrow's default 45 ns, at the same 4.7 bytes a row
+    (``benchmarks/broadcast_rounds.py``): dictionary attempts and statistics on every
+    column were most of the cost of a run directory."""
+    integers = [name for name, dtype in schema.columns if pa.types.is_integer(dtype)]
+    keyed = [column for column in (schema.time, schema.round) if column is not None]
+    return {
+        "use_dictionary": [
+            name
+            for name, dtype in schema.columns
+            if pa.types.is_string(dtype) or pa.types.is_floating(dtype)
+        ],
+        "column_encoding": dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
+        "write_statistics": keyed or False,
+    }
+
+
 def _arrow_column(values: Iterable[object], dtype: pa.DataType) -> pa.Array:
     """One column of ``dtype`` from an Arrow array, a numpy array or any iterable."""
     if isinstance(values, pa.Array):
@@ -96,9 +140,24 @@ def _arrow_column(values: Iterable[object], dtype: pa.DataType) -> pa.Array:
 
 
 class EventTable:
-    """Row buffer of one table; rows are appended positionally, in schema order."""
+    """Row buffer of one table; rows are appended positionally, in schema order.
 
-    def __init__(self, schema: TableSchema, directory: Path | None, chunk_rows: int) -> None:
+    Without a directory the sealed row groups stay in memory as Arrow batches until they
+    hold ``memory_bytes``; from then on they go to a spill file (Parquet, in the temporary
+    directory ``spill`` gives) and :meth:`to_arrow` reads them back, so a long run kept in
+    memory has a flat footprint (a broadcast with a new update every round writes 1,800
+    adoptions a round: 260 MB of Arrow in 3,000 rounds, ``benchmarks/broadcast_rounds.py``).
+    """
+
+    def __init__(
+        self,
+        schema: TableSchema,
+        directory: Path | None,
+        chunk_rows: int,
+        *,
+        memory_bytes: int = 2**62,
+        spill: Callable[[], Path] | None = None,
+    ) -> None:
         self.schema = schema
         self._arrow_schema = schema.arrow_schema()
         self._columns: list[list[object]] = [[] for _ in schema.columns]  # rows not yet sealed
@@ -107,6 +166,11 @@ class EventTable:
         self._chunk_rows = chunk_rows
         self._writer: pq.ParquetWriter | None = None
         self._batches: list[pa.RecordBatch] = []  # in-memory mode only
+        self._held_bytes = 0  # of the batches held in memory
+        self._memory_bytes = memory_bytes
+        self._spill = spill
+        self._spill_writer: pq.ParquetWriter | None = None
+        self._spilled: list[Path] = []  # finished spill files, in row order
         self.rows = 0
         self._buffered = 0
 
@@ -193,10 +257,29 @@ class EventTable:
         batch = self._take_batch()
         if self._directory is None:
             self._batches.append(batch)
+            self._held_bytes += batch.nbytes
+            if self._held_bytes > self._memory_bytes and self._spill is not None:
+                self._spill_batches(self._spill)
             return
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.tmp_path, self._arrow_schema)
+            self._writer = self._open_writer()
         self._writer.write_batch(batch)
+
+    def _spill_batches(self, spill: Callable[[], Path]) -> None:
+        """Move the batches held in memory to the open spill file (opened if need be)."""
+        if self._spill_writer is None:
+            path = spill() / f"{self.schema.name}.{len(self._spilled)}.parquet"
+            self._spilled.append(path)
+            self._spill_writer = pq.ParquetWriter(
+                path, self._arrow_schema, **parquet_options(self.schema)
+            )
+        for batch in self._batches:
+            self._spill_writer.write_batch(batch)
+        self._batches = []
+        self._held_bytes = 0
+
+    def _open_writer(self) -> pq.ParquetWriter:
+        return pq.ParquetWriter(self.tmp_path, self._arrow_schema, **parquet_options(self.schema))
 
     def close(self) -> None:
         """Flush and, with a directory, atomically publish ``<name>.parquet``."""
@@ -204,7 +287,7 @@ class EventTable:
         if self._directory is None:
             return
         if self._writer is None:  # an empty table still gets a file with its schema
-            self._writer = pq.ParquetWriter(self.tmp_path, self._arrow_schema)
+            self._writer = self._open_writer()
         self._writer.close()
         self._writer = None
         fsync_file(self.tmp_path)  # the data is on disk before the name says it is complete
@@ -215,7 +298,12 @@ class EventTable:
         if self._directory is not None:
             raise SimulationError("to_arrow() is for in-memory logs; read the Parquet file")
         self.flush()
-        return pa.Table.from_batches(self._batches, schema=self._arrow_schema)
+        if self._spill_writer is not None:  # finish the spill file; later rows start another
+            self._spill_writer.close()
+            self._spill_writer = None
+        parts = [pq.read_table(path, schema=self._arrow_schema) for path in self._spilled]
+        held = pa.Table.from_batches(self._batches, schema=self._arrow_schema)
+        return pa.concat_tables([*parts, held]) if parts else held
 
 
 class OmittedTable(EventTable):
@@ -233,15 +321,25 @@ class EventLog:
     """All event tables of one run.
 
     With ``directory`` the tables stream to Parquet there; without it they stay in memory and
-    :meth:`to_frames` returns them (handy in notebooks and tests). A table holds at most
+    :meth:`to_frames` returns them (handy in notebooks and tests) — up to ``memory_bytes`` of
+    Arrow data per table, beyond which a table's rows spill to a Parquet file in a temporary
+    directory that lives as long as the log (:class:`EventTable`). A table holds at most
     ``chunk_rows`` rows before writing them as a row group: rows appended one by one are
     Python objects until then (about 30 bytes a value), so 65,536 rows bound a high-rate
     table to some 20 MB (``benchmarks/memory.py``).
     """
 
-    def __init__(self, directory: Path | None = None, *, chunk_rows: int = 65_536) -> None:
+    def __init__(
+        self,
+        directory: Path | None = None,
+        *,
+        chunk_rows: int = 65_536,
+        memory_bytes: int = 16 * 2**20,
+    ) -> None:
         self.directory = directory
         self.chunk_rows = chunk_rows
+        self.memory_bytes = memory_bytes
+        self._spill_directory: Path | None = None
         self.tables: dict[str, EventTable] = {}
         self.closed = False
         self.omitted: frozenset[str] = frozenset()
@@ -258,9 +356,20 @@ class EventLog:
                 raise SimulationError(f"two different schemas for table {schema.name!r}")
             return existing
         kind = OmittedTable if schema.name in self.omitted else EventTable
-        table = kind(schema, self.directory, self.chunk_rows)
+        table = kind(
+            schema, self.directory, self.chunk_rows, memory_bytes=self.memory_bytes,
+            spill=self._spill_here,
+        )  # fmt: skip
         self.tables[schema.name] = table
         return table
+
+    def _spill_here(self) -> Path:
+        """The log's temporary spill directory, made at the first spill and removed with the
+        log (or at exit)."""
+        if self._spill_directory is None:
+            self._spill_directory = Path(tempfile.mkdtemp(prefix="netsim-log-"))
+            weakref.finalize(self, shutil.rmtree, self._spill_directory, ignore_errors=True)
+        return self._spill_directory
 
     def prefixed(self, prefix: str) -> PrefixedLog:
         """A view of this log in which every table is named ``<prefix><table>`` (what an

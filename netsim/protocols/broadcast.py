@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 from numba import njit
 from pydantic import Field, field_validator
 
@@ -32,7 +31,7 @@ from netsim.contracts import (
     Section,
 )
 from netsim.distributions import Duration, PositiveDuration
-from netsim.log import F64, I32, I64, STR, EventTable, TableSchema
+from netsim.log import F64, I32, I64, STR, EventTable, TableSchema, string_runs
 from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import PULL, PUSH
 from netsim.sim import Simulation
@@ -223,19 +222,37 @@ ORIGIN_CODE, PUSH_CODE, PULL_CODE = 0, 1, 2
 
 
 class RoundAdoptions:
-    """Rounds-mode adoptions, kept as the arrays each round returns and written to the
-    adoptions table in blocks of about ``block_rows`` rows: one Arrow conversion per block
-    instead of per round (the per-round conversion through Python lists was half of a round's
-    CPU with a new update every round, README, Performance)."""
+    """Rounds-mode adoptions, copied from the arrays each round returns into preallocated
+    column blocks and written to the adoptions table a block of at least ``block_rows`` rows
+    at a time: one Arrow conversion per block, not per round (per round through Python lists,
+    the conversion was half of a round's CPU with a new update every round; concatenating the
+    rounds' arrays per block was still a third of it: ``benchmarks/broadcast_rounds.py``)."""
 
     def __init__(self, table: EventTable, block_rows: int = 65_536) -> None:
         self.table = table
         self.block_rows = block_rows
-        self._times: list[float] = []
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._allocate(2 * block_rows)
+
+    def _allocate(self, capacity: int) -> None:
+        """Fresh, empty column blocks (the table keeps the previous ones without copying)."""
+        self._time = np.empty(capacity, dtype=np.float64)
+        self._node = np.empty(capacity, dtype=np.int32)
+        self._update = np.empty(capacity, dtype=np.int64)
+        self._previous = np.empty(capacity, dtype=np.int64)
+        self._sender = np.empty(capacity, dtype=np.int32)
         self._codes: list[int] = []  # via code and row count of each run of equal via
         self._counts: list[int] = []
         self._rows = 0
+
+    def _grow(self, capacity: int) -> None:
+        """Room for ``capacity`` rows, keeping the rows gathered so far."""
+        columns = (self._time, self._node, self._update, self._previous, self._sender)
+        rows, codes, counts = self._rows, self._codes, self._counts
+        self._allocate(capacity)
+        fresh = (self._time, self._node, self._update, self._previous, self._sender)
+        for old, new in zip(columns, fresh, strict=True):
+            new[:rows] = old[:rows]
+        self._rows, self._codes, self._counts = rows, codes, counts
 
     def add(
         self,
@@ -247,40 +264,42 @@ class RoundAdoptions:
     ) -> None:
         """Rows at ``time``: nodes, updates, previous updates and senders; the first
         ``pushed`` came by push, the rest by pull (or every one from its origin)."""
-        count = columns[0].size
-        self._times.append(time)
-        self._parts.append(columns)
+        nodes, updates, previous, senders = columns
+        start = self._rows
+        end = start + nodes.size
+        if end > self._time.size:
+            self._grow(max(end, 2 * self._time.size))
+        self._time[start:end] = time
+        self._node[start:end] = nodes
+        self._update[start:end] = updates
+        self._previous[start:end] = previous
+        self._sender[start:end] = senders
         if origin:
             self._codes.append(ORIGIN_CODE)
-            self._counts.append(count)
+            self._counts.append(nodes.size)
         else:
             self._codes += (PUSH_CODE, PULL_CODE)
-            self._counts += (pushed, count - pushed)
-        self._rows += count
-        if self._rows >= self.block_rows:
+            self._counts += (pushed, nodes.size - pushed)
+        self._rows = end
+        if end >= self.block_rows:
             self.flush()
 
     def flush(self) -> None:
         """Write the rows gathered so far to the table, in the order they were added."""
-        if not self._parts:
+        rows = self._rows
+        if rows == 0:
             return
-        nodes, updates, previous, senders = (
-            np.concatenate([part[c] for part in self._parts]) for c in range(4)
-        )
-        sizes = [part[0].size for part in self._parts]
-        codes = np.repeat(np.array(self._codes, dtype=np.uint8), self._counts)
         self.table.extend(
             [
-                np.repeat(np.array(self._times, dtype=np.float64), sizes),
-                nodes.astype(np.int32),
-                updates,
-                previous,
-                senders.astype(np.int32),
-                pa.array(VIA_LABELS, type=pa.string()).take(pa.array(codes)),
+                self._time[:rows],
+                self._node[:rows],
+                self._update[:rows],
+                self._previous[:rows],
+                self._sender[:rows],
+                string_runs(VIA_LABELS, self._codes, self._counts),
             ]
         )
-        self._times, self._parts, self._codes, self._counts = [], [], [], []
-        self._rows = 0
+        self._allocate(self._time.size)
 
 
 class Broadcast(GossipApplication):
@@ -374,12 +393,10 @@ class Broadcast(GossipApplication):
         previous = int(self.version[node])
         self.version[node] = update
         if self._round_adoptions is not None:
+            row = np.array((node, update, previous, sender), dtype=np.int64)
             self._round_adoptions.add(
-                self.sim.env.now,
-                tuple(np.array([value]) for value in (node, update, previous, sender)),
-                0,
-                origin=True,
-            )  # type: ignore[arg-type]
+                self.sim.env.now, (row[0:1], row[1:2], row[2:3], row[3:4]), 0, origin=True
+            )
         else:
             self._held[node] = update  # type: ignore[index]
             self.adoptions.append(self.sim.env.now, node, update, previous, sender, via)
