@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from netsim.errors import PrivacyError
+from netsim.errors import BudgetExhausted, PrivacyError
 from netsim.log import EventLog
 from netsim.privacy.accountant import LEDGER_TABLE, KUses, PrivacyAccountant, Unlimited
 from netsim.privacy.events import PrivacyEvent
@@ -185,3 +185,30 @@ def test_a_charge_at_a_numpy_time_is_written_at_that_time():
         frame = target.ledger_frame()
         expected = [float(t) for t in given_times for _ in range(1 + free)]
         np.testing.assert_array_equal(frame["time"].to_numpy(), np.array(expected))
+
+
+@settings(max_examples=40, deadline=None)
+@given(uses=st.integers(1, 3), visits=st.lists(st.integers(0, RECORDS - 1), max_size=25))
+def test_refuse_spent_refuses_exactly_what_release_refuses_before_drawing(uses, visits) -> None:
+    """DP-SGD-k's visits after a record's k-th use are refused up front (no gradient computed):
+    the same refusals, counts and reason as :meth:`release` gives, and no draw."""
+    fast, slow = (
+        PrivacyAccountant(RECORDS, epsilon=1.0, policy=KUses(uses)) for _ in range(2)
+    )
+    fast_rng, slow_rng = np.random.default_rng(3), np.random.default_rng(3)
+    for record in visits:
+        value = np.ones(3)
+        try:
+            slow.release(record, value, mechanism="laplace", sensitivity=1.0, rng=slow_rng)
+            slow_refused = False
+        except BudgetExhausted as refusal:
+            slow_refused, reason = True, refusal.message
+        fast_refused = fast.refuse_spent(record)
+        assert fast_refused == slow_refused
+        if fast_refused:
+            assert fast.last_refusal == reason == slow.last_refusal
+        else:
+            fast.release(record, value, mechanism="laplace", sensitivity=1.0, rng=fast_rng)
+    np.testing.assert_array_equal(fast.refused, slow.refused)
+    np.testing.assert_array_equal(fast.uses, slow.uses)
+    assert fast_rng.random() == slow_rng.random()  # no draw for a refused visit

@@ -113,10 +113,21 @@ class PrivateSGD:
         #: The unlimited policy's release (the gradient unchanged, ε = 0), made once: every
         #: visit charges it through the accountant's cheap path (None under a private policy).
         self.free_event = None if accountant.policy.private else no_noise(initial)[1]
+        self._shares: bool | None = None  # see _by_share
         #: Updates left out because the noisy step was not finite (see :meth:`step`).
         self.non_finite = 0
         #: Of those, the ones whose released (noisy) gradient itself was not finite.
         self.non_finite_noise = 0
+
+    def _by_share(self) -> bool:
+        """Whether the accountant gives this run's releases a share of ε per use (so a use
+        with no share left is refused before anything is computed), worked out at the first
+        visit: the policy and mechanism are the run's, and asking earlier would move the
+        accountant's refusal of a policy it cannot serve from the first release to the build."""
+        if self._shares is None:
+            private = self.accountant.policy.private
+            self._shares = private and self.accountant.noise_multiplier_for(self.mechanism) is None
+        return self._shares
 
     def initial_state(self) -> ModelState:
         return ModelState(self.initial, 0, 0)
@@ -194,10 +205,14 @@ class PrivateSGD:
             self.cursor[node] = (start + 1) % r
             record = node * r + start
         self.last_record = record
+        unit = node if self.unit == "node" else record
+        if self._by_share() and self.accountant.refuse_spent(unit):
+            # refused before any draw, as release would refuse it: no gradient needed (most
+            # DP-SGD-1 visits after the first cycles)
+            return ModelState(w, state.updates, state.visits + 1), None, False
         gradient = self.model.example_gradient(w, self.x[record], self.labels[record])
         if self.clip is not None:
             gradient = clip_rows(gradient[None, :], self.clip, self.norm)[0]
-        unit = node if self.unit == "node" else record
         if self.free_event is not None:
             self.accountant.charge_free(unit, self.free_event, time=now)
             return self._updated(state, gradient, 0.0)

@@ -727,9 +727,7 @@ class PrivacyAccountant(RecordBudgets):
             )  # fmt: skip
         eps = self.next_epsilon(record)
         if eps is None:
-            self._refuse(
-                record, f"budget spent ({self.policy.name}, {int(self.uses[record])} uses)"
-            )
+            self._refuse(record, self._spent_reason(record))
         noisy, event = self._noise_for_share(value, mechanism, sensitivity, eps, rng, options)
         try:
             self.check(record, event)
@@ -761,6 +759,21 @@ class PrivacyAccountant(RecordBudgets):
             options.setdefault("delta", self.delta_for_use(epsilon))
         release = MECHANISMS[mechanism] if isinstance(mechanism, str) else mechanism
         return release(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng, **options)
+
+    def _spent_reason(self, record: int) -> str:
+        return f"budget spent ({self.policy.name}, {int(self.uses[record])} uses)"
+
+    def refuse_spent(self, record: int) -> bool:
+        """Whether the policy has no share of ε left for the next use of ``record``; if so,
+        the use is counted as refused, as :meth:`release` refuses it — before it draws or
+        charges anything — so a caller may skip the work the release would have needed (the
+        gradient of a DP-SGD-1 visit after the record's first). For releases given a share
+        of ε (:meth:`noise_multiplier_for` None); the others are refused by composition."""
+        if self.next_epsilon(record) is not None:
+            return False
+        self.refused[record] += 1
+        self.last_refusal = self._spent_reason(record)
+        return True
 
     def _refuse(self, record: int, reason: str) -> NoReturn:
         """Count a refused release of ``record`` and raise :class:`BudgetExhausted`."""
