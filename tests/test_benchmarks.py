@@ -36,7 +36,7 @@ def run_benchmark(module: str, arguments: list[str]) -> str:
 
 def test_every_benchmark_has_a_smoke_test():
     modules = {path.stem for path in (REPO / "benchmarks").glob("*.py")}
-    assert modules - {"__init__", "workloads"} == {*SMOKE, "compare"}
+    assert modules - {"__init__", "workloads"} == {*SMOKE, "compare", "gossip_learning_exact"}
 
 
 @pytest.mark.parametrize("module", sorted(SMOKE))
@@ -52,3 +52,11 @@ def test_the_commit_comparison_runs_alternately_against_another_checkout():
     lines = [line for line in out.splitlines() if "this/other" in line]
     assert [line.split()[0] for line in lines] == ["exact-walk", "dola"]
     assert all("n = 2" in line for line in lines)
+
+
+def test_exact_gossip_learning_is_compared_alternately_against_another_checkout():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: the comparison checks out another commit")
+    out = run_benchmark("gossip_learning_exact", ["HEAD", "--quick"])
+    lines = [line for line in out.splitlines() if "this/other" in line]
+    assert [line.split()[0] for line in lines] == ["sgd", "dp-sgd-1"]
