@@ -2,8 +2,9 @@
 an (N × d) parameter matrix (Hegedűs, Berta, Jelasity 2016 Alg. 1; eq. 8 row by row).
 
 Every Δ the round-based gossip engine (:class:`~netsim.protocols.rounds.RoundGossip`, push
-only) pairs every online node with a random online neighbour; each pushed model (its sender's
-at the start of the round) is stepped with the receiver's record through the model slot's
+only) pairs every online node with a random online neighbour, in a random order; each pushed
+model (the one its sender holds at its turn in that order: :func:`chain_levels`) is stepped
+with the receiver's record through the model slot's
 :meth:`~netsim.contracts.Model.batch_gradients`, its noise drawn in blocks (one block per
 share of ε: :meth:`~netsim.contracts.Mechanism.noise` at scale Δ/ε), and the accountant is
 charged once per round per share (:meth:`~netsim.privacy.accountant.RecordBudgets.charge_batch`)
@@ -64,6 +65,37 @@ def arrival_ranks(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.
     for i in range(n):
         counts[keys[i]] = 0
     return ranks, last
+
+
+@njit(cache=True)
+def chain_levels(
+    senders: np.ndarray, targets: np.ndarray, latest: np.ndarray, average: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The order of a round's sends as dependencies: send k carries the model its sender holds
+    at its turn — the output of ``held[k]``, the latest earlier arrival at the sender (−1: its
+    model at the start of the round) — and with ``average`` meets the receiver's current model,
+    the output of ``local[k]``, the latest earlier arrival at the receiver (−1: likewise).
+    ``level[k]`` (≥ 1) is one more than the levels it depends on, so the sends of one level can
+    be stepped together once the levels below are. ``latest`` is a scratch array indexed by
+    node, all −1 (left so)."""
+    m = senders.size
+    held = np.empty(m, dtype=np.int64)
+    local = np.full(m, -1, dtype=np.int64)
+    level = np.empty(m, dtype=np.int64)
+    for k in range(m):
+        j = latest[senders[k]]
+        held[k] = j
+        depth = 1 if j < 0 else level[j] + 1
+        if average:
+            i = latest[targets[k]]
+            local[k] = i
+            if i >= 0 and level[i] + 1 > depth:
+                depth = level[i] + 1
+        level[k] = depth
+        latest[targets[k]] = k
+    for k in range(m):
+        latest[targets[k]] = -1
+    return held, local, level
 
 
 @njit(cache=True)
@@ -138,11 +170,13 @@ class GossipLearningRounds:
         self.labels = np.asarray(sgd.y)
         #: Work arrays of a round (the sent models, the records' features, the stepped
         #: models), reused: a fresh N × d array each round costs its page faults again.
-        self._sent = np.empty_like(self.parameters)
+        self._new = np.empty_like(self.parameters)
         self._features = np.empty((n, sgd.x.shape[1]))
         self._stepped = np.empty_like(self.parameters)
-        #: Zeroed scratch arrays for :func:`arrival_ranks`, by node and by record.
+        #: Zeroed scratch arrays for :func:`arrival_ranks`, by node and by record, and the
+        #: all −1 one of :func:`chain_levels`.
         self._node_counts = np.zeros(n, dtype=np.int64)
+        self._latest = np.full(n, -1, dtype=np.int64)
         self._unit_counts = np.zeros(accountant.records, dtype=np.int64)
         #: Events of the shares of ε made so far (by ε): one per share, charged in batches.
         self._events: dict[float, object] = {}
@@ -152,75 +186,76 @@ class GossipLearningRounds:
     def round_exchange(
         self, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
     ) -> None:
-        """Initiator k pushes its model (as at the start of the round) to ``peers[k]``, which
-        steps it with its record; the arrivals at one node are taken in the round's order
-        (see :mod:`netsim.protocols.rounds`)."""
+        """Initiator k, in the round's order, pushes the model it holds at its turn to
+        ``peers[k]``, which steps it with its record (see :mod:`netsim.protocols.rounds`)."""
         if initiators.size == 0:
             return
         with one_blas_thread():
             self._exchange(initiators, peers)
 
     def _exchange(self, senders: np.ndarray, targets: np.ndarray) -> None:
-        """:meth:`round_exchange` of a non-empty round."""
+        """:meth:`round_exchange` of a non-empty round: the records, the charges and the
+        chains of the round's order, then the sends level by level (:func:`chain_levels`),
+        each level's models stepped together, and every node's model its last arrival's."""
         ranks, last = arrival_ranks(targets, self._node_counts)
         records, units = self._records(targets, ranks)
         epsilon, allowed = self._charge(units, ranks if units is targets else None)
-        if self.merge == "average":
-            new, updates, visits, updated = self._merge_in_order(
-                senders, targets, ranks, records, epsilon, allowed
-            )
-            accuracy = np.full(targets.size, math.nan)
-        else:
-            updates, visits = self.updates[senders], self.visits[senders] + 1
-            sent = np.take(self.parameters, senders, axis=0, out=self._sent[: senders.size])
-            new, updated = self._step(sent, updates, records, epsilon, allowed)
-            updates += updated
-            # a model no step changed keeps its sender's score
-            accuracy = np.where(updated.astype(bool), math.nan, self.accuracy[senders])
-        self._log(targets, records, new, visits, updates, updated, epsilon, allowed, accuracy)
-        if self.merge == "average":  # the models are in place: the last arrival's score
-            self.accuracy[targets[last]] = accuracy[last]
-        else:
-            keep_last(
-                targets, last, new, updates, visits, accuracy,
-                self.parameters, self.updates, self.visits, self.accuracy,
-            )  # fmt: skip
-
-    def _merge_in_order(
-        self,
-        senders: np.ndarray,
-        targets: np.ndarray,
-        ranks: np.ndarray,
-        records: np.ndarray,
-        epsilon: np.ndarray,
-        allowed: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``merge: average``: the arrivals in batches by rank (the first arrival at every
-        node, then the second, …), each averaged with the receiver's current model — the one
-        the arrivals before it left — and stepped (Ormándi et al. 2013, the merge variant);
-        the sent models are the senders' at the start of the round. Each arrival's model,
-        updates, visits and whether it was updated."""
-        sent = self.parameters[senders]
-        sent_updates, sent_visits = self.updates[senders], self.visits[senders]
-        new = np.empty_like(sent)
-        updates = np.empty_like(sent_updates)
-        visits = np.empty_like(sent_visits)
-        updated = np.empty(targets.size, dtype=np.int64)
-        for rank in range(int(ranks.max()) + 1):
-            batch = np.flatnonzero(ranks == rank)
-            at = targets[batch]
-            merged = (sent[batch] + self.parameters[at]) / 2.0
-            age = np.maximum(sent_updates[batch], self.updates[at])
+        average = self.merge == "average"
+        held, local, level = chain_levels(senders, targets, self._latest, average)
+        m = targets.size
+        new = self._new[:m]
+        updates = np.empty(m, dtype=np.int64)
+        visits = np.empty(m, dtype=np.int64)
+        updated = np.empty(m, dtype=np.int64)
+        accuracy = np.empty(m)
+        order = np.argsort(level, kind="stable")
+        bounds = np.cumsum(np.bincount(level))
+        for depth in range(1, bounds.size):
+            batch = order[bounds[depth - 1] : bounds[depth]]
+            arrived = self._held(batch, senders, held, new, updates, visits, accuracy)
+            params, age, seen, score = arrived
+            if average:
+                mine = self._held(batch, targets, local, new, updates, visits, accuracy)
+                params = (params + mine[0]) / 2.0
+                age, seen = np.maximum(age, mine[1]), np.maximum(seen, mine[2])
             stepped, changed = self._step(
-                merged, age, records[batch], epsilon[batch], allowed[batch]
+                params, age, records[batch], epsilon[batch], allowed[batch]
             )
             new[batch], updated[batch] = stepped, changed
             updates[batch] = age + changed
-            visits[batch] = np.maximum(sent_visits[batch], self.visits[at]) + 1
-            self.parameters[at] = stepped
-            self.updates[at] = updates[batch]
-            self.visits[at] = visits[batch]
-        return new, updates, visits, updated
+            visits[batch] = seen + 1
+            # a model no step changed keeps its score (an averaged one is new: scored anew)
+            accuracy[batch] = math.nan if average else np.where(changed, math.nan, score)
+        self._log(targets, records, new, visits, updates, updated, epsilon, allowed, accuracy)
+        keep_last(
+            targets, last, new, updates, visits, accuracy,
+            self.parameters, self.updates, self.visits, self.accuracy,
+        )  # fmt: skip
+
+    def _held(
+        self,
+        batch: np.ndarray,
+        nodes: np.ndarray,
+        source: np.ndarray,
+        new: np.ndarray,
+        updates: np.ndarray,
+        visits: np.ndarray,
+        accuracy: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The models ``nodes[batch]`` hold at their turn, with their updates, visits and
+        scores: the output of the arrival ``source[batch]`` where one came earlier in the
+        round, else the node's model at the start of the round."""
+        at = nodes[batch]
+        params = self.parameters[at]
+        age, seen, score = self.updates[at], self.visits[at], self.accuracy[at]
+        earlier = source[batch]
+        inside = earlier >= 0
+        if inside.any():
+            arrivals = earlier[inside]
+            params[inside] = new[arrivals]
+            age[inside], seen[inside] = updates[arrivals], visits[arrivals]
+            score[inside] = accuracy[arrivals]
+        return params, age, seen, score
 
     def round_tick(self, active: np.ndarray) -> None:
         return None
