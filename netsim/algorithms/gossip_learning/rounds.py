@@ -99,6 +99,41 @@ def chain_levels(
 
 
 @njit(cache=True)
+def gather_held(
+    batch: np.ndarray,
+    nodes: np.ndarray,
+    source: np.ndarray,
+    position: np.ndarray,
+    start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    round_out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The models ``nodes[k]`` hold at their turn, for the arrivals k of ``batch``, with their
+    updates, visits and scores: row ``position[source[k]]`` of ``round_out`` (this round's
+    outputs so far: models, updates, visits, scores, in level order) where an arrival came
+    earlier in the round, else the node's row of ``start`` (the models as the round began);
+    in one pass."""
+    parameters, updates, visits, accuracy = start
+    new, new_updates, new_visits, new_accuracy = round_out
+    size = batch.size
+    params = np.empty((size, parameters.shape[1]))
+    age = np.empty(size, dtype=np.int64)
+    seen = np.empty(size, dtype=np.int64)
+    score = np.empty(size)
+    for i in range(size):
+        k = batch[i]
+        j = source[k]
+        if j >= 0:
+            row = position[j]
+            params[i, :] = new[row, :]
+            age[i], seen[i], score[i] = new_updates[row], new_visits[row], new_accuracy[row]
+        else:
+            node = nodes[k]
+            params[i, :] = parameters[node, :]
+            age[i], seen[i], score[i] = updates[node], visits[node], accuracy[node]
+    return params, age, seen, score
+
+
+@njit(cache=True)
 def descend(
     w: np.ndarray, g: np.ndarray, eta: np.ndarray, regularisation: float, out: np.ndarray
 ) -> bool:
@@ -126,13 +161,15 @@ def keep_last(
     node_updates: np.ndarray,
     node_visits: np.ndarray,
     node_accuracy: np.ndarray,
+    rows: np.ndarray,
 ) -> None:
     """Each node's model becomes its last arrival's (Alg. 1: the received model, stepped,
-    replaces the local one), with its updates, visits and score; in place, in one pass."""
+    replaces the local one), with its updates, visits and score; in place, in one pass.
+    Arrival i's model is row ``rows[i]`` of ``new``."""
     for i in range(targets.size):
         if last[i]:
             node = targets[i]
-            node_parameters[node, :] = new[i, :]
+            node_parameters[node, :] = new[rows[i], :]
             node_updates[node] = updates[i]
             node_visits[node] = visits[i]
             node_accuracy[node] = accuracy[i]
@@ -196,66 +233,51 @@ class GossipLearningRounds:
     def _exchange(self, senders: np.ndarray, targets: np.ndarray) -> None:
         """:meth:`round_exchange` of a non-empty round: the records, the charges and the
         chains of the round's order, then the sends level by level (:func:`chain_levels`),
-        each level's models stepped together, and every node's model its last arrival's."""
+        each level's models stepped together, and every node's model its last arrival's.
+        The outputs are kept in level order (a level is a contiguous block, written in place
+        by the step); ``position[k]`` is arrival k's row."""
         ranks, last = arrival_ranks(targets, self._node_counts)
         records, units = self._records(targets, ranks)
         epsilon, allowed = self._charge(units, ranks if units is targets else None)
         average = self.merge == "average"
         held, local, level = chain_levels(senders, targets, self._latest, average)
         m = targets.size
+        order = np.argsort(level, kind="stable")
+        position = np.empty(m, dtype=np.int64)
+        position[order] = np.arange(m)
+        bounds = np.cumsum(np.bincount(level))
         new = self._new[:m]
         updates = np.empty(m, dtype=np.int64)
         visits = np.empty(m, dtype=np.int64)
         updated = np.empty(m, dtype=np.int64)
         accuracy = np.empty(m)
-        order = np.argsort(level, kind="stable")
-        bounds = np.cumsum(np.bincount(level))
+        start = (self.parameters, self.updates, self.visits, self.accuracy)
+        round_out = (new, updates, visits, accuracy)
         for depth in range(1, bounds.size):
-            batch = order[bounds[depth - 1] : bounds[depth]]
-            arrived = self._held(batch, senders, held, new, updates, visits, accuracy)
+            low, high = int(bounds[depth - 1]), int(bounds[depth])
+            batch = order[low:high]
+            arrived = gather_held(batch, senders, held, position, start, round_out)
             params, age, seen, score = arrived
             if average:
-                mine = self._held(batch, targets, local, new, updates, visits, accuracy)
+                mine = gather_held(batch, targets, local, position, start, round_out)
                 params = (params + mine[0]) / 2.0
                 age, seen = np.maximum(age, mine[1]), np.maximum(seen, mine[2])
-            stepped, changed = self._step(
-                params, age, records[batch], epsilon[batch], allowed[batch]
+            changed = self._step(
+                params, age, records[batch], epsilon[batch], allowed[batch], new[low:high]
             )
-            new[batch], updated[batch] = stepped, changed
-            updates[batch] = age + changed
-            visits[batch] = seen + 1
+            updated[low:high] = changed
+            updates[low:high] = age + changed
+            visits[low:high] = seen + 1
             # a model no step changed keeps its score (an averaged one is new: scored anew)
-            accuracy[batch] = math.nan if average else np.where(changed, math.nan, score)
-        self._log(targets, records, new, visits, updates, updated, epsilon, allowed, accuracy)
+            accuracy[low:high] = math.nan if average else np.where(changed, math.nan, score)
+        updates, visits, updated = updates[position], visits[position], updated[position]
+        accuracy = accuracy[position]
+        self._log(targets, records, (new, position), visits, updates, updated, epsilon,
+                  allowed, accuracy)  # fmt: skip
         keep_last(
             targets, last, new, updates, visits, accuracy,
-            self.parameters, self.updates, self.visits, self.accuracy,
+            self.parameters, self.updates, self.visits, self.accuracy, position,
         )  # fmt: skip
-
-    def _held(
-        self,
-        batch: np.ndarray,
-        nodes: np.ndarray,
-        source: np.ndarray,
-        new: np.ndarray,
-        updates: np.ndarray,
-        visits: np.ndarray,
-        accuracy: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The models ``nodes[batch]`` hold at their turn, with their updates, visits and
-        scores: the output of the arrival ``source[batch]`` where one came earlier in the
-        round, else the node's model at the start of the round."""
-        at = nodes[batch]
-        params = self.parameters[at]
-        age, seen, score = self.updates[at], self.visits[at], self.accuracy[at]
-        earlier = source[batch]
-        inside = earlier >= 0
-        if inside.any():
-            arrivals = earlier[inside]
-            params[inside] = new[arrivals]
-            age[inside], seen[inside] = updates[arrivals], visits[arrivals]
-            score[inside] = accuracy[arrivals]
-        return params, age, seen, score
 
     def round_tick(self, active: np.ndarray) -> None:
         return None
@@ -335,17 +357,18 @@ class GossipLearningRounds:
         records: np.ndarray,
         epsilon: np.ndarray,
         allowed: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        out: np.ndarray,
+    ) -> np.ndarray:
         """Eq. (8) for the allowed arrivals (the others keep the model): the model slot's
         batched gradients, clipped when ``learning.clip`` is set, noise in blocks per share;
         a step that is not finite keeps the model (its ε spent), counted as exact mode does.
-        The stepped models (in a work array: valid until the next step) and 1 where a step was
-        taken."""
+        The models are written to ``out``; returned: 1 where a step was taken."""
         sgd = self.agent.sgd
         every = bool(allowed.all())
         rows = np.arange(allowed.size) if every else np.flatnonzero(allowed)
         if rows.size == 0:
-            return params.copy(), np.zeros(params.shape[0], dtype=np.int64)
+            out[:] = params
+            return np.zeros(params.shape[0], dtype=np.int64)
         w = params if every else params[rows]
         at = records if every else records[rows]
         x = np.take(sgd.x, at, axis=0, out=self._features[: rows.size])
@@ -355,7 +378,7 @@ class GossipLearningRounds:
         if sgd.accountant.policy.private:
             self._add_noise(g, epsilon if every else epsilon[rows])
         eta = sgd.learning_rate / np.sqrt(updates[rows] + 1.0)
-        stepped = self._stepped[: rows.size]
+        stepped = out if every else self._stepped[: rows.size]
         if descend(w, g, eta, sgd.regularisation, stepped):
             finite = np.ones(rows.size, dtype=bool)
         else:
@@ -363,12 +386,15 @@ class GossipLearningRounds:
             sgd.non_finite += int((~finite).sum())
             sgd.non_finite_noise += int((~np.isfinite(g).all(axis=1) & ~finite).sum())
         if every and finite.all():
-            return stepped, np.ones(params.shape[0], dtype=np.int64)
-        new = params.copy()
-        new[rows[finite]] = stepped[finite]
-        updated = np.zeros(params.shape[0], dtype=np.int64)
-        updated[rows[finite]] = 1
-        return new, updated
+            return np.ones(params.shape[0], dtype=np.int64)
+        kept = np.ones(params.shape[0], dtype=bool)
+        kept[rows[finite]] = False
+        if every:  # out holds the steps: put back the models whose step was not finite
+            out[kept] = params[kept]
+        else:
+            out[:] = params
+            out[rows[finite]] = stepped[finite]
+        return (~kept).astype(np.int64)
 
     def _add_noise(self, g: np.ndarray, shares: np.ndarray) -> None:
         """Add the mechanism's noise at scale Δ/ε to each row of ``g``, one block per share."""
@@ -382,7 +408,7 @@ class GossipLearningRounds:
         self,
         targets: np.ndarray,
         records: np.ndarray,
-        new: np.ndarray,
+        new: tuple[np.ndarray, np.ndarray],
         visits: np.ndarray,
         updates: np.ndarray,
         updated: np.ndarray,
@@ -393,7 +419,7 @@ class GossipLearningRounds:
         """The round's ``sgd_visits`` rows (column-wise), the agent's counters, and the
         ``accuracy`` rows of the models whose visits reached a multiple of evaluate_every:
         those not scored yet (``accuracy`` NaN) in one matrix product, their scores written
-        back into ``accuracy``."""
+        back into ``accuracy``. ``new``: the round's models, and each arrival's row of them."""
         agent = self.agent
         now = agent.sim.now
         count = targets.size
@@ -408,7 +434,8 @@ class GossipLearningRounds:
         if due.size:
             unknown = due[np.isnan(accuracy[due])]
             if unknown.size:
-                accuracy[unknown] = self._accuracies(new[unknown])
+                models, position = new
+                accuracy[unknown] = self._accuracies(models[position[unknown]])
             agent.accuracy_table.extend([
                 np.full(due.size, now), np.full(due.size, GOSSIP_LEARNING_WALK, dtype=np.int64),
                 visits[due], updates[due], accuracy[due],
