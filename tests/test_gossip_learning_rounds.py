@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import netsim
-from netsim.algorithms.gossip_learning.rounds import arrival_ranks, descend
+from netsim.algorithms.gossip_learning.rounds import arrival_ranks, chain_levels, descend
 from netsim.learning.models import build_model, model_test_accuracies
 
 SEEDS = (1, 2, 3)
@@ -40,6 +40,7 @@ def _run(
     return {
         "accuracy": spread["accuracy_mean"].to_numpy(),
         "times": spread["time"].to_numpy(),
+        "age": spread["updates_mean"].to_numpy(),
         "by_age": evaluated.groupby("updates")["accuracy"].agg(["mean", "count"]),
         "range": float(spread["accuracy_max"].iloc[-1] - spread["accuracy_min"].iloc[-1]),
         "updates": int(summary["updates"]),
@@ -63,42 +64,82 @@ def test_exact_and_rounds_agree(algorithm: str, merge: str) -> None:
         # one period's messages (N) of slack: exact mode's first ticks fall anywhere in [0, Δ)
         assert abs(e.mean() - o.mean()) <= NODES + 4 * math.sqrt(e.var() + o.var() + 1), key
     assert [r["epsilon"] for r in exact] == pytest.approx([r["epsilon"] for r in rounds])
-    # the final mean accuracy: within 4 standard errors of the difference of the seed means,
-    # floored at the binomial error of one model's accuracy on Spambase's test split (461 rows)
-    e = np.array([r["accuracy"][-1] for r in exact])
-    o = np.array([r["accuracy"][-1] for r in rounds])
+    # the accuracy curve: at every sample, the mean accuracy within 4 standard errors of the
+    # difference of the seed means, floored at the binomial error of one model's accuracy on
+    # Spambase's test split (461 rows); and the models' age (mean updates) within 10%
+    assert all(np.array_equal(r["times"], exact[0]["times"]) for r in exact + rounds)
     floor = math.sqrt(0.25 / 461)
-    assert abs(e.mean() - o.mean()) <= 4 * math.sqrt((e.var() + o.var()) / len(SEEDS)) + floor
+    for sample, time in enumerate(exact[0]["times"]):
+        e = np.array([r["accuracy"][sample] for r in exact])
+        o = np.array([r["accuracy"][sample] for r in rounds])
+        allowed = 4 * math.sqrt((e.var() + o.var()) / len(SEEDS)) + floor
+        assert abs(e.mean() - o.mean()) <= allowed, f"mean accuracy at {time:g} s"
+        # rounds start one period after the run, exact mode's first ticks fall in [0, Δ):
+        # one period's growth of slack
+        e_age = np.mean([r["age"][sample] for r in exact])
+        o_age = np.mean([r["age"][sample] for r in rounds])
+        growth = np.mean([r["age"][-1] for r in exact]) / exact[0]["times"][-1]
+        allowed = 0.1 * e_age + growth + 0.5
+        assert abs(e_age - o_age) <= allowed, f"mean updates per model at {time:g} s"
     spread_e = np.mean([r["range"] for r in exact])
     spread_o = np.mean([r["range"] for r in rounds])
     assert abs(spread_e - spread_o) <= 0.15 + 4 * floor
 
 
-@pytest.mark.parametrize("algorithm", ["sgd", "dp-sgd-1", "dp-sgd-inf"])
+@pytest.mark.parametrize("algorithm", ["sgd", "dp-sgd-inf"])
 def test_the_learning_curve_by_model_age_is_the_same_in_both_modes(algorithm: str) -> None:
     """The whole accuracy curve, by the models' age: the mean accuracy of the models evaluated
     after u updates agrees, for every u that at least 50 evaluations reach in every run of
     both modes (6 seeds of 40 s each), within 4 standard errors of the difference of the seed means
     (the evaluations of one run are correlated: models share their history) plus a quarter
-    of one model's binomial error on the test split.
-
-    Over simulated time the two curves are not the same: rounds mode's models move one hop a
-    round, exact mode's about 1.65 a period (a model received early in a period is sent on in
-    the same period; 8 seeds at 20 s: 19.2 updates per model against 11.7), so under SGD
-    exact mode leads by about 0.02 (0.668 against 0.645; netsim/protocols/rounds.py)."""
+    of one model's binomial error on the test split (the curve over simulated time is held
+    by :func:`test_exact_and_rounds_agree`). Not under DP-SGD-1: its models stop at one or
+    two noisy steps, whose accuracy varies from seed to seed more than 6 seeds can pin."""
     seeds = range(1, 7)
     exact = [_run("exact", seed, algorithm, duration="40s") for seed in seeds]
     rounds = [_run("rounds", seed, algorithm, duration="40s") for seed in seeds]
     ages = set.intersection(
         *(set(r["by_age"].index[r["by_age"]["count"] >= 50]) for r in exact + rounds)
     )
-    assert len(ages) >= (2 if algorithm == "dp-sgd-1" else 3)
+    assert len(ages) >= 3
     floor = math.sqrt(0.25 / 461) / 4
     for age in sorted(ages):
         e = np.array([r["by_age"].loc[age, "mean"] for r in exact])
         o = np.array([r["by_age"].loc[age, "mean"] for r in rounds])
         allowed = 4 * math.sqrt((e.var(ddof=1) + o.var(ddof=1)) / len(seeds)) + floor
         assert abs(e.mean() - o.mean()) <= allowed, f"mean accuracy after {age} updates"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=40),
+    average=st.booleans(),
+)
+def test_sends_stepped_level_by_level_are_the_sends_taken_one_after_the_other(pairs, average):
+    """The round's sends in the order given, one after the other (a node sends the model it
+    holds at its turn; the receiver keeps the stepped model, with ``average`` first averaged
+    with its own), equal the sends stepped level by level from :func:`chain_levels`' sources.
+    A model is its history: the sends that made it, and what each met."""
+    senders = np.array([s for s, _ in pairs], dtype=np.int64)
+    targets = np.array([t for _, t in pairs], dtype=np.int64)
+    start = {node: (f"start {node}",) for node in range(8)}
+    held_now = dict(start)
+    sequential = []
+    for k, (sender, target) in enumerate(pairs):
+        model = (held_now[sender], held_now[target]) if average else held_now[sender]
+        held_now[target] = (model, k)
+        sequential.append(held_now[target])
+    latest = np.full(8, -1, dtype=np.int64)
+    held, local, level = chain_levels(senders, targets, latest, average)
+    assert (latest == -1).all()
+    out: list = [None] * len(pairs)
+    for depth in sorted(set(level.tolist())):
+        for k in np.flatnonzero(level == depth):
+            sent = out[held[k]] if held[k] >= 0 else start[int(senders[k])]
+            mine = out[local[k]] if local[k] >= 0 else start[int(targets[k])]
+            assert sent is not None and mine is not None  # computed at a lower level
+            out[k] = ((sent, mine) if average else sent, int(k))
+    assert out == sequential
 
 
 def test_every_arrival_is_stepped_with_the_receivers_record() -> None:

@@ -20,19 +20,19 @@ What the mode approximates, and why it is faithful for what the papers measure:
 - *Timeouts and restarts* are evaluated once per round for all nodes (so at most Δ late; an
   update created on the round grid times out exactly at i·δ when δ is a multiple of Δ, since
   an age within 1 µs of i·δ counts as reaching it: ``netsim.protocols.walk.kernels.AGE_TOLERANCE``).
-- *Gossip learning* (push only): every model sent in a round is the one its sender held at
-  the start of the round, stepped with the receiver's record; in exact mode a node that
-  received a model earlier in the same period sends that one, so a model may move more than
-  one hop per period. The arrivals at one node are taken in the round's (random) order, in
-  batches by rank: its record is used once per arrival in that order (budget uses, shard
-  cursor), the last arrival's model is kept (as exact mode keeps the last), and with
-  ``merge: average`` each arrival is averaged with the model the arrivals before it left (as
-  in exact mode). What remains approximated is the sent model only: the sender's at the
-  start of the round. It slows the models' clock: in exact mode a model makes about 1.65 hops
-  a period, here one a round (Spambase, 300 nodes, Δ = 1 s, 8 seeds: 19.2 updates per model
-  at 20 s against 11.7), so over simulated time exact mode's accuracy leads (SGD at 20 s:
-  0.668 against 0.645), while the accuracy after u updates is the same in both modes
-  (``tests/test_gossip_learning_rounds.py``).
+- *Gossip learning* (push only): the round's sends are taken one after the other in the
+  round's (random) order, like the ticks of exact mode's period: a node sends the model it
+  holds at its turn — the last one it received earlier in the round, else its own from the
+  start of the round — so a model moves along a chain of hops within a round as exact mode's
+  do within a period (Spambase, 300 nodes, Δ = 1 s, 8 seeds: 18.7 updates per model at 20 s
+  against exact mode's 19.2; with one hop a round it was 11.7). The receiver steps it with its
+  record (used once per arrival in that order: budget uses, shard cursor), keeps the last
+  arrival's model, and with ``merge: average`` first averages each arrival with the model it
+  holds then. The sends are computed level by level (``chain_levels`` in
+  ``netsim/algorithms/gossip_learning/rounds.py``: a send is one level above the sends whose
+  outputs it carries), each level's models stepped together. What remains approximated:
+  messages take no time, and the order is drawn anew each round where exact mode's nodes keep
+  their phase in the period.
 - *Losses*: the peer is online by construction; the transport decides the fate of every push
   and pull (:meth:`~netsim.network.links.Network.send_batch`): the optional per-message loss
   probability applies to each, and with link failures an exchange over a link that is down at

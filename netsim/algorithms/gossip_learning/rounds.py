@@ -2,8 +2,9 @@
 an (N × d) parameter matrix (Hegedűs, Berta, Jelasity 2016 Alg. 1; eq. 8 row by row).
 
 Every Δ the round-based gossip engine (:class:`~netsim.protocols.rounds.RoundGossip`, push
-only) pairs every online node with a random online neighbour; each pushed model (its sender's
-at the start of the round) is stepped with the receiver's record through the model slot's
+only) pairs every online node with a random online neighbour, in a random order; each pushed
+model (the one its sender holds at its turn in that order: :func:`chain_levels`) is stepped
+with the receiver's record through the model slot's
 :meth:`~netsim.contracts.Model.batch_gradients`, its noise drawn in blocks (one block per
 share of ε: :meth:`~netsim.contracts.Mechanism.noise` at scale Δ/ε), and the accountant is
 charged once per round per share (:meth:`~netsim.privacy.accountant.RecordBudgets.charge_batch`)
@@ -67,6 +68,72 @@ def arrival_ranks(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.
 
 
 @njit(cache=True)
+def chain_levels(
+    senders: np.ndarray, targets: np.ndarray, latest: np.ndarray, average: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The order of a round's sends as dependencies: send k carries the model its sender holds
+    at its turn — the output of ``held[k]``, the latest earlier arrival at the sender (−1: its
+    model at the start of the round) — and with ``average`` meets the receiver's current model,
+    the output of ``local[k]``, the latest earlier arrival at the receiver (−1: likewise).
+    ``level[k]`` (≥ 1) is one more than the levels it depends on, so the sends of one level can
+    be stepped together once the levels below are. ``latest`` is a scratch array indexed by
+    node, all −1 (left so)."""
+    m = senders.size
+    held = np.empty(m, dtype=np.int64)
+    local = np.full(m, -1, dtype=np.int64)
+    level = np.empty(m, dtype=np.int64)
+    for k in range(m):
+        j = latest[senders[k]]
+        held[k] = j
+        depth = 1 if j < 0 else level[j] + 1
+        if average:
+            i = latest[targets[k]]
+            local[k] = i
+            if i >= 0 and level[i] + 1 > depth:
+                depth = level[i] + 1
+        level[k] = depth
+        latest[targets[k]] = k
+    for k in range(m):
+        latest[targets[k]] = -1
+    return held, local, level
+
+
+@njit(cache=True)
+def gather_held(
+    batch: np.ndarray,
+    nodes: np.ndarray,
+    source: np.ndarray,
+    position: np.ndarray,
+    start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    round_out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The models ``nodes[k]`` hold at their turn, for the arrivals k of ``batch``, with their
+    updates, visits and scores: row ``position[source[k]]`` of ``round_out`` (this round's
+    outputs so far: models, updates, visits, scores, in level order) where an arrival came
+    earlier in the round, else the node's row of ``start`` (the models as the round began);
+    in one pass."""
+    parameters, updates, visits, accuracy = start
+    new, new_updates, new_visits, new_accuracy = round_out
+    size = batch.size
+    params = np.empty((size, parameters.shape[1]))
+    age = np.empty(size, dtype=np.int64)
+    seen = np.empty(size, dtype=np.int64)
+    score = np.empty(size)
+    for i in range(size):
+        k = batch[i]
+        j = source[k]
+        if j >= 0:
+            row = position[j]
+            params[i, :] = new[row, :]
+            age[i], seen[i], score[i] = new_updates[row], new_visits[row], new_accuracy[row]
+        else:
+            node = nodes[k]
+            params[i, :] = parameters[node, :]
+            age[i], seen[i], score[i] = updates[node], visits[node], accuracy[node]
+    return params, age, seen, score
+
+
+@njit(cache=True)
 def descend(
     w: np.ndarray, g: np.ndarray, eta: np.ndarray, regularisation: float, out: np.ndarray
 ) -> bool:
@@ -94,13 +161,15 @@ def keep_last(
     node_updates: np.ndarray,
     node_visits: np.ndarray,
     node_accuracy: np.ndarray,
+    rows: np.ndarray,
 ) -> None:
     """Each node's model becomes its last arrival's (Alg. 1: the received model, stepped,
-    replaces the local one), with its updates, visits and score; in place, in one pass."""
+    replaces the local one), with its updates, visits and score; in place, in one pass.
+    Arrival i's model is row ``rows[i]`` of ``new``."""
     for i in range(targets.size):
         if last[i]:
             node = targets[i]
-            node_parameters[node, :] = new[i, :]
+            node_parameters[node, :] = new[rows[i], :]
             node_updates[node] = updates[i]
             node_visits[node] = visits[i]
             node_accuracy[node] = accuracy[i]
@@ -138,11 +207,13 @@ class GossipLearningRounds:
         self.labels = np.asarray(sgd.y)
         #: Work arrays of a round (the sent models, the records' features, the stepped
         #: models), reused: a fresh N × d array each round costs its page faults again.
-        self._sent = np.empty_like(self.parameters)
+        self._new = np.empty_like(self.parameters)
         self._features = np.empty((n, sgd.x.shape[1]))
         self._stepped = np.empty_like(self.parameters)
-        #: Zeroed scratch arrays for :func:`arrival_ranks`, by node and by record.
+        #: Zeroed scratch arrays for :func:`arrival_ranks`, by node and by record, and the
+        #: all −1 one of :func:`chain_levels`.
         self._node_counts = np.zeros(n, dtype=np.int64)
+        self._latest = np.full(n, -1, dtype=np.int64)
         self._unit_counts = np.zeros(accountant.records, dtype=np.int64)
         #: Events of the shares of ε made so far (by ε): one per share, charged in batches.
         self._events: dict[float, object] = {}
@@ -152,75 +223,61 @@ class GossipLearningRounds:
     def round_exchange(
         self, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
     ) -> None:
-        """Initiator k pushes its model (as at the start of the round) to ``peers[k]``, which
-        steps it with its record; the arrivals at one node are taken in the round's order
-        (see :mod:`netsim.protocols.rounds`)."""
+        """Initiator k, in the round's order, pushes the model it holds at its turn to
+        ``peers[k]``, which steps it with its record (see :mod:`netsim.protocols.rounds`)."""
         if initiators.size == 0:
             return
         with one_blas_thread():
             self._exchange(initiators, peers)
 
     def _exchange(self, senders: np.ndarray, targets: np.ndarray) -> None:
-        """:meth:`round_exchange` of a non-empty round."""
+        """:meth:`round_exchange` of a non-empty round: the records, the charges and the
+        chains of the round's order, then the sends level by level (:func:`chain_levels`),
+        each level's models stepped together, and every node's model its last arrival's.
+        The outputs are kept in level order (a level is a contiguous block, written in place
+        by the step); ``position[k]`` is arrival k's row."""
         ranks, last = arrival_ranks(targets, self._node_counts)
         records, units = self._records(targets, ranks)
         epsilon, allowed = self._charge(units, ranks if units is targets else None)
-        if self.merge == "average":
-            new, updates, visits, updated = self._merge_in_order(
-                senders, targets, ranks, records, epsilon, allowed
+        average = self.merge == "average"
+        held, local, level = chain_levels(senders, targets, self._latest, average)
+        m = targets.size
+        order = np.argsort(level, kind="stable")
+        position = np.empty(m, dtype=np.int64)
+        position[order] = np.arange(m)
+        bounds = np.cumsum(np.bincount(level))
+        new = self._new[:m]
+        updates = np.empty(m, dtype=np.int64)
+        visits = np.empty(m, dtype=np.int64)
+        updated = np.empty(m, dtype=np.int64)
+        accuracy = np.empty(m)
+        start = (self.parameters, self.updates, self.visits, self.accuracy)
+        round_out = (new, updates, visits, accuracy)
+        for depth in range(1, bounds.size):
+            low, high = int(bounds[depth - 1]), int(bounds[depth])
+            batch = order[low:high]
+            arrived = gather_held(batch, senders, held, position, start, round_out)
+            params, age, seen, score = arrived
+            if average:
+                mine = gather_held(batch, targets, local, position, start, round_out)
+                params = (params + mine[0]) / 2.0
+                age, seen = np.maximum(age, mine[1]), np.maximum(seen, mine[2])
+            changed = self._step(
+                params, age, records[batch], epsilon[batch], allowed[batch], new[low:high]
             )
-            accuracy = np.full(targets.size, math.nan)
-        else:
-            updates, visits = self.updates[senders], self.visits[senders] + 1
-            sent = np.take(self.parameters, senders, axis=0, out=self._sent[: senders.size])
-            new, updated = self._step(sent, updates, records, epsilon, allowed)
-            updates += updated
-            # a model no step changed keeps its sender's score
-            accuracy = np.where(updated.astype(bool), math.nan, self.accuracy[senders])
-        self._log(targets, records, new, visits, updates, updated, epsilon, allowed, accuracy)
-        if self.merge == "average":  # the models are in place: the last arrival's score
-            self.accuracy[targets[last]] = accuracy[last]
-        else:
-            keep_last(
-                targets, last, new, updates, visits, accuracy,
-                self.parameters, self.updates, self.visits, self.accuracy,
-            )  # fmt: skip
-
-    def _merge_in_order(
-        self,
-        senders: np.ndarray,
-        targets: np.ndarray,
-        ranks: np.ndarray,
-        records: np.ndarray,
-        epsilon: np.ndarray,
-        allowed: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``merge: average``: the arrivals in batches by rank (the first arrival at every
-        node, then the second, …), each averaged with the receiver's current model — the one
-        the arrivals before it left — and stepped (Ormándi et al. 2013, the merge variant);
-        the sent models are the senders' at the start of the round. Each arrival's model,
-        updates, visits and whether it was updated."""
-        sent = self.parameters[senders]
-        sent_updates, sent_visits = self.updates[senders], self.visits[senders]
-        new = np.empty_like(sent)
-        updates = np.empty_like(sent_updates)
-        visits = np.empty_like(sent_visits)
-        updated = np.empty(targets.size, dtype=np.int64)
-        for rank in range(int(ranks.max()) + 1):
-            batch = np.flatnonzero(ranks == rank)
-            at = targets[batch]
-            merged = (sent[batch] + self.parameters[at]) / 2.0
-            age = np.maximum(sent_updates[batch], self.updates[at])
-            stepped, changed = self._step(
-                merged, age, records[batch], epsilon[batch], allowed[batch]
-            )
-            new[batch], updated[batch] = stepped, changed
-            updates[batch] = age + changed
-            visits[batch] = np.maximum(sent_visits[batch], self.visits[at]) + 1
-            self.parameters[at] = stepped
-            self.updates[at] = updates[batch]
-            self.visits[at] = visits[batch]
-        return new, updates, visits, updated
+            updated[low:high] = changed
+            updates[low:high] = age + changed
+            visits[low:high] = seen + 1
+            # a model no step changed keeps its score (an averaged one is new: scored anew)
+            accuracy[low:high] = math.nan if average else np.where(changed, math.nan, score)
+        updates, visits, updated = updates[position], visits[position], updated[position]
+        accuracy = accuracy[position]
+        self._log(targets, records, (new, position), visits, updates, updated, epsilon,
+                  allowed, accuracy)  # fmt: skip
+        keep_last(
+            targets, last, new, updates, visits, accuracy,
+            self.parameters, self.updates, self.visits, self.accuracy, position,
+        )  # fmt: skip
 
     def round_tick(self, active: np.ndarray) -> None:
         return None
@@ -300,17 +357,18 @@ class GossipLearningRounds:
         records: np.ndarray,
         epsilon: np.ndarray,
         allowed: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        out: np.ndarray,
+    ) -> np.ndarray:
         """Eq. (8) for the allowed arrivals (the others keep the model): the model slot's
         batched gradients, clipped when ``learning.clip`` is set, noise in blocks per share;
         a step that is not finite keeps the model (its ε spent), counted as exact mode does.
-        The stepped models (in a work array: valid until the next step) and 1 where a step was
-        taken."""
+        The models are written to ``out``; returned: 1 where a step was taken."""
         sgd = self.agent.sgd
         every = bool(allowed.all())
         rows = np.arange(allowed.size) if every else np.flatnonzero(allowed)
         if rows.size == 0:
-            return params.copy(), np.zeros(params.shape[0], dtype=np.int64)
+            out[:] = params
+            return np.zeros(params.shape[0], dtype=np.int64)
         w = params if every else params[rows]
         at = records if every else records[rows]
         x = np.take(sgd.x, at, axis=0, out=self._features[: rows.size])
@@ -320,7 +378,7 @@ class GossipLearningRounds:
         if sgd.accountant.policy.private:
             self._add_noise(g, epsilon if every else epsilon[rows])
         eta = sgd.learning_rate / np.sqrt(updates[rows] + 1.0)
-        stepped = self._stepped[: rows.size]
+        stepped = out if every else self._stepped[: rows.size]
         if descend(w, g, eta, sgd.regularisation, stepped):
             finite = np.ones(rows.size, dtype=bool)
         else:
@@ -328,12 +386,15 @@ class GossipLearningRounds:
             sgd.non_finite += int((~finite).sum())
             sgd.non_finite_noise += int((~np.isfinite(g).all(axis=1) & ~finite).sum())
         if every and finite.all():
-            return stepped, np.ones(params.shape[0], dtype=np.int64)
-        new = params.copy()
-        new[rows[finite]] = stepped[finite]
-        updated = np.zeros(params.shape[0], dtype=np.int64)
-        updated[rows[finite]] = 1
-        return new, updated
+            return np.ones(params.shape[0], dtype=np.int64)
+        kept = np.ones(params.shape[0], dtype=bool)
+        kept[rows[finite]] = False
+        if every:  # out holds the steps: put back the models whose step was not finite
+            out[kept] = params[kept]
+        else:
+            out[:] = params
+            out[rows[finite]] = stepped[finite]
+        return (~kept).astype(np.int64)
 
     def _add_noise(self, g: np.ndarray, shares: np.ndarray) -> None:
         """Add the mechanism's noise at scale Δ/ε to each row of ``g``, one block per share."""
@@ -347,7 +408,7 @@ class GossipLearningRounds:
         self,
         targets: np.ndarray,
         records: np.ndarray,
-        new: np.ndarray,
+        new: tuple[np.ndarray, np.ndarray],
         visits: np.ndarray,
         updates: np.ndarray,
         updated: np.ndarray,
@@ -358,7 +419,7 @@ class GossipLearningRounds:
         """The round's ``sgd_visits`` rows (column-wise), the agent's counters, and the
         ``accuracy`` rows of the models whose visits reached a multiple of evaluate_every:
         those not scored yet (``accuracy`` NaN) in one matrix product, their scores written
-        back into ``accuracy``."""
+        back into ``accuracy``. ``new``: the round's models, and each arrival's row of them."""
         agent = self.agent
         now = agent.sim.now
         count = targets.size
@@ -373,7 +434,8 @@ class GossipLearningRounds:
         if due.size:
             unknown = due[np.isnan(accuracy[due])]
             if unknown.size:
-                accuracy[unknown] = self._accuracies(new[unknown])
+                models, position = new
+                accuracy[unknown] = self._accuracies(models[position[unknown]])
             agent.accuracy_table.extend([
                 np.full(due.size, now), np.full(due.size, GOSSIP_LEARNING_WALK, dtype=np.int64),
                 visits[due], updates[due], accuracy[due],
