@@ -1,0 +1,121 @@
+"""Pairwise network DP of Gaussian gossip averaging, exact, from the mixing a run really did.
+
+Muffliato (Cyffers, Even, Bellet, Massoulié, NeurIPS 2022; ``docs/papers.md``): every node u
+adds N(0, σ²I) to its private value x_u once, then the nodes average for K rounds,
+x ← W_t x, with W_t the (doubly stochastic) weights over the links that were up in round t. An
+observer v sees the messages it receives: in round t, the current value of every neighbour w
+with W_t[v, w] > 0, which is row w of P_t = W_{t−1} ⋯ W_0 applied to the noisy values. So v's
+view is linear in the noisy values, V_v = M_v (x + z), with M_v known from the log, and v knows
+its own value and noise (the columns of a coalition's members, for a coalition).
+
+Whitened, the view of u's record is a Gaussian mechanism: with M̃ the columns v does not know
+and m_u u's column, the Rényi divergence between neighbouring data sets (u's value moved by at
+most Δ in L2) is exactly
+
+    ρ_{u→v}(α) = (α / 2) · Δ² · m_uᵀ (σ² M̃ M̃ᵀ)⁺ m_u = α · Δ² · λ_u / (2σ²),
+
+where λ_u = m_uᵀ (M̃ M̃ᵀ)⁺ m_u ∈ [0, 1] is the leverage of column u in M̃ (the squared norm of
+u's row in an orthonormal basis of M̃'s row space). The view is then a Gaussian mechanism of
+sensitivity Δ·√λ_u and noise σ, so its (ε, δ) is the exact privacy profile of the Gaussian
+(Balle & Wang 2018, Thm 8: :func:`~netsim.privacy.mechanisms.gaussian_epsilon`), no conversion
+from RDP needed. λ_u = 1 when v sees u's noisy value itself (local DP); mixing before v hears of
+u lowers it. The same holds coordinate by coordinate for vector values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from netsim.privacy.mechanisms import gaussian_epsilon
+
+#: Singular values below this share of the largest count as zero (the view's rank).
+RANK_TOLERANCE = 1e-10
+
+
+def received_rows(mixing: Sequence[np.ndarray], observers: Iterable[int]) -> np.ndarray:
+    """M for the coalition ``observers``: one row per message its members receive — in round
+    t, from every node w ∉ coalition with W_t[v, w] > 0 for a member v — giving that message
+    as a combination of the noisy initial values (row w of P_t = W_{t−1} ⋯ W_0).
+
+    ``mixing`` holds W_0, …, W_{K−1} (N × N, row v: the weights v gives its neighbours'
+    values). Messages between members are left out: the coalition knows them already."""
+    members = sorted(set(observers))
+    inside = np.zeros(mixing[0].shape[0], dtype=bool) if mixing else np.zeros(0, dtype=bool)
+    inside[members] = True
+    rows: list[np.ndarray] = []
+    product = np.eye(mixing[0].shape[0]) if mixing else np.zeros((0, 0))
+    for weights in mixing:
+        heard = np.flatnonzero((weights[members] > 0).any(axis=0) & ~inside)
+        rows.append(product[heard])
+        product = weights @ product
+    if not rows:
+        return np.zeros((0, inside.size))
+    return np.concatenate(rows)
+
+
+def leverages(view: np.ndarray, known: Iterable[int]) -> np.ndarray:
+    """λ_u = m_uᵀ(M̃M̃ᵀ)⁺m_u for every column u of ``view`` not in ``known`` (NaN for those):
+    the squared row norms of the right singular vectors of M̃ (the columns not known) with
+    non-zero singular values."""
+    n = view.shape[1]
+    known_columns = np.zeros(n, dtype=bool)
+    known_columns[list(known)] = True
+    result = np.full(n, np.nan)
+    unknown = np.flatnonzero(~known_columns)
+    reduced = view[:, unknown]
+    if reduced.size == 0:
+        result[unknown] = 0.0
+        return result
+    _, singular, vt = np.linalg.svd(reduced, full_matrices=False)
+    rank = int(np.count_nonzero(singular > RANK_TOLERANCE * max(singular.max(initial=0.0), 1e-300)))
+    basis = vt[:rank]
+    result[unknown] = np.minimum((basis**2).sum(axis=0), 1.0)
+    return result
+
+
+def pairwise_epsilons(
+    mixing: Sequence[np.ndarray],
+    *,
+    sigma: float,
+    sensitivity: float,
+    delta: float,
+    observers: Iterable[int] | None = None,
+) -> pd.DataFrame:
+    """The pairwise network DP of Gaussian gossip averaging for each observer (default: every
+    node) and every other node's record: ``observer``, ``record``, ``leverage`` (λ), ``rho``
+    (the RDP slope, ρ(α) = α·rho) and ``epsilon`` at ``delta`` (exact for the Gaussian view).
+    ``sigma`` is the noise each node adds once; ``sensitivity`` the L2 distance two
+    neighbouring values can be apart."""
+    if sigma <= 0 or sensitivity < 0:
+        raise ValueError("sigma must be positive and sensitivity non-negative")
+    n = mixing[0].shape[0] if mixing else 0
+    frames = []
+    for observer in range(n) if observers is None else observers:
+        lam = leverages(received_rows(mixing, [observer]), [observer])
+        records = np.flatnonzero(~np.isnan(lam))
+        slope = sensitivity**2 * lam[records] / (2.0 * sigma**2)
+        epsilon = [
+            gaussian_epsilon(sigma, sensitivity * float(np.sqrt(value)), delta)
+            for value in lam[records]
+        ]
+        columns = {"observer": observer, "record": records, "leverage": lam[records],
+                   "rho": slope, "epsilon": epsilon}  # fmt: skip
+        frames.append(pd.DataFrame(columns))
+    if not frames:
+        return pd.DataFrame(columns=["observer", "record", "leverage", "rho", "epsilon"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def metropolis_weights(adjacency: np.ndarray) -> np.ndarray:
+    """Metropolis–Hastings gossip weights over an undirected graph (Xiao & Boyd 2004): W[v, w]
+    = 1 / (1 + max(deg v, deg w)) for each edge, the rest of each row on the diagonal. Doubly
+    stochastic and symmetric, so averaging with it keeps the mean."""
+    graph = np.asarray(adjacency, dtype=bool)
+    graph = (graph | graph.T) & ~np.eye(graph.shape[0], dtype=bool)
+    degree = graph.sum(axis=1)
+    weights = np.where(graph, 1.0 / (1.0 + np.maximum.outer(degree, degree)), 0.0)
+    np.fill_diagonal(weights, 1.0 - weights.sum(axis=1))
+    return weights
