@@ -205,8 +205,9 @@ class GossipLearningRounds:
         #: that no step changed is not evaluated again: the same weights, the same score).
         self.accuracy = np.full(n, math.nan)
         self.labels = np.asarray(sgd.y)
-        #: Work arrays of a round (the sent models, the records' features, the stepped
-        #: models), reused: a fresh N × d array each round costs its page faults again.
+        #: Work arrays of a round (its outputs in level order, the records' features, the
+        #: steps of a level with refusals), reused: a fresh N × d array each round costs its
+        #: page faults again.
         self._new = np.empty_like(self.parameters)
         self._features = np.empty((n, sgd.x.shape[1]))
         self._stepped = np.empty_like(self.parameters)
