@@ -61,6 +61,7 @@ BUILTIN: tuple[str, ...] = (
     "gossip_learning = netsim.algorithms.gossip_learning.application:GossipLearning",
     "dola = netsim.algorithms.dola.rounds:DolaRounds",
     "mi_ogd = netsim.algorithms.mi_ogd.rounds:MiOgdRounds",
+    "muffliato = netsim.algorithms.muffliato.averaging:MuffliatoAveraging",
     "l1 = netsim.privacy.mechanisms:LaplaceMechanism",
     "l2_paper = netsim.privacy.mechanisms:PaperL2Mechanism",
     "k_norm_l2 = netsim.privacy.mechanisms:KNormL2Mechanism",

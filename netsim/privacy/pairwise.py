@@ -28,32 +28,51 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from netsim.privacy.mechanisms import gaussian_epsilon
+
+#: A round's mixing matrix W_t, dense or sparse.
+Mixing = np.ndarray | sp.spmatrix
 
 #: Singular values below this share of the largest count as zero (the view's rank).
 RANK_TOLERANCE = 1e-10
 
 
-def received_rows(mixing: Sequence[np.ndarray], observers: Iterable[int]) -> np.ndarray:
+def received_rows(mixing: Sequence[Mixing], observers: Iterable[int]) -> np.ndarray:
     """M for the coalition ``observers``: one row per message its members receive — in round
     t, from every node w ∉ coalition with W_t[v, w] > 0 for a member v — giving that message
     as a combination of the noisy initial values (row w of P_t = W_{t−1} ⋯ W_0).
 
-    ``mixing`` holds W_0, …, W_{K−1} (N × N, row v: the weights v gives its neighbours'
-    values). Messages between members are left out: the coalition knows them already."""
-    members = sorted(set(observers))
-    inside = np.zeros(mixing[0].shape[0], dtype=bool) if mixing else np.zeros(0, dtype=bool)
-    inside[members] = True
-    rows: list[np.ndarray] = []
-    product = np.eye(mixing[0].shape[0]) if mixing else np.zeros((0, 0))
+    ``mixing`` holds W_0, …, W_{K−1} (N × N, dense or scipy sparse; row v: the weights v
+    gives its neighbours' values). Messages between members are left out: the coalition
+    knows them already."""
+    return received_views(mixing, [list(observers)])[0]
+
+
+def received_views(
+    mixing: Sequence[Mixing], coalitions: Sequence[Sequence[int]]
+) -> list[np.ndarray]:
+    """:func:`received_rows` for each coalition, in one pass over the rounds (the products
+    P_t are formed once)."""
+    if not mixing:
+        return [np.zeros((0, 0)) for _ in coalitions]
+    n = mixing[0].shape[0]
+    inside = []
+    for members in coalitions:
+        mask = np.zeros(n, dtype=bool)
+        mask[list(members)] = True
+        inside.append(mask)
+    rows: list[list[np.ndarray]] = [[] for _ in coalitions]
+    product = np.eye(n)
     for weights in mixing:
-        heard = np.flatnonzero((weights[members] > 0).any(axis=0) & ~inside)
-        rows.append(product[heard])
-        product = weights @ product
-    if not rows:
-        return np.zeros((0, inside.size))
-    return np.concatenate(rows)
+        for k, members in enumerate(coalitions):
+            weights_of = weights[list(members)]
+            dense = weights_of.toarray() if sp.issparse(weights_of) else np.asarray(weights_of)
+            heard = np.flatnonzero((dense > 0).any(axis=0) & ~inside[k])
+            rows[k].append(product[heard])
+        product = np.asarray(weights @ product)
+    return [np.concatenate(parts) for parts in rows]
 
 
 def leverages(view: np.ndarray, known: Iterable[int]) -> np.ndarray:
@@ -92,9 +111,11 @@ def pairwise_epsilons(
     if sigma <= 0 or sensitivity < 0:
         raise ValueError("sigma must be positive and sensitivity non-negative")
     n = mixing[0].shape[0] if mixing else 0
+    chosen = list(range(n)) if observers is None else [int(v) for v in observers]
+    views = received_views(mixing, [[observer] for observer in chosen])
     frames = []
-    for observer in range(n) if observers is None else observers:
-        lam = leverages(received_rows(mixing, [observer]), [observer])
+    for observer, view in zip(chosen, views, strict=True):
+        lam = leverages(view, [observer])
         records = np.flatnonzero(~np.isnan(lam))
         slope = sensitivity**2 * lam[records] / (2.0 * sigma**2)
         epsilon = [
@@ -110,12 +131,24 @@ def pairwise_epsilons(
 
 
 def metropolis_weights(adjacency: np.ndarray) -> np.ndarray:
-    """Metropolis–Hastings gossip weights over an undirected graph (Xiao & Boyd 2004): W[v, w]
-    = 1 / (1 + max(deg v, deg w)) for each edge, the rest of each row on the diagonal. Doubly
-    stochastic and symmetric, so averaging with it keeps the mean."""
+    """Metropolis–Hastings gossip weights over an undirected graph, dense
+    (:func:`metropolis_from_edges`)."""
     graph = np.asarray(adjacency, dtype=bool)
     graph = (graph | graph.T) & ~np.eye(graph.shape[0], dtype=bool)
-    degree = graph.sum(axis=1)
-    weights = np.where(graph, 1.0 / (1.0 + np.maximum.outer(degree, degree)), 0.0)
-    np.fill_diagonal(weights, 1.0 - weights.sum(axis=1))
-    return weights
+    src, dst = np.nonzero(np.triu(graph))
+    return metropolis_from_edges(graph.shape[0], src, dst).toarray()
+
+
+def metropolis_from_edges(n: int, src: np.ndarray, dst: np.ndarray) -> sp.csr_matrix:
+    """Metropolis–Hastings gossip weights over the undirected links {src[k], dst[k]} (each
+    listed once; Xiao & Boyd 2004): W[v, w] = 1 / (1 + max(deg v, deg w)) on a link, the rest
+    of each row on the diagonal (1 for a node without links). Doubly stochastic and
+    symmetric, so averaging with it keeps the mean."""
+    degree = np.bincount(src, minlength=n) + np.bincount(dst, minlength=n)
+    weight = 1.0 / (1.0 + np.maximum(degree[src], degree[dst]))
+    given = np.bincount(src, weight, minlength=n) + np.bincount(dst, weight, minlength=n)
+    nodes = np.arange(n)
+    rows = np.concatenate([src, dst, nodes])
+    columns = np.concatenate([dst, src, nodes])
+    values = np.concatenate([weight, weight, 1.0 - given])
+    return sp.csr_matrix((values, (rows, columns)), shape=(n, n))

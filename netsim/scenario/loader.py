@@ -354,6 +354,7 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("walk", "cycle"): None,
     ("gossip_learning", "mode"): "exact",
     ("gossip_learning", "merge"): "none",
+    ("muffliato",): None,
 }
 
 
@@ -419,7 +420,7 @@ def identity_data(scenario: Scenario) -> dict[str, Any]:
         elif isinstance(parent, list) and isinstance(where[-1], int):
             parent[where[-1]] = content_digest(path)
     for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
-        parent = dotted_value(data, ".".join(sections))
+        parent = dotted_value(data, ".".join(sections)) if sections else data
         if isinstance(parent, dict) and key in parent and parent[key] == neutral:
             del parent[key]
     optional_kind = [k for k, e in REGISTRY.sections().items() if e.section.by_kind == "optional"]

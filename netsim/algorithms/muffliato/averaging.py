@@ -1,0 +1,250 @@
+"""Muffliato's Gaussian gossip averaging on the simulated network, with its privacy accounted
+per observer from the rounds the run really did (Cyffers, Even, Bellet, Massoulié, NeurIPS
+2022; ``docs/papers.md``).
+
+At the start every node draws its private vector uniformly from the L2 ball of ``radius`` and
+adds N(0, σ²I) to it, once. Every ``period`` the online nodes average over the links that are
+up: each link whose two ends are online carries one message each way (through the transport:
+per-message loss and link failures apply, and a link either of whose messages is lost is not
+used in that round by either end, as an exchange confirmed both ways would be), and the used
+links' Metropolis–Hastings weights give the round's W_t, so x ← W_t x. An offline node keeps
+its value and rejoins the averaging when it comes back.
+
+At the end, :func:`~netsim.privacy.pairwise.pairwise_epsilons` turns the W_t of the run into
+each accounted observer's exact (ε, δ) for every other node's value: what that observer
+learns from the messages it received (network DP, SPEC §8.6 restated in ``docs/papers.md``).
+
+Tables: ``muffliato_rounds`` (one row per round: online nodes, links used, the RMS distance of
+the online nodes' values to the true mean), ``privacy_pairs`` (observer, record, hops apart,
+leverage, RDP slope, ε) and ``privacy_summary`` (local ε, network ε — the worst pair —, the
+pairs' median and 90th percentile, and the central yardstick: the error of a trusted curator
+releasing the mean at the network ε).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path
+
+from netsim.algorithms.muffliato.config import MAX_ALL_OBSERVERS, MuffliatoConfig
+from netsim.contracts import BuildContext, RoundLearner, Section
+from netsim.log import F64, I64, TableSchema
+from netsim.privacy.mechanisms import analytic_gaussian_sigma, gaussian_epsilon
+from netsim.privacy.pairwise import metropolis_from_edges, pairwise_epsilons
+
+ROUNDS_TABLE = TableSchema(
+    name="muffliato_rounds",
+    columns=(("round", I64), ("time", F64), ("online", I64), ("links", I64), ("rmse", F64)),
+    description=(
+        "One row per averaging round: 1-based round, time, online nodes, links used (both "
+        "messages delivered), and the root mean square L2 distance of the online nodes' "
+        "values to the mean of the true (noiseless) values after the round."
+    ),
+    role="rounds",
+    time="time",
+    round="round",
+)
+
+PAIRS_TABLE = TableSchema(
+    name="privacy_pairs",
+    columns=(
+        ("observer", I64),
+        ("record", I64),
+        ("distance", I64),
+        ("leverage", F64),
+        ("rho", F64),
+        ("epsilon", F64),
+    ),
+    description=(
+        "What an observer learns about another node's value from the messages it received: "
+        "hops between them on the topology (-1: not connected), the value's leverage in the "
+        "observer's view (1: seen as if released alone, 0: never heard of), the RDP slope "
+        "(rho(alpha) = alpha * rho) and the exact epsilon at the run's delta."
+    ),
+    role="ledger",
+    metrics=("leverage", "rho", "epsilon"),
+)
+
+SUMMARY_TABLE = TableSchema(
+    name="privacy_summary",
+    columns=(
+        ("observers", I64),
+        ("pairs", I64),
+        ("sigma", F64),
+        ("sensitivity", F64),
+        ("delta", F64),
+        ("local_epsilon", F64),
+        ("network_epsilon", F64),
+        ("epsilon_median", F64),
+        ("epsilon_p90", F64),
+        ("final_rmse", F64),
+        ("central_rmse", F64),
+    ),
+    description=(
+        "One row: the observers accounted and their pairs, the noise and sensitivity, the "
+        "local epsilon (a value released with its noise alone), the network epsilon (the "
+        "worst pair), the pairs' median and 90th percentile, the last round's RMS error, and "
+        "the central yardstick: the expected L2 error of the mean released by a trusted "
+        "curator with the analytic Gaussian at the network epsilon."
+    ),
+    role="summary",
+)
+
+
+def undirected_links(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every link of a CSR neighbour list once, as (smaller, larger) node pairs."""
+    sources = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    low, high = np.minimum(sources, indices), np.maximum(sources, indices)
+    keep = low != high
+    pairs = np.unique(np.stack([low[keep], high[keep]], axis=1), axis=0)
+    return pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+
+
+class MuffliatoAveraging(RoundLearner):
+    """Gaussian gossip averaging over the links up, accounted per observer (the
+    ``muffliato`` section)."""
+
+    Config = MuffliatoConfig
+    section = Section("muffliato", 95)
+    tables = (ROUNDS_TABLE, PAIRS_TABLE, SUMMARY_TABLE)
+
+    def __init__(self, config: MuffliatoConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        assert ctx.sim is not None and ctx.network is not None
+        self.sim, self.network = ctx.sim, ctx.network
+        topology = self.network.topology
+        self.n = topology.n
+        self.link_a, self.link_b = undirected_links(topology.indptr, topology.indices)
+        self.values = uniform_ball(self.n, config.dimension, config.radius, ctx.stream("values"))
+        noise = ctx.stream("noise").normal(0.0, config.sigma, self.values.shape)
+        self.state = self.values + noise
+        self.loss_rng = ctx.stream("loss")
+        self.observers = self._observers(ctx)
+        self.mixing: list[sp.csr_matrix] = []
+        self.rmse = math.nan
+        self.rounds_table = self.sim.log.table(ROUNDS_TABLE)
+
+    @classmethod
+    def build(cls, config: MuffliatoConfig, ctx: BuildContext) -> MuffliatoAveraging:
+        return cls(config, ctx)
+
+    @classmethod
+    def check(cls, config: MuffliatoConfig, ctx: BuildContext) -> None:
+        problem = config.rounds_problem("muffliato", ctx.duration)
+        if problem is not None:
+            raise ValueError(problem)
+        if config.observers is None and ctx.nodes > MAX_ALL_OBSERVERS:
+            raise ValueError(
+                f"muffliato.observers: accounting all {ctx.nodes} nodes as observers costs one "
+                f"SVD per node; give a sample size (at most {MAX_ALL_OBSERVERS} without one)"
+            )
+        if config.observers is not None and config.observers > ctx.nodes:
+            raise ValueError(
+                f"muffliato.observers ({config.observers}) must be at most nodes ({ctx.nodes})"
+            )
+
+    def _observers(self, ctx: BuildContext) -> np.ndarray:
+        """The accounted observers: every node, or a uniform sample (sorted)."""
+        if self.config.observers is None:
+            return np.arange(self.n, dtype=np.int64)
+        chosen = ctx.stream("observers").choice(self.n, self.config.observers, replace=False)
+        return np.sort(chosen).astype(np.int64)
+
+    def round(self, t: int) -> None:
+        """One averaging round over the links whose ends are online and whose two messages
+        arrive."""
+        online = self.network.nodes.online
+        both = online[self.link_a] & online[self.link_b]
+        src, dst = self.link_a[both], self.link_b[both]
+        if src.size:
+            if self.network.lossy:
+                forth = self.network.send_batch(src, dst, kind="muffliato", rng=self.loss_rng)
+                back = self.network.send_batch(dst, src, kind="muffliato", rng=self.loss_rng)
+                used = ~(forth.lost | back.lost)
+                src, dst = src[used], dst[used]
+            else:
+                self.network.deliver_reliably(2 * int(src.size))
+        weights = metropolis_from_edges(self.n, src, dst)
+        self.state = weights @ self.state
+        self.mixing.append(weights)
+        truth = self.values.mean(axis=0)
+        errors = ((self.state[online] - truth) ** 2).sum(axis=1)
+        self.rmse = float(np.sqrt(errors.mean())) if errors.size else math.nan
+        self.rounds_table.append(t, self.sim.now, int(online.sum()), int(src.size), self.rmse)
+
+    def finish(self) -> None:
+        """The pairwise accounting of the rounds that ran, and the summary."""
+        config = self.config
+        log = self.sim.log
+        pairs = pairwise_epsilons(
+            self.mixing, sigma=config.sigma, sensitivity=config.sensitivity,
+            delta=config.delta, observers=self.observers,
+        ) if self.mixing else _no_pairs()  # fmt: skip
+        adjacency = sp.csr_matrix(
+            (np.ones(self.link_a.size), (self.link_a, self.link_b)), shape=(self.n, self.n)
+        )
+        hops = shortest_path(adjacency, directed=False, unweighted=True, indices=self.observers)
+        row_of = {int(v): k for k, v in enumerate(self.observers)}
+        distance = np.array(
+            [hops[row_of[int(v)], int(u)] for v, u in zip(pairs["observer"], pairs["record"],
+                                                           strict=True)],
+            dtype=float,
+        )  # fmt: skip
+        distance = np.where(np.isfinite(distance), distance, -1).astype(np.int64)
+        log.table(PAIRS_TABLE).extend([
+            pairs["observer"].to_numpy(np.int64), pairs["record"].to_numpy(np.int64), distance,
+            pairs["leverage"].to_numpy(float), pairs["rho"].to_numpy(float),
+            pairs["epsilon"].to_numpy(float),
+        ])  # fmt: skip
+        log.table(SUMMARY_TABLE).append(*self._summary(pairs["epsilon"].to_numpy(float)))
+
+    def _summary(self, epsilons: np.ndarray) -> tuple[object, ...]:
+        """The ``privacy_summary`` row."""
+        config = self.config
+        local = gaussian_epsilon(config.sigma, config.sensitivity, config.delta)
+        network = float(epsilons.max()) if epsilons.size else 0.0
+        central = math.nan
+        if network > 0:
+            curator = analytic_gaussian_sigma(config.sensitivity / self.n, network, config.delta)
+            central = curator * math.sqrt(config.dimension)
+        quantiles = np.quantile(epsilons, [0.5, 0.9]) if epsilons.size else [math.nan] * 2
+        return (
+            int(self.observers.size), int(epsilons.size), config.sigma, config.sensitivity,
+            config.delta, local, network, float(quantiles[0]), float(quantiles[1]), self.rmse,
+            central,
+        )  # fmt: skip
+
+    @classmethod
+    def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
+        """The averaging error and the privacy per observer."""
+        summary = tables.get("privacy_summary")
+        if summary is None or not len(summary):
+            return []
+        row = summary.iloc[0]
+        return [
+            f"muffliato: RMS error {row['final_rmse']:.4g} after the last round (a curator "
+            f"at the network ε: {row['central_rmse']:.4g})",
+            f"privacy per observer at δ = {row['delta']:g}: worst pair ε = "
+            f"{row['network_epsilon']:.3g}, median {row['epsilon_median']:.3g}, 90th percentile "
+            f"{row['epsilon_p90']:.3g}; local DP ε = {row['local_epsilon']:.3g} "
+            f"({int(row['pairs'])} pairs, {int(row['observers'])} observers)",
+        ]
+
+
+def uniform_ball(count: int, dimension: int, radius: float, rng: np.random.Generator) -> np.ndarray:
+    """``count`` points uniform in the L2 ball of ``radius`` in ``dimension`` dimensions."""
+    directions = rng.normal(size=(count, dimension))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    lengths = radius * rng.random(count) ** (1.0 / dimension)
+    return directions * lengths[:, None]
+
+
+def _no_pairs() -> pd.DataFrame:
+    return pd.DataFrame(
+        {name: np.zeros(0) for name in ("observer", "record", "leverage", "rho", "epsilon")}
+    )

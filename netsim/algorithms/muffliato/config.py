@@ -1,0 +1,37 @@
+"""The ``muffliato`` section: private values, their noise, the averaging rounds and which
+observers are accounted (Cyffers, Even, Bellet, Massoulié, NeurIPS 2022)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from netsim.contracts import RoundsConfig
+
+#: Accounting every observer of a larger network costs one SVD per node: sample instead.
+MAX_ALL_OBSERVERS = 2000
+
+
+class MuffliatoConfig(RoundsConfig):
+    """Gaussian gossip averaging: every node holds a private vector in the L2 ball of
+    ``radius`` (drawn uniformly), adds N(0, σ²I) to it once with σ = ``noise_multiplier`` ×
+    the sensitivity 2·``radius`` (replace-one: two values of the ball are at most a diameter
+    apart), then the online nodes average over the links up for ``rounds`` rounds, one every
+    ``period``. ``observers``: how many observers the pairwise accounting covers (drawn
+    uniformly; all nodes when not given, up to 2,000 nodes); ``delta``: the δ at which every
+    pair's ε is stated."""
+
+    dimension: int = Field(default=1, ge=1)
+    radius: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    noise_multiplier: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    delta: float = Field(default=1e-5, gt=0.0, lt=1.0, allow_inf_nan=False)
+    observers: int | None = Field(default=None, ge=1)
+
+    @property
+    def sensitivity(self) -> float:
+        """Δ: how far apart two neighbouring values can be (the ball's diameter)."""
+        return 2.0 * self.radius
+
+    @property
+    def sigma(self) -> float:
+        """σ: the standard deviation of the noise each node adds once."""
+        return self.noise_multiplier * self.sensitivity

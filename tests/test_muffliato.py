@@ -1,0 +1,139 @@
+"""Muffliato's Gaussian gossip averaging as a scenario section: the averaging keeps the sum,
+uses only links whose ends are online and whose messages arrive, and its privacy tables hold
+each observer's exact loss for the mixing the run really did (netsim/privacy/pairwise.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import netsim
+from netsim.errors import ScenarioError
+from netsim.log import EventLog
+from netsim.privacy.mechanisms import gaussian_epsilon
+from netsim.privacy.pairwise import pairwise_epsilons
+from netsim.scenario.build import build_run
+from netsim.scenario.loader import validate_scenario
+
+
+def scenario(**changes: object) -> dict:
+    data: dict = {
+        "name": "muffliato-test", "seed": 3, "nodes": 40, "duration": "10s",
+        "topology": {"kind": "random_regular", "degree": 4},
+        "muffliato": {"period": "1s", "rounds": 6, "dimension": 2, "radius": 0.5},
+    }  # fmt: skip
+    data.update(changes)
+    return data
+
+
+def test_every_round_keeps_the_sum_of_the_values_under_churn_and_loss() -> None:
+    """W_t is doubly stochastic whatever the round's links (offline nodes and unused links
+    leave their rows to the diagonal): the sum of the noisy values is the same after every
+    round, and only links between online nodes are used."""
+    data = scenario(
+        links={"loss": 0.2},
+        churn={
+            "kind": "synthetic",
+            "online": {"dist": "exponential", "mean": "5s"},
+            "offline": {"dist": "exponential", "mean": "5s"},
+        },
+    )
+    built = build_run(validate_scenario(data, source="test", base_dir=None), EventLog())
+    averaging = built["muffliato"]
+    start = averaging.state.sum(axis=0).copy()
+    online_then: list[np.ndarray] = []
+    original = averaging.round
+
+    def round_seeing_who_is_online(t: int) -> None:
+        online_then.append(built.network.nodes.online.copy())
+        original(t)
+
+    averaging.round = round_seeing_who_is_online
+    built.sim.run(built.scenario.duration)
+    np.testing.assert_allclose(averaging.state.sum(axis=0), start, rtol=0, atol=1e-9)
+    for weights in averaging.mixing:
+        np.testing.assert_allclose(np.asarray(weights.sum(axis=0)).ravel(), 1.0, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(weights.sum(axis=1)).ravel(), 1.0, atol=1e-12)
+    assert len(averaging.mixing) == 6
+    for weights, online in zip(averaging.mixing, online_then, strict=True):
+        rows, columns = (weights - sp.diags(weights.diagonal())).nonzero()
+        assert online[rows].all() and online[columns].all()
+        assert (~online).any()  # churn: someone is offline
+
+
+def test_the_pairs_are_each_observers_exact_loss_for_the_runs_mixing() -> None:
+    result = netsim.run(scenario())
+    pairs, summary = result.tables["privacy_pairs"], result.tables["privacy_summary"].iloc[0]
+    assert len(pairs) == 40 * 39 and summary["pairs"] == len(pairs)
+    sigma, sensitivity = summary["sigma"], summary["sensitivity"]
+    assert sensitivity == 1.0 and sigma == 1.0
+    local = gaussian_epsilon(sigma, sensitivity, 1e-5)
+    assert summary["local_epsilon"] == pytest.approx(local)
+    # neighbours are heard in the first round: local DP; on average the loss falls with the
+    # hops between observer and record
+    neighbours = pairs[pairs["distance"] == 1]
+    np.testing.assert_allclose(neighbours["epsilon"], local)
+    np.testing.assert_allclose(neighbours["leverage"], 1.0)
+    assert summary["network_epsilon"] == pytest.approx(pairs["epsilon"].max())
+    assert summary["epsilon_median"] == pytest.approx(pairs["epsilon"].median())
+    assert (pairs.groupby("distance")["epsilon"].mean().diff().dropna() <= 1e-9).all()
+
+
+def test_the_tables_are_the_accountant_applied_to_the_rounds_that_ran() -> None:
+    built = build_run(validate_scenario(scenario(links={"loss": 0.3}), source="test",
+                                        base_dir=None), EventLog())  # fmt: skip
+    built.sim.run(built.scenario.duration)
+    averaging = built["muffliato"]
+    tables = built.sim.log.to_frames()
+    expected = pairwise_epsilons(averaging.mixing, sigma=1.0, sensitivity=1.0, delta=1e-5,
+                                 observers=[0, 7])  # fmt: skip
+    got = tables["privacy_pairs"].set_index(["observer", "record"])
+    for row in expected.itertuples():
+        assert got.loc[(row.observer, row.record), "epsilon"] == pytest.approx(row.epsilon)
+    # a link is used when both its messages arrive: (1 − 0.3)² of the 80 links, every round
+    rounds = tables["muffliato_rounds"]
+    trials = 80 * len(rounds)
+    share = rounds["links"].sum() / trials
+    assert abs(share - 0.7**2) <= 4 * np.sqrt(0.49 * 0.51 / trials)
+    samples = tables["samples"].iloc[-1]
+    assert samples["messages_lost"] > 0
+
+
+def test_with_every_message_lost_nothing_mixes_and_nobody_learns() -> None:
+    tables = netsim.run(scenario(links={"loss": 1.0})).tables
+    rounds = tables["muffliato_rounds"]
+    assert (rounds["links"] == 0).all()
+    assert rounds["rmse"].nunique() == 1  # nothing averaged
+    pairs = tables["privacy_pairs"]
+    assert (pairs["leverage"] == 0).all() and (pairs["epsilon"] == 0).all()
+
+
+def test_observers_are_sampled_at_scale_and_required_past_it() -> None:
+    tables = netsim.run(scenario(muffliato={"period": "1s", "rounds": 3, "observers": 5})).tables
+    assert tables["privacy_pairs"]["observer"].nunique() == 5
+    with pytest.raises(ScenarioError, match=r"muffliato\.observers"):
+        validate_scenario(scenario(nodes=2500), source="test", base_dir=None)
+
+
+@pytest.mark.parametrize("name", ["averaging", "averaging-churn"])
+def test_the_readmes_figures_are_those_of_the_shipped_scenarios(name: str) -> None:
+    """The README's table of the two shipped Muffliato scenarios is what they produce."""
+    from pathlib import Path
+
+    from netsim.scenario.loader import load_scenario
+
+    repo = Path(__file__).resolve().parents[1]
+    row = next(
+        line for line in (repo / "README.md").read_text().splitlines()
+        if line.startswith(f"| `{name}.yaml`")
+    )  # fmt: skip
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    median, p90 = (float(x) for x in cells[1].split("/"))
+    worst, rmse, curator = float(cells[2].split()[0]), float(cells[3]), float(cells[4])
+    summary = netsim.run(load_scenario(repo / "scenarios" / "muffliato" / f"{name}.yaml"))
+    got = summary.tables["privacy_summary"].iloc[0]
+    assert (median, p90) == (round(got["epsilon_median"], 2), round(got["epsilon_p90"], 2))
+    assert worst == round(got["network_epsilon"], 2)
+    assert rmse == round(got["final_rmse"], 3)
+    assert curator == round(got["central_rmse"], 4)
