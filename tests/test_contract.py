@@ -127,6 +127,7 @@ EXAMPLES: dict[tuple[str, str], Keys] = {
         max_passes=4,  # a short run of many rounds over small shards
     ),
     ("learner", "mi_ogd"): _none,
+    ("learner", "muffliato"): _none,
     ("mechanism", "l1"): _none,
     ("mechanism", "l2_paper"): _none,
     ("mechanism", "k_norm_l2"): _none,

@@ -72,8 +72,12 @@ def test_two_concurrent_runs_of_one_name_never_both_succeed(tmp_path, pair):
     ((_, _, err),) = [e for e in ended if e[0] == 2]
     assert err.count("netsim: error:") == 1 and "Traceback" not in err, err
     final = out / "same"
+    # the holder's pid is named once it has written it (a run that has just taken the lock
+    # has not yet: then the message names no pid)
     assert err in (
         f"netsim: error: {final}: another netsim run (pid {runs[winner - 1].pid}) is writing a "
+        "run of this name now; choose another --name, or wait for it to finish\n",
+        f"netsim: error: {final}: another netsim run is writing a "
         "run of this name now; choose another --name, or wait for it to finish\n",
         f"netsim: error: {final}: holds another run (scenario 'tiny-walk', seed {winner}); "
         "choose another --name or remove it\n",
