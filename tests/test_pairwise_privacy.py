@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from netsim.privacy.audit import threshold_epsilon_lower_bound
 from netsim.privacy.mechanisms import gaussian_epsilon
 from netsim.privacy.pairwise import (
     leverages,
@@ -154,3 +155,60 @@ def test_the_exact_loss_is_a_monte_carlo_of_the_gossip_itself() -> None:
         # covariance's error (view rank 5, 40,000 samples)
         error = 2 * math.sqrt(2 * exact / samples) + 10 / samples
         assert abs(estimate - exact) <= 5 * error + 1e-3, (record, estimate, exact)
+
+
+def _observer_views(
+    mixing: list[np.ndarray], observer: int, values: np.ndarray, sigma: float, samples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``samples`` draws of the messages ``observer`` receives (its neighbours' values, every
+    round), each node's value noised once by N(0, σ²); the observer's own noise is one fixed
+    draw (it knows it: the view is conditioned on it)."""
+    n = values.size
+    noisy = values[:, None] + rng.normal(0.0, sigma, (n, samples))
+    noisy[observer] = values[observer] + 0.37 * sigma
+    heard, state = [], noisy
+    for weights in mixing:
+        neighbours = np.flatnonzero(weights[observer] > 0)
+        heard.append(state[neighbours[neighbours != observer]])
+        state = weights @ state
+    return np.concatenate(heard)
+
+
+@pytest.mark.parametrize(("noise_scale", "caught"), [(1.0, False), (0.5, True)])
+def test_an_audit_of_one_observers_view_stays_below_the_accounted_epsilon(noise_scale, caught):
+    """SPEC §8.7 for Gaussian gossip: many runs on two neighbouring data sets (record u's value
+    −Δ/2 or +Δ/2), the most powerful test on observer v's view (the likelihood-ratio direction
+    (M̃M̃ᵀ)⁺m_u, which v can compute: it knows the protocol and the mixing it took part in),
+    and a threshold test's Clopper–Pearson lower bound on ε at δ (99% confidence). At the
+    accounted noise it stays below the accounted ε; with half the noise (still accounted at the
+    full noise) it passes it: the audit catches an under-noised run."""
+    n, rounds, sigma, delta = 12, 4, 2.0, 1e-5
+    graph = nx.random_regular_graph(3, n, seed=5)
+    mixing = [metropolis_weights(nx.to_numpy_array(graph))] * rounds
+    observer = 0
+    pairs = pairwise_epsilons(mixing, sigma=sigma, sensitivity=SENSITIVITY, delta=delta,
+                              observers=[observer]).set_index("record")  # fmt: skip
+    distance = nx.single_source_shortest_path_length(graph, observer)
+    two_hops = [u for u in pairs.index if distance[u] == 2]
+    record = max(two_hops, key=lambda u: pairs.loc[u, "epsilon"])
+    accounted = float(pairs.loc[record, "epsilon"])
+    assert 0.3 < pairs.loc[record, "leverage"] < 1.0  # amplification is claimed for this pair
+    view = received_rows(mixing, [observer])
+    known = np.zeros(n, dtype=bool)
+    known[observer] = True
+    reduced = view[:, ~known]
+    column = np.flatnonzero(~known).tolist().index(record)
+    direction = np.linalg.pinv(reduced @ reduced.T) @ reduced[:, column]
+    rng = np.random.default_rng(17)
+    base = np.linspace(-0.4, 0.4, n)
+    scores = []
+    for value in (-SENSITIVITY / 2, SENSITIVITY / 2):
+        values = base.copy()
+        values[record] = value
+        views = _observer_views(mixing, observer, values, noise_scale * sigma, 400_000, rng)
+        scores.append(direction @ views)
+    thresholds = np.quantile(np.concatenate(scores), np.linspace(0.001, 0.999, 41))
+    bound = threshold_epsilon_lower_bound(scores[0], scores[1], thresholds, delta=delta,
+                                          alpha=0.01)  # fmt: skip
+    assert (bound > accounted) == caught, (bound, accounted)
