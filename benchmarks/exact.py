@@ -1,4 +1,4 @@
-"""Benchmark: netsim against a plain SimPy loop on issue 29's workload, and rounds mode.
+"""Benchmark: netsim against a plain SimPy loop on the fixed-online workload, and rounds mode.
 
     python -m benchmarks.exact             # N = 10,000: 300 exact rounds, 3,000 in rounds mode
     python -m benchmarks.exact --quick     # N = 500, a few rounds (a smoke test, no figures)

@@ -5,12 +5,12 @@ links do not have).
     python -m benchmarks.plain_simpy                 # N = 10,000, 30% online, 300 rounds
     python -m benchmarks.plain_simpy --rounds 30     # a quick look
 
-The workload is issue 29's: N nodes, a fixed random 30% of them online for the whole run, 50
-random out-neighbours per node, period Δ = 100 ms, every online node starting one exchange per
-period at its own phase. An exchange is a push to a uniform random online out-neighbour
-(rejection sampling) that arrives after a constant delay, merged there (the largest value seen,
-a broadcast), and the pull answering it the same way. :func:`run_plain` returns the CPU time per
-simulated round, the figure ``benchmarks.exact`` divides netsim's by.
+The workload is the fixed-online one of benchmarks/workloads.py: N nodes, a fixed random 30% of them
+online for the whole run, 50 random out-neighbours per node, period Δ = 100 ms, every online node
+starting one exchange per period at its own phase. An exchange is a push to a uniform random online
+out-neighbour (rejection sampling) that arrives after a constant delay, merged there (the largest
+value seen, a broadcast), and the pull answering it the same way. :func:`run_plain` returns the CPU
+time per simulated round, the figure ``benchmarks.exact`` divides netsim's by.
 """
 
 from __future__ import annotations

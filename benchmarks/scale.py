@@ -1,10 +1,11 @@
-"""Benchmark: peak memory of a run at 10⁶ nodes (issue 29, item 3: under 1 GB).
+"""Benchmark: peak memory of a run at 10⁶ nodes (the target: under 1 GB).
 
     python -m benchmarks.scale                       # 10⁶ nodes, 50 neighbours, 20 rounds
     python -m benchmarks.scale --nodes 20000 --rounds 5   # the smoke test's size
 
-The workload is issue 29's (``benchmarks/workloads.py``: a fixed random 30% online, 50 random
-out-neighbours, Δ = 100 ms) with the random walk service in rounds mode, at ``--nodes`` nodes.
+The workload is the fixed-online one (``benchmarks/workloads.py``: a fixed random 30% online, 50
+random out-neighbours, Δ = 100 ms) with the random walk service in rounds mode, at ``--nodes``
+nodes.
 A fresh child process validates and builds the run and runs its rounds; it prints its resident
 memory after the imports, after the build and at the end. The peak is the child's maximum
 resident set size as ``/usr/bin/time -v`` reports it (``ru_maxrss`` of the child where that

@@ -1,6 +1,6 @@
 """The workloads the speed benchmarks measure, and the child process that measures one.
 
-Issue 29's workload: N = 10,000 nodes, a fixed random 30% online for the whole run (synthetic
+The fixed-online workload: N = 10,000 nodes, a fixed random 30% online for the whole run (synthetic
 churn whose constant on and off periods, 3,000 and 7,000 days, are far longer than any run: each
 node is online with probability 0.3 from the start and stays so), 50 random out-neighbours,
 Δ = 100 ms, push-pull gossip, messages taking a constant 10 ms. On it: a broadcast, or the
@@ -57,7 +57,7 @@ print(json.dumps({
 def fixed_online(
     nodes: int, rounds: int, *, mode: str, app: str, update_every: int = 10
 ) -> dict[str, Any]:
-    """Issue 29's workload: ``app`` (``broadcast`` or ``walk``) on push-pull gossip in
+    """The fixed-online workload: ``app`` (``broadcast`` or ``walk``) on push-pull gossip in
     ``mode`` (``exact`` or ``rounds``) for ``rounds`` periods; the broadcast starts a new
     update every ``update_every`` rounds (every round is PeerSim's broadcast workload)."""
     data: dict[str, Any] = {
