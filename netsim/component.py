@@ -254,6 +254,10 @@ class Baseline(NamedTuple):
     label: str
 
 
+#: What a :class:`Curve` can be drawn against.
+CURVE_AXES = ("time", "round", "point")
+
+
 @dataclass(frozen=True)
 class Curve:
     """One metric of one table against ``axis`` (``time``, ``round`` or ``point``) in one
@@ -273,6 +277,17 @@ class Curve:
     spread_label: str = ""
     #: Horizontal dashed lines read from other tables of the runs (:class:`Baseline`).
     baselines: tuple[Baseline, ...] = ()
+
+    def __post_init__(self) -> None:
+        # ``netsim report`` indexes a table's rows by its declared time or round column, or
+        # by grid point: another axis would stop the report with a traceback, so it is
+        # refused where the figure is declared
+        if self.axis not in CURVE_AXES:
+            raise ValueError(
+                f"curve {self.table}.{self.metric}: axis {self.axis!r} is not one of "
+                f"{', '.join(CURVE_AXES)} (a table's declared time or round column, or the "
+                "sweep's grid point)"
+            )
 
 
 @dataclass(frozen=True)

@@ -255,3 +255,13 @@ def test_learning_figure_draws_each_data_sets_baselines_dashed(tmp_path, monkeyp
         summary["majority_accuracy"],
         summary["centralised_accuracy"],
     )
+
+
+def test_a_curve_on_an_axis_the_report_cannot_index_is_refused_where_it_is_declared():
+    """A figure whose curve was drawn against a column that is not the table's time or round
+    (or the grid point) stopped ``netsim report`` with pandas' KeyError traceback."""
+    from netsim.component import Curve
+
+    with pytest.raises(ValueError, match="axis 'distance' is not one of time, round, point"):
+        Curve("privacy_pairs", "epsilon", "distance", "ε")
+    assert Curve("samples", "online", "time", "online nodes").axis == "time"
