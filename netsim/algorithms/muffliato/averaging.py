@@ -181,23 +181,22 @@ class MuffliatoAveraging(RoundLearner):
         """The pairwise accounting of the rounds that ran, and the summary."""
         config = self.config
         log = self.sim.log
+        # the first round runs at time 0, so there is always at least one W_t
         pairs = pairwise_epsilons(
             self.mixing, sigma=config.sigma, sensitivity=config.sensitivity,
             delta=config.delta, observers=self.observers,
-        ) if self.mixing else _no_pairs()  # fmt: skip
+        )  # fmt: skip
         adjacency = sp.csr_matrix(
             (np.ones(self.link_a.size), (self.link_a, self.link_b)), shape=(self.n, self.n)
         )
         hops = shortest_path(adjacency, directed=False, unweighted=True, indices=self.observers)
-        row_of = {int(v): k for k, v in enumerate(self.observers)}
-        distance = np.array(
-            [hops[row_of[int(v)], int(u)] for v, u in zip(pairs["observer"], pairs["record"],
-                                                           strict=True)],
-            dtype=float,
-        )  # fmt: skip
+        observer = pairs["observer"].to_numpy(np.int64)
+        record = pairs["record"].to_numpy(np.int64)
+        # the observers are sorted: each pair's row of ``hops`` by binary search
+        distance = hops[np.searchsorted(self.observers, observer), record]
         distance = np.where(np.isfinite(distance), distance, -1).astype(np.int64)
         log.table(PAIRS_TABLE).extend([
-            pairs["observer"].to_numpy(np.int64), pairs["record"].to_numpy(np.int64), distance,
+            observer, record, distance,
             pairs["leverage"].to_numpy(float), pairs["rho"].to_numpy(float),
             pairs["epsilon"].to_numpy(float),
         ])  # fmt: skip
@@ -243,8 +242,3 @@ def uniform_ball(count: int, dimension: int, radius: float, rng: np.random.Gener
     lengths = radius * rng.random(count) ** (1.0 / dimension)
     return directions * lengths[:, None]
 
-
-def _no_pairs() -> pd.DataFrame:
-    return pd.DataFrame(
-        {name: np.zeros(0) for name in ("observer", "record", "leverage", "rho", "epsilon")}
-    )
