@@ -295,6 +295,12 @@ class WalkAgent(Component):
         state objects (every node starts with the same initial state, and a node's copy is
         the very object the walk carried), which keeps 10⁴ copies of a model affordable."""
 
+    def received(self, node: int, state: Any) -> None:
+        """``state`` arrived at ``node`` (optional: called on every arrival, before the node
+        decides to keep, forward or drop the walk, when the agent overrides it — e.g. to
+        account what each node saw)."""
+        return None
+
 
 class NetworkProtocol(Component):
     """A protocol that runs its own processes on the network (e.g. gossip learning, whose

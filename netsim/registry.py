@@ -83,8 +83,12 @@ BUILTIN: tuple[str, ...] = (
 
 #: Built-in classes that hold a scenario section but fill no slot a plugin could fill: the
 #: ``learning`` section, the training problem (data, model, privacy budget) that walk agents
-#: and gossip learning share. Each declares its :class:`~netsim.component.Section`.
-SECTION_ONLY: tuple[str, ...] = ("netsim.learning.sgd_agent:SGDAgent",)
+#: and gossip learning share, and the ``privacy`` section, the threat model. Each declares its
+#: :class:`~netsim.component.Section`.
+SECTION_ONLY: tuple[str, ...] = (
+    "netsim.learning.sgd_agent:SGDAgent",
+    "netsim.privacy.threat:ThreatModel",
+)
 
 #: What each slot is called in messages.
 SLOT_NAMES = {slot: title for slot, (_, title) in SLOTS.items()}

@@ -66,7 +66,9 @@ def test_the_pairs_are_each_observers_exact_loss_for_the_runs_mixing() -> None:
     result = netsim.run(scenario())
     pairs, summary = result.tables["privacy_pairs"], result.tables["privacy_summary"].iloc[0]
     assert len(pairs) == 40 * 39 and summary["pairs"] == len(pairs)
-    sigma, sensitivity = summary["sigma"], summary["sensitivity"]
+    noise = result.tables["muffliato_summary"].iloc[0]
+    sigma, sensitivity = noise["sigma"], noise["sensitivity"]
+    assert summary["view"] == "gaussian_exact" and summary["claim"].startswith("exact")
     assert sensitivity == 1.0 and sigma == 1.0
     local = gaussian_epsilon(sigma, sensitivity, 1e-5)
     assert summary["local_epsilon"] == pytest.approx(local)
@@ -74,7 +76,7 @@ def test_the_pairs_are_each_observers_exact_loss_for_the_runs_mixing() -> None:
     # hops between observer and record
     neighbours = pairs[pairs["distance"] == 1]
     np.testing.assert_allclose(neighbours["epsilon"], local)
-    np.testing.assert_allclose(neighbours["leverage"], 1.0)
+    np.testing.assert_allclose(neighbours["local_share"], 1.0)
     assert summary["network_epsilon"] == pytest.approx(pairs["epsilon"].max())
     assert summary["epsilon_median"] == pytest.approx(pairs["epsilon"].median())
     assert (pairs.groupby("distance")["epsilon"].mean().diff().dropna() <= 1e-9).all()
@@ -106,7 +108,7 @@ def test_with_every_message_lost_nothing_mixes_and_nobody_learns() -> None:
     assert (rounds["links"] == 0).all()
     assert rounds["rmse"].nunique() == 1  # nothing averaged
     pairs = tables["privacy_pairs"]
-    assert (pairs["leverage"] == 0).all() and (pairs["epsilon"] == 0).all()
+    assert (pairs["local_share"] == 0).all() and (pairs["epsilon"] == 0).all()
 
 
 def test_observers_are_sampled_at_scale_and_required_past_it() -> None:
@@ -133,7 +135,8 @@ def test_the_readmes_figures_are_those_of_the_shipped_scenarios(name: str) -> No
     worst, rmse, curator = float(cells[2].split()[0]), float(cells[3]), float(cells[4])
     summary = netsim.run(load_scenario(repo / "scenarios" / "muffliato" / f"{name}.yaml"))
     got = summary.tables["privacy_summary"].iloc[0]
+    errors = summary.tables["muffliato_summary"].iloc[0]
     assert (median, p90) == (round(got["epsilon_median"], 2), round(got["epsilon_p90"], 2))
     assert worst == round(got["network_epsilon"], 2)
-    assert rmse == round(got["final_rmse"], 3)
-    assert curator == round(got["central_rmse"], 4)
+    assert rmse == round(errors["final_rmse"], 3)
+    assert curator == round(errors["central_rmse"], 4)

@@ -47,8 +47,8 @@ def problem(**sections: Any) -> str:
 def test_the_top_level_keys_are_the_core_keys_and_the_declared_sections():
     sections = list(REGISTRY.sections())
     assert sections == [
-        "topology", "links", "churn", "learning", "gossip", "broadcast", "walk",
-        "gossip_learning", "dola", "mi_ogd", "muffliato",
+        "topology", "links", "churn", "privacy", "learning", "gossip", "broadcast",
+        "walk", "gossip_learning", "dola", "mi_ogd", "muffliato",
     ]  # fmt: skip
     core = ["name", "description", "seed", "nodes", "duration"]
     assert list(Scenario.model_fields) == [*core, *sections, "components", "metrics"]

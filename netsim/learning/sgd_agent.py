@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -54,7 +55,19 @@ from netsim.privacy.accountant import (
     policy_by_name,
 )
 from netsim.privacy.events import Guarantee
+from netsim.privacy.lineage import Lineage
 from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
+from netsim.privacy.threat import (
+    LINEAGE_TABLE,
+    VIEWS_TABLE,
+    ThreatModel,
+    hops_from,
+    pair_quantiles,
+    summary_row,
+)
+from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
+from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
+from netsim.privacy.walk_pairwise import epsilons_of_slopes, path_known_slopes
 from netsim.registry import component_name, spec_class, spec_kind
 from netsim.sim import Simulation
 
@@ -293,8 +306,14 @@ class SGDAgent(Component):
 
     Config = LearningConfig
     section = Section("learning", 30)
-    tables = (VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
+    tables = (
+        VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE,
+        PRIVACY_PAIRS_TABLE, PRIVACY_SUMMARY_TABLE, LINEAGE_TABLE, VIEWS_TABLE,
+    )  # fmt: skip
     figures = (ACCURACY_FIGURE,)
+    optional: ClassVar[dict[str, str]] = {  # type: ignore[assignment]
+        "privacy": "the threat model: with model network, the pairs per observer"
+    }
 
     def __init__(
         self,
@@ -326,6 +345,13 @@ class SGDAgent(Component):
         self.updates = 0
         self.refused = 0
         self.warn: Callable[[str], None] | None = None  # set by build: the run's warnings
+        #: The threat model when privacy is stated per observer (set by build), the lineage
+        #: of the models and who received them, and the topology's neighbour lists (hops).
+        self.threat: ThreatModel | None = None
+        self.lineage: Lineage | None = None
+        self.topology: tuple[np.ndarray, np.ndarray] | None = None
+        self.noise_multiplier = math.nan
+        self.amplified = False
 
     @classmethod
     def build(cls, config: LearningConfig, ctx: BuildContext) -> SGDAgent:
@@ -375,7 +401,57 @@ class SGDAgent(Component):
             ),
         )
         agent.warn = ctx.warn
+        threat = ctx.find("privacy")
+        if threat is not None and threat.network:
+            agent.account_per_observer(threat, config, ctx)
         return agent
+
+    def account_per_observer(
+        self, threat: ThreatModel, config: LearningConfig, ctx: BuildContext
+    ) -> None:
+        """Keep the lineage of the models and who received them, for the pairs per observer
+        (:mod:`netsim.privacy.walk_pairwise`, path known). Amplification by iteration is
+        claimed when every update map is contractive: a convex loss, β-smooth (a clipped GLM
+        gradient is the gradient of a convex surrogate no less smooth), and η ≤ 2/(β + λ) at
+        the largest step size, η₁ = learning_rate."""
+        self.threat = threat
+        self.lineage = Lineage()
+        if ctx.topology is not None:
+            self.topology = (ctx.topology.indptr, ctx.topology.indices)
+        multiplier = self.sgd.accountant.noise_multiplier_for(self.sgd.mechanism)
+        assert multiplier is not None  # checked with the scenario
+        self.noise_multiplier = multiplier
+        curvature = self.sgd.model.curvature()
+        beta = curvature.smoothness
+        self.amplified = bool(
+            curvature.convex
+            and beta is not None
+            and config.learning_rate * (beta + config.regularisation) <= 2.0
+        )
+
+    @classmethod
+    def check(cls, config: LearningConfig, ctx: BuildContext) -> None:
+        """Privacy per observer (``privacy.model: network``) needs Gaussian noise at a noise
+        multiplier fixed for the run and one privacy unit per visit."""
+        threat = ctx.config_of("privacy")
+        if threat is None or threat.model != "network":
+            return
+        need = (
+            "privacy.model network accounts each observer's view of Gaussian releases at one "
+            "noise multiplier (learning.noise gaussian, learning.accounting rdp or pld, "
+            "learning.algorithm dp-sgd or dp-sgd-k)"
+        )
+        if config.algorithm in ("sgd", "dp-sgd-inf") or config.accounting == "basic":
+            raise ValueError(f"{need}; got algorithm {config.algorithm}, accounting "
+                             f"{config.accounting}")  # fmt: skip
+        noise = mechanism(config.noise)
+        if not noise.releases_at_multiplier():
+            raise ValueError(f"{need}; {spec_kind(config.noise)} cannot release at one")
+        if config.batch > 1 and config.privacy_unit == "record":
+            raise ValueError(
+                "privacy.model network accounts one privacy unit per visit: set learning.batch "
+                "1, or learning.privacy_unit node"
+            )
 
     @classmethod
     def check_inputs(cls, config: LearningConfig, ctx: BuildContext) -> None:
@@ -396,7 +472,15 @@ class SGDAgent(Component):
             )
 
     def initial_state(self) -> ModelState:
-        return self.sgd.initial_state()
+        state = self.sgd.initial_state()
+        if self.lineage is not None:
+            state = replace(state, serial=self.lineage.made(-1, -1, -1, 0.0, 0.0))
+        return state
+
+    def received(self, node: int, state: ModelState) -> None:
+        """``node`` was handed ``state`` (a walk's arrival, kept or dropped there)."""
+        if self.lineage is not None:
+            self.lineage.received(node, state.serial, self.sim.now)
 
     def accuracy(self, state: ModelState) -> float:
         return self.sgd.model.accuracy(state.parameters, self.x_test, self.y_test)
@@ -406,6 +490,8 @@ class SGDAgent(Component):
         new, epsilon, updated = self.sgd.step(state, node, now)
         self.updates += updated
         self.refused += epsilon is None
+        if self.lineage is not None:
+            new = self._record_lineage(node, state, new, updated)
         row = int(self.rows[self.sgd.last_record])
         self.visits_table.append(
             now, walk, node, row, new.visits, new.updates, updated, epsilon or 0.0
@@ -413,6 +499,24 @@ class SGDAgent(Component):
         if new.visits % self.evaluate_every == 0:
             self.accuracy_table.append(now, walk, new.visits, new.updates, self.accuracy(new))
         return new
+
+    def _record_lineage(
+        self, node: int, state: ModelState, new: ModelState, updated: bool
+    ) -> ModelState:
+        """The visit in the lineage: ``node`` received ``state`` and made ``new`` from it,
+        moving it by at most η·Δ for its unit, with noise η·z·Δ (Hegedűs et al. eq. 8 with
+        η = learning_rate/√t)."""
+        lineage = self.lineage
+        assert lineage is not None
+        lineage.received(node, state.serial, self.sim.now)
+        if not updated:
+            return replace(new, serial=lineage.made(state.serial, -1, -1, 0.0, 0.0))
+        sgd = self.sgd
+        eta = sgd.learning_rate / math.sqrt(new.updates)
+        unit = node if sgd.unit == "node" else sgd.last_record
+        shift = eta * sgd.sensitivity
+        noise = shift * self.noise_multiplier
+        return replace(new, serial=lineage.made(state.serial, unit, node, shift, noise))
 
     def guarantee(self) -> tuple[float, float, Guarantee]:
         """The run's (ε, δ, kind) over all records (parallel composition, Hegedűs et al. §3)."""
@@ -449,6 +553,8 @@ class SGDAgent(Component):
             )
         self.sgd.accountant.write_tables(self.sim.log)
         epsilon, delta, kind = self.guarantee()
+        if self.threat is not None:
+            self._write_pairs(delta)
         self.sim.log.table(SUMMARY_TABLE).append(
             self.updates + self.refused + self.sgd.non_finite,
             self.updates,
@@ -462,6 +568,65 @@ class SGDAgent(Component):
             self.sgd.unit,
             accountant.composition,
         )
+
+    def _write_pairs(self, delta: float) -> None:
+        """``privacy_pairs`` and ``privacy_summary``: the path-known view of every accounted
+        observer (and coalition) of every unit, from the lineage
+        (:mod:`netsim.privacy.walk_pairwise`)."""
+        threat, lineage = self.threat, self.lineage
+        assert threat is not None and lineage is not None
+        delta = threat.delta_for(delta)
+        units = self.sgd.accountant.records
+        coalitions = threat.coalitions()
+        slopes = path_known_slopes(
+            **lineage.arrays(), receptions=lineage.receptions(coalitions),
+            coalitions=coalitions, units=units, amplified=self.amplified,
+        )  # fmt: skip
+        local_slope = lineage.contributions(units) / (2.0 * self.noise_multiplier**2)
+        observers = threat.observer_ids()
+        owner = (
+            np.arange(units)
+            if self.sgd.unit == "node"
+            else np.arange(units) // (self.sgd.records_per_node)
+        )
+        keep = np.ones(slopes.shape, dtype=bool)
+        for k, members in enumerate(coalitions):
+            keep[k, np.isin(owner, members)] = False  # a member's own records
+        rows, record = np.nonzero(keep)
+        rho = slopes[rows, record]
+        epsilon = epsilons_of_slopes(rho, delta)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(local_slope[record] > 0, rho / local_slope[record], 0.0)
+        distance = np.full(rows.size, -1, dtype=np.int64)
+        single = observers[rows] >= 0
+        if self.topology is not None and single.any():
+            sources = threat.observers
+            hops = hops_from(*self.topology, sources)
+            at = np.searchsorted(sources, observers[rows][single])
+            distance[single] = hops[at, owner[record[single]]]
+        log = self.sim.log
+        log.table(PRIVACY_PAIRS_TABLE).extend(
+            [observers[rows], record, distance, share, rho, epsilon]
+        )
+        if threat.config.views:
+            made = lineage.arrays()
+            log.table(LINEAGE_TABLE).extend(
+                [np.arange(lineage.states), made["parent"], made["unit"], made["owner"],
+                 made["shift"], made["noise_std"]]
+            )  # fmt: skip
+            log.table(VIEWS_TABLE).extend(list(lineage.views()))
+        local = float(epsilons_of_slopes(local_slope.max(initial=0.0), delta))
+        network, median, p90 = pair_quantiles(epsilon)
+        claim = (
+            "RDP bound: amplification by iteration (contractive updates)"
+            if self.amplified
+            else "RDP bound: each contribution that reaches the observer is one Gaussian release"
+        )
+        self.sim.log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
+            view="path_known", claim=claim, observers=len(coalitions), pairs=int(rho.size),
+            delta=delta, local_epsilon=local, network_epsilon=network, epsilon_median=median,
+            epsilon_p90=p90, closed_form_epsilon=math.nan,
+        ))  # fmt: skip
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:

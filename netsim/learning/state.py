@@ -23,3 +23,6 @@ class ModelState:
     parameters: np.ndarray
     updates: int
     visits: int
+    #: Its index in the run's lineage of models (:class:`~netsim.privacy.lineage.Lineage`),
+    #: kept only when privacy is accounted per observer (−1 otherwise).
+    serial: int = -1

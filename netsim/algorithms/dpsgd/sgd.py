@@ -51,3 +51,6 @@ class SGDWalkAgent(WalkAgent):
 
     def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
         return self.learner.visit(node, state, steps, walk, now)
+
+    def received(self, node: int, state: ModelState) -> None:
+        self.learner.received(node, state)

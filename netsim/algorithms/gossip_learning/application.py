@@ -174,6 +174,7 @@ class GossipLearning(NetworkProtocol):
     Config = GossipLearningConfig
     section = Section("gossip_learning", 70)
     requires = {"learning": "data set, model, privacy budget"}  # noqa: RUF012
+    optional = {"privacy": "the threat model (local only for now)"}  # noqa: RUF012
     tables = (ACCURACY_SPREAD_TABLE,)
     figures = (ACCURACY_SPREAD_FIGURE,)
 
@@ -222,6 +223,16 @@ class GossipLearning(NetworkProtocol):
         assert self.ctx.sim is not None
         if self.ctx.sim.now > self.last_evaluation:
             self.evaluate()
+
+    @classmethod
+    def check(cls, config: GossipLearningConfig, ctx: BuildContext) -> None:
+        threat = ctx.config_of("privacy")
+        if threat is not None and threat.model == "network":
+            raise ValueError(
+                "privacy.model network is accounted for a random walk's models (walk.agent sgd) "
+                "and Muffliato's averaging; gossip learning's views are not accounted per "
+                "observer yet: use privacy.model local"
+            )
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:

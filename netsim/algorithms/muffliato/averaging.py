@@ -16,9 +16,10 @@ learns from the messages it received (network DP, SPEC §8.6 restated in ``docs/
 
 Tables: ``muffliato_rounds`` (one row per round: online nodes, links used, the RMS distance of
 the online nodes' values to the true mean), ``privacy_pairs`` (observer, record, hops apart,
-leverage, RDP slope, ε) and ``privacy_summary`` (local ε, network ε — the worst pair —, the
-pairs' median and 90th percentile, and the central yardstick: the error of a trusted curator
-releasing the mean at the network ε).
+the record's leverage in the view as its share of local DP, RDP slope, ε), ``privacy_summary``
+(:mod:`netsim.privacy.threat`: local ε, network ε — the worst pair —, the pairs' median and
+90th percentile) and ``muffliato_summary`` (noise, last error, and the central yardstick: the
+error of a trusted curator releasing the mean at the network ε).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from netsim.contracts import BuildContext, RoundLearner, Section
 from netsim.log import F64, I64, TableSchema
 from netsim.privacy.mechanisms import analytic_gaussian_sigma, gaussian_epsilon
 from netsim.privacy.pairwise import metropolis_from_edges, pairwise_epsilons
+from netsim.privacy.threat import PAIRS_TABLE, pair_quantiles, summary_row
+from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 
 ROUNDS_TABLE = TableSchema(
     name="muffliato_rounds",
@@ -50,47 +53,18 @@ ROUNDS_TABLE = TableSchema(
     round="round",
 )
 
-PAIRS_TABLE = TableSchema(
-    name="privacy_pairs",
-    columns=(
-        ("observer", I64),
-        ("record", I64),
-        ("distance", I64),
-        ("leverage", F64),
-        ("rho", F64),
-        ("epsilon", F64),
-    ),
-    description=(
-        "What an observer learns about another node's value from the messages it received: "
-        "hops between them on the topology (-1: not connected), the value's leverage in the "
-        "observer's view (1: seen as if released alone, 0: never heard of), the RDP slope "
-        "(rho(alpha) = alpha * rho) and the exact epsilon at the run's delta."
-    ),
-    role="ledger",
-    metrics=("leverage", "rho", "epsilon"),
-)
-
 SUMMARY_TABLE = TableSchema(
-    name="privacy_summary",
+    name="muffliato_summary",
     columns=(
-        ("observers", I64),
-        ("pairs", I64),
         ("sigma", F64),
         ("sensitivity", F64),
-        ("delta", F64),
-        ("local_epsilon", F64),
-        ("network_epsilon", F64),
-        ("epsilon_median", F64),
-        ("epsilon_p90", F64),
         ("final_rmse", F64),
         ("central_rmse", F64),
     ),
     description=(
-        "One row: the observers accounted and their pairs, the noise and sensitivity, the "
-        "local epsilon (a value released with its noise alone), the network epsilon (the "
-        "worst pair), the pairs' median and 90th percentile, the last round's RMS error, and "
-        "the central yardstick: the expected L2 error of the mean released by a trusted "
-        "curator with the analytic Gaussian at the network epsilon."
+        "One row: the noise each node adds and the sensitivity, the last round's RMS error, "
+        "and the central yardstick: the expected L2 error of the mean released by a trusted "
+        "curator with the analytic Gaussian at the network epsilon (privacy_summary)."
     ),
     role="summary",
 )
@@ -111,7 +85,7 @@ class MuffliatoAveraging(RoundLearner):
 
     Config = MuffliatoConfig
     section = Section("muffliato", 95)
-    tables = (ROUNDS_TABLE, PAIRS_TABLE, SUMMARY_TABLE)
+    tables = (ROUNDS_TABLE, PAIRS_TABLE, PRIVACY_SUMMARY_TABLE, SUMMARY_TABLE)
 
     def __init__(self, config: MuffliatoConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
@@ -200,34 +174,31 @@ class MuffliatoAveraging(RoundLearner):
             pairs["leverage"].to_numpy(float), pairs["rho"].to_numpy(float),
             pairs["epsilon"].to_numpy(float),
         ])  # fmt: skip
-        log.table(SUMMARY_TABLE).append(*self._summary(pairs["epsilon"].to_numpy(float)))
-
-    def _summary(self, epsilons: np.ndarray) -> tuple[object, ...]:
-        """The ``privacy_summary`` row."""
-        config = self.config
+        epsilons = pairs["epsilon"].to_numpy(float)
         local = gaussian_epsilon(config.sigma, config.sensitivity, config.delta)
-        network = float(epsilons.max()) if epsilons.size else 0.0
+        network, median, p90 = pair_quantiles(epsilons)
+        log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
+            view="gaussian_exact", claim="exact: the view is linear in the Gaussian noise",
+            observers=int(self.observers.size), pairs=int(epsilons.size), delta=config.delta,
+            local_epsilon=local, network_epsilon=network, epsilon_median=median,
+            epsilon_p90=p90, closed_form_epsilon=math.nan,
+        ))  # fmt: skip
         central = math.nan
         if network > 0:
             curator = analytic_gaussian_sigma(config.sensitivity / self.n, network, config.delta)
             central = curator * math.sqrt(config.dimension)
-        quantiles = np.quantile(epsilons, [0.5, 0.9]) if epsilons.size else [math.nan] * 2
-        return (
-            int(self.observers.size), int(epsilons.size), config.sigma, config.sensitivity,
-            config.delta, local, network, float(quantiles[0]), float(quantiles[1]), self.rmse,
-            central,
-        )  # fmt: skip
+        log.table(SUMMARY_TABLE).append(config.sigma, config.sensitivity, self.rmse, central)
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
         """The averaging error and the privacy per observer."""
-        summary = tables.get("privacy_summary")
-        if summary is None or not len(summary):
+        summary, errors = tables.get("privacy_summary"), tables.get("muffliato_summary")
+        if summary is None or not len(summary) or errors is None or not len(errors):
             return []
-        row = summary.iloc[0]
+        row, error = summary.iloc[0], errors.iloc[0]
         return [
-            f"muffliato: RMS error {row['final_rmse']:.4g} after the last round (a curator "
-            f"at the network ε: {row['central_rmse']:.4g})",
+            f"muffliato: RMS error {error['final_rmse']:.4g} after the last round (a curator "
+            f"at the network ε: {error['central_rmse']:.4g})",
             f"privacy per observer at δ = {row['delta']:g}: worst pair ε = "
             f"{row['network_epsilon']:.3g}, median {row['epsilon_median']:.3g}, 90th percentile "
             f"{row['epsilon_p90']:.3g}; local DP ε = {row['local_epsilon']:.3g} "
@@ -241,4 +212,3 @@ def uniform_ball(count: int, dimension: int, radius: float, rng: np.random.Gener
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     lengths = radius * rng.random(count) ** (1.0 / dimension)
     return directions * lengths[:, None]
-

@@ -87,6 +87,12 @@ class RandomWalkService(Walk):
         self.network = network
         self.nodes = network.nodes
         self.agent = agent
+        #: The agent's hook for every arrival, when it has one (None keeps the path lean).
+        self._received = (
+            agent.received
+            if getattr(type(agent), "received", WalkAgent.received) is not WalkAgent.received
+            else None
+        )
         self.transfer_time = transfer_time
         self.timeout = timeout
         self.kill_probability = kill_probability
@@ -386,6 +392,8 @@ class RandomWalkService(Walk):
         if self.kill_probability > 0 and self._kill_draw() < self.kill_probability:
             self.end(token, node, "killed")
             return
+        if self._received is not None:
+            self._received(node, token.state)
         token.holder = node
         token.steps += 1
         forced = token.restart_of >= 0 and token.restart_of == self.cycle.prop_id[node]

@@ -1,0 +1,220 @@
+"""The ``privacy`` section: whom a run's privacy is stated against (SPEC §8.4), and the tables
+every per-observer accountant writes.
+
+- ``model: local`` (the default): every release is public; each record's releases compose in
+  the learning section's ledger (``privacy_records``), as without this section.
+- ``model: network``: each node sees only the messages it receives (Cyffers & Bellet 2022).
+  The run then also states, per (observer, record) pair, what the observer learned
+  (``privacy_pairs``) and the worst pair beside the local figure (``privacy_summary``).
+  ``observers`` chooses whom to account (every node, or a uniform sample); ``coalitions``
+  adds colluding sets of nodes, each observing the union of its members' views.
+
+The budget the learning section enforces is still each record's local-DP budget (its
+``algorithm`` and ``epsilon``): the network view states what each observer could learn from
+the run that happened, beside the local figure, and does not yet admit more uses of a record.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from netsim.contracts import BuildContext, Component, ComponentConfig, Section
+from netsim.log import F64, I64, STR, TableSchema
+
+#: Accounting every observer of a larger network is left to a sample.
+MAX_ALL_OBSERVERS = 2000
+
+PAIRS_TABLE = TableSchema(
+    name="privacy_pairs",
+    columns=(
+        ("observer", I64),
+        ("record", I64),
+        ("distance", I64),
+        ("local_share", F64),
+        ("rho", F64),
+        ("epsilon", F64),
+    ),
+    description=(
+        "What an observer learned about a record (a privacy unit) from the messages it "
+        "received: the observer (a node, or -1-k for the k-th coalition), hops between the "
+        "observer and the record's node on the topology (-1: not connected or a coalition), "
+        "the RDP slope as a share of the record's local-DP slope (1: as if every release "
+        "were public, 0: never reached the observer), the RDP slope (rho(alpha) = alpha * "
+        "rho) and epsilon at the run's delta."
+    ),
+    role="ledger",
+    metrics=("local_share", "rho", "epsilon"),
+)
+
+SUMMARY_TABLE = TableSchema(
+    name="privacy_summary",
+    columns=(
+        ("view", STR),
+        ("claim", STR),
+        ("observers", I64),
+        ("pairs", I64),
+        ("delta", F64),
+        ("local_epsilon", F64),
+        ("network_epsilon", F64),
+        ("epsilon_median", F64),
+        ("epsilon_p90", F64),
+        ("closed_form_epsilon", F64),
+    ),
+    description=(
+        "One row: the observers' view (gaussian_exact: gossip averaging, linear in the "
+        "noise; path_known: a walk whose realised path the observer is assumed to know), "
+        "what is claimed (exact, or an RDP bound and how it was obtained), the observers "
+        "and pairs accounted, delta, the local epsilon (the worst record with every release "
+        "public), the network epsilon (the worst pair), the pairs' median and 90th "
+        "percentile, and for a walk on a static topology the worst pair of the papers' "
+        "path-secret closed form for a walk as long as the run's (NaN otherwise)."
+    ),
+    role="summary",
+)
+
+
+LINEAGE_TABLE = TableSchema(
+    name="privacy_lineage",
+    columns=(
+        ("state", I64),
+        ("parent", I64),
+        ("unit", I64),
+        ("owner", I64),
+        ("shift", F64),
+        ("noise_std", F64),
+    ),
+    description=(
+        "Every model state the run made (privacy.views: true): the state it was made from "
+        "(-1: an initial model), the privacy unit whose gradient made it and that unit's node "
+        "(-1: none, e.g. a refused visit), how far the unit could move it (eta * sensitivity) "
+        "and the standard deviation of the noise the step added (eta * sigma)."
+    ),
+    role="ledger",
+)
+
+VIEWS_TABLE = TableSchema(
+    name="privacy_views",
+    columns=(("time", F64), ("node", I64), ("state", I64)),
+    description=(
+        "Every model state a node received (privacy.views: true): a walk's arrival, kept or "
+        "dropped, and the state a node updated (its local copy or the arriving walk)."
+    ),
+    role="events",
+    time="time",
+)
+
+
+class ThreatModelConfig(ComponentConfig):
+    """Whom the run's privacy is stated against (SPEC §8.4)."""
+
+    #: ``local``: every release public (the learning section's ledger). ``network``: each node
+    #: sees only what it receives, and the run states the pairs per observer.
+    model: Literal["local", "network"] = "local"
+    #: How many observers to account, drawn uniformly (every node when not given, up to
+    #: 2,000 nodes).
+    observers: int | None = Field(default=None, ge=1)
+    #: Colluding sets of nodes, each observing the union of its members' views.
+    coalitions: list[list[int]] = Field(default_factory=list)
+    #: The δ every pair's ε is stated at (default: the learning section's δ, or 10⁻⁵).
+    delta: float | None = Field(default=None, gt=0.0, lt=1.0, allow_inf_nan=False)
+    #: Also write the views the accountant read: ``privacy_lineage`` (every model state) and
+    #: ``privacy_views`` (who received which), large tables, to re-account a run offline.
+    views: bool = False
+
+    @field_validator("coalitions")
+    @classmethod
+    def _coalitions(cls, value: list[list[int]]) -> list[list[int]]:
+        for k, members in enumerate(value):
+            if len(members) < 2 or len(set(members)) != len(members) or min(members) < 0:
+                raise ValueError(
+                    f"coalition {k} ({members}) must list at least two distinct nodes "
+                    "(0-based ids); one node alone is an observer"
+                )
+        return value
+
+
+class ThreatModel(Component):
+    """The ``privacy`` section: the threat model the components that account per observer
+    read (the learning section's walk, through ``optional``)."""
+
+    Config = ThreatModelConfig
+    section = Section("privacy", 25)
+
+    def __init__(self, config: ThreatModelConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        self.n = ctx.nodes
+        self.observers = self._observers(ctx) if config.model == "network" else np.zeros(0, int)
+
+    @classmethod
+    def build(cls, config: ThreatModelConfig, ctx: BuildContext) -> ThreatModel:
+        return cls(config, ctx)
+
+    @classmethod
+    def check(cls, config: ThreatModelConfig, ctx: BuildContext) -> None:
+        if config.model == "local":
+            return
+        if config.observers is None and ctx.nodes > MAX_ALL_OBSERVERS:
+            raise ValueError(
+                f"privacy.observers: accounting all {ctx.nodes:,} nodes as observers is left to "
+                f"a sample above {MAX_ALL_OBSERVERS:,} nodes; give a sample size"
+            )
+        if config.observers is not None and config.observers > ctx.nodes:
+            raise ValueError(
+                f"privacy.observers ({config.observers}) must be at most nodes ({ctx.nodes})"
+            )
+        for k, members in enumerate(config.coalitions):
+            if max(members) >= ctx.nodes:
+                raise ValueError(
+                    f"privacy.coalitions[{k}] names node {max(members)}, but nodes are 0 to "
+                    f"{ctx.nodes - 1}"
+                )
+
+    def _observers(self, ctx: BuildContext) -> np.ndarray:
+        """The accounted observers: every node, or a uniform sample (sorted)."""
+        if self.config.observers is None:
+            return np.arange(self.n, dtype=np.int64)
+        chosen = ctx.stream("observers").choice(self.n, self.config.observers, replace=False)
+        return np.sort(chosen).astype(np.int64)
+
+    @property
+    def network(self) -> bool:
+        return self.config.model == "network"
+
+    def coalitions(self) -> list[list[int]]:
+        """Every accounted view: each observer alone, then each coalition."""
+        return [[int(v)] for v in self.observers] + [list(c) for c in self.config.coalitions]
+
+    def observer_ids(self) -> np.ndarray:
+        """The ``observer`` column of each view of :meth:`coalitions` (−1−k for coalition k)."""
+        k = len(self.config.coalitions)
+        return np.concatenate([self.observers, -1 - np.arange(k, dtype=np.int64)])
+
+    def delta_for(self, default: float) -> float:
+        return self.config.delta if self.config.delta is not None else default
+
+
+def pair_quantiles(epsilons: np.ndarray) -> tuple[float, float, float]:
+    """(worst, median, 90th percentile) of the pairs' ε (0, NaN, NaN without pairs)."""
+    if not epsilons.size:
+        return 0.0, float("nan"), float("nan")
+    median, p90 = np.quantile(epsilons, [0.5, 0.9])
+    return float(epsilons.max()), float(median), float(p90)
+
+
+def hops_from(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """Hop distances (sources × nodes; −1 where unreachable) over a CSR neighbour list."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import shortest_path
+
+    n = indptr.size - 1
+    adjacency = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n, n))
+    hops = shortest_path(adjacency, directed=False, unweighted=True, indices=sources)
+    return np.where(np.isfinite(hops), hops, -1).astype(np.int64)
+
+
+def summary_row(**values: Any) -> tuple[Any, ...]:
+    """A ``privacy_summary`` row from its columns by name (every column required)."""
+    return tuple(values[name] for name, _ in SUMMARY_TABLE.columns)

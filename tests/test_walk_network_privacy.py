@@ -1,0 +1,177 @@
+"""Privacy per observer for DP-SGD on a random walk (the ``privacy`` section with ``model:
+network``): the pairs a run writes are the path-known accountant applied to the run's own
+lineage, they never exceed local DP, and scenarios that cannot be accounted are refused."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+import netsim
+from netsim.errors import ScenarioError
+from netsim.privacy.walk_pairwise import epsilons_of_slopes, path_known_slopes
+from netsim.scenario.loader import validate_scenario
+
+BASE = {
+    "name": "walk-network-dp",
+    "seed": 3,
+    "nodes": 40,
+    "duration": "800s",
+    "topology": {"kind": "random_regular", "degree": 4},
+    "walk": {"kind": "ideal", "step_time": "1s", "agent": {"kind": "sgd"}},
+    "learning": {
+        "dataset": {"name": "spambase"},
+        "model": "logreg",
+        "clip": 1.0,
+        "learning_rate": 0.5,
+        "algorithm": "dp-sgd",
+        "noise": {"kind": "gaussian", "noise_multiplier": 1.5},
+        "accounting": "rdp",
+        "epsilon": 8.0,
+        "delta": 1e-5,
+        "evaluate_every": 400,
+    },
+    "privacy": {"model": "network"},
+}
+
+
+def scenario(**changes: object) -> dict:
+    data = copy.deepcopy(BASE)
+    for key, value in changes.items():
+        if key == "learning":  # the others are replaced whole
+            data[key].update(value)
+        else:
+            data[key] = value
+    return data
+
+
+#: The walk service under churn: restarts from local copies and dropped walks, observers
+#: sampled, one coalition, and the views written.
+SERVICE_UNDER_CHURN = scenario(
+    nodes=60,
+    duration="600s",
+    topology={"kind": "k_out", "k": 8},
+    churn={
+        "kind": "synthetic",
+        "online": {"dist": "exponential", "mean": "120s"},
+        "offline": {"dist": "exponential", "mean": "60s"},
+    },
+    gossip={"period": "100ms"},
+    walk={"kind": "service", "transfer_time": "1s", "timeout": "3s", "agent": {"kind": "sgd"}},
+    privacy={"model": "network", "observers": 20, "coalitions": [[0, 1, 2]], "views": True},
+)
+
+
+def test_the_pairs_are_the_path_known_bound_of_the_runs_own_walk() -> None:
+    """The ideal walk's visits, read back from ``sgd_visits``, rebuilt as a lineage (state
+    t + 1 made by visit t from state t; η_t = learning_rate/√t at the model's t-th update,
+    shift η·2C, noise η·z·2C; the visited node received state t) give every pair's slope."""
+    tables = netsim.run(scenario()).tables
+    visits = tables["sgd_visits"].sort_values("time", kind="stable")
+    pairs, summary = tables["privacy_pairs"], tables["privacy_summary"].iloc[0]
+    steps = len(visits)
+    node = visits["node"].to_numpy(np.int64)
+    updated = visits["updated"].to_numpy(bool)
+    eta = 0.5 / np.sqrt(np.maximum(visits["updates"].to_numpy(float), 1.0))
+    shift = np.where(updated, eta * 2.0, 0.0)
+    lineage = {
+        "parent": np.arange(-1, steps, dtype=np.int64),
+        "unit": np.concatenate([[-1], np.where(updated, node, -1)]),
+        "owner": np.concatenate([[-1], np.where(updated, node, -1)]),
+        "shift": np.concatenate([[0.0], shift]),
+        "noise_std": np.concatenate([[0.0], shift * 1.5]),
+    }
+    receptions = [np.flatnonzero(node == v) for v in range(40)]
+    slopes = path_known_slopes(
+        **lineage, receptions=receptions, coalitions=[[v] for v in range(40)],
+        units=40, amplified=True,
+    )  # fmt: skip
+    assert len(pairs) == 40 * 39 and summary["pairs"] == len(pairs)
+    got = pairs.set_index(["observer", "record"])["rho"]
+    expected = slopes[got.index.get_level_values(0), got.index.get_level_values(1)]
+    np.testing.assert_allclose(got.to_numpy(), expected, rtol=1e-12)
+    np.testing.assert_allclose(
+        pairs["epsilon"], epsilons_of_slopes(pairs["rho"].to_numpy(), 1e-5), rtol=1e-12
+    )
+    # logistic regression, η ≤ 2/(β + λ): amplification is claimed, and said so
+    assert "amplification by iteration" in summary["claim"]
+    # the local figure is the ledger's worst record (both compose the same Gaussian releases)
+    ledger = tables["privacy_records"]
+    assert summary["local_epsilon"] == pytest.approx(ledger["epsilon_spent"].max(), rel=1e-9)
+    assert summary["network_epsilon"] == pytest.approx(pairs["epsilon"].max())
+    assert summary["network_epsilon"] < summary["local_epsilon"]
+
+
+def test_no_pair_exceeds_local_dp_and_observers_learn_nothing_of_their_own() -> None:
+    """On the walk service under churn (restarts from local copies, dropped walks), with a
+    sample of observers and a coalition: every pair's share of its record's local-DP curve
+    is at most 1, an observer's own record is not among its pairs, and a coalition learns at
+    least what its members learn alone."""
+    result = netsim.run(SERVICE_UNDER_CHURN)
+    tables = result.tables
+    pairs, summary = tables["privacy_pairs"], tables["privacy_summary"].iloc[0]
+    assert summary["observers"] == 21 and pairs["observer"].nunique() == 21
+    assert (pairs["local_share"] <= 1 + 1e-12).all()
+    assert (pairs["observer"] != pairs["record"]).all()
+    coalition = pairs[pairs["observer"] == -1].set_index("record")["rho"]
+    assert not coalition.index.isin([0, 1, 2]).any()
+    alone = pairs[pairs["observer"].isin([0, 1, 2])]
+    if len(alone):
+        worst_alone = alone.groupby("record")["rho"].max()
+        common = worst_alone.index.intersection(coalition.index)
+        assert (coalition[common] >= worst_alone[common] - 1e-12).all()
+    assert summary["network_epsilon"] <= summary["local_epsilon"] + 1e-9
+
+
+def test_the_views_written_are_what_the_pairs_were_accounted_from() -> None:
+    """``privacy.views``: the lineage and the receptions, re-accounted offline, give the
+    run's pairs; every arrival of a walk is a reception (a dropped walk's too) and so is the
+    state each visit updated; restarts from local copies make the lineage branch."""
+    tables = netsim.run(SERVICE_UNDER_CHURN).tables
+    lineage, views = tables["privacy_lineage"], tables["privacy_views"]
+    steps, ends = tables["walk_steps"], tables["walk_ends"]
+    restarts = tables["walk_restarts"]
+    assert (restarts["reason"] == "timeout").any() and (ends["reason"] == "dropped").any()
+    dropped = int((ends["reason"] == "dropped").sum())
+    assert len(views) == 2 * len(steps) + dropped
+    parent = lineage["parent"].to_numpy()
+    assert np.bincount(parent[parent >= 0]).max() >= 2  # a state with two children
+    pairs = tables["privacy_pairs"]
+    observers = sorted(pairs.loc[pairs["observer"] >= 0, "observer"].unique())
+    coalitions = [[int(v)] for v in observers] + [[0, 1, 2]]
+    receptions = [
+        views.loc[views["node"].isin(members), "state"].to_numpy() for members in coalitions
+    ]
+    slopes = path_known_slopes(
+        parent=parent, unit=lineage["unit"].to_numpy(), owner=lineage["owner"].to_numpy(),
+        shift=lineage["shift"].to_numpy(), noise_std=lineage["noise_std"].to_numpy(),
+        receptions=receptions, coalitions=coalitions, units=60, amplified=True,
+    )  # fmt: skip
+    row_of = {v: k for k, v in enumerate([*observers, -1])}
+    rows = pairs["observer"].map(row_of).to_numpy()
+    np.testing.assert_allclose(pairs["rho"], slopes[rows, pairs["record"].to_numpy()])
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"learning": {"noise": "k_norm_l2", "accounting": "basic", "algorithm": "dp-sgd-5"}},
+         r"learning\.noise gaussian"),
+        ({"learning": {"batch": 2, "records_per_node": 2}}, r"learning\.batch 1"),
+        ({"privacy": {"model": "network", "observers": 41}}, r"privacy\.observers"),
+        ({"privacy": {"model": "network", "coalitions": [[3, 40]]}}, r"privacy\.coalitions"),
+        ({"privacy": {"model": "network", "coalitions": [[3]]}}, r"at least two distinct"),
+    ],
+)  # fmt: skip
+def test_what_cannot_be_accounted_is_refused(changes: dict, match: str) -> None:
+    with pytest.raises(ScenarioError, match=match):
+        validate_scenario(scenario(**changes), source="test", base_dir=None)
+
+
+def test_gossip_learning_under_network_dp_is_refused() -> None:
+    data = scenario(gossip={"period": "1s"}, gossip_learning={"period": "10s"})
+    del data["walk"]
+    with pytest.raises(ScenarioError, match="gossip learning"):
+        validate_scenario(data, source="test", base_dir=None)
