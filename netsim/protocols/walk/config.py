@@ -119,10 +119,13 @@ PAPER_RULES = WalkVariant()
 
 
 class IdealWalkConfig(ComponentConfig):
-    """A walk that never fails: the next node uniformly, with or without replacement."""
+    """A walk that never fails: the next node uniformly, with or without replacement, or a
+    neighbour on the topology (uniformly, or by Metropolis–Hastings weights)."""
 
     kind: Literal["ideal"] = "ideal"
-    sampling: Literal["with_replacement", "without_replacement"] = "with_replacement"
+    sampling: Literal["with_replacement", "without_replacement", "neighbour", "metropolis"] = (
+        "with_replacement"
+    )
     step_time: PositiveDuration = 1.0
     sample_every: PositiveDuration | None = None
     agent: AgentField = VisitCounter.Config()

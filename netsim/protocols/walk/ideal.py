@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from netsim.contracts import BuildContext, Walk, WalkAgent
+from netsim.privacy.pairwise import metropolis_from_edges
 from netsim.protocols.walk.config import IdealWalkConfig
 from netsim.protocols.walk.tables import SAMPLES_TABLE, STEPS_TABLE, WALK_FIGURE
 from netsim.sim import Simulation
@@ -13,7 +16,11 @@ class IdealWalk(Walk):
 
     Every ``step_time`` it moves to the next node: uniform with replacement, or following
     random permutations of the nodes, a new one each time all nodes were visited (without
-    replacement, §3.1). It ignores churn and the network.
+    replacement, §3.1), or along the topology's links from the node it is at — to a uniform
+    neighbour (``neighbour``: the simple random walk) or by the Metropolis–Hastings weights
+    1/(1 + max(d_u, d_v)) per link, staying put with the rest (``metropolis``: the lazy,
+    doubly stochastic walk of Cyffers, Bellet, Upadhyay 2024). The first node is uniform.
+    It ignores churn and the network's delays and losses.
     """
 
     figures = (WALK_FIGURE,)
@@ -31,6 +38,7 @@ class IdealWalk(Walk):
         replacement: bool = True,
         sample_every: float = 60.0,
         name: str = "walk",
+        transitions: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self.sim = sim
         self.n = n
@@ -39,6 +47,9 @@ class IdealWalk(Walk):
         self.replacement = replacement
         self._rng = sim.streams.get(f"{name}.ideal")
         self._order: list[int] = []
+        #: Along the topology: (indptr, neighbours, cumulative probabilities) per node.
+        self.transitions = transitions
+        self.node = -1
         self.state = agent.initial_state()
         self.steps = 0
         self.steps_table = sim.log.table(STEPS_TABLE)
@@ -49,6 +60,12 @@ class IdealWalk(Walk):
     @classmethod
     def build(cls, config: IdealWalkConfig, ctx: BuildContext) -> IdealWalk:
         assert ctx.sim is not None
+        transitions = None
+        if config.sampling in ("neighbour", "metropolis"):
+            assert ctx.topology is not None
+            transitions = overlay_transitions(
+                ctx.topology.indptr, ctx.topology.indices, config.sampling == "metropolis"
+            )
         return cls(
             ctx.sim,
             ctx.nodes,
@@ -57,10 +74,32 @@ class IdealWalk(Walk):
             replacement=config.sampling == "with_replacement",
             sample_every=config.sample_every or ctx.metrics.sample_every,
             name=ctx.key,
+            transitions=transitions,
         )
+
+    @classmethod
+    def check(cls, config: IdealWalkConfig, ctx: BuildContext) -> None:
+        if config.sampling in ("neighbour", "metropolis") and ctx.topology is not None:
+            lonely = np.flatnonzero(ctx.topology.degrees() == 0)
+            if lonely.size:
+                raise ValueError(
+                    f"walk.sampling {config.sampling}: {lonely.size} node(s) (e.g. node "
+                    f"{lonely[0]}) have no neighbour in the topology; the walk could not leave "
+                    "them"
+                )
 
     def next_node(self) -> int:
         """The next node to visit."""
+        if self.transitions is not None:
+            indptr, neighbours, cumulative = self.transitions
+            if self.node < 0:
+                self.node = int(self._rng.integers(self.n))
+                return self.node
+            lo, hi = indptr[self.node], indptr[self.node + 1]
+            draw = self._rng.random()
+            at = lo + int(np.searchsorted(cumulative[lo:hi], draw, side="right"))
+            self.node = int(neighbours[min(at, hi - 1)])
+            return self.node
         if self.replacement:
             return int(self._rng.integers(self.n))
         if not self._order:
@@ -76,3 +115,30 @@ class IdealWalk(Walk):
 
     def _sample(self) -> None:
         self.samples_table.append(self.sim.env.now, 1, 0, 0, self.steps)
+
+
+def overlay_transitions(
+    indptr: np.ndarray, indices: np.ndarray, metropolis: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A walk's next-node law along an overlay (CSR neighbour lists, taken both ways): per
+    node its possible next nodes and their cumulative probabilities — a uniform neighbour, or
+    the Metropolis–Hastings weights with the node itself holding the rest
+    (:func:`netsim.privacy.pairwise.metropolis_from_edges`)."""
+    n = indptr.size - 1
+    sources = np.repeat(np.arange(n), np.diff(indptr))
+    low, high = np.minimum(sources, indices), np.maximum(sources, indices)
+    keep = low != high
+    pairs = np.unique(np.stack([low[keep], high[keep]], axis=1), axis=0)
+    weights = metropolis_from_edges(n, pairs[:, 0], pairs[:, 1]).tocsr()
+    if not metropolis:  # the simple walk: every link of the node alike, no staying put
+        weights.setdiag(0.0)
+        weights.eliminate_zeros()
+        weights.data[:] = 1.0
+        degree = np.diff(weights.indptr)
+        weights.data /= np.repeat(degree, degree)
+    weights.sort_indices()
+    cumulative = np.empty_like(weights.data)
+    for node in range(n):  # once, at build
+        lo, hi = weights.indptr[node], weights.indptr[node + 1]
+        cumulative[lo:hi] = np.cumsum(weights.data[lo:hi])
+    return weights.indptr.astype(np.int64), weights.indices.astype(np.int64), cumulative
