@@ -159,7 +159,6 @@ def test_the_views_written_are_what_the_pairs_were_accounted_from() -> None:
     [
         ({"learning": {"noise": "k_norm_l2", "accounting": "basic", "algorithm": "dp-sgd-5"}},
          r"learning\.noise gaussian"),
-        ({"learning": {"batch": 2, "records_per_node": 2}}, r"learning\.batch 1"),
         ({"privacy": {"model": "network", "observers": 41}}, r"privacy\.observers"),
         ({"privacy": {"model": "network", "coalitions": [[3, 40]]}}, r"privacy\.coalitions"),
         ({"privacy": {"model": "network", "coalitions": [[3]]}}, r"at least two distinct"),
@@ -248,3 +247,35 @@ def test_an_audit_of_a_walk_observers_view_stays_below_the_accounted_epsilon(
         scores[0], scores[1], thresholds, delta=delta, alpha=0.01
     )
     assert (bound > accounted) == caught, (bound, accounted)
+
+
+def test_a_mini_batch_puts_each_record_in_the_lineage_with_its_share() -> None:
+    """Shards of 4 records stepped together (record-level privacy): each visit is a chain of
+    4 states, one per record of the node's shard, each moving the model by η·2C/4, the noise
+    z·η·2C/4 on the last one only; the node received the state the chain starts from."""
+    tables = netsim.run(
+        scenario(
+            nodes=30,
+            duration="120s",
+            learning={"records_per_node": 4, "batch": 4, "evaluate_every": 1000, "epsilon": 1e3},
+            privacy={"model": "network", "views": True},
+        )
+    ).tables
+    lineage = tables["privacy_lineage"].set_index("state")
+    visits = tables["sgd_visits"].sort_values("time", kind="stable")
+    assert len(lineage) == 1 + 4 * len(visits)
+    chains = lineage.iloc[1:]
+    unit, owner = chains["unit"].to_numpy(), chains["owner"].to_numpy()
+    assert (unit // 4 == owner).all()
+    grouped = unit.reshape(-1, 4)
+    assert all(sorted(row % 4) == [0, 1, 2, 3] for row in grouped)
+    eta = 0.5 / np.sqrt(visits["updates"].to_numpy(float))
+    shift = chains["shift"].to_numpy().reshape(-1, 4)
+    np.testing.assert_allclose(shift, np.repeat((eta * 0.5)[:, None], 4, axis=1))
+    noise = chains["noise_std"].to_numpy().reshape(-1, 4)
+    assert (noise[:, :3] == 0).all()
+    np.testing.assert_allclose(noise[:, 3], eta * 0.5 * 1.5)
+    parent = chains["parent"].to_numpy().reshape(-1, 4)
+    np.testing.assert_array_equal(parent[:, 1:], chains.index.to_numpy().reshape(-1, 4)[:, :3])
+    pairs = tables["privacy_pairs"]
+    assert pairs["record"].max() == 119 and (pairs["local_share"] <= 1 + 1e-12).all()

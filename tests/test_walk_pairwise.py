@@ -301,3 +301,18 @@ def test_epsilons_of_slopes_matches_dp_accounting() -> None:
         accountant = dp_accounting.rdp.RdpAccountant(orders=RDP_ORDERS.tolist())
         accountant.compose(dp_accounting.GaussianDpEvent(1 / math.sqrt(2 * s)))
         assert eps == pytest.approx(accountant.get_epsilon(1e-6), rel=1e-9)
+
+
+def test_the_network_noise_multiplier_gives_the_target_at_the_worst_pair() -> None:
+    """Calibrated on a ring of cliques, the closed form's worst pair is (ε, δ) = (2, 1e-5)
+    exactly; a cap of contributions above the expected T/n asks for more noise."""
+    from netsim.privacy.walk_pairwise import network_noise_multiplier
+
+    g = nx.ring_of_cliques(4, 5)
+    edges = np.asarray(g.edges())
+    transition = metropolis_from_edges(20, edges[:, 0], edges[:, 1]).toarray()
+    z = network_noise_multiplier(transition, 200, 2.0, 1e-5)
+    worst = path_secret_slopes(transition, 200, 1 / (2 * z * z)).max()
+    assert float(epsilons_of_slopes(worst, 1e-5)) == pytest.approx(2.0, rel=1e-9)
+    capped = network_noise_multiplier(transition, 200, 2.0, 1e-5, contributions=13)
+    assert capped == pytest.approx(z * math.sqrt(13 / 10), rel=1e-9)

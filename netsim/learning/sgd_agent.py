@@ -432,7 +432,7 @@ class SGDAgent(Component):
     @classmethod
     def check(cls, config: LearningConfig, ctx: BuildContext) -> None:
         """Privacy per observer (``privacy.model: network``) needs Gaussian noise at a noise
-        multiplier fixed for the run and one privacy unit per visit."""
+        multiplier fixed for the run."""
         threat = ctx.config_of("privacy")
         if threat is None or threat.model != "network":
             return
@@ -447,11 +447,6 @@ class SGDAgent(Component):
         noise = mechanism(config.noise)
         if not noise.releases_at_multiplier():
             raise ValueError(f"{need}; {spec_kind(config.noise)} cannot release at one")
-        if config.batch > 1 and config.privacy_unit == "record":
-            raise ValueError(
-                "privacy.model network accounts one privacy unit per visit: set learning.batch "
-                "1, or learning.privacy_unit node"
-            )
 
     @classmethod
     def check_inputs(cls, config: LearningConfig, ctx: BuildContext) -> None:
@@ -513,10 +508,22 @@ class SGDAgent(Component):
             return replace(new, serial=lineage.made(state.serial, -1, -1, 0.0, 0.0))
         sgd = self.sgd
         eta = sgd.learning_rate / math.sqrt(new.updates)
-        unit = node if sgd.unit == "node" else sgd.last_record
-        shift = eta * sgd.sensitivity
+        if sgd.unit == "node" or sgd.batch == 1:
+            unit = node if sgd.unit == "node" else sgd.last_record
+            shift = eta * sgd.sensitivity
+            noise = shift * self.noise_multiplier
+            return replace(new, serial=lineage.made(state.serial, unit, node, shift, noise))
+        # a mini-batch of b records, each moving the mean by at most η·Δ/b: one state per
+        # record, the noise (z·Δ/b) on the last, so every record's stretch includes it
+        r, b = sgd.records_per_node, sgd.batch
+        first = sgd.last_record - node * r
+        records = node * r + (first + np.arange(b)) % r
+        shift = eta * sgd.sensitivity / b
+        serial = state.serial
+        for record in records[:-1]:
+            serial = lineage.made(serial, int(record), node, shift, 0.0)
         noise = shift * self.noise_multiplier
-        return replace(new, serial=lineage.made(state.serial, unit, node, shift, noise))
+        return replace(new, serial=lineage.made(serial, int(records[-1]), node, shift, noise))
 
     def guarantee(self) -> tuple[float, float, Guarantee]:
         """The run's (ε, δ, kind) over all records (parallel composition, Hegedűs et al. §3)."""
@@ -663,6 +670,15 @@ class SGDAgent(Component):
             )
         elif yardsticks:
             lines.append(f"test accuracy: {yardsticks}")
+        network = tables.get("privacy_summary")
+        if network is not None and len(network):
+            row = network.iloc[0]
+            lines.append(
+                f"privacy per observer ({row['view'].replace('_', ' ')}, δ = {row['delta']:g}): "
+                f"worst pair ε = {row['network_epsilon']:.3g}, median {row['epsilon_median']:.3g},"
+                f" 90th percentile {row['epsilon_p90']:.3g}; local ε = {row['local_epsilon']:.3g}"
+                f" ({int(row['observers'])} observers)"
+            )
         return lines
 
 

@@ -110,12 +110,15 @@ def path_secret_slopes(
     contribution_slope: float,
     *,
     sender_known: bool = False,
+    contributions: float | None = None,
 ) -> np.ndarray:
     """The closed-form pairwise RDP slopes of a walk of ``steps`` steps (module docstring):
     entry [u, v] is the slope of u's record against observer v, ρ(α) = α·slope (0 on the
     diagonal, as in the authors' code). ``contribution_slope`` is one contribution's c =
     Δ²/(2σ²). ``sender_known``: the observer knows the neighbour that sent it the token, so
-    the loss is the largest over v's neighbours w of u's reaching w (``maxi_priv``)."""
+    the loss is the largest over v's neighbours w of u's reaching w (``maxi_priv``).
+    ``contributions``: how many times each node contributes (default its expectation, T·π_u;
+    a per-node cap bounds it for every run)."""
     if steps < 1 or contribution_slope < 0:
         raise ValueError("steps must be at least 1 and contribution_slope non-negative")
     resolvent, stationary = log_resolvent(transition)
@@ -124,11 +127,9 @@ def path_secret_slopes(
         neighbours = (p > 0) & ~np.eye(p.shape[0], dtype=bool)
         masked = np.where(neighbours.T[None, :, :], resolvent[:, None, :], -np.inf)
         resolvent = masked.max(axis=2)
+    uses = steps * stationary if contributions is None else np.full(stationary.size, contributions)
     slopes = (
-        contribution_slope
-        * steps
-        * stationary[:, None]
-        * (resolvent + stationary[None, :] * math.log(steps))
+        contribution_slope * uses[:, None] * (resolvent + stationary[None, :] * math.log(steps))
     )
     np.fill_diagonal(slopes, 0.0)
     return slopes
@@ -379,3 +380,26 @@ def expected_first_reception_slopes(
     slopes = contribution_slope * steps * stationary[:, None] * total
     np.fill_diagonal(slopes, 0.0)
     return slopes
+
+
+def network_noise_multiplier(
+    transition: np.ndarray | sp.spmatrix,
+    steps: int,
+    epsilon: float,
+    delta: float,
+    contributions: float | None = None,
+) -> float:
+    """The noise multiplier z = σ/Δ at which the worst pair of the path-secret closed form
+    (:func:`path_secret_slopes`, T = ``steps``, each node contributing ``contributions``
+    times, default T·π_u) is (``epsilon``, ``delta``)-DP: the papers' calibration of network
+    DP-SGD on a static graph (one contribution's slope is 1/(2z²))."""
+    worst = float(path_secret_slopes(transition, steps, 1.0, contributions=contributions).max())
+    low, high = 0.0, 1.0
+    while float(epsilons_of_slopes(high, delta)) < epsilon:
+        high *= 2.0
+    for _ in range(100):  # bisection on the worst pair's slope
+        middle = (low + high) / 2.0
+        low, high = (
+            (middle, high) if float(epsilons_of_slopes(middle, delta)) < epsilon else (low, middle)
+        )
+    return math.sqrt(worst / (2.0 * low))
