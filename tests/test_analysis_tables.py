@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO / "analysis"))  # the scripts import their shared mo
 import dola_accounting  # noqa: E402
 import dola_experiments  # noqa: E402
 import experiments  # noqa: E402
+import network_privacy  # noqa: E402
 import private_learning  # noqa: E402
 import walk_grid  # noqa: E402
 import walk_java_rows  # noqa: E402
@@ -288,3 +289,43 @@ def test_every_dola_accounting_row_is_what_its_label_says() -> None:
     # the three yardsticks on every run
     yardsticks = ["majority_accuracy", "centralised_accuracy", "central_dp_accuracy"]
     assert runs[yardsticks].notna().all().all()
+
+
+# --- network DP of random-walk DP-SGD (analysis/network_privacy.py) ------------------------------
+
+
+def test_the_readme_network_privacy_tables_are_the_generated_ones() -> None:
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = network_privacy.generated_tables()
+    assert set(tables) == {"network-privacy-adult-10", "network-privacy-adult-1"}
+    for name in tables:
+        assert f"<!-- generated: {name} -->" in text, name
+        assert "no results" not in tables[name]
+    assert experiments.with_tables(text, tables) == text
+
+
+def test_every_network_privacy_row_is_calibrated_as_its_label_says() -> None:
+    """The local rows spend the budget by RDP over 13 uses; the network rows' closed-form
+    worst pair is the budget; the run's own local ε agrees with its noise and 13 uses; every
+    network row's accuracy lies between the local row's and central DP's (the papers'
+    claim), and the worst path-known pair is above the closed form's (the observer knows
+    the path)."""
+    from netsim.privacy.composition import composed_epsilon
+
+    runs = network_privacy.load_results()
+    for (experiment, row), part in runs.groupby(["experiment", "row"]):
+        target = network_privacy.BUDGETS[experiment][0]
+        first = part.iloc[0]
+        if row == "local":
+            assert part["local_epsilon"].max() == pytest.approx(target, rel=1e-6)
+            continue
+        assert part["closed_form_epsilon"].to_numpy() == pytest.approx(target, rel=1e-6)
+        uses = composed_epsilon(((first["noise_multiplier"], 13),), first["delta"], "rdp")
+        assert part["local_epsilon"].max() == pytest.approx(uses, rel=1e-6)
+        assert (part["network_epsilon"] > part["closed_form_epsilon"]).all()
+    mean = runs.groupby(["experiment", "row"])["final_accuracy"].mean()
+    for experiment in network_privacy.EXPERIMENTS:
+        central = runs.loc[runs["experiment"] == experiment, "central_dp_accuracy"].mean()
+        local = mean[experiment, "local"]
+        for row in network_privacy.ROWS[1:]:
+            assert local < mean[experiment, row.label] < central, (experiment, row.label)

@@ -140,3 +140,36 @@ def test_the_readmes_figures_are_those_of_the_shipped_scenarios(name: str) -> No
     assert worst == round(got["network_epsilon"], 2)
     assert rmse == round(errors["final_rmse"], 3)
     assert curator == round(errors["central_rmse"], 4)
+
+
+def test_chebyshev_acceleration_mixes_faster_and_is_accounted_on_its_own_states() -> None:
+    """On a ring (a slow mixer), the accelerated rounds end closer to the mean after the same
+    rounds. On a 4-regular graph of 60 nodes, 3 rounds, the pairs are those of the
+    accelerated states (pairwise_epsilons with the run's γ over the run's mixing). They equal
+    plain gossip's: an observer that hears the same neighbours every round sees rows of
+    polynomials of W of the same degrees either way, so the same row space (the accelerated
+    messages themselves differ: tests/test_pairwise_privacy.py)."""
+    from netsim.algorithms.muffliato.averaging import topology_gap, undirected_links
+    from netsim.privacy.pairwise import chebyshev_gamma, metropolis_from_edges
+
+    def averaging(**muffliato: object) -> dict:
+        return {"period": "1s", "rounds": 6, "dimension": 2, "radius": 0.5, **muffliato}
+
+    ring = {"kind": "ring", "k": 2}
+    plain = netsim.run(scenario(topology=ring)).tables["muffliato_rounds"]
+    fast = netsim.run(scenario(topology=ring, muffliato=averaging(acceleration="chebyshev")))
+    assert fast.tables["muffliato_rounds"]["rmse"].iloc[-1] < plain["rmse"].iloc[-1]
+
+    data = scenario(nodes=60, muffliato=averaging(rounds=3, acceleration="chebyshev"))
+    tables = netsim.run(data).tables
+    built = build_run(validate_scenario(data, source="test", base_dir=None), EventLog())
+    topology = built["muffliato"].network.topology
+    a, b = undirected_links(topology.indptr, topology.indices)
+    gamma = chebyshev_gamma(topology_gap(60, a, b))
+    mixing = [metropolis_from_edges(60, a, b)] * 3  # no churn, no loss: every link, each round
+    common = {"sigma": 1.0, "sensitivity": 1.0, "delta": 1e-5, "observers": range(60)}
+    expected = pairwise_epsilons(mixing, acceleration=gamma, **common)
+    unaccelerated = pairwise_epsilons(mixing, **common)
+    got = tables["privacy_pairs"]
+    np.testing.assert_allclose(got["epsilon"], expected["epsilon"], rtol=1e-9)
+    np.testing.assert_allclose(got["epsilon"], unaccelerated["epsilon"], rtol=1e-7, atol=1e-9)

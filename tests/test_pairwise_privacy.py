@@ -212,3 +212,35 @@ def test_an_audit_of_one_observers_view_stays_below_the_accounted_epsilon(noise_
     bound = threshold_epsilon_lower_bound(scores[0], scores[1], thresholds, delta=delta,
                                           alpha=0.01)  # fmt: skip
     assert (bound > accounted) == caught, (bound, accounted)
+
+
+def test_accelerated_views_are_the_messages_of_the_accelerated_gossip() -> None:
+    """With Chebyshev acceleration, the rows of an observer's view times the noisy values
+    are exactly the neighbours' states it heard, round by round, computed by the recursion
+    x_{t+1} = γ W x_t + (1 − γ) x_{t−1}; and on a cycle the accelerated states are closer to
+    the mean after the same rounds."""
+    from netsim.privacy.pairwise import chebyshev_gamma, received_views
+
+    n, rounds = 10, 6
+    graph = nx.cycle_graph(n)
+    weights = metropolis_weights(nx.to_numpy_array(graph))
+    gap = 1.0 - np.linalg.eigvalsh(weights)[-2]
+    gamma = chebyshev_gamma(gap)
+    assert 1.0 < gamma < 2.0
+    values = np.random.default_rng(3).normal(size=n)
+    states, previous, state = [], None, values.copy()
+    for _ in range(rounds):
+        states.append(state)
+        mixed = weights @ state
+        if previous is not None:
+            mixed = gamma * mixed + (1 - gamma) * previous
+        previous, state = state, mixed
+    observer = 0
+    view = received_views([weights] * rounds, [[observer]], acceleration=gamma)[0]
+    heard = [w for w in range(n) if w != observer and weights[observer, w] > 0]
+    expected = np.concatenate([s[heard] for s in states])
+    np.testing.assert_allclose(view @ values, expected, atol=1e-12)
+    plain = values.copy()
+    for _ in range(rounds):
+        plain = weights @ plain
+    assert np.abs(state - values.mean()).max() < np.abs(plain - values.mean()).max()

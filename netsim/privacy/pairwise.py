@@ -24,6 +24,7 @@ u lowers it. The same holds coordinate by coordinate for vector values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -51,10 +52,16 @@ def received_rows(mixing: Sequence[Mixing], observers: Iterable[int]) -> np.ndar
 
 
 def received_views(
-    mixing: Sequence[Mixing], coalitions: Sequence[Sequence[int]]
+    mixing: Sequence[Mixing],
+    coalitions: Sequence[Sequence[int]],
+    *,
+    acceleration: float | None = None,
 ) -> list[np.ndarray]:
-    """:func:`received_rows` for each coalition, in one pass over the rounds (the products
-    P_t are formed once)."""
+    """:func:`received_rows` for each coalition, in one pass over the rounds (the maps P_t
+    from the noisy initial values to the round's state are formed once). With
+    ``acceleration`` γ (Chebyshev, Muffliato Alg. 1), the states follow
+    x_{t+1} = γ W_t x_t + (1 − γ) x_{t−1} from x_1 = W_0 x_0, so P_{t+1} = γ W_t P_t +
+    (1 − γ) P_{t−1}; the messages are still each neighbour's current state."""
     if not mixing:
         return [np.zeros((0, 0)) for _ in coalitions]
     n = mixing[0].shape[0]
@@ -65,14 +72,28 @@ def received_views(
         inside.append(mask)
     rows: list[list[np.ndarray]] = [[] for _ in coalitions]
     product = np.eye(n)
+    previous: np.ndarray | None = None
     for weights in mixing:
         for k, members in enumerate(coalitions):
             weights_of = weights[list(members)]
             dense = weights_of.toarray() if sp.issparse(weights_of) else np.asarray(weights_of)
             heard = np.flatnonzero((dense > 0).any(axis=0) & ~inside[k])
             rows[k].append(product[heard])
-        product = np.asarray(weights @ product)
+        mixed = np.asarray(weights @ product)
+        if acceleration is not None and previous is not None:
+            mixed = acceleration * mixed + (1.0 - acceleration) * previous
+        previous, product = product, mixed
     return [np.concatenate(parts) for parts in rows]
+
+
+def chebyshev_gamma(spectral_gap: float) -> float:
+    """γ of Chebyshev-accelerated gossip for a gossip matrix whose spectral gap (the second
+    smallest eigenvalue of I − W) is ``spectral_gap``: 2(1 − √(γ₂(1 − γ₂/4)))/(1 − γ₂/2)²
+    (Muffliato, Cyffers, Even, Bellet, Massoulié 2022, Alg. 1)."""
+    gap = spectral_gap
+    if not 0.0 < gap <= 1.0:
+        raise ValueError(f"the spectral gap must be in (0, 1], got {gap}")
+    return 2.0 * (1.0 - math.sqrt(gap * (1.0 - gap / 4.0))) / (1.0 - gap / 2.0) ** 2
 
 
 def leverages(view: np.ndarray, known: Iterable[int]) -> np.ndarray:
@@ -102,17 +123,21 @@ def pairwise_epsilons(
     sensitivity: float,
     delta: float,
     observers: Iterable[int] | None = None,
+    acceleration: float | None = None,
 ) -> pd.DataFrame:
     """The pairwise network DP of Gaussian gossip averaging for each observer (default: every
     node) and every other node's record: ``observer``, ``record``, ``leverage`` (λ), ``rho``
     (the RDP slope, ρ(α) = α·rho) and ``epsilon`` at ``delta`` (exact for the Gaussian view).
     ``sigma`` is the noise each node adds once; ``sensitivity`` the L2 distance two
-    neighbouring values can be apart."""
+    neighbouring values can be apart; ``acceleration`` γ: the rounds were Chebyshev-
+    accelerated (:func:`received_views`)."""
     if sigma <= 0 or sensitivity < 0:
         raise ValueError("sigma must be positive and sensitivity non-negative")
     n = mixing[0].shape[0] if mixing else 0
     chosen = list(range(n)) if observers is None else [int(v) for v in observers]
-    views = received_views(mixing, [[observer] for observer in chosen])
+    views = received_views(
+        mixing, [[observer] for observer in chosen], acceleration=acceleration
+    )
     frames = []
     for observer, view in zip(chosen, views, strict=True):
         lam = leverages(view, [observer])

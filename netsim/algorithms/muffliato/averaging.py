@@ -36,7 +36,7 @@ from netsim.algorithms.muffliato.config import MAX_ALL_OBSERVERS, MuffliatoConfi
 from netsim.contracts import BuildContext, RoundLearner, Section
 from netsim.log import F64, I64, TableSchema
 from netsim.privacy.mechanisms import analytic_gaussian_sigma, gaussian_epsilon
-from netsim.privacy.pairwise import metropolis_from_edges, pairwise_epsilons
+from netsim.privacy.pairwise import chebyshev_gamma, metropolis_from_edges, pairwise_epsilons
 from netsim.privacy.threat import PAIRS_TABLE, pair_quantiles, summary_row
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 
@@ -97,6 +97,13 @@ class MuffliatoAveraging(RoundLearner):
         self.values = uniform_ball(self.n, config.dimension, config.radius, ctx.stream("values"))
         noise = ctx.stream("noise").normal(0.0, config.sigma, self.values.shape)
         self.state = self.values + noise
+        self.previous: np.ndarray | None = None
+        #: γ of Chebyshev acceleration (None: plain gossip), from the whole topology.
+        self.gamma = (
+            chebyshev_gamma(topology_gap(self.n, self.link_a, self.link_b))
+            if config.acceleration == "chebyshev"
+            else None
+        )
         self.loss_rng = ctx.stream("loss")
         self.observers = self._observers(ctx)
         self.mixing: list[sp.csr_matrix] = []
@@ -144,7 +151,10 @@ class MuffliatoAveraging(RoundLearner):
             else:
                 self.network.deliver_reliably(2 * int(src.size))
         weights = metropolis_from_edges(self.n, src, dst)
-        self.state = weights @ self.state
+        mixed = weights @ self.state
+        if self.gamma is not None and self.previous is not None:
+            mixed = self.gamma * mixed + (1.0 - self.gamma) * self.previous
+        self.previous, self.state = self.state, mixed
         self.mixing.append(weights)
         truth = self.values.mean(axis=0)
         errors = ((self.state[online] - truth) ** 2).sum(axis=1)
@@ -158,7 +168,7 @@ class MuffliatoAveraging(RoundLearner):
         # the first round runs at time 0, so there is always at least one W_t
         pairs = pairwise_epsilons(
             self.mixing, sigma=config.sigma, sensitivity=config.sensitivity,
-            delta=config.delta, observers=self.observers,
+            delta=config.delta, observers=self.observers, acceleration=self.gamma,
         )  # fmt: skip
         adjacency = sp.csr_matrix(
             (np.ones(self.link_a.size), (self.link_a, self.link_b)), shape=(self.n, self.n)
@@ -204,6 +214,19 @@ class MuffliatoAveraging(RoundLearner):
             f"{row['epsilon_p90']:.3g}; local DP ε = {row['local_epsilon']:.3g} "
             f"({int(row['pairs'])} pairs, {int(row['observers'])} observers)",
         ]
+
+
+def topology_gap(n: int, link_a: np.ndarray, link_b: np.ndarray) -> float:
+    """The spectral gap (second smallest eigenvalue of I − W) of the whole topology's
+    Metropolis–Hastings weights."""
+    from scipy.sparse.linalg import eigsh
+
+    weights = metropolis_from_edges(n, link_a, link_b)
+    if n <= 2000:
+        values = np.linalg.eigvalsh(weights.toarray())
+        return float(1.0 - values[-2])
+    values = eigsh(weights, k=2, which="LA", return_eigenvectors=False)
+    return float(1.0 - np.sort(values)[0])
 
 
 def uniform_ball(count: int, dimension: int, radius: float, rng: np.random.Generator) -> np.ndarray:

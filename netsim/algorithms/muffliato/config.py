@@ -3,6 +3,8 @@ observers are accounted (Cyffers, Even, Bellet, Massoulié, NeurIPS 2022)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from netsim.contracts import RoundsConfig
@@ -25,6 +27,9 @@ class MuffliatoConfig(RoundsConfig):
     noise_multiplier: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
     delta: float = Field(default=1e-5, gt=0.0, lt=1.0, allow_inf_nan=False)
     observers: int | None = Field(default=None, ge=1)
+    #: ``chebyshev``: x_{t+1} = γ W_t x_t + (1 − γ) x_{t−1} with γ from the spectral gap of
+    #: the whole topology's Metropolis–Hastings weights (Muffliato Alg. 1); ``none``: x ← W_t x.
+    acceleration: Literal["none", "chebyshev"] = "none"
 
     @property
     def sensitivity(self) -> float:
