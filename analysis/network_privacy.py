@@ -19,6 +19,9 @@ stepping on the mean of the node's clipped gradients, the node as the privacy un
   Metropolis–Hastings walk (:func:`netsim.privacy.walk_pairwise.network_noise_multiplier`);
   the budget caps every node at the same 13 uses. The run states its local ε (what those
   releases would be worth if public) and its path-known network ε.
+- ``network (path known), <graph>``: the noise at which the run's own worst path-known pair
+  is (ε, δ), taken from the closed-form row of the same graph and seed (the same walk: every
+  pair's slope scales as 1/z²), once those rows have run.
 - central DP at the same (ε, δ) is each run's ``learning_summary.central_dp_accuracy`` (DP-GD
   on the whole training split with RDP), beside the majority class and the non-private model.
 
@@ -102,6 +105,15 @@ ROWS: tuple[Row, ...] = (
     Row("network, hypercube 2^11", "hypercube", True),
     Row("network, geometric r = 0.07", "geometric", True),
 )
+#: Rows calibrated per observer with the path known: each takes its noise from the closed-form
+#: row of the same graph and seed (the pilot: the same path, the same uses), scaled so that
+#: the run's worst path-known pair is the budget (every pair's slope scales as 1/z²).
+PATH_KNOWN_ROWS: tuple[Row, ...] = (
+    Row("network (path known), complete", "complete", True),
+    Row("network (path known), hypercube 2^11", "hypercube", True),
+    Row("network (path known), geometric r = 0.07", "geometric", True),
+)
+ALL_ROWS = ROWS + PATH_KNOWN_ROWS
 
 
 @cache
@@ -150,8 +162,41 @@ def network_multiplier(name: str, epsilon: float, delta: float) -> float:
     return network_noise_multiplier(transition(name), STEPS, epsilon, delta, USES)
 
 
-def overrides(row: Row, epsilon: float, delta: float) -> dict[str, Any]:
-    """The base scenario's keys a row changes."""
+def slope_at(epsilon: float, delta: float) -> float:
+    """The RDP slope whose ε at ``delta`` is ``epsilon`` (bisection)."""
+    low, high = 0.0, 1.0
+    while float(epsilons_of_slopes(high, delta)) < epsilon:
+        high *= 2.0
+    for _ in range(100):
+        middle = (low + high) / 2.0
+        if float(epsilons_of_slopes(middle, delta)) < epsilon:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def path_known_multipliers(name: str) -> dict[tuple[str, int], float]:
+    """(graph, seed) → the noise multiplier at which the worst path-known pair of that seed's
+    walk on that graph is the budget, from the closed-form rows already run (empty before)."""
+    path = results_file(name)
+    if not path.is_file():
+        return {}
+    epsilon, delta = BUDGETS[name]
+    runs = pd.read_parquet(path)
+    pilots = runs[runs["row"].isin([r.label for r in ROWS if r.network])]
+    target = slope_at(epsilon, delta)
+    return {
+        (row["graph"], int(row["seed"])): float(row["noise_multiplier"])
+        * math.sqrt(slope_at(row["network_epsilon"], delta) / target)
+        for _, row in pilots.iterrows()
+    }
+
+
+def overrides(
+    row: Row, epsilon: float, delta: float, multiplier: float | None = None
+) -> dict[str, Any]:
+    """The base scenario's keys a row changes (``multiplier``: a path-known row's noise)."""
     changed: dict[str, Any] = {
         "learning.epsilon": epsilon,
         "learning.delta": delta,
@@ -162,7 +207,7 @@ def overrides(row: Row, epsilon: float, delta: float) -> dict[str, Any]:
         ),
     }
     if row.network:
-        z = network_multiplier(row.graph, epsilon, delta)
+        z = network_multiplier(row.graph, epsilon, delta) if multiplier is None else multiplier
         # a fixed multiplier, and the budget of USES releases at it: the same cap per node
         cap = composed_epsilon(((z, USES),), delta, "rdp") * (1 + 1e-9)
         changed.update({
@@ -176,11 +221,20 @@ def overrides(row: Row, epsilon: float, delta: float) -> dict[str, Any]:
 
 
 def plan(name: str, reps: int = DEFAULT_REPS) -> SweepPlan:
+    """The rows of :data:`ROWS` × seeds 1..reps, and once their results exist the rows of
+    :data:`PATH_KNOWN_ROWS` at the seeds whose pilots ran."""
     epsilon, delta = BUDGETS[name]
     points = [
         SweepPoint(overrides(row, epsilon, delta), seed, row.label)
         for row in ROWS
         for seed in range(1, reps + 1)
+    ]
+    calibrated = path_known_multipliers(name)
+    points += [
+        SweepPoint(overrides(row, epsilon, delta, calibrated[row.graph, seed]), seed, row.label)
+        for row in PATH_KNOWN_ROWS
+        for seed in range(1, reps + 1)
+        if (row.graph, seed) in calibrated
     ]
     return plan_points(BASE, points, name=f"network-privacy-{name}")
 
@@ -209,7 +263,7 @@ def reduce_run(name: str, directory: Path) -> pd.DataFrame:
     learning = scenario.learning
     assert learning is not None
     label = row_label(directory)
-    row = next(r for r in ROWS if r.label == label)
+    row = next(r for r in ALL_ROWS if r.label == label)
     epsilon, delta = BUDGETS[name]
     summary = tables["learning_summary"].iloc[0]
     privacy = tables["privacy_summary"].iloc[0]
@@ -239,8 +293,8 @@ def distances(name: str, directories: Sequence[Path]) -> pd.DataFrame:
     for directory in directories:
         tables = load_run(directory, parameters=False)
         label = row_label(directory)
-        row = next(r for r in ROWS if r.label == label)
-        if not row.network or row.graph == "complete":
+        row = next(r for r in ALL_ROWS if r.label == label)
+        if row not in ROWS or not row.network or row.graph == "complete":
             continue
         pairs = tables["privacy_pairs"]
         ledger = tables["privacy_ledger"]
@@ -270,10 +324,12 @@ def run(names: Sequence[str], runner: SweepRunner, reps: int = DEFAULT_REPS) -> 
     """Run the sweeps of ``names``; one per-run table and one distance table each."""
     from experiments import run_directories, write_results
 
-    failed = run_experiments(
-        names, runner,
-        plan=lambda name: plan(name, reps), reduce=reduce_run, results=results_file,
-    )  # fmt: skip
+    failed = 0
+    for _ in range(2):  # the closed-form rows, then the path-known rows calibrated on them
+        failed += run_experiments(
+            names, runner,
+            plan=lambda name: plan(name, reps), reduce=reduce_run, results=results_file,
+        )  # fmt: skip
     for name in names:
         sweep = runner.out / f"network-privacy-{name}"
         if results_file(name).is_file() and sweep.is_dir():
@@ -305,7 +361,21 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def markdown_table(summary: pd.DataFrame, name: str) -> str:
+def margin_over_local(runs: pd.DataFrame, name: str, label: str) -> str:
+    """The row's mean accuracy minus the local row's, with a 95% Welch interval."""
+    from scipy import stats
+
+    part = runs[runs["experiment"] == name]
+    row = part.loc[part["row"] == label, "final_accuracy"].to_numpy()
+    local = part.loc[part["row"] == "local", "final_accuracy"].to_numpy()
+    if row.size < 2 or local.size < 2:
+        return "—"
+    result = stats.ttest_ind(row, local, equal_var=False)
+    low, high = result.confidence_interval(0.95)
+    return f"{row.mean() - local.mean():+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def markdown_table(summary: pd.DataFrame, name: str, runs: pd.DataFrame | None = None) -> str:
     epsilon, delta = BUDGETS[name]
     part = summary[summary["experiment"] == name]
     if part.empty:
@@ -317,14 +387,17 @@ def markdown_table(summary: pd.DataFrame, name: str) -> str:
         f"centralised non-private {first['centralised']:.3f}, central DP at the same (ε, δ) "
         f"{first['central_dp']:.3f}.",
         "",
-        "| row | accuracy (s.d., n) | z = σ/Δ | local ε | network ε, path known (worst; median) "
-        "| closed form ε (worst) |",
-        "|---|---|---|---|---|---|",
+        "| row | accuracy (s.d., n) | over local (95% CI) | z = σ/Δ | local ε "
+        "| network ε, path known (worst; median) | closed form ε (worst) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for _, row in part.iterrows():
+        margin = "—" if runs is None or row["row"] == "local" else margin_over_local(
+            runs, name, row["row"]
+        )
         lines.append(
             f"| {row['row']} | {row['accuracy']:.3f} ({row['sd']:.3f}, {int(row['n'])}) | "
-            f"{row['noise_multiplier']:.3g} | {row['local_epsilon']:.3g} | "
+            f"{margin} | {row['noise_multiplier']:.3g} | {row['local_epsilon']:.3g} | "
             f"{row['network_epsilon']:.3g}; {row['epsilon_median']:.3g} | "
             f"{row['closed_form_epsilon']:.3g} |"
         )
@@ -334,7 +407,9 @@ def markdown_table(summary: pd.DataFrame, name: str) -> str:
 def generated_tables(runs: pd.DataFrame | None = None) -> dict[str, str]:
     runs = load_results() if runs is None else runs
     summary = summarise(runs)
-    return {f"network-privacy-{name}": markdown_table(summary, name) for name in EXPERIMENTS}
+    return {
+        f"network-privacy-{name}": markdown_table(summary, name, runs) for name in EXPERIMENTS
+    }
 
 
 def draw(out: Path = FIGURE) -> Path:
@@ -346,7 +421,7 @@ def draw(out: Path = FIGURE) -> Path:
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for position, name in enumerate(EXPERIMENTS):
         part = runs[runs["experiment"] == name]
-        for index, row in enumerate(ROWS):
+        for index, row in enumerate(ALL_ROWS):
             values = part.loc[part["row"] == row.label, "final_accuracy"]
             if len(values):
                 x = index + (position - 0.5) * 0.3
@@ -362,7 +437,11 @@ def draw(out: Path = FIGURE) -> Path:
                 left.axhline(part[column].mean(), ls=style, color=f"C{position}", lw=1,
                              label=f"{text}, {BUDGETS[name][0]:g}" if column != "majority_accuracy"
                              or position == 0 else None)  # fmt: skip
-    left.set_xticks(range(len(ROWS)), [r.label.replace(", ", ",\n") for r in ROWS], fontsize=8)
+    left.set_xticks(
+        range(len(ALL_ROWS)),
+        [r.label.replace(", ", ",\n").replace(" (path known)", "\n(path known)") for r in ALL_ROWS],
+        fontsize=6,
+    )
     left.set_ylabel("test accuracy (fraction correct)")
     left.set_title("RW DP-SGD on Adult, 2,048 nodes")
     left.legend(fontsize=7)

@@ -305,27 +305,37 @@ def test_the_readme_network_privacy_tables_are_the_generated_ones() -> None:
 
 
 def test_every_network_privacy_row_is_calibrated_as_its_label_says() -> None:
-    """The local rows spend the budget by RDP over 13 uses; the network rows' closed-form
-    worst pair is the budget; the run's own local ε agrees with its noise and 13 uses; every
-    network row's accuracy lies between the local row's and central DP's (the papers'
-    claim), and the worst path-known pair is above the closed form's (the observer knows
-    the path)."""
+    """The local rows spend the budget by RDP over 13 uses; the closed-form rows' worst
+    closed-form pair is the budget and their worst path-known pair above it (the observer
+    knows the path); the path-known rows' worst path-known pair is the budget (calibrated on
+    the same seed's walk); every run's local ε is its noise's over 13 uses; every network
+    row's accuracy lies above the local row's, and the closed-form rows' below central DP."""
     from netsim.privacy.composition import composed_epsilon
 
     runs = network_privacy.load_results()
+    closed_form = {row.label for row in network_privacy.ROWS if row.network}
+    path_known = {row.label for row in network_privacy.PATH_KNOWN_ROWS}
+    assert set(runs["row"]) == {"local"} | closed_form | path_known
     for (experiment, row), part in runs.groupby(["experiment", "row"]):
         target = network_privacy.BUDGETS[experiment][0]
         first = part.iloc[0]
         if row == "local":
             assert part["local_epsilon"].max() == pytest.approx(target, rel=1e-6)
             continue
-        assert part["closed_form_epsilon"].to_numpy() == pytest.approx(target, rel=1e-6)
-        uses = composed_epsilon(((first["noise_multiplier"], 13),), first["delta"], "rdp")
-        assert part["local_epsilon"].max() == pytest.approx(uses, rel=1e-6)
-        assert (part["network_epsilon"] > part["closed_form_epsilon"]).all()
+        for _, run in part.iterrows():
+            uses = composed_epsilon(((run["noise_multiplier"], 13),), run["delta"], "rdp")
+            assert run["local_epsilon"] == pytest.approx(uses, rel=1e-6)
+        if row in closed_form:
+            assert part["closed_form_epsilon"].to_numpy() == pytest.approx(target, rel=1e-6)
+            assert (part["network_epsilon"] > part["closed_form_epsilon"]).all()
+        else:
+            assert part["network_epsilon"].to_numpy() == pytest.approx(target, rel=1e-6)
+        assert first["delta"] == network_privacy.BUDGETS[experiment][1]
     mean = runs.groupby(["experiment", "row"])["final_accuracy"].mean()
     for experiment in network_privacy.EXPERIMENTS:
         central = runs.loc[runs["experiment"] == experiment, "central_dp_accuracy"].mean()
         local = mean[experiment, "local"]
-        for row in network_privacy.ROWS[1:]:
-            assert local < mean[experiment, row.label] < central, (experiment, row.label)
+        for row in network_privacy.ALL_ROWS[1:]:
+            assert local < mean[experiment, row.label], (experiment, row.label)
+        for label in closed_form:
+            assert mean[experiment, label] < central, (experiment, label)
