@@ -439,9 +439,9 @@ def draw(out: Path = FIGURE) -> Path:
                              or position == 0 else None)  # fmt: skip
     left.set_xticks(
         range(len(ALL_ROWS)),
-        [r.label.replace(", ", ",\n").replace(" (path known)", "\n(path known)") for r in ALL_ROWS],
-        fontsize=6,
-    )
+        [r.label.replace(" r = 0.07", "").replace("network ", "") for r in ALL_ROWS],
+        fontsize=7, rotation=25, ha="right",
+    )  # fmt: skip
     left.set_ylabel("test accuracy (fraction correct)")
     left.set_title("RW DP-SGD on Adult, 2,048 nodes")
     left.legend(fontsize=7)

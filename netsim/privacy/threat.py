@@ -147,7 +147,11 @@ class ThreatModel(Component):
     def __init__(self, config: ThreatModelConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         self.n = ctx.nodes
-        self.observers = self._observers(ctx) if config.model == "network" else np.zeros(0, int)
+        self.observers = (
+            sample_observers(self.n, config.observers, ctx.stream("observers"))
+            if config.model == "network"
+            else np.zeros(0, dtype=np.int64)
+        )
 
     @classmethod
     def build(cls, config: ThreatModelConfig, ctx: BuildContext) -> ThreatModel:
@@ -157,28 +161,18 @@ class ThreatModel(Component):
     def check(cls, config: ThreatModelConfig, ctx: BuildContext) -> None:
         if config.model == "local":
             return
-        if config.observers is None and ctx.nodes > MAX_ALL_OBSERVERS:
-            raise ValueError(
-                f"privacy.observers: accounting all {ctx.nodes:,} nodes as observers is left to "
-                f"a sample above {MAX_ALL_OBSERVERS:,} nodes; give a sample size"
-            )
-        if config.observers is not None and config.observers > ctx.nodes:
-            raise ValueError(
-                f"privacy.observers ({config.observers}) must be at most nodes ({ctx.nodes})"
-            )
+        problem = observers_problem(
+            "privacy", config.observers, ctx.nodes, MAX_ALL_OBSERVERS,
+            "the pairs table grows as the square of the nodes",
+        )  # fmt: skip
+        if problem is not None:
+            raise ValueError(problem)
         for k, members in enumerate(config.coalitions):
             if max(members) >= ctx.nodes:
                 raise ValueError(
                     f"privacy.coalitions[{k}] names node {max(members)}, but nodes are 0 to "
                     f"{ctx.nodes - 1}"
                 )
-
-    def _observers(self, ctx: BuildContext) -> np.ndarray:
-        """The accounted observers: every node, or a uniform sample (sorted)."""
-        if self.config.observers is None:
-            return np.arange(self.n, dtype=np.int64)
-        chosen = ctx.stream("observers").choice(self.n, self.config.observers, replace=False)
-        return np.sort(chosen).astype(np.int64)
 
     @property
     def network(self) -> bool:
@@ -195,6 +189,30 @@ class ThreatModel(Component):
 
     def delta_for(self, default: float) -> float:
         return self.config.delta if self.config.delta is not None else default
+
+
+def sample_observers(n: int, count: int | None, rng: np.random.Generator) -> np.ndarray:
+    """The accounted observers: every node (``count`` None), or a uniform sample of
+    ``count`` nodes drawn from ``rng`` (sorted)."""
+    if count is None:
+        return np.arange(n, dtype=np.int64)
+    return np.sort(rng.choice(n, count, replace=False)).astype(np.int64)
+
+
+def observers_problem(
+    key: str, count: int | None, nodes: int, limit: int, why: str
+) -> str | None:
+    """Why ``<key>.observers`` = ``count`` does not fit a run of ``nodes`` (None if it does):
+    every node is accounted only up to ``limit`` nodes (``why``), and a sample is at most
+    the nodes."""
+    if count is None and nodes > limit:
+        return (
+            f"{key}.observers: accounting all {nodes:,} nodes as observers is left to a sample "
+            f"above {limit:,} nodes ({why}); give a sample size"
+        )
+    if count is not None and count > nodes:
+        return f"{key}.observers ({count}) must be at most nodes ({nodes})"
+    return None
 
 
 def pair_quantiles(epsilons: np.ndarray) -> tuple[float, float, float]:

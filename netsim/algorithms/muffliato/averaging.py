@@ -37,7 +37,13 @@ from netsim.contracts import BuildContext, RoundLearner, Section
 from netsim.log import F64, I64, TableSchema
 from netsim.privacy.mechanisms import analytic_gaussian_sigma, gaussian_epsilon
 from netsim.privacy.pairwise import chebyshev_gamma, metropolis_from_edges, pairwise_epsilons
-from netsim.privacy.threat import PAIRS_TABLE, pair_quantiles, summary_row
+from netsim.privacy.threat import (
+    PAIRS_TABLE,
+    observers_problem,
+    pair_quantiles,
+    sample_observers,
+    summary_row,
+)
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 
 ROUNDS_TABLE = TableSchema(
@@ -105,7 +111,7 @@ class MuffliatoAveraging(RoundLearner):
             else None
         )
         self.loss_rng = ctx.stream("loss")
-        self.observers = self._observers(ctx)
+        self.observers = sample_observers(self.n, config.observers, ctx.stream("observers"))
         self.mixing: list[sp.csr_matrix] = []
         self.rmse = math.nan
         self.rounds_table = self.sim.log.table(ROUNDS_TABLE)
@@ -119,22 +125,12 @@ class MuffliatoAveraging(RoundLearner):
         problem = config.rounds_problem("muffliato", ctx.duration)
         if problem is not None:
             raise ValueError(problem)
-        if config.observers is None and ctx.nodes > MAX_ALL_OBSERVERS:
-            raise ValueError(
-                f"muffliato.observers: accounting all {ctx.nodes} nodes as observers costs one "
-                f"SVD per node; give a sample size (at most {MAX_ALL_OBSERVERS} without one)"
-            )
-        if config.observers is not None and config.observers > ctx.nodes:
-            raise ValueError(
-                f"muffliato.observers ({config.observers}) must be at most nodes ({ctx.nodes})"
-            )
-
-    def _observers(self, ctx: BuildContext) -> np.ndarray:
-        """The accounted observers: every node, or a uniform sample (sorted)."""
-        if self.config.observers is None:
-            return np.arange(self.n, dtype=np.int64)
-        chosen = ctx.stream("observers").choice(self.n, self.config.observers, replace=False)
-        return np.sort(chosen).astype(np.int64)
+        problem = observers_problem(
+            "muffliato", config.observers, ctx.nodes, MAX_ALL_OBSERVERS,
+            "one SVD of the observer's view per node",
+        )  # fmt: skip
+        if problem is not None:
+            raise ValueError(problem)
 
     def round(self, t: int) -> None:
         """One averaging round over the links whose ends are online and whose two messages
