@@ -297,7 +297,9 @@ def test_every_dola_accounting_row_is_what_its_label_says() -> None:
 def test_the_readme_network_privacy_tables_are_the_generated_ones() -> None:
     text = experiments.README.read_text(encoding="utf-8")
     tables = network_privacy.generated_tables()
-    assert set(tables) == {"network-privacy-adult-10", "network-privacy-adult-1"}
+    assert set(tables) == {
+        "network-privacy-adult-10", "network-privacy-adult-1", "network-privacy-adult-10-churn"
+    }  # fmt: skip
     for name in tables:
         assert f"<!-- generated: {name} -->" in text, name
         assert "no results" not in tables[name]
@@ -307,35 +309,37 @@ def test_the_readme_network_privacy_tables_are_the_generated_ones() -> None:
 def test_every_network_privacy_row_is_calibrated_as_its_label_says() -> None:
     """The local rows spend the budget by RDP over 13 uses; the closed-form rows' worst
     closed-form pair is the budget and their worst path-known pair above it (the observer
-    knows the path); the path-known rows' worst path-known pair is the budget (calibrated on
-    the same seed's walk); every run's local ε is its noise's over 13 uses; every network
-    row's accuracy lies above the local row's, and the closed-form rows' below central DP."""
+    knows the path); the rows calibrated on a pilot have the budget as their worst
+    path-known pair (the same seed's walk); every run's local ε is its noise's over 13 uses;
+    on the static graphs every network row's accuracy lies above the local row's, and the
+    closed-form rows' below central DP."""
     from netsim.privacy.composition import composed_epsilon
 
     runs = network_privacy.load_results()
-    closed_form = {row.label for row in network_privacy.ROWS if row.network}
-    path_known = {row.label for row in network_privacy.PATH_KNOWN_ROWS}
-    assert set(runs["row"]) == {"local"} | closed_form | path_known
-    for (experiment, row), part in runs.groupby(["experiment", "row"]):
-        target = network_privacy.BUDGETS[experiment][0]
-        first = part.iloc[0]
-        if row == "local":
-            assert part["local_epsilon"].max() == pytest.approx(target, rel=1e-6)
+    rows = {row.label: row for row in network_privacy.EVERY_ROW}
+    for name in network_privacy.EXPERIMENTS:
+        expected = {row.label for row in network_privacy.EXPERIMENT_ROWS[name]}
+        assert set(runs.loc[runs["experiment"] == name, "row"]) == expected, name
+    for (experiment, label), part in runs.groupby(["experiment", "row"]):
+        target, delta = network_privacy.BUDGETS[experiment]
+        row = rows[label]
+        assert (part["delta"] == delta).all()
+        if not row.network:
+            assert part["local_epsilon"].to_numpy() == pytest.approx(target, rel=1e-6)
             continue
         for _, run in part.iterrows():
-            uses = composed_epsilon(((run["noise_multiplier"], 13),), run["delta"], "rdp")
+            uses = composed_epsilon(((run["noise_multiplier"], 13),), delta, "rdp")
             assert run["local_epsilon"] == pytest.approx(uses, rel=1e-6)
-        if row in closed_form:
+        if row.pilot is None:
             assert part["closed_form_epsilon"].to_numpy() == pytest.approx(target, rel=1e-6)
             assert (part["network_epsilon"] > part["closed_form_epsilon"]).all()
         else:
             assert part["network_epsilon"].to_numpy() == pytest.approx(target, rel=1e-6)
-        assert first["delta"] == network_privacy.BUDGETS[experiment][1]
     mean = runs.groupby(["experiment", "row"])["final_accuracy"].mean()
-    for experiment in network_privacy.EXPERIMENTS:
+    for experiment in ("adult-10", "adult-1"):
         central = runs.loc[runs["experiment"] == experiment, "central_dp_accuracy"].mean()
         local = mean[experiment, "local"]
         for row in network_privacy.ALL_ROWS[1:]:
             assert local < mean[experiment, row.label], (experiment, row.label)
-        for label in closed_form:
-            assert mean[experiment, label] < central, (experiment, label)
+            if row.pilot is None:
+                assert mean[experiment, row.label] < central, (experiment, row.label)
