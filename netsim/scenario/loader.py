@@ -355,6 +355,7 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("gossip_learning", "mode"): "exact",
     ("gossip_learning", "merge"): "none",
     ("muffliato",): None,
+    ("muffliato", "acceleration"): "none",
     ("privacy",): None,
 }
 
