@@ -169,11 +169,49 @@ def test_what_cannot_be_accounted_is_refused(changes: dict, match: str) -> None:
         validate_scenario(scenario(**changes), source="test", base_dir=None)
 
 
-def test_gossip_learning_under_network_dp_is_refused() -> None:
-    data = scenario(gossip={"period": "1s"}, gossip_learning={"period": "10s"})
+def gossip_learning(**changes: object) -> dict:
+    """The base learning as gossip learning (exact mode) over a 4-regular graph of 40 nodes."""
+    data = scenario(gossip={"period": "1s"}, gossip_learning={"period": "10s", **changes})
     del data["walk"]
-    with pytest.raises(ScenarioError, match="gossip learning"):
-        validate_scenario(data, source="test", base_dir=None)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [({"mode": "rounds"}, r"gossip_learning\.mode exact"), ({"merge": "average"}, "merge none")],
+)
+def test_gossip_learning_that_cannot_be_followed_is_refused(changes: dict, match: str) -> None:
+    with pytest.raises(ScenarioError, match=match):
+        validate_scenario(gossip_learning(**changes), source="test", base_dir=None)
+
+
+def test_gossip_learnings_models_are_accounted_per_observer() -> None:
+    """Gossip learning (exact, no merge) under the network model: 40 models in flight, each
+    state handed to one neighbour at a time, a model kept by its sender while the receiver
+    updates a copy — a lineage that branches. Every message received is a visit and a
+    reception; the views re-account to the run's pairs; no pair exceeds local DP."""
+    data = gossip_learning()
+    data["privacy"] = {"model": "network", "views": True}
+    tables = netsim.run(data).tables
+    lineage, views = tables["privacy_lineage"], tables["privacy_views"]
+    visits = tables["sgd_visits"]
+    assert len(views) == len(visits) and len(lineage) == 1 + len(visits)
+    parent = lineage["parent"].to_numpy()
+    assert np.bincount(parent[parent >= 0]).max() >= 2  # a model sent twice: a branch
+    pairs = tables["privacy_pairs"]
+    assert len(pairs) == 40 * 39 and (pairs["local_share"] <= 1 + 1e-12).all()
+    receptions = [views.loc[views["node"] == v, "state"].to_numpy() for v in range(40)]
+    slopes = path_known_slopes(
+        parent=parent, unit=lineage["unit"].to_numpy(), owner=lineage["owner"].to_numpy(),
+        shift=lineage["shift"].to_numpy(), noise_std=lineage["noise_std"].to_numpy(),
+        receptions=receptions, coalitions=[[v] for v in range(40)], units=40, amplified=True,
+    )  # fmt: skip
+    np.testing.assert_allclose(
+        pairs["rho"], slopes[pairs["observer"].to_numpy(), pairs["record"].to_numpy()]
+    )
+    summary = tables["privacy_summary"].iloc[0]
+    assert summary["network_epsilon"] <= summary["local_epsilon"] + 1e-9
+    assert summary["epsilon_median"] < summary["local_epsilon"]
 
 
 def _audit_views(noise_multiplier: float, samples: int, steps: int, sign: float, seed: int):

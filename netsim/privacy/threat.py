@@ -139,7 +139,8 @@ class ThreatModelConfig(ComponentConfig):
 
 class ThreatModel(Component):
     """The ``privacy`` section: the threat model the components that account per observer
-    read (the learning section's walk, through ``optional``)."""
+    read (the learning section, for a walk's or gossip learning's models, through
+    ``optional``)."""
 
     Config = ThreatModelConfig
     section = Section("privacy", 25)

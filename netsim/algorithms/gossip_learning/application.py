@@ -174,7 +174,7 @@ class GossipLearning(NetworkProtocol):
     Config = GossipLearningConfig
     section = Section("gossip_learning", 70)
     requires = {"learning": "data set, model, privacy budget"}  # noqa: RUF012
-    optional = {"privacy": "the threat model (local only for now)"}  # noqa: RUF012
+    optional = {"privacy": "the threat model: with model network, the pairs per observer"}  # noqa: RUF012
     tables = (ACCURACY_SPREAD_TABLE,)
     figures = (ACCURACY_SPREAD_FIGURE,)
 
@@ -228,11 +228,17 @@ class GossipLearning(NetworkProtocol):
     def check(cls, config: GossipLearningConfig, ctx: BuildContext) -> None:
         threat = ctx.config_of("privacy")
         if threat is not None and threat.model == "network":
-            raise ValueError(
-                "privacy.model network is accounted for a random walk's models (walk.agent sgd) "
-                "and Muffliato's averaging; gossip learning's views are not accounted per "
-                "observer yet: use privacy.model local"
-            )
+            if config.mode == "rounds":
+                raise ValueError(
+                    "privacy.model network follows every model gossip learning sends; rounds "
+                    "mode steps them in batches without their lineage: use gossip_learning.mode "
+                    "exact"
+                )
+            if config.merge != "none":
+                raise ValueError(
+                    "privacy.model network accounts models that descend from one model each; "
+                    f"gossip_learning.merge {config.merge} averages two: use merge none"
+                )
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
