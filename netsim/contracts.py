@@ -301,6 +301,12 @@ class WalkAgent(Component):
         account what each node saw)."""
         return None
 
+    def walks_by(self, transition: Any) -> None:
+        """The walk moves by this fixed transition matrix (scipy sparse, row-stochastic: an
+        ideal walk along a static topology), told once when it is built (optional: for
+        accountants with closed forms on a known walk)."""
+        return None
+
 
 class NetworkProtocol(Component):
     """A protocol that runs its own processes on the network (e.g. gossip learning, whose

@@ -281,9 +281,7 @@ def test_an_audit_of_a_walk_observers_view_stays_below_the_accounted_epsilon(
         for sign, seed in ((-1.0, 11), (1.0, 12))
     ]
     thresholds = np.quantile(np.concatenate(scores), np.linspace(0.001, 0.999, 41))
-    bound = threshold_epsilon_lower_bound(
-        scores[0], scores[1], thresholds, delta=delta, alpha=0.01
-    )
+    bound = threshold_epsilon_lower_bound(scores[0], scores[1], thresholds, delta=delta, alpha=0.01)
     assert (bound > accounted) == caught, (bound, accounted)
 
 
@@ -317,3 +315,32 @@ def test_a_mini_batch_puts_each_record_in_the_lineage_with_its_share() -> None:
     np.testing.assert_array_equal(parent[:, 1:], chains.index.to_numpy().reshape(-1, 4)[:, :3])
     pairs = tables["privacy_pairs"]
     assert pairs["record"].max() == 119 and (pairs["local_share"] <= 1 + 1e-12).all()
+
+
+def test_a_walk_with_a_fixed_law_states_the_papers_closed_form_beside_the_run() -> None:
+    """An ideal walk by Metropolis–Hastings weights on the topology: ``closed_form_epsilon``
+    is the worst pair of the path-secret closed form for that law, as many steps as visits,
+    and every node contributing as often as the most-used one; an ideal walk that ignores
+    the topology has no such law (NaN)."""
+    from netsim.log import EventLog
+    from netsim.privacy.walk_pairwise import path_secret_slopes
+    from netsim.protocols.walk.ideal import overlay_transitions
+    from netsim.scenario.build import build_run
+
+    data = scenario(walk={"kind": "ideal", "sampling": "metropolis", "step_time": "1s",
+                          "agent": {"kind": "sgd"}})  # fmt: skip
+    tables = netsim.run(data).tables
+    summary = tables["privacy_summary"].iloc[0]
+    topology = build_run(validate_scenario(data, source="t", base_dir=None), EventLog())[
+        "learning"
+    ].topology
+    law = overlay_transitions(*topology, True)
+    uses = int(tables["privacy_records"]["uses"].max())
+    slopes = path_secret_slopes(
+        law, len(tables["sgd_visits"]), 1 / (2 * 1.5**2), contributions=uses
+    )
+    assert summary["closed_form_epsilon"] == pytest.approx(
+        float(epsilons_of_slopes(slopes.max(), 1e-5)), rel=1e-9
+    )
+    uniform = netsim.run(scenario()).tables["privacy_summary"].iloc[0]
+    assert np.isnan(uniform["closed_form_epsilon"])

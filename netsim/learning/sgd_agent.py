@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -59,6 +59,7 @@ from netsim.privacy.lineage import Lineage
 from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.privacy.threat import (
     LINEAGE_TABLE,
+    MAX_ALL_OBSERVERS,
     VIEWS_TABLE,
     ThreatModel,
     hops_from,
@@ -67,7 +68,11 @@ from netsim.privacy.threat import (
 )
 from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
-from netsim.privacy.walk_pairwise import epsilons_of_slopes, path_known_slopes
+from netsim.privacy.walk_pairwise import (
+    epsilons_of_slopes,
+    path_known_slopes,
+    path_secret_slopes,
+)
 from netsim.registry import component_name, spec_class, spec_kind
 from netsim.sim import Simulation
 
@@ -352,6 +357,9 @@ class SGDAgent(Component):
         self.topology: tuple[np.ndarray, np.ndarray] | None = None
         self.noise_multiplier = math.nan
         self.amplified = False
+        #: The walk's fixed transition matrix, when it has one (an ideal walk along a static
+        #: topology): the papers' path-secret closed form is then stated beside the run's.
+        self.walk_law: Any = None
 
     @classmethod
     def build(cls, config: LearningConfig, ctx: BuildContext) -> SGDAgent:
@@ -471,6 +479,10 @@ class SGDAgent(Component):
         if self.lineage is not None:
             state = replace(state, serial=self.lineage.made(-1, -1, -1, 0.0, 0.0))
         return state
+
+    def walks_by(self, transition: Any) -> None:
+        """The models move by this fixed walk (:meth:`~netsim.contracts.WalkAgent.walks_by`)."""
+        self.walk_law = transition
 
     def received(self, node: int, state: ModelState) -> None:
         """``node`` was handed ``state`` (a walk's arrival, kept or dropped there)."""
@@ -624,6 +636,7 @@ class SGDAgent(Component):
             log.table(VIEWS_TABLE).extend(list(lineage.views()))
         local = float(epsilons_of_slopes(local_slope.max(initial=0.0), delta))
         network, median, p90 = pair_quantiles(epsilon)
+        closed_form = self._closed_form_epsilon(lineage, units, delta)
         claim = (
             "RDP bound: amplification by iteration (contractive updates)"
             if self.amplified
@@ -632,8 +645,29 @@ class SGDAgent(Component):
         self.sim.log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
             view="path_known", claim=claim, observers=len(coalitions), pairs=int(rho.size),
             delta=delta, local_epsilon=local, network_epsilon=network, epsilon_median=median,
-            epsilon_p90=p90, closed_form_epsilon=math.nan,
+            epsilon_p90=p90, closed_form_epsilon=closed_form,
         ))  # fmt: skip
+
+    def _closed_form_epsilon(self, lineage: Lineage, units: int, delta: float) -> float:
+        """The worst pair of the papers' path-secret closed form for this run's walk
+        (:func:`~netsim.privacy.walk_pairwise.path_secret_slopes`: as many steps as the run's
+        visits, every node contributing as often as the most-used unit did), when the walk
+        has a fixed law, the unit is the node (or one record per node) and the network is at
+        most :data:`~netsim.privacy.threat.MAX_ALL_OBSERVERS` nodes; NaN otherwise."""
+        law = self.walk_law
+        sgd = self.sgd
+        if law is None or law.shape[0] > MAX_ALL_OBSERVERS:
+            return math.nan
+        if sgd.unit == "record" and sgd.records_per_node > 1:
+            return math.nan
+        steps = self.updates + self.refused + sgd.non_finite
+        uses = int(lineage.contributions(units).max(initial=0))
+        if steps < 1 or uses == 0:
+            return 0.0
+        slopes = path_secret_slopes(
+            law, steps, 1.0 / (2.0 * self.noise_multiplier**2), contributions=uses
+        )
+        return float(epsilons_of_slopes(slopes.max(), delta))
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
@@ -679,6 +713,11 @@ class SGDAgent(Component):
                 f" 90th percentile {row['epsilon_p90']:.3g}; local ε = {row['local_epsilon']:.3g}"
                 f" ({int(row['observers'])} observers)"
             )
+            if math.isfinite(row.get("closed_form_epsilon", math.nan)):
+                lines.append(
+                    "the papers' closed form for this walk (path secret): worst pair ε = "
+                    f"{row['closed_form_epsilon']:.3g}"
+                )
         return lines
 
 

@@ -10,7 +10,7 @@ manifests and plugins name ``netsim.algorithms.dpsgd.sgd:SGDAgent``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from netsim.contracts import BuildContext, ComponentConfig, WalkAgent
 
@@ -54,3 +54,6 @@ class SGDWalkAgent(WalkAgent):
 
     def received(self, node: int, state: ModelState) -> None:
         self.learner.received(node, state)
+
+    def walks_by(self, transition: Any) -> None:
+        self.learner.walks_by(transition)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from netsim.contracts import BuildContext, Walk, WalkAgent
 from netsim.privacy.pairwise import metropolis_from_edges
@@ -61,15 +62,22 @@ class IdealWalk(Walk):
     def build(cls, config: IdealWalkConfig, ctx: BuildContext) -> IdealWalk:
         assert ctx.sim is not None
         transitions = None
+        agent = ctx.require("walk.agent")
         if config.sampling in ("neighbour", "metropolis"):
             assert ctx.topology is not None
-            transitions = overlay_transitions(
+            law = overlay_transitions(
                 ctx.topology.indptr, ctx.topology.indices, config.sampling == "metropolis"
+            )
+            agent.walks_by(law)
+            transitions = (
+                law.indptr.astype(np.int64),
+                law.indices.astype(np.int64),
+                row_cumulative(law),
             )
         return cls(
             ctx.sim,
             ctx.nodes,
-            ctx.require("walk.agent"),
+            agent,
             step_time=config.step_time,
             replacement=config.sampling == "with_replacement",
             sample_every=config.sample_every or ctx.metrics.sample_every,
@@ -117,13 +125,10 @@ class IdealWalk(Walk):
         self.samples_table.append(self.sim.env.now, 1, 0, 0, self.steps)
 
 
-def overlay_transitions(
-    indptr: np.ndarray, indices: np.ndarray, metropolis: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A walk's next-node law along an overlay (CSR neighbour lists, taken both ways): per
-    node its possible next nodes and their cumulative probabilities — a uniform neighbour, or
-    the Metropolis–Hastings weights with the node itself holding the rest
-    (:func:`netsim.privacy.pairwise.metropolis_from_edges`)."""
+def overlay_transitions(indptr: np.ndarray, indices: np.ndarray, metropolis: bool) -> sp.csr_matrix:
+    """A walk's next-node law along an overlay (CSR neighbour lists, taken both ways), rows
+    sorted: a uniform neighbour, or the Metropolis–Hastings weights with the node itself
+    holding the rest (:func:`netsim.privacy.pairwise.metropolis_from_edges`)."""
     n = indptr.size - 1
     sources = np.repeat(np.arange(n), np.diff(indptr))
     low, high = np.minimum(sources, indices), np.maximum(sources, indices)
@@ -137,8 +142,13 @@ def overlay_transitions(
         degree = np.diff(weights.indptr)
         weights.data /= np.repeat(degree, degree)
     weights.sort_indices()
-    cumulative = np.empty_like(weights.data)
-    for node in range(n):  # once, at build
-        lo, hi = weights.indptr[node], weights.indptr[node + 1]
-        cumulative[lo:hi] = np.cumsum(weights.data[lo:hi])
-    return weights.indptr.astype(np.int64), weights.indices.astype(np.int64), cumulative
+    return weights
+
+
+def row_cumulative(law: sp.csr_matrix) -> np.ndarray:
+    """Each row's cumulative probabilities, for drawing the next node by one uniform."""
+    cumulative = np.empty_like(law.data)
+    for node in range(law.shape[0]):  # once, at build
+        lo, hi = law.indptr[node], law.indptr[node + 1]
+        cumulative[lo:hi] = np.cumsum(law.data[lo:hi])
+    return cumulative
