@@ -316,3 +316,19 @@ def test_the_network_noise_multiplier_gives_the_target_at_the_worst_pair() -> No
     assert float(epsilons_of_slopes(worst, 1e-5)) == pytest.approx(2.0, rel=1e-9)
     capped = network_noise_multiplier(transition, 200, 2.0, 1e-5, contributions=13)
     assert capped == pytest.approx(z * math.sqrt(13 / 10), rel=1e-9)
+
+
+def test_the_simple_walks_stationary_law_is_its_degrees() -> None:
+    """The simple walk on an irregular, non-bipartite graph (a triangle with a tail): π is
+    proportional to the degree, and R is still Σ_t (P^t − π)/t."""
+    adjacency = np.zeros((5, 5))
+    for a, b in ((0, 1), (1, 2), (2, 0), (2, 3), (3, 4)):
+        adjacency[a, b] = adjacency[b, a] = 1.0
+    walk = adjacency / adjacency.sum(axis=1, keepdims=True)
+    resolvent, stationary = log_resolvent(walk)
+    np.testing.assert_allclose(stationary, adjacency.sum(axis=1) / adjacency.sum())
+    total, power = np.zeros_like(walk), np.eye(5)
+    for t in range(1, 6000):
+        power = power @ walk
+        total += (power - stationary[None, :]) / t
+    np.testing.assert_allclose(resolvent, total, atol=1e-8)

@@ -70,11 +70,19 @@ def _symmetric_form(transition: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, n
     n = p.shape[0]
     if p.shape != (n, n) or not np.allclose(p.sum(axis=1), 1.0, atol=1e-9) or (p < 0).any():
         raise ValueError("transition must be a square row-stochastic matrix")
-    values, vectors = np.linalg.eig(p.T)
-    stationary = np.real(vectors[:, np.argmin(np.abs(values - 1.0))])
-    stationary = np.abs(stationary) / np.abs(stationary).sum()
-    if stationary.min() <= 1e-12:
-        raise ValueError("the walk is not irreducible: some node is never visited for good")
+    # the walks netsim runs have a known stationary law: uniform (doubly stochastic, e.g.
+    # Metropolis–Hastings) or proportional to the degree (the simple walk); a general walk
+    # falls back to the eigenvector of eigenvalue 1 (a dense eig: slow past ~1,000 nodes)
+    stationary = None
+    for candidate in (np.ones(n), np.count_nonzero(p, axis=1).astype(float)):
+        candidate = candidate / candidate.sum()
+        if np.allclose(candidate @ p, candidate, atol=1e-12):
+            stationary = candidate
+            break
+    if stationary is None:
+        values, vectors = np.linalg.eig(p.T)
+        stationary = np.real(vectors[:, np.argmin(np.abs(values - 1.0))])
+        stationary = np.abs(stationary) / np.abs(stationary).sum()
     flow = stationary[:, None] * p
     if not np.allclose(flow, flow.T, atol=1e-12):
         raise ValueError("the walk is not reversible (π_u P_uv ≠ π_v P_vu): no closed form")
