@@ -35,6 +35,7 @@ from netsim.progress import SweepProgress
 from netsim.storage import (
     MANIFEST,
     SWEEP_FAILURES,
+    SWEEP_PLAN,
     SWEEP_RUNS,
     atomic_write_bytes,
     atomic_write_text,
@@ -174,6 +175,16 @@ def run_experiments(
         path = write_results(table, results(name))
         print(f"{name}: {len(directories)} runs in {time.perf_counter() - started:.0f} s: {path}")
     return failed
+
+
+def planned_label(directory: Path, sweep: str) -> str:
+    """The label the sweep's ``plan.parquet`` gives the point a run directory of it ran
+    (``sweep`` names the kind of sweep in the error when the directory is not one's run)."""
+    plan_file = directory.parent.parent / SWEEP_PLAN
+    if not plan_file.is_file():
+        raise NetsimError(f"{directory}: not a run of a {sweep} sweep (no {plan_file})")
+    planned = pd.read_parquet(plan_file, columns=["run_id", "label"]).set_index("run_id")
+    return str(planned.loc[directory.name, "label"])
 
 
 def run_directories(paths: Sequence[Path]) -> list[Path]:

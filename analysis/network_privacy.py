@@ -54,6 +54,7 @@ from experiments import (
     add_runner_arguments,
     guarded,
     load_result_tables,
+    planned_label,
     run_experiments,
     runner_from,
     write_readme_tables,
@@ -69,8 +70,9 @@ from netsim.privacy.walk_pairwise import (
     epsilons_of_slopes,
     network_noise_multiplier,
     path_secret_slopes,
+    slope_for_epsilon,
 )
-from netsim.storage import SWEEP_PLAN, atomic_write_text
+from netsim.storage import atomic_write_text
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,20 +190,6 @@ def network_multiplier(name: str, epsilon: float, delta: float) -> float:
     return network_noise_multiplier(transition(name), STEPS, epsilon, delta, USES)
 
 
-def slope_at(epsilon: float, delta: float) -> float:
-    """The RDP slope whose ε at ``delta`` is ``epsilon`` (bisection)."""
-    low, high = 0.0, 1.0
-    while float(epsilons_of_slopes(high, delta)) < epsilon:
-        high *= 2.0
-    for _ in range(100):
-        middle = (low + high) / 2.0
-        if float(epsilons_of_slopes(middle, delta)) < epsilon:
-            low = middle
-        else:
-            high = middle
-    return low
-
-
 def path_known_multipliers(name: str) -> dict[tuple[str, int], float]:
     """(row, seed) → the noise multiplier at which the worst path-known pair of that row's
     walk at that seed is the budget, from its pilot row's runs (empty before they ran)."""
@@ -210,13 +198,13 @@ def path_known_multipliers(name: str) -> dict[tuple[str, int], float]:
         return {}
     epsilon, delta = BUDGETS[name]
     runs = pd.read_parquet(path)
-    target = slope_at(epsilon, delta)
+    target = slope_for_epsilon(epsilon, delta)
     found = {}
     for row in EXPERIMENT_ROWS[name]:
         if row.pilot is None:
             continue
         for _, pilot in runs[runs["row"] == row.pilot].iterrows():
-            scale = math.sqrt(slope_at(pilot["network_epsilon"], delta) / target)
+            scale = math.sqrt(slope_for_epsilon(pilot["network_epsilon"], delta) / target)
             found[row.label, int(pilot["seed"])] = float(pilot["noise_multiplier"]) * scale
     return found
 
@@ -280,12 +268,10 @@ COLUMNS = (
 )  # fmt: skip
 
 
-def row_label(directory: Path) -> str:
-    plan_file = directory.parent.parent / SWEEP_PLAN
-    if not plan_file.is_file():
-        raise NetsimError(f"{directory}: not a run of a network-privacy sweep (no {plan_file})")
-    planned = pd.read_parquet(plan_file, columns=["run_id", "label"]).set_index("run_id")
-    return str(planned.loc[directory.name, "label"])
+def noise_multiplier(tables: dict[str, pd.DataFrame]) -> float:
+    """σ/Δ of a run's Gaussian releases (its ledger's median)."""
+    ledger = tables["privacy_ledger"]
+    return float((ledger["noise_scale"] / ledger["sensitivity"]).median())
 
 
 def reduce_run(name: str, directory: Path) -> pd.DataFrame:
@@ -295,13 +281,12 @@ def reduce_run(name: str, directory: Path) -> pd.DataFrame:
     scenario = load_run_scenario(directory)
     learning = scenario.learning
     assert learning is not None
-    label = row_label(directory)
+    label = planned_label(directory, "network-privacy")
     row = next(r for r in EVERY_ROW if r.label == label)
     epsilon, delta = BUDGETS[name]
     summary = tables["learning_summary"].iloc[0]
     privacy = tables["privacy_summary"].iloc[0]
-    ledger = tables["privacy_ledger"]
-    z = float((ledger["noise_scale"] / ledger["sensitivity"]).median())
+    z = noise_multiplier(tables)
     closed_form = math.nan
     if row.graph is not None:
         closed = closed_form_unit_slopes(row.graph) / (2 * z * z)
@@ -328,13 +313,12 @@ def distances(name: str, directories: Sequence[Path]) -> pd.DataFrame:
     frames = []
     for directory in directories:
         tables = load_run(directory, parameters=False)
-        label = row_label(directory)
+        label = planned_label(directory, "network-privacy")
         row = next(r for r in EVERY_ROW if r.label == label)
         if row not in ROWS or not row.network or row.graph in (None, "complete"):
             continue
         pairs = tables["privacy_pairs"]
-        ledger = tables["privacy_ledger"]
-        z = float((ledger["noise_scale"] / ledger["sensitivity"]).median())
+        z = noise_multiplier(tables)
         closed = closed_form_unit_slopes(row.graph) / (2 * z * z)
         observer, record = pairs["observer"].to_numpy(), pairs["record"].to_numpy()
         delta = BUDGETS[name][1]

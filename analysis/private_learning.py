@@ -57,6 +57,7 @@ from experiments import (
     describe,
     guarded,
     load_result_tables,
+    planned_label,
     run_experiments,
     runner_from,
     write_readme_tables,
@@ -68,7 +69,6 @@ from netsim.analysis.learning import final_accuracy
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import NetsimError
 from netsim.scenario.loader import load_scenario
-from netsim.storage import SWEEP_PLAN
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -197,11 +197,7 @@ COLUMNS = (
 def row_label(directory: Path) -> str:
     """The row a run directory of a sweep belongs to: its point's label in the sweep's
     ``plan.parquet`` (``"<row>: <overrides>"``, :func:`points`)."""
-    plan_file = directory.parent.parent / SWEEP_PLAN
-    if not plan_file.is_file():
-        raise NetsimError(f"{directory}: not a run of a private-learning sweep (no {plan_file})")
-    planned = pd.read_parquet(plan_file, columns=["run_id", "label"]).set_index("run_id")
-    return str(planned.loc[directory.name, "label"]).split(": ", 1)[0]
+    return planned_label(directory, "private-learning").split(": ", 1)[0]
 
 
 def reduce_run(name: str, directory: Path) -> pd.DataFrame:

@@ -402,12 +402,19 @@ def network_noise_multiplier(
     times, default T·π_u) is (``epsilon``, ``delta``)-DP: the papers' calibration of network
     DP-SGD on a static graph (one contribution's slope is 1/(2z²))."""
     worst = float(path_secret_slopes(transition, steps, 1.0, contributions=contributions).max())
+    return math.sqrt(worst / (2.0 * slope_for_epsilon(epsilon, delta)))
+
+
+def slope_for_epsilon(epsilon: float, delta: float) -> float:
+    """The slope s of the linear RDP curve α·s whose ε at ``delta`` is ``epsilon``
+    (:func:`epsilons_of_slopes` inverted by bisection; the largest s at most ε)."""
     low, high = 0.0, 1.0
     while float(epsilons_of_slopes(high, delta)) < epsilon:
         high *= 2.0
-    for _ in range(100):  # bisection on the worst pair's slope
+    for _ in range(100):
         middle = (low + high) / 2.0
-        low, high = (
-            (middle, high) if float(epsilons_of_slopes(middle, delta)) < epsilon else (low, middle)
-        )
-    return math.sqrt(worst / (2.0 * low))
+        if float(epsilons_of_slopes(middle, delta)) < epsilon:
+            low = middle
+        else:
+            high = middle
+    return low
