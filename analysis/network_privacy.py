@@ -87,6 +87,9 @@ NODES = 2048
 STEPS = 20_000
 #: Uses per node: 1.25·T/n rounded up, the authors' cap (``conf`` in houses/main.py).
 USES = math.ceil(1.25 * STEPS / NODES)
+#: Walk paths re-simulated on each churn run's schedule for the path-secret estimate
+#: (``privacy.secret_paths``): about 0.25 s a path at this scale.
+SECRET_PATHS = 256
 EXPERIMENTS = ("adult-10", "adult-1", "adult-10-churn")
 BUDGETS = {"adult-10": (10.0, 1e-6), "adult-1": (1.0, 1e-5), "adult-10-churn": (10.0, 1e-6)}
 GRAPH_NAMES = ("complete", "hypercube", "geometric")
@@ -215,6 +218,8 @@ def overrides(
     """The base scenario's keys a row changes (``multiplier``: a path-known row's noise)."""
     changed: dict[str, Any] = {"learning.epsilon": epsilon, "learning.delta": delta}
     changed.update(row.extra)
+    if row.graph is None:  # no closed form under churn: the papers' sum estimated instead
+        changed["privacy.secret_paths"] = SECRET_PATHS
     if row.graph is not None:
         changed["topology"] = (
             {"kind": "complete"}
@@ -263,8 +268,9 @@ def plan(name: str, reps: int = DEFAULT_REPS) -> SweepPlan:
 COLUMNS = (
     "experiment", "row", "graph", "seed", "target_epsilon", "delta", "noise_multiplier",
     "final_accuracy", "updates", "refused", "local_epsilon", "network_epsilon",
-    "epsilon_median", "epsilon_p90", "closed_form_epsilon", "majority_accuracy",
-    "centralised_accuracy", "central_dp_accuracy",
+    "epsilon_median", "epsilon_p90", "closed_form_epsilon", "secret_epsilon",
+    "secret_epsilon_se", "secret_median", "majority_accuracy", "centralised_accuracy",
+    "central_dp_accuracy",
 )  # fmt: skip
 
 
@@ -285,7 +291,13 @@ def reduce_run(name: str, directory: Path) -> pd.DataFrame:
     row = next(r for r in EVERY_ROW if r.label == label)
     epsilon, delta = BUDGETS[name]
     summary = tables["learning_summary"].iloc[0]
-    privacy = tables["privacy_summary"].iloc[0]
+    views = tables["privacy_summary"].set_index("view")
+    privacy = views.loc["path_known"]
+    secret = (
+        views.loc["path_secret_estimate"]
+        if "path_secret_estimate" in views.index
+        else pd.Series(math.nan, index=["network_epsilon", "network_epsilon_se", "epsilon_median"])
+    )
     z = noise_multiplier(tables)
     closed_form = math.nan
     if row.graph is not None:
@@ -300,6 +312,9 @@ def reduce_run(name: str, directory: Path) -> pd.DataFrame:
         "epsilon_median": float(privacy["epsilon_median"]),
         "epsilon_p90": float(privacy["epsilon_p90"]),
         "closed_form_epsilon": closed_form,
+        "secret_epsilon": float(secret["network_epsilon"]),
+        "secret_epsilon_se": float(secret["network_epsilon_se"]),
+        "secret_median": float(secret["epsilon_median"]),
         "majority_accuracy": float(summary["majority_accuracy"]),
         "centralised_accuracy": float(summary["centralised_accuracy"]),
         "central_dp_accuracy": float(summary["central_dp_accuracy"]),
@@ -368,6 +383,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (experiment, row): accuracy mean, s.d. and n over seeds, the noise, the
     worst local, path-known and closed-form ε over seeds, the pairs' median, the yardsticks."""
     keys = ["experiment", "row"]
+    runs = runs.reindex(columns=list(COLUMNS))  # results reduced before a column existed: NaN
     grouped = runs.groupby(keys, sort=False)
     table = grouped.agg(
         accuracy=("final_accuracy", "mean"), sd=("final_accuracy", "std"),
@@ -375,10 +391,15 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         updates=("updates", "mean"), local_epsilon=("local_epsilon", "max"),
         network_epsilon=("network_epsilon", "max"), epsilon_median=("epsilon_median", "mean"),
         closed_form_epsilon=("closed_form_epsilon", "max"),
+        secret_median=("secret_median", "mean"),
         majority=("majority_accuracy", "mean"), centralised=("centralised_accuracy", "mean"),
         central_dp=("central_dp_accuracy", "mean"),
     ).reset_index()  # fmt: skip
-    return table
+    # the worst estimate over seeds, with that estimate's standard error
+    worst = runs[[*keys, "secret_epsilon", "secret_epsilon_se"]].sort_values(
+        "secret_epsilon", ascending=False, na_position="last", kind="stable"
+    ).drop_duplicates(keys)
+    return table.merge(worst, on=keys, how="left", sort=False)
 
 
 def _number(value: float) -> str:
@@ -408,6 +429,7 @@ def markdown_table(summary: pd.DataFrame, name: str, runs: pd.DataFrame | None =
     if part.empty:
         return f"(no results for {name}: run `python analysis/network_privacy.py run`)"
     first = part.iloc[0]
+    estimated = bool(part["secret_epsilon"].notna().any())
     lines = [
         f"At (ε, δ) = ({epsilon:g}, {delta:g}), {NODES:,} nodes, {STEPS:,} steps, {USES} uses "
         f"per node{' (walk service, STUNner churn)' if name.endswith('-churn') else ''}. "
@@ -416,8 +438,9 @@ def markdown_table(summary: pd.DataFrame, name: str, runs: pd.DataFrame | None =
         f"{first['central_dp']:.3f}.",
         "",
         "| row | accuracy (s.d., n) | over local (95% CI) | z = σ/Δ | local ε "
-        "| network ε, path known (worst; median) | closed form ε (worst) |",
-        "|---|---|---|---|---|---|---|",
+        "| network ε, path known (worst; median) | closed form ε (worst) |"
+        + (" path secret, estimated ε (worst ± s.e.; median) |" if estimated else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if estimated else ""),
     ]
     for _, row in part.iterrows():
         margin = (
@@ -430,6 +453,12 @@ def markdown_table(summary: pd.DataFrame, name: str, runs: pd.DataFrame | None =
             f"{margin} | {row['noise_multiplier']:.3g} | {row['local_epsilon']:.3g} | "
             f"{row['network_epsilon']:.3g}; {row['epsilon_median']:.3g} | "
             f"{_number(row['closed_form_epsilon'])} |"
+            + (
+                f" {_number(row['secret_epsilon'])} ± {_number(row['secret_epsilon_se'])}; "
+                f"{_number(row['secret_median'])} |"
+                if estimated
+                else ""
+            )
         )
     return "\n".join(lines)
 

@@ -116,11 +116,23 @@ class OnlineStates(Protocol):
     epochs: np.ndarray
 
 
+class OnlineSchedule(Protocol):
+    """When each node is online: its state at time 0 and every later transition, sorted by
+    time (:class:`netsim.network.churn.ChurnSchedule` implements it)."""
+
+    initially_online: np.ndarray
+    time: np.ndarray
+    node: np.ndarray
+    online: np.ndarray
+
+
 class ChurnProgress(Protocol):
     """The run's churn replay as a component reads it
-    (:class:`netsim.network.churn.ChurnReplay` implements it)."""
+    (:class:`netsim.network.churn.ChurnReplay` implements it): the transitions applied so far
+    and the whole schedule it replays."""
 
     transitions_applied: int
+    schedule: OnlineSchedule
 
 
 class PrivacyReport(Protocol):

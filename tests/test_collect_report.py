@@ -802,3 +802,49 @@ def test_netsim_collect_of_a_path_that_is_no_run_is_one_message(tmp_path, capsys
     assert main(["collect", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert "does not exist" in err and err.count("\n") == 1
+
+
+NETWORK_WALK = {
+    "name": "walk-pairs",
+    "nodes": 30,
+    "duration": "300s",
+    "topology": {"kind": "random_regular", "degree": 3},
+    "walk": {"kind": "ideal", "sampling": "neighbour", "step_time": "1s",
+             "agent": {"kind": "sgd"}},
+    "learning": {
+        "dataset": {"name": "spambase"}, "model": "logreg", "clip": 1.0,
+        "algorithm": "dp-sgd", "noise": {"kind": "gaussian", "noise_multiplier": 1.5},
+        "accounting": "rdp", "epsilon": 8.0, "delta": 1e-5, "evaluate_every": 100,
+    },
+    "privacy": {"model": "network"},
+}  # fmt: skip
+
+
+def test_report_draws_privacy_per_observer_against_distance(tmp_path):
+    """A sweep stating privacy per observer gets the distance figure: per run and hop count
+    the mean ε of its single observers' pairs, and the run's local ε, pooled over the
+    repetitions of a point like every other sample."""
+    from netsim.analysis.collect import load_sweep, pair_distance_samples, run_status
+
+    sweep = make_sweep(
+        tmp_path / "sweep", "walk-pairs", NETWORK_WALK,
+        [{"learning.epsilon": 4.0}, {"learning.epsilon": 8.0}], 2,
+    )  # fmt: skip
+    source = load_sweep(sweep)
+    samples = pair_distance_samples(source, run_status(source))
+    for run_id, run in zip(source.plan["run_id"], source.plan["run"], strict=True):
+        pairs = pd.read_parquet(sweep / "runs" / run_id / "privacy_pairs.parquet")
+        local = pd.read_parquet(sweep / "runs" / run_id / "privacy_summary.parquet")
+        mine = samples[(samples["run"] == run) & (samples["metric"] == "epsilon")]
+        expected = pairs[pairs["distance"] >= 0].groupby("distance")["epsilon"].mean()
+        np.testing.assert_array_equal(mine["round"], expected.index.to_numpy(float))
+        np.testing.assert_allclose(mine["value"], expected.to_numpy())
+        assert len(mine) >= 3  # a 3-regular graph of 30 nodes: at least 3 hops across
+        own = samples[(samples["run"] == run) & (samples["metric"] == "local_epsilon")]
+        assert own["value"].tolist() == [local["local_epsilon"].iloc[0]]
+    markdown = check_report(
+        write_report(sweep, tmp_path / "report"),
+        {"walk_counts.png", "accuracy_vs_time.png", "online_nodes.png", "privacy_spent.png",
+         "privacy_by_distance.png"},
+    )  # fmt: skip
+    assert "### Privacy per observer against distance" in markdown

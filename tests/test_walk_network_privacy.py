@@ -5,13 +5,19 @@ lineage, they never exceed local DP, and scenarios that cannot be accounted are 
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import netsim
 from netsim.errors import ScenarioError
-from netsim.privacy.walk_pairwise import epsilons_of_slopes, path_known_slopes
+from netsim.privacy.walk_pairwise import (
+    epsilons_of_slopes,
+    path_known_slopes,
+    path_secret_exposure,
+    resimulated_walk_paths,
+)
 from netsim.scenario.loader import validate_scenario
 
 BASE = {
@@ -344,3 +350,64 @@ def test_a_walk_with_a_fixed_law_states_the_papers_closed_form_beside_the_run() 
     )
     uniform = netsim.run(scenario()).tables["privacy_summary"].iloc[0]
     assert np.isnan(uniform["closed_form_epsilon"])
+
+
+def test_the_path_secret_estimate_is_re_derived_from_the_runs_log() -> None:
+    """``privacy.secret_paths`` on the walk service under churn: the ``path_secret_estimate``
+    row is the papers' sum over walks re-simulated on the churn the run logged (``churn``:
+    every join and leave from time 0), at the run's visit times (``sgd_visits``), each node
+    contributing as often as the most-used record did, slope 1/(2z²) per contribution; its
+    standard error is the worst pair's, carried to ε. The path-known row is unchanged."""
+    from netsim.log import EventLog
+    from netsim.scenario.build import build_run
+
+    data = copy.deepcopy(SERVICE_UNDER_CHURN)
+    data["privacy"] = {"model": "network", "observers": 20, "secret_paths": 8}
+    tables = netsim.run(data).tables
+    summary = tables["privacy_summary"].set_index("view")
+    assert list(summary.index) == ["path_known", "path_secret_estimate"]
+    without = copy.deepcopy(data)
+    without["privacy"]["secret_paths"] = 0
+    known = netsim.run(without).tables["privacy_summary"].iloc[0]
+    assert summary.loc["path_known", "network_epsilon"] == known["network_epsilon"]
+    assert summary.loc["path_known", "paths"] == 0
+    built = build_run(validate_scenario(data, source="t", base_dir=None), EventLog())
+    churn = tables["churn"]
+    schedule = SimpleNamespace(
+        initially_online=np.zeros(60, dtype=bool), time=churn["time"].to_numpy(),
+        node=churn["node"].to_numpy(np.int64), online=churn["online"].to_numpy(bool),
+    )  # fmt: skip
+    times = tables["sgd_visits"]["time"].to_numpy()
+    paths = resimulated_walk_paths(
+        *built["learning"].topology, schedule, times, 8,
+        built.sim.streams.get("learning.secret_paths"),
+    )  # fmt: skip
+    cap = int(tables["privacy_records"]["uses"].max())
+    observers = np.asarray(built["privacy"].observers)
+    mean, standard_error = path_secret_exposure(paths, cap, observers, 60)
+    keep = np.ones(mean.shape, dtype=bool)
+    keep[np.arange(observers.size), observers] = False
+    epsilon = epsilons_of_slopes(mean[keep] / (2 * 1.5**2), 1e-5)
+    row = summary.loc["path_secret_estimate"]
+    assert row["paths"] == 8 and row["pairs"] == keep.sum() and "not a bound" in row["claim"]
+    assert row["network_epsilon"] == pytest.approx(epsilon.max(), rel=1e-12)
+    assert row["epsilon_median"] == pytest.approx(np.median(epsilon), rel=1e-12)
+    worst = np.argmax(epsilon)
+    above = (mean[keep][worst] + standard_error[keep][worst]) / (2 * 1.5**2)
+    assert row["network_epsilon_se"] == pytest.approx(
+        float(epsilons_of_slopes(above, 1e-5)) - epsilon.max(), rel=1e-9
+    )
+    assert row["network_epsilon_se"] > 0
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (gossip_learning(), r"secret_paths"),
+        (scenario(learning={"records_per_node": 4}), r"privacy_unit node"),
+    ],
+)
+def test_a_path_secret_estimate_that_means_nothing_is_refused(data: dict, match: str) -> None:
+    data["privacy"] = {"model": "network", "secret_paths": 4}
+    with pytest.raises(ScenarioError, match=match):
+        validate_scenario(data, source="test", base_dir=None)

@@ -667,6 +667,43 @@ def long_table(source: SweepSource, status: pd.DataFrame) -> pd.DataFrame:
     return long[order].reset_index(drop=True)
 
 
+def pair_distance_samples(source: SweepSource, status: pd.DataFrame) -> pd.DataFrame:
+    """Privacy per observer against distance, of the complete runs that state it: per run
+    and hop count between observer and record, the mean ε of the single observers' pairs at
+    that distance (``privacy_pairs``: metric ``epsilon``, the hops in ``round``), and the
+    run's local ε (``privacy_summary``: metric ``local_epsilon``, no ``round``), as rows of
+    the long table (:func:`summarize` reads them). Unreachable pairs and coalitions are
+    left out."""
+    complete = status.loc[status["status"] == "complete", ["run", "run_id"]]
+    pieces = [_empty_samples()]
+    for run, run_id in complete.itertuples(index=False):
+        directory = source.run_directory(run_id)
+        if "privacy_pairs" not in load_manifest(directory).get("tables", {}):
+            continue
+        try:
+            pairs = read_table(directory / "privacy_pairs.parquet").to_pandas()
+            summary = read_table(directory / "privacy_summary.parquet").to_pandas()
+        except (OSError, pa.ArrowException) as exc:
+            raise RunDirectoryError(f"{directory}: cannot read the privacy pairs ({exc})") from None
+        pairs = pairs[(pairs["observer"] >= 0) & (pairs["distance"] >= 0)]
+        if pairs.empty or summary.empty:
+            continue
+        by_distance = pairs.groupby("distance", sort=True)["epsilon"].mean()
+        hops = by_distance.index.to_numpy(dtype=float)
+        pieces.append(pd.DataFrame({
+            "run": np.full(hops.size + 1, run, dtype=np.int64),
+            "table": "privacy_pairs",
+            "metric": ["epsilon"] * hops.size + ["local_epsilon"],
+            "time": np.nan,
+            "round": np.append(hops, np.nan),
+            "series": "",
+            "value": np.append(by_distance.to_numpy(dtype=float),
+                               float(summary["local_epsilon"].iloc[0])),
+        }))  # fmt: skip
+    samples = pd.concat(pieces, ignore_index=True)
+    return samples.merge(source.plan, on="run", how="left", validate="many_to_one")
+
+
 def _write_parquet(frame: pd.DataFrame, file: Path) -> None:
     """Write ``frame`` to ``file`` atomically: never a partial file that looks complete."""
     try:

@@ -39,6 +39,7 @@ from netsim.analysis.collect import (
     half_width,
     load_sweep,
     long_table,
+    pair_distance_samples,
     parameter_columns,
     refuse_damaged,
     run_configuration,
@@ -105,6 +106,21 @@ PRIVACY_FIGURE = FigureSpec(
     ),
     title="Privacy spent",
     panels=(Curve("privacy", "epsilon_spent_max", "point", "ε spent (largest over records)"),),
+)
+#: Privacy per observer against the hops between observer and record (runs that state it:
+#: ``privacy.model network``, Muffliato). Drawn by :func:`_draw_pairwise_figure`; the panel
+#: names the table and its metric, its x axis is the hop count.
+PAIRWISE_FIGURE = FigureSpec(
+    file="privacy_by_distance.png",
+    caption="privacy per observer against the hops between observer and record",
+    sentence=(
+        "The mean ε of the (observer, record) pairs at each shortest-path distance on the "
+        "topology (privacy_pairs, single observers; the run's own view: path known for a walk, "
+        "exact for Gaussian gossip averaging), with the confidence interval of the mean over "
+        "repetitions; dashed: the same runs' local ε (every release public)."
+    ),
+    title="Privacy per observer against distance",
+    panels=(Curve("privacy_pairs", "epsilon", "point", "ε of a pair (mean over the pairs)"),),
 )
 
 
@@ -869,6 +885,47 @@ def _draw_privacy_figure(
     return save_figure(fig, out, tight=True)
 
 
+def _draw_pairwise_figure(
+    statistics: pd.DataFrame,
+    labels: dict[int, str],
+    styles: dict[int, LineStyle],
+    repetitions: dict[int, int],
+    out: Path,
+) -> Path:
+    """Mean ε per hop count, one line per grid point with its interval, and each point's
+    local ε dashed in its colour (:data:`PAIRWISE_FIGURE`)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8.0, 4.6), layout="constrained")
+    pairs = statistics[statistics["metric"] == "epsilon"]
+    local = statistics[statistics["metric"] == "local_epsilon"].set_index("point")["mean"]
+    for point, line in pairs.groupby("point", sort=True):
+        style = styles[int(point)]
+        line = line.sort_values("round")
+        below = line["mean"] - line["ci_low"]
+        above = line["ci_high"] - line["mean"]
+        ax.errorbar(
+            line["round"], line["mean"], yerr=[below, above], fmt=style.marker,
+            linestyle=style.linestyle, color=style.colour, capsize=4, ms=5,
+            label=labels[int(point)],
+        )  # fmt: skip
+        if point in local.index:
+            ax.axhline(float(local[point]), linestyle="--", color=style.colour, alpha=0.7)
+    ax.plot([], [], "--", color="0.4", label="local ε (every release public)")
+    if _log_y(pd.concat([pairs, local.reset_index()], ignore_index=True)):
+        ax.set_yscale("log")
+    ax.set_xlabel("shortest-path distance between observer and record (hops)")
+    ax.set_ylabel(PAIRWISE_FIGURE.panels[0].ylabel)
+    hops = np.sort(pairs["round"].unique())
+    ax.set_xticks(hops)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    counts = [repetitions.get(int(p), 0) for p in pairs["point"].unique()]
+    text = repetitions_text(counts).replace("band", "error bars")
+    text = text.replace("; thin lines: the runs", "")
+    ax.set_title(f"{PAIRWISE_FIGURE.title}\n{text}", fontsize=10)
+    return save_figure(fig, out, tight=True)
+
+
 def _spent_epsilon(privacy: pd.DataFrame) -> bool:
     """True iff some run's records spent some ε (mutual-information releases and non-private
     runs spend none: a figure of zeros says nothing)."""
@@ -927,12 +984,15 @@ def draw_figures(
     out: Path,
     figures: Sequence[FigureSpec] = NETWORK_FIGURES,
     unit: TimeUnit = HOURS,
+    pairs: pd.DataFrame | None = None,
 ) -> dict[FigureSpec, str]:
     """Draw every standard figure whose tables ``long`` has, and a figure of every other
     table with a time or round axis, into ``out``, time axes in ``unit``; returns those drawn,
     each with a note on how its runs were binned ("" if they were not). Runs that learned by
     a walk and by gossip get, first, their accuracies in one figure
-    (:data:`~netsim.analysis.learning.COMPARISON_FIGURE`), in place of the walk's own."""
+    (:data:`~netsim.analysis.learning.COMPARISON_FIGURE`), in place of the walk's own.
+    ``pairs``: the runs' privacy per observer by distance
+    (:func:`~netsim.analysis.collect.pair_distance_samples`), drawn when not empty."""
     labels = point_labels(source)
     styles = point_styles(source)
     drawn: dict[FigureSpec, str] = {}
@@ -964,6 +1024,10 @@ def draw_figures(
             statistics, privacy, labels, styles, repetitions, out / PRIVACY_FIGURE.file
         )
         drawn[PRIVACY_FIGURE] = ""
+    if pairs is not None and not pairs.empty:
+        statistics = summarize(pairs, CONFIDENCE)
+        _draw_pairwise_figure(statistics, labels, styles, repetitions, out / PAIRWISE_FIGURE.file)
+        drawn[PAIRWISE_FIGURE] = ""
     return drawn
 
 
@@ -1224,8 +1288,11 @@ def write_report(
     }
     figures = component_figures(source, status)
     unit = time_unit(simulated_span(source, status, long))
-    drawn = draw_figures(long, source, repetitions, out, figures, unit)
-    known = {spec.file for spec in (*figures, *builtin_figures(), PRIVACY_FIGURE)}
+    pairs = pair_distance_samples(source, status)
+    drawn = draw_figures(long, source, repetitions, out, figures, unit, pairs)
+    known = {
+        spec.file for spec in (*figures, *builtin_figures(), PRIVACY_FIGURE, PAIRWISE_FIGURE)
+    }
     for file in known - {spec.file for spec in drawn}:
         (out / file).unlink(missing_ok=True)
     drawn_files = {spec.file for spec in drawn}

@@ -54,6 +54,7 @@ from netsim.privacy.accountant import (
     ledger_sink,
     policy_by_name,
 )
+from netsim.privacy.ceiling import ChainCeiling
 from netsim.privacy.events import Guarantee
 from netsim.privacy.lineage import Lineage
 from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
@@ -71,7 +72,10 @@ from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 from netsim.privacy.walk_pairwise import (
     epsilons_of_slopes,
     path_known_slopes,
+    path_secret_exposure,
     path_secret_slopes,
+    resimulated_walk_paths,
+    slope_for_epsilon,
 )
 from netsim.registry import component_name, spec_class, spec_kind
 from netsim.sim import Simulation
@@ -360,6 +364,13 @@ class SGDAgent(Component):
         #: The walk's fixed transition matrix, when it has one (an ideal walk along a static
         #: topology): the papers' path-secret closed form is then stated beside the run's.
         self.walk_law: Any = None
+        #: With ``privacy.secret_paths``: the time of every visit, the run's churn schedule
+        #: and the stream its walk paths are re-simulated from (the path-secret estimate).
+        self.step_times: list[float] | None = None
+        self.online_schedule: Any = None
+        self.secret_rng: np.random.Generator | None = None
+        #: With ``privacy.budget: network``: the per-observer ceiling that admits each use.
+        self.ceiling: ChainCeiling | None = None
 
     @classmethod
     def build(cls, config: LearningConfig, ctx: BuildContext) -> SGDAgent:
@@ -436,6 +447,32 @@ class SGDAgent(Component):
             and beta is not None
             and config.learning_rate * (beta + config.regularisation) <= 2.0
         )
+        if threat.config.budget == "network":
+            self._enforce_network_budget(threat, config)
+        if threat.config.secret_paths:
+            assert ctx.churn is not None
+            self.step_times = []
+            self.online_schedule = ctx.churn.schedule
+            self.secret_rng = ctx.stream("secret_paths")
+
+    def _enforce_network_budget(self, threat: ThreatModel, config: LearningConfig) -> None:
+        """The learning section's (ε, δ) as every observer's ceiling
+        (:class:`~netsim.privacy.ceiling.ChainCeiling`): the accountant asks it before each
+        use in place of the record's own budget."""
+        accountant = self.sgd.accountant
+        units = accountant.records
+        owner = np.arange(units) // (1 if self.sgd.unit == "node" else self.sgd.records_per_node)
+        delta = threat.delta_for(config.delta)
+        self.ceiling = ChainCeiling(
+            nodes=int(owner.max()) + 1, owner=owner, coalitions=threat.config.coalitions,
+            budget_slope=slope_for_epsilon(config.epsilon, delta),
+            contribution_slope=1.0 / (2.0 * self.noise_multiplier**2), amplified=self.amplified,
+        )  # fmt: skip
+        accountant.admission = self.ceiling.admits
+        accountant.admission_refusal = (
+            f"privacy.budget network: some node or coalition would learn more than ε = "
+            f"{config.epsilon:g} at δ = {delta:g} from the models it receives"
+        )
 
     @classmethod
     def check(cls, config: LearningConfig, ctx: BuildContext) -> None:
@@ -455,6 +492,23 @@ class SGDAgent(Component):
         noise = mechanism(config.noise)
         if not noise.releases_at_multiplier():
             raise ValueError(f"{need}; {spec_kind(config.noise)} cannot release at one")
+        if threat.budget == "network" and (
+            config.algorithm != "dp-sgd"
+            or (config.privacy_unit == "record" and config.records_per_node > 1)
+        ):
+            raise ValueError(
+                "privacy.budget network uses each unit until some observer's loss would pass "
+                "the budget: it needs learning.algorithm dp-sgd (no cap on uses, a fixed noise "
+                "multiplier) and one unit per node (privacy_unit node, or records_per_node 1); "
+                f"got algorithm {config.algorithm}, {config.records_per_node} records per node"
+                f" with privacy_unit {config.privacy_unit}"
+            )
+        if threat.secret_paths and config.privacy_unit == "record" and config.records_per_node > 1:
+            raise ValueError(
+                "privacy.secret_paths estimates the papers' path-secret view, whose unit is a "
+                "node's contribution: set learning.privacy_unit node (or records_per_node 1), "
+                "or secret_paths 0"
+            )
 
     @classmethod
     def check_inputs(cls, config: LearningConfig, ctx: BuildContext) -> None:
@@ -477,7 +531,7 @@ class SGDAgent(Component):
     def initial_state(self) -> ModelState:
         state = self.sgd.initial_state()
         if self.lineage is not None:
-            state = replace(state, serial=self.lineage.made(-1, -1, -1, 0.0, 0.0))
+            state = replace(state, serial=self._made(-1, -1, -1, 0.0, 0.0))
         return state
 
     def walks_by(self, transition: Any) -> None:
@@ -494,11 +548,15 @@ class SGDAgent(Component):
 
     def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
         """Eq. (8) with the record of ``node`` (the next mini-batch of its shard)."""
+        if self.ceiling is not None:
+            self.ceiling.received(node, state.serial)
         new, epsilon, updated = self.sgd.step(state, node, now)
         self.updates += updated
         self.refused += epsilon is None
         if self.lineage is not None:
             new = self._record_lineage(node, state, new, updated)
+            if self.step_times is not None:
+                self.step_times.append(now)
         row = int(self.rows[self.sgd.last_record])
         self.visits_table.append(
             now, walk, node, row, new.visits, new.updates, updated, epsilon or 0.0
@@ -517,14 +575,14 @@ class SGDAgent(Component):
         assert lineage is not None
         lineage.received(node, state.serial, self.sim.now)
         if not updated:
-            return replace(new, serial=lineage.made(state.serial, -1, -1, 0.0, 0.0))
+            return replace(new, serial=self._made(state.serial, -1, -1, 0.0, 0.0))
         sgd = self.sgd
         eta = sgd.learning_rate / math.sqrt(new.updates)
         if sgd.unit == "node" or sgd.batch == 1:
             unit = node if sgd.unit == "node" else sgd.last_record
             shift = eta * sgd.sensitivity
             noise = shift * self.noise_multiplier
-            return replace(new, serial=lineage.made(state.serial, unit, node, shift, noise))
+            return replace(new, serial=self._made(state.serial, unit, node, shift, noise))
         # a mini-batch of b records, each moving the mean by at most η·Δ/b: one state per
         # record, the noise (z·Δ/b) on the last, so every record's stretch includes it
         r, b = sgd.records_per_node, sgd.batch
@@ -536,6 +594,14 @@ class SGDAgent(Component):
             serial = lineage.made(serial, int(record), node, shift, 0.0)
         noise = shift * self.noise_multiplier
         return replace(new, serial=lineage.made(serial, int(records[-1]), node, shift, noise))
+
+    def _made(self, parent: int, unit: int, owner: int, shift: float, noise: float) -> int:
+        """A state in the lineage (and in the ceiling's chain, under a network budget)."""
+        assert self.lineage is not None
+        serial = self.lineage.made(parent, unit, owner, shift, noise)
+        if self.ceiling is not None:
+            self.ceiling.made(serial, parent, unit, shift, noise)
+        return serial
 
     def guarantee(self) -> tuple[float, float, Guarantee]:
         """The run's (ε, δ, kind) over all records (parallel composition, Hegedűs et al. §3)."""
@@ -647,6 +713,49 @@ class SGDAgent(Component):
             delta=delta, local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=closed_form,
         ))  # fmt: skip
+        if self.step_times is not None:
+            self._write_secret_estimate(delta, local, closed_form)
+
+    def _write_secret_estimate(self, delta: float, local: float, closed_form: float) -> None:
+        """The ``path_secret_estimate`` row of ``privacy_summary``: the papers' path-secret
+        sum (Cyffers, Bellet, Upadhyay 2024) estimated from ``privacy.secret_paths`` walks
+        re-simulated on the run's churn schedule at the run's visit times
+        (:func:`~netsim.privacy.walk_pairwise.path_secret_exposure`), every node contributing
+        at most as often as the most-used unit did. Single observers only; the standard
+        error is that of the worst pair, carried to ε to first order."""
+        threat, lineage = self.threat, self.lineage
+        assert threat is not None and lineage is not None and self.topology is not None
+        count = threat.config.secret_paths
+        observers = threat.observers
+        paths = resimulated_walk_paths(
+            *self.topology, self.online_schedule, np.asarray(self.step_times), count,
+            self.secret_rng,
+        )  # fmt: skip
+        units = self.sgd.accountant.records
+        cap = int(lineage.contributions(units).max(initial=0))
+        mean, standard_error = path_secret_exposure(paths, cap, observers, units)
+        slope = 1.0 / (2.0 * self.noise_multiplier**2)
+        keep = np.ones(mean.shape, dtype=bool)
+        keep[np.arange(observers.size), observers] = False
+        rho = slope * mean[keep]
+        epsilon = epsilons_of_slopes(rho, delta)
+        network, median, p90 = pair_quantiles(epsilon)
+        spread = math.nan
+        if rho.size:
+            worst = int(np.argmax(epsilon))
+            above = slope * (mean[keep][worst] + standard_error[keep][worst])
+            spread = float(epsilons_of_slopes(above, delta)) - network
+        self.sim.log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
+            view="path_secret_estimate",
+            claim=(
+                "estimate, not a bound: the papers' path-secret sum over walk paths "
+                "re-simulated on the run's churn schedule and visit times"
+            ),
+            observers=int(observers.size), pairs=int(rho.size), delta=delta,
+            local_epsilon=local, network_epsilon=network, epsilon_median=median,
+            epsilon_p90=p90, closed_form_epsilon=closed_form, paths=count,
+            network_epsilon_se=spread,
+        ))  # fmt: skip
 
     def _closed_form_epsilon(self, lineage: Lineage, units: int, delta: float) -> float:
         """The worst pair of the papers' path-secret closed form for this run's walk
@@ -717,6 +826,14 @@ class SGDAgent(Component):
                 lines.append(
                     "the papers' closed form for this walk (path secret): worst pair ε = "
                     f"{row['closed_form_epsilon']:.3g}"
+                )
+            estimate = network[network["view"] == "path_secret_estimate"]
+            if len(estimate):
+                row = estimate.iloc[0]
+                lines.append(
+                    f"path secret, estimated from {int(row['paths'])} re-simulated walks (not "
+                    f"a bound): worst pair ε = {row['network_epsilon']:.3g} ± "
+                    f"{row['network_epsilon_se']:.2g}, median {row['epsilon_median']:.3g}"
                 )
         return lines
 

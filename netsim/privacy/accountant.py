@@ -309,6 +309,13 @@ class RecordBudgets:
         self.accounting: str = accounting
         #: Whether Gaussian releases are composed by RDP/PLD (a private policy under them).
         self.tight = bool(policy.private and accounting in TIGHT_ACCOUNTINGS)
+        #: Who admits a record's next Gaussian release at a fixed multiplier in place of its own
+        #: composed budget (None: the budget): a per-observer ceiling
+        #: (:class:`~netsim.privacy.ceiling.ChainCeiling`), which then states the guarantee;
+        #: the record's composed spend is still kept, as its local-DP figure.
+        self.admission: Callable[[int], bool] | None = None
+        #: Why :attr:`admission` refuses (the refusal's reason in the run's warning).
+        self.admission_refusal = ""
         self._composition: TightComposition | None = None
         if self.tight:
             self._composition = TightComposition(
@@ -657,12 +664,16 @@ class PrivacyAccountant(RecordBudgets):
                     records,
                     f"budget spent ({self.policy.name}, {int(self.uses[record])} uses)",
                 )
+            if self.admission is not None and not self.admission(int(record)):
+                self._refuse_all(records, self.admission_refusal)
+        # the local budget refuses unless an admission decides in its place
+        local = self.admission is None
         one = np.ones(records.size, np.int64)
         expected: float | None = None
         if sensitivity > 0:
             expected = multiplier * sensitivity / sensitivity  # the event's σ/Δ
             pending = self._composed.evaluate(records, one, NO_EVENT, multiplier=expected)
-            if pending.over.any():
+            if local and pending.over.any():
                 self._refuse_all(records, self._composed.refusal(pending))
         if isinstance(mechanism, Mechanism):
             with mechanism.claims_checked():
@@ -677,7 +688,7 @@ class PrivacyAccountant(RecordBudgets):
             )  # fmt: skip
         if expected is None or gaussian_multiplier(event) != expected:
             pending = self._composed.evaluate(records, one, event)  # what it really declared
-            if pending.over.any():
+            if local and pending.over.any():
                 self._refuse_all(records, self._composed.refusal(pending))
         self._commit(pending, event)
         self.ledger.keep(LedgerChunk(time, pending.records, self.uses[pending.records], event))

@@ -9,9 +9,13 @@ every per-observer accountant writes.
   ``observers`` chooses whom to account (every node, or a uniform sample); ``coalitions``
   adds colluding sets of nodes, each observing the union of its members' views.
 
-The budget the learning section enforces is still each record's local-DP budget (its
-``algorithm`` and ``epsilon``): the network view states what each observer could learn from
-the run that happened, beside the local figure, and does not yet admit more uses of a record.
+``budget`` says what the learning section's (ε, δ) bounds: each record's local-DP spend
+(``local``, the default: the network view then states what each observer could learn from the
+run that happened, beside the local figure), or each observer's (``network``: the threat
+model is the ceiling, :mod:`netsim.privacy.ceiling`; a record is used for as long as no node
+or coalition would learn more than the budget, so it may be used more often than local DP
+allows). ``budget: network`` is an explicit key, not implied by ``model: network``, so that a
+run made before it existed keeps its meaning and its id.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from netsim.contracts import BuildContext, Component, ComponentConfig, Section
 from netsim.log import F64, I64, STR, TableSchema
@@ -63,6 +67,8 @@ SUMMARY_TABLE = TableSchema(
         ("epsilon_median", F64),
         ("epsilon_p90", F64),
         ("closed_form_epsilon", F64),
+        ("paths", I64),
+        ("network_epsilon_se", F64),
     ),
     description=(
         "One row: the observers' view (gaussian_exact: gossip averaging, linear in the "
@@ -71,7 +77,11 @@ SUMMARY_TABLE = TableSchema(
         "and pairs accounted, delta, the local epsilon (the worst record with every release "
         "public), the network epsilon (the worst pair), the pairs' median and 90th "
         "percentile, and for a walk on a static topology the worst pair of the papers' "
-        "path-secret closed form for a walk as long as the run's (NaN otherwise)."
+        "path-secret closed form for a walk as long as the run's (NaN otherwise). The view "
+        "path_secret_estimate is the papers' path-secret sum estimated from walk paths "
+        "re-simulated on the run's churn schedule: paths is their number (0 for the other "
+        "views) and network_epsilon_se the standard error of its worst pair's epsilon (NaN "
+        "for the other views)."
     ),
     role="summary",
 )
@@ -124,6 +134,24 @@ class ThreatModelConfig(ComponentConfig):
     #: Also write the views the accountant read: ``privacy_lineage`` (every model state) and
     #: ``privacy_views`` (who received which), large tables, to re-account a run offline.
     views: bool = False
+    #: A walk DP-SGD run also states the papers' path-secret view estimated from this many
+    #: walk paths re-simulated on the run's own churn schedule and visit times (a second
+    #: ``privacy_summary`` row, ``path_secret_estimate``; 0: none). An estimate, not a bound.
+    secret_paths: int = Field(default=0, ge=0)
+    #: What the learning section's (ε, δ) bounds. ``local``: each record's releases as if all
+    #: were public (its ledger). ``network``: what any node or coalition learns from the
+    #: models it receives — a record is used until some observer's composed loss would pass
+    #: the budget (:mod:`netsim.privacy.ceiling`; a walk DP-SGD run, algorithm dp-sgd).
+    budget: Literal["local", "network"] = "local"
+
+    @model_validator(mode="after")
+    def _network_budget(self) -> ThreatModelConfig:
+        if self.budget == "network" and self.model != "network":
+            raise ValueError(
+                "privacy.budget network bounds what each observer receives: set "
+                "privacy.model network (model local has no observers to bound)"
+            )
+        return self
 
     @field_validator("coalitions")
     @classmethod
@@ -243,6 +271,12 @@ def hops_from(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) -> n
     return np.where(np.isfinite(hops), hops, -1).astype(np.int64)
 
 
+#: The columns of a ``privacy_summary`` row that only an estimated view fills.
+ESTIMATE_DEFAULTS: dict[str, Any] = {"paths": 0, "network_epsilon_se": float("nan")}
+
+
 def summary_row(**values: Any) -> tuple[Any, ...]:
-    """A ``privacy_summary`` row from its columns by name (every column required)."""
+    """A ``privacy_summary`` row from its columns by name (every column required but those
+    of :data:`ESTIMATE_DEFAULTS`, for a bound or an exact view)."""
+    values = {**ESTIMATE_DEFAULTS, **values}
     return tuple(values[name] for name, _ in SUMMARY_TABLE.columns)

@@ -52,12 +52,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
 from netsim.privacy.composition import RDP_ORDERS, rdp_epsilons
+
+if TYPE_CHECKING:
+    from netsim.component import OnlineSchedule
 
 #: An eigenvalue of W this close to 1 is the stationary one.
 UNIT_EIGENVALUE_TOLERANCE = 1e-9
@@ -418,3 +422,165 @@ def slope_for_epsilon(epsilon: float, delta: float) -> float:
         else:
             high = middle
     return low
+
+
+# --- path secret under churn: the papers' sum over re-simulated paths ------------------------
+
+
+@njit(cache=True)
+def _uniform_online(online: np.ndarray, count: int, rng: np.random.Generator) -> int:
+    """A uniform online node (−1: none), by its rank among the online ones."""
+    if count == 0:
+        return -1
+    rank = int(rng.random() * count)
+    for x in range(online.size):
+        if online[x]:
+            if rank == 0:
+                return x
+            rank -= 1
+    return -1
+
+
+@njit(cache=True)
+def _online_neighbour(
+    indptr: np.ndarray, indices: np.ndarray, online: np.ndarray, x: int, rng: np.random.Generator
+) -> int:
+    """A uniform online neighbour of ``x`` (−1: none): rejection first, then by rank."""
+    start, degree = indptr[x], indptr[x + 1] - indptr[x]
+    if degree == 0:
+        return -1
+    for _ in range(16):
+        y = indices[start + int(rng.random() * degree)]
+        if online[y]:
+            return y
+    count = 0
+    for i in range(start, start + degree):
+        count += online[indices[i]]
+    if count == 0:
+        return -1
+    rank = int(rng.random() * count)
+    for i in range(start, start + degree):
+        if online[indices[i]]:
+            if rank == 0:
+                return indices[i]
+            rank -= 1
+    return -1
+
+
+@njit(cache=True)
+def _resimulate(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    initially_online: np.ndarray,
+    change_time: np.ndarray,
+    change_node: np.ndarray,
+    change_online: np.ndarray,
+    step_times: np.ndarray,
+    rng: np.random.Generator,
+    out: np.ndarray,
+) -> None:
+    paths, steps = out.shape
+    online = initially_online.copy()
+    count = int(online.sum())
+    change = 0
+    for k in range(steps):
+        while change < change_time.size and change_time[change] <= step_times[k]:
+            node = change_node[change]
+            if online[node] != change_online[change]:
+                count += 1 if change_online[change] else -1
+                online[node] = change_online[change]
+            change += 1
+        for m in range(paths):
+            x = out[m, k - 1] if k > 0 else -1
+            y = _online_neighbour(indptr, indices, online, x, rng) if x >= 0 else -1
+            out[m, k] = y if y >= 0 else _uniform_online(online, count, rng)
+
+
+def resimulated_walk_paths(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    schedule: OnlineSchedule,
+    step_times: np.ndarray,
+    paths: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``paths`` walks of ``len(step_times)`` steps re-simulated on a churn schedule (a
+    (paths × steps) array of the node each step visits): the k-th step happens at
+    ``step_times[k]`` (the run's own visit times) and moves the token to a uniform neighbour
+    (CSR ``indptr``/``indices``) online at that time, the walk service's forwarding rule. A
+    walk starts at a uniform online node, and restarts at one when its holder has no online
+    neighbour (the service's timeout and restart, simplified: no parking, no copies); −1 where
+    nobody is online. Draws come from ``rng``."""
+    out = np.full((paths, np.asarray(step_times).size), -1, dtype=np.int64)
+    _resimulate(
+        np.ascontiguousarray(indptr, dtype=np.int64),
+        np.ascontiguousarray(indices, dtype=np.int64),
+        np.asarray(schedule.initially_online, dtype=np.bool_).copy(),
+        np.ascontiguousarray(schedule.time, dtype=np.float64),
+        np.ascontiguousarray(schedule.node, dtype=np.int64),
+        np.ascontiguousarray(schedule.online, dtype=np.bool_),
+        np.ascontiguousarray(step_times, dtype=np.float64),
+        rng,
+        out,
+    )
+    return out
+
+
+@njit(cache=True)
+def _secret_exposure(
+    paths: np.ndarray, cap: int, observer_of: np.ndarray, total: np.ndarray, squares: np.ndarray
+) -> None:
+    steps = paths.shape[1]
+    exposure = np.zeros_like(total)
+    uses = np.zeros(observer_of.size, dtype=np.int64)
+    contributor = np.empty(steps, dtype=np.int64)
+    for m in range(paths.shape[0]):
+        exposure[:] = 0.0
+        uses[:] = 0
+        made = 0  # contributions so far: the noisy steps, so contribution j is 1/(made − j) away
+        for t in range(steps):
+            v = paths[m, t]
+            if v < 0:
+                continue
+            o = observer_of[v]
+            if o >= 0:
+                for j in range(made):
+                    exposure[o, contributor[j]] += 1.0 / (made - j)
+            if uses[v] < cap:
+                uses[v] += 1
+                contributor[made] = v
+                made += 1
+        for o in range(total.shape[0]):
+            for u in range(total.shape[1]):
+                total[o, u] += exposure[o, u]
+                squares[o, u] += exposure[o, u] ** 2
+
+
+def path_secret_exposure(
+    paths: np.ndarray, cap: int, observers: np.ndarray, nodes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The papers' path-secret sum estimated from walk paths (:func:`resimulated_walk_paths`):
+    (mean, standard error) over the paths of Σ 1/k over every visit of observer v (a row, in
+    the order of ``observers``) at k noisy steps after a contribution of node u (a column;
+    0 for v's own). A node contributes at its first ``cap`` visits (each adds noise) and
+    forwards without noise after. Times one contribution's slope c = Δ²/(2σ²) this is the
+    RDP slope whose expectation over a walk with fixed law W and stationary start is
+    c·Σ_s π_u Σ_{t=1}^{T−1−s} (W^t)_{uv}/t: the closed form of :func:`path_secret_slopes`
+    (Cyffers, Bellet, Upadhyay 2024) with each contribution followed to the end of the run
+    instead of for T steps and each node's actual contributions in place of T·π_u."""
+    paths = np.ascontiguousarray(paths, dtype=np.int64)
+    count = paths.shape[0]
+    if count < 2:
+        raise ValueError("the standard error needs at least two paths")
+    observer_of = np.full(nodes, -1, dtype=np.int64)
+    observer_of[np.asarray(observers, dtype=np.int64)] = np.arange(len(observers))
+    total = np.zeros((len(observers), nodes))
+    squares = np.zeros_like(total)
+    _secret_exposure(paths, int(cap), observer_of, total, squares)
+    mean = total / count
+    variance = np.maximum(squares / count - mean**2, 0.0) * count / (count - 1)
+    standard_error = np.sqrt(variance / count)
+    rows = np.arange(len(observers))
+    mean[rows, observers] = 0.0
+    standard_error[rows, observers] = 0.0
+    return mean, standard_error

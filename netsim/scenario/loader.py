@@ -357,6 +357,8 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("muffliato",): None,
     ("muffliato", "acceleration"): "none",
     ("privacy",): None,
+    ("privacy", "secret_paths"): 0,
+    ("privacy", "budget"): "local",
 }
 
 

@@ -239,6 +239,18 @@ class GossipLearning(NetworkProtocol):
                     "privacy.model network accounts models that descend from one model each; "
                     f"gossip_learning.merge {config.merge} averages two: use merge none"
                 )
+            if threat.budget == "network":
+                raise ValueError(
+                    "privacy.budget network admits each use against one chain of models; "
+                    "gossip learning copies every model it sends: use privacy.budget local "
+                    "(the pairs per observer are still stated)"
+                )
+            if threat.secret_paths:
+                raise ValueError(
+                    "privacy.secret_paths re-simulates one random walk's path; gossip learning "
+                    "moves many models at once: set it to 0 (the pairs with the path known are "
+                    "still stated)"
+                )
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:

@@ -63,6 +63,9 @@ class RandomWalkService(Walk):
     requires = {  # noqa: RUF012
         "gossip": "walk progress is broadcast by push-pull gossip with period Δ = gossip.period"
     }
+    optional = {  # noqa: RUF012
+        "privacy": "the threat model: a network budget cannot follow restarts from copies"
+    }
     #: In rounds it does its own exchanges (round_exchange, round_tick).
     round_form = "fused"
 
@@ -149,6 +152,17 @@ class RandomWalkService(Walk):
         self.ends_table = self.ledger.ends_table
         self.samples_table = self.ledger.samples_table
         self.summary_table = self.ledger.summary_table
+
+    @classmethod
+    def check(cls, config: WalkServiceConfig, ctx: BuildContext) -> None:
+        threat = ctx.config_of("privacy")
+        if threat is not None and threat.budget == "network":
+            raise ValueError(
+                "privacy.budget network admits each use against one chain of models; the walk "
+                "service's restarts from local copies branch it (a later branch can make an "
+                "earlier state observed): use an ideal walk, or privacy.budget local (the "
+                "pairs per observer are still stated)"
+            )
 
     @classmethod
     def check_inputs(cls, config: WalkServiceConfig, ctx: BuildContext) -> None:
