@@ -21,7 +21,11 @@ stepping on the mean of the node's clipped gradients, the node as the privacy un
   releases would be worth if public) and its path-known network ε.
 - ``network (path known), <graph>``: the noise at which the run's own worst path-known pair
   is (ε, δ), taken from the closed-form row of the same graph and seed (the same walk: every
-  pair's slope scales as 1/z²), once those rows have run.
+  pair's slope scales as 1/z²), once those rows have run. This calibration looks at the
+  run's own path: a guarantee stated after the fact, not a rule a deployment could follow.
+- ``network budget (ceiling), <graph>``: the same noise, no cap on uses, and the budget
+  enforced online per observer (``privacy.budget: network``, :mod:`netsim.privacy.ceiling`):
+  each node is used until some node would learn more than (ε, δ) about it.
 - central DP at the same (ε, δ) is each run's ``learning_summary.central_dp_accuracy`` (DP-GD
   on the whole training split with RDP), beside the majority class and the non-private model.
 
@@ -108,6 +112,9 @@ class Row:
     network: bool
     pilot: str | None = None
     extra: tuple[tuple[str, Any], ...] = ()
+    #: The threat model is the ceiling (``privacy.budget: network``): no cap on uses, each
+    #: unit used until some observer's loss would pass the budget, at its pilot's noise.
+    ceiling: bool = False
 
 
 ROWS: tuple[Row, ...] = (
@@ -127,7 +134,15 @@ PATH_KNOWN_ROWS: tuple[Row, ...] = (
         "network, geometric r = 0.07",
     ),
 )  # fmt: skip
-ALL_ROWS = ROWS + PATH_KNOWN_ROWS
+#: Rows whose budget is every observer's (the ceiling, an online rule): the noise of the
+#: path-known row of the same graph and seed, no cap on uses.
+CEILING_ROWS: tuple[Row, ...] = (
+    Row("network budget (ceiling), complete", "complete", True,
+        "network (path known), complete", ceiling=True),
+    Row("network budget (ceiling), hypercube 2^11", "hypercube", True,
+        "network (path known), hypercube 2^11", ceiling=True),
+)  # fmt: skip
+ALL_ROWS = ROWS + PATH_KNOWN_ROWS + CEILING_ROWS
 LOSS = (("links.loss", 0.05),)
 #: The walk service under STUNner churn, and with 5% of the messages lost besides.
 CHURN_ROWS: tuple[Row, ...] = (
@@ -195,7 +210,8 @@ def network_multiplier(name: str, epsilon: float, delta: float) -> float:
 
 def path_known_multipliers(name: str) -> dict[tuple[str, int], float]:
     """(row, seed) → the noise multiplier at which the worst path-known pair of that row's
-    walk at that seed is the budget, from its pilot row's runs (empty before they ran)."""
+    walk at that seed is the budget, from its pilot row's runs (empty before they ran); a
+    ceiling row takes its pilot's noise as it is."""
     path = results_file(name)
     if not path.is_file():
         return {}
@@ -207,6 +223,9 @@ def path_known_multipliers(name: str) -> dict[tuple[str, int], float]:
         if row.pilot is None:
             continue
         for _, pilot in runs[runs["row"] == row.pilot].iterrows():
+            if row.ceiling:
+                found[row.label, int(pilot["seed"])] = float(pilot["noise_multiplier"])
+                continue
             scale = math.sqrt(slope_for_epsilon(pilot["network_epsilon"], delta) / target)
             found[row.label, int(pilot["seed"])] = float(pilot["noise_multiplier"]) * scale
     return found
@@ -231,13 +250,16 @@ def overrides(
             assert row.graph is not None  # a row without a graph is calibrated by its pilot
             multiplier = network_multiplier(row.graph, epsilon, delta)
         z = multiplier
-        # a fixed multiplier, and the budget of USES releases at it: the same cap per node
+        # a fixed multiplier, and the budget of USES releases at it: the same cap per node;
+        # under the ceiling, no cap: the budget is every observer's
         cap = composed_epsilon(((z, USES),), delta, "rdp") * (1 + 1e-9)
         changed.update({
             "learning.algorithm": "dp-sgd",
             "learning.noise": {"kind": "gaussian", "noise_multiplier": z},
-            "learning.epsilon": cap,
+            "learning.epsilon": epsilon if row.ceiling else cap,
         })  # fmt: skip
+        if row.ceiling:
+            changed["privacy.budget"] = "network"
     else:
         changed["learning.algorithm"] = f"dp-sgd-{USES}"
     return changed
@@ -360,7 +382,8 @@ def run(names: Sequence[str], runner: SweepRunner, reps: int = DEFAULT_REPS) -> 
     from experiments import run_directories, write_results
 
     failed = 0
-    for _ in range(2):  # the closed-form rows, then the path-known rows calibrated on them
+    # the closed-form rows, the path-known rows calibrated on them, the ceiling rows at theirs
+    for _ in range(3):
         failed += run_experiments(
             names, runner,
             plan=lambda name: plan(name, reps), reduce=reduce_run, results=results_file,

@@ -173,3 +173,46 @@ def test_chebyshev_acceleration_mixes_faster_and_is_accounted_on_its_own_states(
     got = tables["privacy_pairs"]
     np.testing.assert_allclose(got["epsilon"], expected["epsilon"], rtol=1e-9)
     np.testing.assert_allclose(got["epsilon"], unaccelerated["epsilon"], rtol=1e-7, atol=1e-9)
+
+
+def test_the_privacy_sections_observers_coalitions_and_delta_are_accounted() -> None:
+    """With a privacy section of model network, Muffliato accounts its threat model: every
+    node (its observers), the coalition {0, 1, 2} as observer −1 knowing its members' values,
+    at its δ. The pairs are the exact accountant's for the rounds that ran, and the coalition
+    learns about each record at least what its most-informed member learns alone."""
+    data = scenario(links={"loss": 0.2})
+    data["privacy"] = {"model": "network", "coalitions": [[0, 1, 2]], "delta": 1e-3}
+    built = build_run(validate_scenario(data, source="test", base_dir=None), EventLog())
+    built.sim.run(built.scenario.duration)
+    averaging = built["muffliato"]
+    tables = built.sim.log.to_frames()
+    pairs = tables["privacy_pairs"]
+    expected = pairwise_epsilons(averaging.mixing, sigma=1.0, sensitivity=1.0, delta=1e-3,
+                                 coalitions=[[0, 1, 2]])  # fmt: skip
+    np.testing.assert_array_equal(pairs["observer"], expected["observer"])
+    np.testing.assert_allclose(pairs["epsilon"], expected["epsilon"], rtol=1e-12)
+    coalition = pairs[pairs["observer"] == -1].set_index("record")["epsilon"]
+    assert len(coalition) == 37 and (pairs.loc[pairs["observer"] == -1, "distance"] == -1).all()
+    members = pairs[pairs["observer"].isin([0, 1, 2])].groupby("record")["epsilon"].max()
+    assert (coalition >= members.loc[coalition.index] - 1e-9).all()
+    assert (coalition > members.loc[coalition.index] + 1e-6).any()  # strictly more for some
+    summary = tables["privacy_summary"].iloc[0]
+    assert summary["delta"] == 1e-3 and summary["observers"] == 41
+    assert summary["local_epsilon"] == pytest.approx(gaussian_epsilon(1.0, 1.0, 1e-3))
+
+
+@pytest.mark.parametrize(
+    ("privacy", "muffliato", "match"),
+    [
+        ({"model": "network"}, {"observers": 5}, r"privacy\.observers only"),
+        ({"model": "network", "budget": "network"}, {}, r"privacy\.budget local"),
+        ({"model": "network", "observers": 41}, {}, r"privacy\.observers"),
+    ],
+)
+def test_muffliato_and_a_privacy_section_that_disagree_are_refused(
+    privacy: dict, muffliato: dict, match: str
+) -> None:
+    data = scenario(privacy=privacy)
+    data["muffliato"] = {**data["muffliato"], **muffliato}
+    with pytest.raises(ScenarioError, match=match):
+        validate_scenario(data, source="test", base_dir=None)

@@ -124,23 +124,26 @@ def pairwise_epsilons(
     delta: float,
     observers: Iterable[int] | None = None,
     acceleration: float | None = None,
+    coalitions: Sequence[Sequence[int]] = (),
 ) -> pd.DataFrame:
     """The pairwise network DP of Gaussian gossip averaging for each observer (default: every
     node) and every other node's record: ``observer``, ``record``, ``leverage`` (λ), ``rho``
     (the RDP slope, ρ(α) = α·rho) and ``epsilon`` at ``delta`` (exact for the Gaussian view).
     ``sigma`` is the noise each node adds once; ``sensitivity`` the L2 distance two
     neighbouring values can be apart; ``acceleration`` γ: the rounds were Chebyshev-
-    accelerated (:func:`received_views`)."""
+    accelerated (:func:`received_views`). ``coalitions``: colluding sets, each after the
+    observers as observer −1−k, knowing its members' values and noise, of every record of a
+    node outside it."""
     if sigma <= 0 or sensitivity < 0:
         raise ValueError("sigma must be positive and sensitivity non-negative")
     n = mixing[0].shape[0] if mixing else 0
     chosen = list(range(n)) if observers is None else [int(v) for v in observers]
-    views = received_views(
-        mixing, [[observer] for observer in chosen], acceleration=acceleration
-    )
+    views_of = [[observer] for observer in chosen] + [list(c) for c in coalitions]
+    ids = chosen + [-1 - k for k in range(len(coalitions))]
+    views = received_views(mixing, views_of, acceleration=acceleration)
     frames = []
-    for observer, view in zip(chosen, views, strict=True):
-        lam = leverages(view, [observer])
+    for observer, members, view in zip(ids, views_of, views, strict=True):
+        lam = leverages(view, members)
         records = np.flatnonzero(~np.isnan(lam))
         slope = sensitivity**2 * lam[records] / (2.0 * sigma**2)
         epsilon = [

@@ -167,8 +167,8 @@ class ThreatModelConfig(ComponentConfig):
 
 class ThreatModel(Component):
     """The ``privacy`` section: the threat model the components that account per observer
-    read (the learning section, for a walk's or gossip learning's models, through
-    ``optional``)."""
+    read through ``optional`` (the learning section, for a walk's or gossip learning's models;
+    Muffliato's averaging)."""
 
     Config = ThreatModelConfig
     section = Section("privacy", 25)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -92,6 +93,9 @@ class MuffliatoAveraging(RoundLearner):
     Config = MuffliatoConfig
     section = Section("muffliato", 95)
     tables = (ROUNDS_TABLE, PAIRS_TABLE, PRIVACY_SUMMARY_TABLE, SUMMARY_TABLE)
+    optional: ClassVar[dict[str, str]] = {  # type: ignore[assignment]
+        "privacy": "the threat model: with model network, its observers, coalitions and delta"
+    }
 
     def __init__(self, config: MuffliatoConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
@@ -111,7 +115,16 @@ class MuffliatoAveraging(RoundLearner):
             else None
         )
         self.loss_rng = ctx.stream("loss")
-        self.observers = sample_observers(self.n, config.observers, ctx.stream("observers"))
+        threat = ctx.find("privacy")
+        if threat is not None and threat.network:
+            # the scenario's threat model: its observers, coalitions and δ
+            self.observers = threat.observers
+            self.coalitions = threat.coalitions()[threat.observers.size :]
+            self.delta = threat.delta_for(config.delta)
+        else:
+            self.observers = sample_observers(self.n, config.observers, ctx.stream("observers"))
+            self.coalitions = []
+            self.delta = config.delta
         self.mixing: list[sp.csr_matrix] = []
         self.rmse = math.nan
         self.rounds_table = self.sim.log.table(ROUNDS_TABLE)
@@ -125,9 +138,26 @@ class MuffliatoAveraging(RoundLearner):
         problem = config.rounds_problem("muffliato", ctx.duration)
         if problem is not None:
             raise ValueError(problem)
+        threat = ctx.config_of("privacy")
+        if threat is not None and threat.model == "network":
+            if config.observers is not None:
+                raise ValueError(
+                    "muffliato.observers and the privacy section both choose the observers: "
+                    "give privacy.observers only (the privacy section's model network is the "
+                    "run's threat model)"
+                )
+            if threat.budget == "network":
+                raise ValueError(
+                    "privacy.budget network bounds the uses of the learning section's records; "
+                    "Muffliato adds its noise once and uses nothing again: use privacy.budget "
+                    "local"
+                )
+            count = threat.observers
+        else:
+            count = config.observers
         problem = observers_problem(
-            "muffliato", config.observers, ctx.nodes, MAX_ALL_OBSERVERS,
-            "one SVD of the observer's view per node",
+            "privacy" if threat is not None and threat.model == "network" else "muffliato",
+            count, ctx.nodes, MAX_ALL_OBSERVERS, "one SVD of the observer's view per node",
         )  # fmt: skip
         if problem is not None:
             raise ValueError(problem)
@@ -164,7 +194,8 @@ class MuffliatoAveraging(RoundLearner):
         # the first round runs at time 0, so there is always at least one W_t
         pairs = pairwise_epsilons(
             self.mixing, sigma=config.sigma, sensitivity=config.sensitivity,
-            delta=config.delta, observers=self.observers, acceleration=self.gamma,
+            delta=self.delta, observers=self.observers, acceleration=self.gamma,
+            coalitions=self.coalitions,
         )  # fmt: skip
         adjacency = sp.csr_matrix(
             (np.ones(self.link_a.size), (self.link_a, self.link_b)), shape=(self.n, self.n)
@@ -172,26 +203,30 @@ class MuffliatoAveraging(RoundLearner):
         hops = shortest_path(adjacency, directed=False, unweighted=True, indices=self.observers)
         observer = pairs["observer"].to_numpy(np.int64)
         record = pairs["record"].to_numpy(np.int64)
-        # the observers are sorted: each pair's row of ``hops`` by binary search
-        distance = hops[np.searchsorted(self.observers, observer), record]
-        distance = np.where(np.isfinite(distance), distance, -1).astype(np.int64)
+        # the observers are sorted: each pair's row of ``hops`` by binary search (a coalition,
+        # observer −1−k, has no distance: −1)
+        single = observer >= 0
+        distance = np.full(observer.size, -1, dtype=np.int64)
+        found = hops[np.searchsorted(self.observers, observer[single]), record[single]]
+        distance[single] = np.where(np.isfinite(found), found, -1).astype(np.int64)
         log.table(PAIRS_TABLE).extend([
             observer, record, distance,
             pairs["leverage"].to_numpy(float), pairs["rho"].to_numpy(float),
             pairs["epsilon"].to_numpy(float),
         ])  # fmt: skip
         epsilons = pairs["epsilon"].to_numpy(float)
-        local = gaussian_epsilon(config.sigma, config.sensitivity, config.delta)
+        local = gaussian_epsilon(config.sigma, config.sensitivity, self.delta)
         network, median, p90 = pair_quantiles(epsilons)
         log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
             view="gaussian_exact", claim="exact: the view is linear in the Gaussian noise",
-            observers=int(self.observers.size), pairs=int(epsilons.size), delta=config.delta,
+            observers=int(self.observers.size) + len(self.coalitions), pairs=int(epsilons.size),
+            delta=self.delta,
             local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=math.nan,
         ))  # fmt: skip
         central = math.nan
         if network > 0:
-            curator = analytic_gaussian_sigma(config.sensitivity / self.n, network, config.delta)
+            curator = analytic_gaussian_sigma(config.sensitivity / self.n, network, self.delta)
             central = curator * math.sqrt(config.dimension)
         log.table(SUMMARY_TABLE).append(config.sigma, config.sensitivity, self.rmse, central)
 
