@@ -405,6 +405,7 @@ def test_the_path_secret_estimate_is_re_derived_from_the_runs_log() -> None:
     [
         (gossip_learning(), r"secret_paths"),
         (scenario(learning={"records_per_node": 4}), r"privacy_unit node"),
+        (scenario(), r"walk\.sampling with_replacement"),
     ],
 )
 def test_a_path_secret_estimate_that_means_nothing_is_refused(data: dict, match: str) -> None:

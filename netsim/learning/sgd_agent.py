@@ -708,6 +708,8 @@ class SGDAgent(Component):
             if self.amplified
             else "RDP bound: each contribution that reaches the observer is one Gaussian release"
         )
+        if self.ceiling is not None:
+            claim += "; the learning section's budget bounds every pair (privacy.budget network)"
         self.sim.log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
             view="path_known", claim=claim, observers=len(coalitions), pairs=int(rho.size),
             delta=delta, local_epsilon=local, network_epsilon=network, epsilon_median=median,

@@ -78,8 +78,6 @@ class ChainCeiling:
         self.variance: list[float] = []  # cumulative, inclusive
         self.serials: list[int] = []
         self._pending: tuple[int, float, np.ndarray, np.ndarray] | None = None
-        #: Contributions refused by the ceiling.
-        self.refused = 0
 
     def made(self, serial: int, parent: int, unit: int, shift: float, noise_std: float) -> None:
         """The walk made state ``serial`` from ``parent`` (−1: the initial model); ``unit``
@@ -116,7 +114,7 @@ class ChainCeiling:
     def admits(self, unit: int) -> bool:
         """Whether ``unit`` may contribute to the next state (the latest one received by the
         visiting node): the largest bound over observers plus a contribution observed at once
-        stays within the budget. Counts a refusal."""
+        stays within the budget."""
         worst = self.contribution_slope
         last = int(self.last_state[unit])
         self._pending = None
@@ -133,7 +131,6 @@ class ChainCeiling:
         if worst <= self.limit:
             return True
         self._pending = None
-        self.refused += 1
         return False
 
     def _closing(self, last: int, shift: float) -> tuple[float, np.ndarray, np.ndarray]:
@@ -144,12 +141,10 @@ class ChainCeiling:
         variance = np.asarray(self.variance[last - 1 :] if last else [0.0, *self.variance])
         since = variance[1:] - variance[0]  # noise from the contribution's state to each state
         receivers = np.asarray(self.receiver[last:], dtype=np.int64)
-        full = shift**2 / (2.0 * since[0]) if since[0] > 0 else 0.0
         if not self.amplified:
-            # each contribution reaching an observer is one Gaussian release
-            nodes = np.unique(receivers[receivers >= 0])
-            observers = np.concatenate([nodes, self._coalitions_of(nodes)])
-            return full, observers, np.full(observers.size, full)
+            # each contribution reaching an observer is one Gaussian release, charged to all
+            full = shift**2 / (2.0 * since[0]) if since[0] > 0 else 0.0
+            return full, np.zeros(0, dtype=np.int64), np.zeros(0)
         base = shift**2 / (2.0 * since[-1]) if since[-1] > 0 else 0.0
         seen = receivers >= 0
         nodes, first = np.unique(receivers[seen], return_index=True)
@@ -166,7 +161,3 @@ class ChainCeiling:
             np.concatenate([nodes, np.asarray(member_rows, dtype=np.int64)]),
             np.concatenate([costs, np.asarray(member_costs, dtype=float)]),
         )
-
-    def _coalitions_of(self, nodes: np.ndarray) -> np.ndarray:
-        rows = [self.nodes + k for k, m in enumerate(self.coalitions) if np.isin(nodes, m).any()]
-        return np.asarray(rows, dtype=np.int64)

@@ -25,6 +25,9 @@ class IdealWalk(Walk):
     """
 
     figures = (WALK_FIGURE,)
+    optional = {  # noqa: RUF012
+        "privacy": "the threat model: a path-secret estimate re-simulates a neighbour walk"
+    }
 
     Config = IdealWalkConfig
     tables = (STEPS_TABLE, SAMPLES_TABLE)
@@ -87,6 +90,14 @@ class IdealWalk(Walk):
 
     @classmethod
     def check(cls, config: IdealWalkConfig, ctx: BuildContext) -> None:
+        threat = ctx.config_of("privacy")
+        if threat is not None and threat.secret_paths and config.sampling != "neighbour":
+            raise ValueError(
+                "privacy.secret_paths re-simulates walks that move to a uniform online "
+                f"neighbour; this ideal walk moves otherwise (walk.sampling {config.sampling}): "
+                "use sampling neighbour, or secret_paths 0 (a metropolis walk states the "
+                "papers' closed form without it)"
+            )
         if config.sampling in ("neighbour", "metropolis") and ctx.topology is not None:
             lonely = np.flatnonzero(ctx.topology.degrees() == 0)
             if lonely.size:
