@@ -207,6 +207,7 @@ def test_the_privacy_sections_observers_coalitions_and_delta_are_accounted() -> 
         ({"model": "network"}, {"observers": 5}, r"privacy\.observers only"),
         ({"model": "network", "budget": "network"}, {}, r"privacy\.budget local"),
         ({"model": "network", "observers": 41}, {}, r"privacy\.observers"),
+        ({"model": "network", "links": [[0, 1]]}, {}, r"give the link as a coalition"),
     ],
 )
 def test_muffliato_and_a_privacy_section_that_disagree_are_refused(

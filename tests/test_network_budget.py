@@ -52,26 +52,37 @@ def _walk(visits, etas, z, ceiling):
     st.sampled_from([0.5, 2.0, 8.0]),
     st.booleans(),
     st.booleans(),
+    st.booleans(),
 )
 def test_no_pair_passes_the_budget_whatever_the_walk(n, steps, seed, z, epsilon, amplified,
-                                                     collude):  # fmt: skip
+                                                     collude, eavesdrop):  # fmt: skip
     """Any sequence of visits (uniform over n nodes, 200 to 800 steps), step sizes and
-    noise, with or without amplification and a coalition: every pair (and the coalition) of
-    the path-known accountant over the resulting chain is within the budget slope."""
+    noise, with or without amplification, a coalition and two link eavesdroppers: every pair
+    (the coalition's and the links' too) of the path-known accountant over the resulting
+    chain is within the budget slope. The ceiling keeps no row for a link: its ends cover it
+    (:class:`~netsim.privacy.ceiling.ChainCeiling`)."""
     rng = np.random.default_rng(seed)
     visits = rng.integers(0, n, steps).tolist()
     etas = (1.0 / np.sqrt(1.0 + rng.integers(0, 4, steps))).tolist()
     coalitions = [list(range(max(2, n // 2)))] if collude else []
+    links = [[0, 1], [1, 2]] if eavesdrop else []
     budget = slope_for_epsilon(epsilon, 1e-5)
     ceiling = ChainCeiling(n, np.arange(n), coalitions, budget, 1 / (2 * z * z), amplified)
     arrays, receptions = _walk(visits, etas, z, ceiling)
     views = [[v] for v in range(n)] + coalitions
+    # state i is made by visit i − 1 and sent to the node of visit i: a link sees it when
+    # those are its two ends
+    crossed = [
+        np.array([i for i in range(1, steps) if {visits[i - 1], visits[i]} == set(ends)],
+                 dtype=np.int64)
+        for ends in links
+    ]  # fmt: skip
     slopes = path_known_slopes(
         **arrays, receptions=[
             np.array([s for m in members for s in receptions.get(m, [])], dtype=np.int64)
             for members in views
-        ],
-        coalitions=views, units=n, amplified=amplified,
+        ] + crossed,
+        coalitions=views + [[] for _ in links], units=n, amplified=amplified,
     )  # fmt: skip
     assert slopes.max() <= budget * (1 + 1e-9)
     # not by refusing everything: the first use is admitted when one release fits the budget

@@ -168,6 +168,8 @@ def test_the_views_written_are_what_the_pairs_were_accounted_from() -> None:
         ({"privacy": {"model": "network", "observers": 41}}, r"privacy\.observers"),
         ({"privacy": {"model": "network", "coalitions": [[3, 40]]}}, r"privacy\.coalitions"),
         ({"privacy": {"model": "network", "coalitions": [[3]]}}, r"at least two distinct"),
+        ({"privacy": {"model": "network", "links": [[3, 3]]}}, r"two distinct nodes"),
+        ({"privacy": {"model": "network", "links": [[3, 40]]}}, r"privacy\.links\[0\]"),
     ],
 )  # fmt: skip
 def test_what_cannot_be_accounted_is_refused(changes: dict, match: str) -> None:
@@ -412,3 +414,42 @@ def test_a_path_secret_estimate_that_means_nothing_is_refused(data: dict, match:
     data["privacy"] = {"model": "network", "secret_paths": 4}
     with pytest.raises(ScenarioError, match=match):
         validate_scenario(data, source="test", base_dir=None)
+
+
+def test_a_link_eavesdropper_is_accounted_from_what_crossed_its_link() -> None:
+    """``privacy.links``: an eavesdropper on the link between a and b sees every model one
+    end sent the other (a model is sent by the node whose visit made it: the lineage's
+    ``holder``) and knows no record. Its pairs (observers −2 and −3, after the coalition)
+    are the path-known accountant applied to those states, read back from the views; it
+    learns about a record of another node at most what the coalition of its two ends does,
+    and about an end's record something."""
+    data = copy.deepcopy(BASE)
+    data.update(nodes=12, duration="1200s")
+    data["privacy"] = {"model": "network", "views": True, "coalitions": [[0, 1]],
+                       "links": [[0, 1], [2, 3]]}  # fmt: skip
+    tables = netsim.run(data).tables
+    lineage, views = tables["privacy_lineage"], tables["privacy_views"]
+    pairs = tables["privacy_pairs"]
+    holder = lineage["holder"].to_numpy()[views["state"].to_numpy()]
+    node = views["node"].to_numpy()
+    crossed = [
+        views["state"].to_numpy()[((holder == a) & (node == b)) | ((holder == b) & (node == a))]
+        for a, b in ([0, 1], [2, 3])
+    ]
+    assert all(c.size > 0 for c in crossed)
+    slopes = path_known_slopes(
+        parent=lineage["parent"].to_numpy(), unit=lineage["unit"].to_numpy(),
+        owner=lineage["owner"].to_numpy(), shift=lineage["shift"].to_numpy(),
+        noise_std=lineage["noise_std"].to_numpy(), receptions=crossed, coalitions=[[], []],
+        units=12, amplified=True,
+    )  # fmt: skip
+    for k, observer in enumerate((-2, -3)):
+        mine = pairs[pairs["observer"] == observer].sort_values("record")
+        assert len(mine) == 12  # a link knows no record: every one is accounted
+        np.testing.assert_allclose(mine["rho"], slopes[k, mine["record"].to_numpy()])
+    link = pairs[pairs["observer"] == -2].set_index("record")["rho"]
+    ends = pairs[pairs["observer"] == -1].set_index("record")["rho"]
+    assert (link.loc[ends.index] <= ends + 1e-12).all()
+    assert link.loc[[0, 1]].min() > 0  # what an end sent carries its own record
+    summary = tables["privacy_summary"].iloc[0]
+    assert summary["observers"] == 12 + 1 + 2

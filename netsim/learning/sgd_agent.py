@@ -470,7 +470,7 @@ class SGDAgent(Component):
         )  # fmt: skip
         accountant.admission = self.ceiling.admits
         accountant.admission_refusal = (
-            f"privacy.budget network: some node or coalition would learn more than ε = "
+            f"privacy.budget network: some node, coalition or link would learn more than ε = "
             f"{config.epsilon:g} at δ = {delta:g} from the models it receives"
         )
 
@@ -531,7 +531,7 @@ class SGDAgent(Component):
     def initial_state(self) -> ModelState:
         state = self.sgd.initial_state()
         if self.lineage is not None:
-            state = replace(state, serial=self._made(-1, -1, -1, 0.0, 0.0))
+            state = replace(state, serial=self._made(-1, -1, -1, 0.0, 0.0, -1))
         return state
 
     def walks_by(self, transition: Any) -> None:
@@ -575,14 +575,14 @@ class SGDAgent(Component):
         assert lineage is not None
         lineage.received(node, state.serial, self.sim.now)
         if not updated:
-            return replace(new, serial=self._made(state.serial, -1, -1, 0.0, 0.0))
+            return replace(new, serial=self._made(state.serial, -1, -1, 0.0, 0.0, node))
         sgd = self.sgd
         eta = sgd.learning_rate / math.sqrt(new.updates)
         if sgd.unit == "node" or sgd.batch == 1:
             unit = node if sgd.unit == "node" else sgd.last_record
             shift = eta * sgd.sensitivity
             noise = shift * self.noise_multiplier
-            return replace(new, serial=self._made(state.serial, unit, node, shift, noise))
+            return replace(new, serial=self._made(state.serial, unit, node, shift, noise, node))
         # a mini-batch of b records, each moving the mean by at most η·Δ/b: one state per
         # record, the noise (z·Δ/b) on the last, so every record's stretch includes it
         r, b = sgd.records_per_node, sgd.batch
@@ -591,14 +591,18 @@ class SGDAgent(Component):
         shift = eta * sgd.sensitivity / b
         serial = state.serial
         for record in records[:-1]:
-            serial = lineage.made(serial, int(record), node, shift, 0.0)
+            serial = lineage.made(serial, int(record), node, shift, 0.0, node)
         noise = shift * self.noise_multiplier
-        return replace(new, serial=lineage.made(serial, int(records[-1]), node, shift, noise))
+        return replace(new, serial=lineage.made(serial, int(records[-1]), node, shift, noise,
+                                                node))  # fmt: skip
 
-    def _made(self, parent: int, unit: int, owner: int, shift: float, noise: float) -> int:
-        """A state in the lineage (and in the ceiling's chain, under a network budget)."""
+    def _made(
+        self, parent: int, unit: int, owner: int, shift: float, noise: float, holder: int
+    ) -> int:
+        """A state in the lineage, made at node ``holder`` (and in the ceiling's chain, under
+        a network budget)."""
         assert self.lineage is not None
-        serial = self.lineage.made(parent, unit, owner, shift, noise)
+        serial = self.lineage.made(parent, unit, owner, shift, noise, holder)
         if self.ceiling is not None:
             self.ceiling.made(serial, parent, unit, shift, noise)
         return serial
@@ -656,16 +660,19 @@ class SGDAgent(Component):
 
     def _write_pairs(self, delta: float) -> None:
         """``privacy_pairs`` and ``privacy_summary``: the path-known view of every accounted
-        observer (and coalition) of every unit, from the lineage
-        (:mod:`netsim.privacy.walk_pairwise`)."""
+        observer (coalition, link eavesdropper) of every unit, from the lineage
+        (:mod:`netsim.privacy.walk_pairwise`). A link eavesdropper receives what crossed its
+        link and knows no record."""
         threat, lineage = self.threat, self.lineage
         assert threat is not None and lineage is not None
         delta = threat.delta_for(delta)
         units = self.sgd.accountant.records
         coalitions = threat.coalitions()
+        links = threat.links()
         slopes = path_known_slopes(
-            **lineage.arrays(), receptions=lineage.receptions(coalitions),
-            coalitions=coalitions, units=units, amplified=self.amplified,
+            **lineage.arrays(),
+            receptions=lineage.receptions(coalitions) + lineage.transfers(links),
+            coalitions=coalitions + [[] for _ in links], units=units, amplified=self.amplified,
         )  # fmt: skip
         local_slope = lineage.contributions(units) / (2.0 * self.noise_multiplier**2)
         observers = threat.observer_ids()
@@ -697,7 +704,7 @@ class SGDAgent(Component):
             made = lineage.arrays()
             log.table(LINEAGE_TABLE).extend(
                 [np.arange(lineage.states), made["parent"], made["unit"], made["owner"],
-                 made["shift"], made["noise_std"]]
+                 made["shift"], made["noise_std"], lineage.holders()]
             )  # fmt: skip
             log.table(VIEWS_TABLE).extend(list(lineage.views()))
         local = float(epsilons_of_slopes(local_slope.max(initial=0.0), delta))
@@ -711,7 +718,8 @@ class SGDAgent(Component):
         if self.ceiling is not None:
             claim += "; the learning section's budget bounds every pair (privacy.budget network)"
         self.sim.log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
-            view="path_known", claim=claim, observers=len(coalitions), pairs=int(rho.size),
+            view="path_known", claim=claim, observers=len(coalitions) + len(links),
+            pairs=int(rho.size),
             delta=delta, local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=closed_form,
         ))  # fmt: skip

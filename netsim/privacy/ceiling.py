@@ -40,8 +40,12 @@ class ChainCeiling:
     """Per-observer admission of a walk's contributions (module docstring).
 
     ``nodes`` nodes observe (every one: the ceiling holds for all, not for a sample), plus
-    ``coalitions`` (each observing the union of its members' receptions). ``owner[u]`` is
-    the node of unit u (its own and its coalitions' views of it are not bounded).
+    ``coalitions`` (each observing the union of its members' receptions). A link
+    eavesdropper needs no row of its own: every state that crosses the link is received by
+    one end, the other having received its parent before, so within each stretch the link's
+    first sight costs at most what each end's first reception costs, and its bound is at
+    most either end's. ``owner[u]`` is the node of unit u (its own and its coalitions' views
+    of it are not bounded).
     ``budget_slope`` is B, ``contribution_slope`` one contribution's cost when observed at
     once, 1/(2z²). ``amplified``: the update maps are contractive."""
 
@@ -58,19 +62,20 @@ class ChainCeiling:
         self.owner = np.asarray(owner, dtype=np.int64)
         units = self.owner.size
         self.coalitions = [np.asarray(c, dtype=np.int64) for c in coalitions]
+        views = nodes + len(self.coalitions)
         self.limit = budget_slope * (1.0 + BUDGET_TOLERANCE)
         self.contribution_slope = contribution_slope
         self.amplified = amplified
         # a unit's owner and the coalitions holding it do not count against it
         # (unit, observer): a row per unit, read and written whole at each of its uses
-        self.excluded = np.zeros((units, nodes + len(self.coalitions)), dtype=bool)
+        self.excluded = np.zeros((units, views), dtype=bool)
         self.excluded[np.arange(units), self.owner] = True
         for k, members in enumerate(self.coalitions):
             self.excluded[np.isin(self.owner, members), nodes + k] = True
         #: Σ over closed stretches charged to every observer, per unit.
         self.common = np.zeros(units)
         #: What an observer is charged beyond ``common`` (it received within a stretch).
-        self.extra = np.zeros((units, nodes + len(self.coalitions)))
+        self.extra = np.zeros((units, views))
         self.last_state = np.full(units, -1, dtype=np.int64)
         self.last_shift = np.zeros(units)
         # the chain: per state, who received it and the noise variance summed up to it

@@ -42,6 +42,7 @@ class Lineage:
         self._owner = _Column(np.int64)
         self._shift = _Column(np.float64)
         self._noise = _Column(np.float64)
+        self._holder = _Column(np.int64)
         self._receiver = _Column(np.int64)
         self._received = _Column(np.int64)
         self._time = _Column(np.float64)
@@ -50,14 +51,18 @@ class Lineage:
     def states(self) -> int:
         return self._parent.size
 
-    def made(self, parent: int, unit: int, owner: int, shift: float, noise_std: float) -> int:
+    def made(
+        self, parent: int, unit: int, owner: int, shift: float, noise_std: float, holder: int = -1
+    ) -> int:
         """Record a state made from ``parent`` (−1: an initial model) by ``unit`` of node
-        ``owner`` (−1, −1 and zeros: no contribution); returns its serial."""
+        ``owner`` (−1, −1 and zeros: no contribution) at node ``holder`` (the node whose visit
+        made it, and who sends it on; −1: an initial model); returns its serial."""
         self._parent.append(parent)
         self._unit.append(unit)
         self._owner.append(owner)
         self._shift.append(shift)
         self._noise.append(noise_std)
+        self._holder.append(holder)
         return self._parent.size - 1
 
     def received(self, node: int, serial: int, time: float) -> None:
@@ -92,6 +97,21 @@ class Lineage:
                 lo, hi = np.searchsorted(by_node, [node, node + 1])
                 parts.append(sorted_states[lo:hi])
             out.append(np.concatenate(parts) if parts else np.zeros(0, np.int64))
+        return out
+
+    def holders(self) -> np.ndarray:
+        """The node that made each state (−1: an initial model)."""
+        return self._holder.view()
+
+    def transfers(self, links: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """The states that crossed each link (a, b), either way: a reception by one end of a
+        state the other end made (a state is sent on by the node whose visit made it)."""
+        receivers, states = self._receiver.view(), self._received.view()
+        holders = self._holder.view()[states]
+        out = []
+        for a, b in links:
+            crossed = ((holders == a) & (receivers == b)) | ((holders == b) & (receivers == a))
+            out.append(states[crossed])
         return out
 
     def contributions(self, units: int) -> np.ndarray:

@@ -7,7 +7,8 @@ every per-observer accountant writes.
   The run then also states, per (observer, record) pair, what the observer learned
   (``privacy_pairs``) and the worst pair beside the local figure (``privacy_summary``).
   ``observers`` chooses whom to account (every node, or a uniform sample); ``coalitions``
-  adds colluding sets of nodes, each observing the union of its members' views.
+  adds colluding sets of nodes, each observing the union of its members' views; ``links``
+  adds eavesdroppers, each seeing the models sent over one link.
 
 ``budget`` says what the learning section's (ε, δ) bounds: each record's local-DP spend
 (``local``, the default: the network view then states what each observer could learn from the
@@ -44,8 +45,9 @@ PAIRS_TABLE = TableSchema(
     ),
     description=(
         "What an observer learned about a record (a privacy unit) from the messages it "
-        "received: the observer (a node, or -1-k for the k-th coalition), hops between the "
-        "observer and the record's node on the topology (-1: not connected or a coalition), "
+        "received: the observer (a node; -1-k for the k-th coalition; -1-K-j for the j-th "
+        "link eavesdropper after K coalitions), hops between the observer and the record's "
+        "node on the topology (-1: not connected, a coalition or a link), "
         "the RDP slope as a share of the record's local-DP slope (1: as if every release "
         "were public, 0: never reached the observer), the RDP slope (rho(alpha) = alpha * "
         "rho) and epsilon at the run's delta."
@@ -96,12 +98,14 @@ LINEAGE_TABLE = TableSchema(
         ("owner", I64),
         ("shift", F64),
         ("noise_std", F64),
+        ("holder", I64),
     ),
     description=(
         "Every model state the run made (privacy.views: true): the state it was made from "
         "(-1: an initial model), the privacy unit whose gradient made it and that unit's node "
-        "(-1: none, e.g. a refused visit), how far the unit could move it (eta * sensitivity) "
-        "and the standard deviation of the noise the step added (eta * sigma)."
+        "(-1: none, e.g. a refused visit), how far the unit could move it (eta * sensitivity), "
+        "the standard deviation of the noise the step added (eta * sigma) and the node whose "
+        "visit made it, who sends it on (-1: an initial model)."
     ),
     role="ledger",
 )
@@ -129,6 +133,9 @@ class ThreatModelConfig(ComponentConfig):
     observers: int | None = Field(default=None, ge=1)
     #: Colluding sets of nodes, each observing the union of its members' views.
     coalitions: list[list[int]] = Field(default_factory=list)
+    #: Link eavesdroppers: each [a, b] sees every model sent over the link between a and b,
+    #: either way, and knows no record (a walk's or gossip learning's models).
+    links: list[list[int]] = Field(default_factory=list)
     #: The δ every pair's ε is stated at (default: the learning section's δ, or 10⁻⁵).
     delta: float | None = Field(default=None, gt=0.0, lt=1.0, allow_inf_nan=False)
     #: Also write the views the accountant read: ``privacy_lineage`` (every model state) and
@@ -164,6 +171,16 @@ class ThreatModelConfig(ComponentConfig):
                 )
         return value
 
+    @field_validator("links")
+    @classmethod
+    def _links(cls, value: list[list[int]]) -> list[list[int]]:
+        for k, ends in enumerate(value):
+            if len(ends) != 2 or ends[0] == ends[1] or min(ends) < 0:
+                raise ValueError(
+                    f"link {k} ({ends}) must name its two ends, two distinct nodes (0-based ids)"
+                )
+        return value
+
 
 class ThreatModel(Component):
     """The ``privacy`` section: the threat model the components that account per observer
@@ -196,12 +213,13 @@ class ThreatModel(Component):
         )  # fmt: skip
         if problem is not None:
             raise ValueError(problem)
-        for k, members in enumerate(config.coalitions):
-            if max(members) >= ctx.nodes:
-                raise ValueError(
-                    f"privacy.coalitions[{k}] names node {max(members)}, but nodes are 0 to "
-                    f"{ctx.nodes - 1}"
-                )
+        for key, groups in (("coalitions", config.coalitions), ("links", config.links)):
+            for k, members in enumerate(groups):
+                if max(members) >= ctx.nodes:
+                    raise ValueError(
+                        f"privacy.{key}[{k}] names node {max(members)}, but nodes are 0 to "
+                        f"{ctx.nodes - 1}"
+                    )
 
     @property
     def network(self) -> bool:
@@ -211,9 +229,14 @@ class ThreatModel(Component):
         """Every accounted view: each observer alone, then each coalition."""
         return [[int(v)] for v in self.observers] + [list(c) for c in self.config.coalitions]
 
+    def links(self) -> list[list[int]]:
+        """Every link eavesdropper's two ends."""
+        return [list(ends) for ends in self.config.links]
+
     def observer_ids(self) -> np.ndarray:
-        """The ``observer`` column of each view of :meth:`coalitions` (−1−k for coalition k)."""
-        k = len(self.config.coalitions)
+        """The ``observer`` column of each view of :meth:`coalitions`, then of :meth:`links`
+        (−1−k for the k-th coalition, then the links in order after them)."""
+        k = len(self.config.coalitions) + len(self.config.links)
         return np.concatenate([self.observers, -1 - np.arange(k, dtype=np.int64)])
 
     def delta_for(self, default: float) -> float:

@@ -359,6 +359,7 @@ HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("privacy",): None,
     ("privacy", "secret_paths"): 0,
     ("privacy", "budget"): "local",
+    ("privacy", "links"): [],
 }
 
 

@@ -146,6 +146,12 @@ class MuffliatoAveraging(RoundLearner):
                     "give privacy.observers only (the privacy section's model network is the "
                     "run's threat model)"
                 )
+            if threat.links:
+                raise ValueError(
+                    "privacy.links: Muffliato accounts nodes and coalitions, not link "
+                    "eavesdroppers (a coalition of the link's two ends sees at least what it "
+                    "carries): give the link as a coalition"
+                )
             if threat.budget == "network":
                 raise ValueError(
                     "privacy.budget network bounds the uses of the learning section's records; "
