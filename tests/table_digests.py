@@ -88,6 +88,18 @@ CASES: dict[str, tuple[str, ...]] = {
     "learning/mnist": ("duration=1500s", "nodes=2000"),
     "learning/spambase-gossip-learning": ("duration=30s",),
     "learning/spambase-service-stunner": ("duration=10min",),
+    "privacy/walk-spambase": ("nodes=64", "duration=640s"),
+    # the threat model's other parts: the ceiling, a coalition, a link, the path-secret estimate
+    "privacy/walk-spambase#ceiling": (
+        "nodes=64",
+        "duration=640s",
+        "learning.privacy_unit=node",
+        "walk.sampling=neighbour",
+        "privacy.budget=network",
+        "privacy.coalitions=[[2, 3]]",
+        "privacy.links=[[0, 1]]",
+        "privacy.secret_paths=16",
+    ),
     "dola/synthetic": ("duration=120s",),
     "mi_ogd/regression": ("duration=300s",),
 }
@@ -100,6 +112,7 @@ FAST_CASES: tuple[str, ...] = (
     "walk/reduced-drw100-d20-kill5#rounds-authors-cycle",
     "walk/reduced-drw1-d10-kill5#exact-authors",
     "learning/spambase-gossip-learning",
+    "privacy/walk-spambase#ceiling",
     "dola/synthetic",
     "mi_ogd/regression",
 )

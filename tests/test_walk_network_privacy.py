@@ -341,7 +341,7 @@ def test_a_walk_with_a_fixed_law_states_the_papers_closed_form_beside_the_run() 
     summary = tables["privacy_summary"].iloc[0]
     topology = build_run(validate_scenario(data, source="t", base_dir=None), EventLog())[
         "learning"
-    ].topology
+    ].observed.topology
     law = overlay_transitions(*topology, True)
     uses = int(tables["privacy_records"]["uses"].max())
     slopes = path_secret_slopes(
@@ -381,7 +381,7 @@ def test_the_path_secret_estimate_is_re_derived_from_the_runs_log() -> None:
     )  # fmt: skip
     times = tables["sgd_visits"]["time"].to_numpy()
     paths = resimulated_walk_paths(
-        *built["learning"].topology, schedule, times, 8,
+        *built["learning"].observed.topology, schedule, times, 8,
         built.sim.streams.get("learning.secret_paths"),
     )  # fmt: skip
     cap = int(tables["privacy_records"]["uses"].max())

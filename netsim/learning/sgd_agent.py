@@ -42,6 +42,7 @@ from netsim.learning.datasets import (
     vector_norms,
 )
 from netsim.learning.models import ModelSpec, build_model
+from netsim.learning.observers import ObserverAccounting
 from netsim.learning.private_sgd import PrivacyUnit, PrivateSGD, non_finite_explanation
 from netsim.learning.state import ModelState
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
@@ -54,29 +55,14 @@ from netsim.privacy.accountant import (
     ledger_sink,
     policy_by_name,
 )
-from netsim.privacy.ceiling import ChainCeiling
 from netsim.privacy.events import Guarantee
-from netsim.privacy.lineage import Lineage
 from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.privacy.threat import (
     LINEAGE_TABLE,
-    MAX_ALL_OBSERVERS,
     VIEWS_TABLE,
-    ThreatModel,
-    hops_from,
-    pair_quantiles,
-    summary_row,
 )
 from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
-from netsim.privacy.walk_pairwise import (
-    epsilons_of_slopes,
-    path_known_slopes,
-    path_secret_exposure,
-    path_secret_slopes,
-    resimulated_walk_paths,
-    slope_for_epsilon,
-)
 from netsim.registry import component_name, spec_class, spec_kind
 from netsim.sim import Simulation
 
@@ -354,23 +340,11 @@ class SGDAgent(Component):
         self.updates = 0
         self.refused = 0
         self.warn: Callable[[str], None] | None = None  # set by build: the run's warnings
-        #: The threat model when privacy is stated per observer (set by build), the lineage
-        #: of the models and who received them, and the topology's neighbour lists (hops).
-        self.threat: ThreatModel | None = None
-        self.lineage: Lineage | None = None
-        self.topology: tuple[np.ndarray, np.ndarray] | None = None
-        self.noise_multiplier = math.nan
-        self.amplified = False
+        #: Privacy per observer, when the threat model is the network (set by build).
+        self.observed: ObserverAccounting | None = None
         #: The walk's fixed transition matrix, when it has one (an ideal walk along a static
         #: topology): the papers' path-secret closed form is then stated beside the run's.
         self.walk_law: Any = None
-        #: With ``privacy.secret_paths``: the time of every visit, the run's churn schedule
-        #: and the stream its walk paths are re-simulated from (the path-secret estimate).
-        self.step_times: list[float] | None = None
-        self.online_schedule: Any = None
-        self.secret_rng: np.random.Generator | None = None
-        #: With ``privacy.budget: network``: the per-observer ceiling that admits each use.
-        self.ceiling: ChainCeiling | None = None
 
     @classmethod
     def build(cls, config: LearningConfig, ctx: BuildContext) -> SGDAgent:
@@ -422,57 +396,8 @@ class SGDAgent(Component):
         agent.warn = ctx.warn
         threat = ctx.find("privacy")
         if threat is not None and threat.network:
-            agent.account_per_observer(threat, config, ctx)
+            agent.observed = ObserverAccounting(ctx.sim, sgd, threat, config, ctx)
         return agent
-
-    def account_per_observer(
-        self, threat: ThreatModel, config: LearningConfig, ctx: BuildContext
-    ) -> None:
-        """Keep the lineage of the models and who received them, for the pairs per observer
-        (:mod:`netsim.privacy.walk_pairwise`, path known). Amplification by iteration is
-        claimed when every update map is contractive: a convex loss, β-smooth (a clipped GLM
-        gradient is the gradient of a convex surrogate no less smooth), and η ≤ 2/(β + λ) at
-        the largest step size, η₁ = learning_rate."""
-        self.threat = threat
-        self.lineage = Lineage()
-        if ctx.topology is not None:
-            self.topology = (ctx.topology.indptr, ctx.topology.indices)
-        multiplier = self.sgd.accountant.noise_multiplier_for(self.sgd.mechanism)
-        assert multiplier is not None  # checked with the scenario
-        self.noise_multiplier = multiplier
-        curvature = self.sgd.model.curvature()
-        beta = curvature.smoothness
-        self.amplified = bool(
-            curvature.convex
-            and beta is not None
-            and config.learning_rate * (beta + config.regularisation) <= 2.0
-        )
-        if threat.config.budget == "network":
-            self._enforce_network_budget(threat, config)
-        if threat.config.secret_paths:
-            assert ctx.churn is not None
-            self.step_times = []
-            self.online_schedule = ctx.churn.schedule
-            self.secret_rng = ctx.stream("secret_paths")
-
-    def _enforce_network_budget(self, threat: ThreatModel, config: LearningConfig) -> None:
-        """The learning section's (ε, δ) as every observer's ceiling
-        (:class:`~netsim.privacy.ceiling.ChainCeiling`): the accountant asks it before each
-        use in place of the record's own budget."""
-        accountant = self.sgd.accountant
-        units = accountant.records
-        owner = np.arange(units) // (1 if self.sgd.unit == "node" else self.sgd.records_per_node)
-        delta = threat.delta_for(config.delta)
-        self.ceiling = ChainCeiling(
-            nodes=int(owner.max()) + 1, owner=owner, coalitions=threat.config.coalitions,
-            budget_slope=slope_for_epsilon(config.epsilon, delta),
-            contribution_slope=1.0 / (2.0 * self.noise_multiplier**2), amplified=self.amplified,
-        )  # fmt: skip
-        accountant.admission = self.ceiling.admits
-        accountant.admission_refusal = (
-            f"privacy.budget network: some node, coalition or link would learn more than ε = "
-            f"{config.epsilon:g} at δ = {delta:g} from the models it receives"
-        )
 
     @classmethod
     def check(cls, config: LearningConfig, ctx: BuildContext) -> None:
@@ -530,8 +455,8 @@ class SGDAgent(Component):
 
     def initial_state(self) -> ModelState:
         state = self.sgd.initial_state()
-        if self.lineage is not None:
-            state = replace(state, serial=self._made(-1, -1, -1, 0.0, 0.0, -1))
+        if self.observed is not None:
+            state = replace(state, serial=self.observed.initial())
         return state
 
     def walks_by(self, transition: Any) -> None:
@@ -540,23 +465,22 @@ class SGDAgent(Component):
 
     def received(self, node: int, state: ModelState) -> None:
         """``node`` was handed ``state`` (a walk's arrival, kept or dropped there)."""
-        if self.lineage is not None:
-            self.lineage.received(node, state.serial, self.sim.now)
+        if self.observed is not None:
+            self.observed.received(node, state.serial)
 
     def accuracy(self, state: ModelState) -> float:
         return self.sgd.model.accuracy(state.parameters, self.x_test, self.y_test)
 
     def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
         """Eq. (8) with the record of ``node`` (the next mini-batch of its shard)."""
-        if self.ceiling is not None:
-            self.ceiling.received(node, state.serial)
+        observed = self.observed
+        if observed is not None:
+            observed.visiting(node, state.serial)
         new, epsilon, updated = self.sgd.step(state, node, now)
         self.updates += updated
         self.refused += epsilon is None
-        if self.lineage is not None:
-            new = self._record_lineage(node, state, new, updated)
-            if self.step_times is not None:
-                self.step_times.append(now)
+        if observed is not None:
+            new = observed.visited(node, state, new, updated, now)
         row = int(self.rows[self.sgd.last_record])
         self.visits_table.append(
             now, walk, node, row, new.visits, new.updates, updated, epsilon or 0.0
@@ -564,48 +488,6 @@ class SGDAgent(Component):
         if new.visits % self.evaluate_every == 0:
             self.accuracy_table.append(now, walk, new.visits, new.updates, self.accuracy(new))
         return new
-
-    def _record_lineage(
-        self, node: int, state: ModelState, new: ModelState, updated: bool
-    ) -> ModelState:
-        """The visit in the lineage: ``node`` received ``state`` and made ``new`` from it,
-        moving it by at most η·Δ for its unit, with noise η·z·Δ (Hegedűs et al. eq. 8 with
-        η = learning_rate/√t)."""
-        lineage = self.lineage
-        assert lineage is not None
-        lineage.received(node, state.serial, self.sim.now)
-        if not updated:
-            return replace(new, serial=self._made(state.serial, -1, -1, 0.0, 0.0, node))
-        sgd = self.sgd
-        eta = sgd.learning_rate / math.sqrt(new.updates)
-        if sgd.unit == "node" or sgd.batch == 1:
-            unit = node if sgd.unit == "node" else sgd.last_record
-            shift = eta * sgd.sensitivity
-            noise = shift * self.noise_multiplier
-            return replace(new, serial=self._made(state.serial, unit, node, shift, noise, node))
-        # a mini-batch of b records, each moving the mean by at most η·Δ/b: one state per
-        # record, the noise (z·Δ/b) on the last, so every record's stretch includes it
-        r, b = sgd.records_per_node, sgd.batch
-        first = sgd.last_record - node * r
-        records = node * r + (first + np.arange(b)) % r
-        shift = eta * sgd.sensitivity / b
-        serial = state.serial
-        for record in records[:-1]:
-            serial = lineage.made(serial, int(record), node, shift, 0.0, node)
-        noise = shift * self.noise_multiplier
-        return replace(new, serial=lineage.made(serial, int(records[-1]), node, shift, noise,
-                                                node))  # fmt: skip
-
-    def _made(
-        self, parent: int, unit: int, owner: int, shift: float, noise: float, holder: int
-    ) -> int:
-        """A state in the lineage, made at node ``holder`` (and in the ceiling's chain, under
-        a network budget)."""
-        assert self.lineage is not None
-        serial = self.lineage.made(parent, unit, owner, shift, noise, holder)
-        if self.ceiling is not None:
-            self.ceiling.made(serial, parent, unit, shift, noise)
-        return serial
 
     def guarantee(self) -> tuple[float, float, Guarantee]:
         """The run's (ε, δ, kind) over all records (parallel composition, Hegedűs et al. §3)."""
@@ -642,8 +524,9 @@ class SGDAgent(Component):
             )
         self.sgd.accountant.write_tables(self.sim.log)
         epsilon, delta, kind = self.guarantee()
-        if self.threat is not None:
-            self._write_pairs(delta)
+        if self.observed is not None:
+            steps = self.updates + self.refused + self.sgd.non_finite
+            self.observed.write(delta, steps, self.walk_law)
         self.sim.log.table(SUMMARY_TABLE).append(
             self.updates + self.refused + self.sgd.non_finite,
             self.updates,
@@ -657,136 +540,6 @@ class SGDAgent(Component):
             self.sgd.unit,
             accountant.composition,
         )
-
-    def _write_pairs(self, delta: float) -> None:
-        """``privacy_pairs`` and ``privacy_summary``: the path-known view of every accounted
-        observer (coalition, link eavesdropper) of every unit, from the lineage
-        (:mod:`netsim.privacy.walk_pairwise`). A link eavesdropper receives what crossed its
-        link and knows no record."""
-        threat, lineage = self.threat, self.lineage
-        assert threat is not None and lineage is not None
-        delta = threat.delta_for(delta)
-        units = self.sgd.accountant.records
-        coalitions = threat.coalitions()
-        links = threat.links()
-        slopes = path_known_slopes(
-            **lineage.arrays(),
-            receptions=lineage.receptions(coalitions) + lineage.transfers(links),
-            coalitions=coalitions + [[] for _ in links], units=units, amplified=self.amplified,
-        )  # fmt: skip
-        local_slope = lineage.contributions(units) / (2.0 * self.noise_multiplier**2)
-        observers = threat.observer_ids()
-        owner = (
-            np.arange(units)
-            if self.sgd.unit == "node"
-            else np.arange(units) // (self.sgd.records_per_node)
-        )
-        keep = np.ones(slopes.shape, dtype=bool)
-        for k, members in enumerate(coalitions):
-            keep[k, np.isin(owner, members)] = False  # a member's own records
-        rows, record = np.nonzero(keep)
-        rho = slopes[rows, record]
-        epsilon = epsilons_of_slopes(rho, delta)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(local_slope[record] > 0, rho / local_slope[record], 0.0)
-        distance = np.full(rows.size, -1, dtype=np.int64)
-        single = observers[rows] >= 0
-        if self.topology is not None and single.any():
-            sources = threat.observers
-            hops = hops_from(*self.topology, sources)
-            at = np.searchsorted(sources, observers[rows][single])
-            distance[single] = hops[at, owner[record[single]]]
-        log = self.sim.log
-        log.table(PRIVACY_PAIRS_TABLE).extend(
-            [observers[rows], record, distance, share, rho, epsilon]
-        )
-        if threat.config.views:
-            made = lineage.arrays()
-            log.table(LINEAGE_TABLE).extend(
-                [np.arange(lineage.states), made["parent"], made["unit"], made["owner"],
-                 made["shift"], made["noise_std"], lineage.holders()]
-            )  # fmt: skip
-            log.table(VIEWS_TABLE).extend(list(lineage.views()))
-        local = float(epsilons_of_slopes(local_slope.max(initial=0.0), delta))
-        network, median, p90 = pair_quantiles(epsilon)
-        closed_form = self._closed_form_epsilon(lineage, units, delta)
-        claim = (
-            "RDP bound: amplification by iteration (contractive updates)"
-            if self.amplified
-            else "RDP bound: each contribution that reaches the observer is one Gaussian release"
-        )
-        if self.ceiling is not None:
-            claim += "; the learning section's budget bounds every pair (privacy.budget network)"
-        self.sim.log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
-            view="path_known", claim=claim, observers=len(coalitions) + len(links),
-            pairs=int(rho.size),
-            delta=delta, local_epsilon=local, network_epsilon=network, epsilon_median=median,
-            epsilon_p90=p90, closed_form_epsilon=closed_form,
-        ))  # fmt: skip
-        if self.step_times is not None:
-            self._write_secret_estimate(delta, local, closed_form)
-
-    def _write_secret_estimate(self, delta: float, local: float, closed_form: float) -> None:
-        """The ``path_secret_estimate`` row of ``privacy_summary``: the papers' path-secret
-        sum (Cyffers, Bellet, Upadhyay 2024) estimated from ``privacy.secret_paths`` walks
-        re-simulated on the run's churn schedule at the run's visit times
-        (:func:`~netsim.privacy.walk_pairwise.path_secret_exposure`), every node contributing
-        at most as often as the most-used unit did. Single observers only; the standard
-        error is that of the worst pair, carried to ε to first order."""
-        threat, lineage = self.threat, self.lineage
-        assert threat is not None and lineage is not None and self.topology is not None
-        count = threat.config.secret_paths
-        observers = threat.observers
-        paths = resimulated_walk_paths(
-            *self.topology, self.online_schedule, np.asarray(self.step_times), count,
-            self.secret_rng,
-        )  # fmt: skip
-        units = self.sgd.accountant.records
-        cap = int(lineage.contributions(units).max(initial=0))
-        mean, standard_error = path_secret_exposure(paths, cap, observers, units)
-        slope = 1.0 / (2.0 * self.noise_multiplier**2)
-        keep = np.ones(mean.shape, dtype=bool)
-        keep[np.arange(observers.size), observers] = False
-        rho = slope * mean[keep]
-        epsilon = epsilons_of_slopes(rho, delta)
-        network, median, p90 = pair_quantiles(epsilon)
-        spread = math.nan
-        if rho.size:
-            worst = int(np.argmax(epsilon))
-            above = slope * (mean[keep][worst] + standard_error[keep][worst])
-            spread = float(epsilons_of_slopes(above, delta)) - network
-        self.sim.log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
-            view="path_secret_estimate",
-            claim=(
-                "estimate, not a bound: the papers' path-secret sum over walk paths "
-                "re-simulated on the run's churn schedule and visit times"
-            ),
-            observers=int(observers.size), pairs=int(rho.size), delta=delta,
-            local_epsilon=local, network_epsilon=network, epsilon_median=median,
-            epsilon_p90=p90, closed_form_epsilon=closed_form, paths=count,
-            network_epsilon_se=spread,
-        ))  # fmt: skip
-
-    def _closed_form_epsilon(self, lineage: Lineage, units: int, delta: float) -> float:
-        """The worst pair of the papers' path-secret closed form for this run's walk
-        (:func:`~netsim.privacy.walk_pairwise.path_secret_slopes`: as many steps as the run's
-        visits, every node contributing as often as the most-used unit did), when the walk
-        has a fixed law, the unit is the node (or one record per node) and the network is at
-        most :data:`~netsim.privacy.threat.MAX_ALL_OBSERVERS` nodes; NaN otherwise."""
-        law = self.walk_law
-        sgd = self.sgd
-        if law is None or law.shape[0] > MAX_ALL_OBSERVERS:
-            return math.nan
-        if sgd.unit == "record" and sgd.records_per_node > 1:
-            return math.nan
-        steps = self.updates + self.refused + sgd.non_finite
-        uses = int(lineage.contributions(units).max(initial=0))
-        if steps < 1 or uses == 0:
-            return 0.0
-        slopes = path_secret_slopes(
-            law, steps, 1.0 / (2.0 * self.noise_multiplier**2), contributions=uses
-        )
-        return float(epsilons_of_slopes(slopes.max(), delta))
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
