@@ -312,19 +312,21 @@ def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_run
     from netsim.algorithms.mi_ogd.config import MiOgdConfig
     from netsim.algorithms.muffliato.config import MuffliatoConfig
     from netsim.learning.sgd_agent import LearningConfig
+    from netsim.privacy.threat import ThreatModelConfig
 
     # sections BASE does not have: the default of the section's own config
     models = {
         ("dola",): DolaConfig, ("dola", "data"): DolaDataConfig, ("learning",): LearningConfig,
         ("mi_ogd",): MiOgdConfig, ("gossip_learning",): GossipLearningConfig,
-        ("muffliato",): MuffliatoConfig,
+        ("muffliato",): MuffliatoConfig, ("privacy",): ThreatModelConfig,
     }  # fmt: skip
     for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
         if not sections:  # a whole section added later: absent (None) by default
             assert resolved[key] is None and neutral is None, key
             continue
         if resolved.get(sections[0]) is None:
-            assert models[tuple(sections)].model_fields[key].default == neutral, key
+            field = models[tuple(sections)].model_fields[key]
+            assert field.get_default(call_default_factory=True) == neutral, key
             continue
         parent = resolved
         for section in sections:

@@ -149,7 +149,7 @@ def test_wiring_round_trips_through_the_resolved_scenario_and_keeps_run_ids(tmp_
          "'nowhere'; the instances: gossip, lan, lan_samples, links, samples, second_walk, "
          "slow_gossip, walk"),
         ({"gosip": "slow_gossip"}, "components.second_walk.uses.gosip: components.second_walk "
-         "(kind service) has no such role; its roles: gossip, transport"),
+         "(kind service) has no such role; its roles: gossip, privacy, transport"),
         ({"gossip": "lan"}, "components.second_walk.uses.gossip: components.lan (kind links) is "
          "a transport, not a gossip engine"),
         ({"transport": "slow_gossip"}, "components.second_walk.uses.transport: "
