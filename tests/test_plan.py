@@ -120,7 +120,8 @@ def test_a_sections_uses_is_kept_apart_and_round_trips():
 def test_a_sections_uses_names_only_its_roles_and_other_instances():
     walk = {"kind": "service", "transfer_time": "100ms", "timeout": "20s"}
     assert problem(walk={**walk, "uses": {"dola": "x"}}, gossip={"period": "1s"}).endswith(
-        "walk.uses.dola: walk (kind service) has no such role; its roles: gossip, privacy, transport"
+        "walk.uses.dola: walk (kind service) has no such role; its roles: gossip, privacy, "
+        "transport"
     )
     assert "walk.uses.gossip: no other instance is named 'nowhere'" in problem(
         walk={**walk, "uses": {"gossip": "nowhere"}}
