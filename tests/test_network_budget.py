@@ -113,7 +113,7 @@ def test_a_network_budget_admits_more_uses_than_local_dp_and_holds() -> None:
     assert summary["local_epsilon"] == pytest.approx(network["epsilon"])
 
 
-def test_the_ceiling_refuses_a_branching_lineage() -> None:
+def test_the_ceiling_refuses_a_branching_lineage_and_an_unadmitted_use() -> None:
     ceiling = ChainCeiling(3, np.arange(3), [], 10.0, 0.1, True)
     ceiling.made(0, -1, -1, 0.0, 0.0)
     ceiling.received(1, 0)
@@ -122,6 +122,15 @@ def test_the_ceiling_refuses_a_branching_lineage() -> None:
         ceiling.made(2, 0, -1, 0.0, 0.0)
     with pytest.raises(SimulationError, match="one chain"):
         ceiling.received(2, 0)
+    # a unit's second contribution must have been admitted (its last stretch is charged)
+    ceiling = ChainCeiling(3, np.arange(3), [], 10.0, 0.1, True)
+    ceiling.made(0, -1, -1, 0.0, 0.0)
+    ceiling.received(1, 0)
+    assert ceiling.admits(1)
+    ceiling.made(1, 0, 1, 1.0, 1.0)
+    ceiling.received(1, 1)
+    with pytest.raises(SimulationError, match="without being admitted"):
+        ceiling.made(2, 1, 1, 1.0, 1.0)
 
 
 def _with_budget(data: dict, **changes: object) -> dict:

@@ -98,7 +98,13 @@ class ChainCeiling:
         self.variance.append(before + noise_std**2)
         if unit < 0:
             return
-        if self._pending is not None and self._pending[0] == unit:
+        if self.last_state[unit] >= 0:
+            # the stretch of the unit's last contribution closes: charge what admits computed
+            if self._pending is None or self._pending[0] != unit:
+                raise SimulationError(
+                    f"privacy.budget network: unit {unit} contributed to state {serial} "
+                    "without being admitted"
+                )
             _, base, observers, costs = self._pending
             self.common[unit] += base
             self.extra[unit, observers] += costs - base
