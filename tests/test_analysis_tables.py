@@ -1,8 +1,9 @@
 """The tables of analysis/README.md are generated from run directories, never typed: each
 generated block equals what ``analysis/dola_experiments.py tables`` (DOLA),
 ``analysis/dola_accounting.py tables`` (DOLA's accounting), ``analysis/private_learning.py
-tables`` or ``analysis/walk_grid.py --readme`` and ``analysis/walk_java_rows.py --readme``
-(the walk service) write from the committed results (which those scripts reduced from the run
+tables``, ``analysis/network_privacy.py tables``, ``analysis/muffliato_averaging.py tables``
+or ``analysis/walk_grid.py --readme`` and ``analysis/walk_java_rows.py --readme`` (the walk
+service) write from the committed results (which those scripts reduced from the run
 directories), and the DOLA results carry ε spent and the three yardsticks."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ sys.path.insert(0, str(REPO / "analysis"))  # the scripts import their shared mo
 import dola_accounting  # noqa: E402
 import dola_experiments  # noqa: E402
 import experiments  # noqa: E402
+import muffliato_averaging  # noqa: E402
 import network_privacy  # noqa: E402
 import private_learning  # noqa: E402
 import walk_grid  # noqa: E402
@@ -349,3 +351,38 @@ def test_every_network_privacy_row_is_calibrated_as_its_label_says() -> None:
             assert local < mean[experiment, row.label], (experiment, row.label)
             if row.pilot is None:
                 assert mean[experiment, row.label] < central, (experiment, row.label)
+
+
+def test_the_readme_muffliato_table_is_the_generated_one() -> None:
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = muffliato_averaging.generated_tables()
+    assert f"<!-- generated: {muffliato_averaging.NAME} -->" in text
+    assert experiments.with_tables(text, tables) == text
+
+
+def test_muffliatos_averaging_reproduces_the_papers_shape() -> None:
+    """On every static graph a neighbour, which hears a node's noisy value in the first round,
+    learns exactly the local-DP loss (1 at α = 2); two hops away a pair learns less, and the
+    least loss beyond is below half of it; the averaging mixed (its RMS error below a tenth of
+    the noise σ = 1). The exact view shows what a per-message bound cannot: on the hypercube,
+    after as many rounds as its diameter, the antipode's value is revealed (loss 1 at 11
+    hops). Under churn fewer than half the nodes are online (each seed). No pair learns more
+    than the local loss."""
+    runs = muffliato_averaging.load_results()
+    distance = pd.read_parquet(muffliato_averaging.distance_file())
+    assert set(runs["row"]) == {row.label for row in muffliato_averaging.ROWS}
+    for row in muffliato_averaging.ROWS:
+        part = runs[runs["row"] == row.label]
+        assert len(part) == row.seeds
+        mine = distance[distance["row"] == row.label]
+        assert (mine["max"] <= 1 + 1e-9).all()
+        if row.churn:
+            assert (part["online_mean"] < 0.5 * part["nodes"]).all()
+            continue
+        assert part["loss_neighbours"].to_numpy() == pytest.approx(1.0, rel=1e-9)
+        two = mine.loc[mine["distance"] == 2, "mean"].to_numpy()
+        assert (two < 0.95).all()
+        assert (part["loss_least"] < 0.5).all()
+        assert (part["final_rmse"] < 0.1).all()
+    cube = distance[(distance["row"] == "hypercube 2^11") & (distance["distance"] == 11)]
+    assert cube["mean"].to_numpy() == pytest.approx(1.0, rel=1e-9)
