@@ -21,7 +21,7 @@ import io
 import json
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,15 @@ class SweepRunner:
     def backend(self) -> Backend:
         """A fresh backend for one sweep (a Dask client is closed when its sweep ends)."""
         return backend_for(self.scheduler, self.jobs)
+
+
+def edge_list_file(edges: Iterable[tuple[int, int]], path: Path) -> Path:
+    """``path``, written once with one ``a b`` line per edge (a topology's ``edge_list``
+    file; a run's identity holds its bytes, not where it lives)."""
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, "".join(f"{a} {b}\n" for a, b in edges))
+    return path
 
 
 def describe(overrides: Mapping[str, Any]) -> str:

@@ -42,12 +42,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import network_privacy
 import networkx as nx
 import numpy as np
 import pandas as pd
 from experiments import (
     SweepRunner,
     add_runner_arguments,
+    edge_list_file,
     guarded,
     load_result_tables,
     planned_label,
@@ -61,8 +63,6 @@ from experiments import (
 from netsim.algorithms.muffliato.averaging import topology_gap
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
-from netsim.errors import NetsimError
-from netsim.storage import atomic_write_text
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,34 +103,22 @@ ROWS: tuple[Row, ...] = (
 
 @cache
 def graph(name: str) -> nx.Graph:
-    """The topology ``name`` (module docstring)."""
-    if name == "hypercube":
-        return nx.convert_node_labels_to_integers(nx.hypercube_graph(11))
+    """The topology ``name`` (module docstring); the hypercube and the geometric graph are
+    those of ``analysis/network_privacy.py``."""
+    if name in ("hypercube", "geometric"):
+        return network_privacy.graph(name)
     if name == "grid":
         return nx.convert_node_labels_to_integers(nx.grid_2d_graph(45, 45))
-    if name == "geometric":
-        rng = np.random.default_rng(7)
-        positions = {i: tuple(rng.random(2)) for i in range(NODES)}
-        built = nx.random_geometric_graph(NODES, 0.07, pos=positions)
-    else:
-        rng = np.random.default_rng(7)
-        while True:
-            built = nx.gnp_random_graph(NODES, math.log(NODES) / NODES,
-                                        seed=int(rng.integers(2**31)))  # fmt: skip
-            if nx.is_connected(built):
-                break
-    if not nx.is_connected(built):
-        raise NetsimError(f"the {name} graph of seed 7 is not connected")
-    return built
+    rng = np.random.default_rng(7)
+    while True:
+        built = nx.gnp_random_graph(NODES, math.log(NODES) / NODES, seed=int(rng.integers(2**31)))
+        if nx.is_connected(built):
+            return built
 
 
 def edge_list(name: str) -> Path:
     """The graph's edge list file (written once; the runs' scenarios name it)."""
-    path = GRAPHS / f"{name}.txt"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, "".join(f"{a} {b}\n" for a, b in graph(name).edges()))
-    return path
+    return edge_list_file(graph(name).edges(), GRAPHS / f"{name}.txt")
 
 
 @cache

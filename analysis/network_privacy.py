@@ -56,6 +56,7 @@ import pandas as pd
 from experiments import (
     SweepRunner,
     add_runner_arguments,
+    edge_list_file,
     guarded,
     load_result_tables,
     planned_label,
@@ -76,7 +77,6 @@ from netsim.privacy.walk_pairwise import (
     path_secret_slopes,
     slope_for_epsilon,
 )
-from netsim.storage import atomic_write_text
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -180,12 +180,7 @@ def graph(name: str) -> nx.Graph:
 
 def edge_list(name: str) -> Path:
     """The graph's edge list file (written once; the runs' scenarios name it)."""
-    path = GRAPHS / f"{name}-{NODES}.txt"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lines = "".join(f"{a} {b}\n" for a, b in graph(name).edges())
-        atomic_write_text(path, lines)
-    return path
+    return edge_list_file(graph(name).edges(), GRAPHS / f"{name}-{NODES}.txt")
 
 
 @cache
