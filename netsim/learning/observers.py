@@ -63,6 +63,11 @@ class ObserverAccounting:
         multiplier = self.sgd.accountant.noise_multiplier_for(self.sgd.mechanism)
         assert multiplier is not None  # checked with the scenario
         self.noise_multiplier = multiplier
+        #: One contribution's RDP slope seen at once, Δ²/(2σ²) = 1/(2z²).
+        self.contribution_slope = 1.0 / (2.0 * multiplier**2)
+        units = self.sgd.accountant.records
+        #: The node of each privacy unit.
+        self.owner = np.arange(units) // (1 if sgd.unit == "node" else sgd.records_per_node)
         curvature = self.sgd.model.curvature()
         beta = curvature.smoothness
         self.amplified = bool(
@@ -103,13 +108,12 @@ class ObserverAccounting:
         (:class:`~netsim.privacy.ceiling.ChainCeiling`): the accountant asks it before each
         use in place of the record's own budget."""
         accountant = self.sgd.accountant
-        units = accountant.records
-        owner = np.arange(units) // (1 if self.sgd.unit == "node" else self.sgd.records_per_node)
         delta = threat.delta_for(config.delta)
         self.ceiling = ChainCeiling(
-            nodes=int(owner.max()) + 1, owner=owner, coalitions=threat.config.coalitions,
+            nodes=int(self.owner.max()) + 1, owner=self.owner,
+            coalitions=threat.config.coalitions,
             budget_slope=slope_for_epsilon(config.epsilon, delta),
-            contribution_slope=1.0 / (2.0 * self.noise_multiplier**2), amplified=self.amplified,
+            contribution_slope=self.contribution_slope, amplified=self.amplified,
         )  # fmt: skip
         accountant.admission = self.ceiling.admits
         accountant.admission_refusal = (
@@ -175,13 +179,10 @@ class ObserverAccounting:
             receptions=lineage.receptions(coalitions) + lineage.transfers(links),
             coalitions=coalitions + [[] for _ in links], units=units, amplified=self.amplified,
         )  # fmt: skip
+        # divided, not multiplied by contribution_slope: the same floats as before
         local_slope = lineage.contributions(units) / (2.0 * self.noise_multiplier**2)
         observers = threat.observer_ids()
-        owner = (
-            np.arange(units)
-            if self.sgd.unit == "node"
-            else np.arange(units) // (self.sgd.records_per_node)
-        )
+        owner = self.owner
         keep = np.ones(slopes.shape, dtype=bool)
         for k, members in enumerate(coalitions):
             keep[k, np.isin(owner, members)] = False  # a member's own records
@@ -245,7 +246,7 @@ class ObserverAccounting:
         units = self.sgd.accountant.records
         cap = int(lineage.contributions(units).max(initial=0))
         mean, standard_error = path_secret_exposure(paths, cap, observers, units)
-        slope = 1.0 / (2.0 * self.noise_multiplier**2)
+        slope = self.contribution_slope
         keep = np.ones(mean.shape, dtype=bool)
         keep[np.arange(observers.size), observers] = False
         rho = slope * mean[keep]
@@ -282,7 +283,5 @@ class ObserverAccounting:
         uses = int(lineage.contributions(units).max(initial=0))
         if steps < 1 or uses == 0:
             return 0.0
-        slopes = path_secret_slopes(
-            law, steps, 1.0 / (2.0 * self.noise_multiplier**2), contributions=uses
-        )
+        slopes = path_secret_slopes(law, steps, self.contribution_slope, contributions=uses)
         return float(epsilons_of_slopes(slopes.max(), delta))

@@ -78,22 +78,23 @@ class ChainCeiling:
         self.extra = np.zeros((units, views))
         self.last_state = np.full(units, -1, dtype=np.int64)
         self.last_shift = np.zeros(units)
-        # the chain: per state, who received it and the noise variance summed up to it
+        # the chain: per state, who received it and the noise variance summed up to it, and
+        # the serial of its latest state (−1: none yet)
         self.receiver: list[int] = []
         self.variance: list[float] = []  # cumulative, inclusive
-        self.serials: list[int] = []
+        self.latest = -1
         self._pending: tuple[int, float, np.ndarray, np.ndarray] | None = None
 
     def made(self, serial: int, parent: int, unit: int, shift: float, noise_std: float) -> None:
         """The walk made state ``serial`` from ``parent`` (−1: the initial model); ``unit``
         contributed (−1: none) with displacement ``shift`` and noise ``noise_std``."""
-        if self.serials and parent != self.serials[-1]:
+        if self.latest >= 0 and parent != self.latest:
             raise SimulationError(
                 "privacy.budget network follows one chain of models, but state "
-                f"{serial} was made from {parent}, not the latest state {self.serials[-1]}"
+                f"{serial} was made from {parent}, not the latest state {self.latest}"
             )
         before = self.variance[-1] if self.variance else 0.0
-        self.serials.append(serial)
+        self.latest = serial
         self.receiver.append(-1)
         self.variance.append(before + noise_std**2)
         if unit < 0:
@@ -109,12 +110,12 @@ class ChainCeiling:
             self.common[unit] += base
             self.extra[unit, observers] += costs - base
         self._pending = None
-        self.last_state[unit] = len(self.serials) - 1
+        self.last_state[unit] = len(self.receiver) - 1
         self.last_shift[unit] = shift
 
     def received(self, node: int, serial: int) -> None:
         """``node`` received state ``serial``, which must be the latest of the chain."""
-        if not self.serials or serial != self.serials[-1]:
+        if self.latest < 0 or serial != self.latest:
             raise SimulationError(
                 "privacy.budget network follows one chain of models, but node "
                 f"{node} received state {serial}, not the latest"

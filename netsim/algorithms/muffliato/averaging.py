@@ -119,7 +119,7 @@ class MuffliatoAveraging(RoundLearner):
         if threat is not None and threat.network:
             # the scenario's threat model: its observers, coalitions and δ
             self.observers = threat.observers
-            self.coalitions = threat.coalitions()[threat.observers.size :]
+            self.coalitions = [list(c) for c in threat.config.coalitions]
             self.delta = threat.delta_for(config.delta)
         else:
             self.observers = sample_observers(self.n, config.observers, ctx.stream("observers"))
