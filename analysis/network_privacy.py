@@ -153,6 +153,12 @@ CHURN_ROWS: tuple[Row, ...] = (
         "network (path known), churn and 5% loss", None, True, "local, churn and 5% loss",
         extra=LOSS,
     ),
+    # the threat model as the ceiling on the walk service: its restarts branch the lineage,
+    # and the ceiling admits or refuses each
+    Row("network budget (ceiling), STUNner churn", None, True,
+        "network (path known), STUNner churn", ceiling=True),
+    Row("network budget (ceiling), churn and 5% loss", None, True,
+        "network (path known), churn and 5% loss", extra=LOSS, ceiling=True),
 )  # fmt: skip
 EXPERIMENT_ROWS = {"adult-10": ALL_ROWS, "adult-1": ALL_ROWS, "adult-10-churn": CHURN_ROWS}
 EVERY_ROW = ALL_ROWS + CHURN_ROWS

@@ -301,6 +301,14 @@ class WalkAgent(Component):
         account what each node saw)."""
         return None
 
+    def continues(self, node: int, state: Any, carried: bool) -> bool:
+        """Whether a walk may continue from ``state`` again at ``node`` — a restart from its
+        local copy, or its visit of an older copy than the walk that arrived — when that
+        state was handed on before (optional: a privacy ceiling may refuse the branch; the
+        walk service then does not restart from the copy, or the node continues the walk
+        that arrived). ``carried``: another walk carries ``state`` still."""
+        return True
+
     def walks_by(self, transition: Any) -> None:
         """The walk moves by this fixed transition matrix (scipy sparse, row-stochastic: an
         ideal walk along a static topology), told once when it is built (optional: for

@@ -17,7 +17,7 @@ import numpy as np
 from netsim.contracts import BuildContext
 from netsim.learning.private_sgd import PrivateSGD
 from netsim.learning.state import ModelState
-from netsim.privacy.ceiling import ChainCeiling
+from netsim.privacy.ceiling import LineageCeiling
 from netsim.privacy.lineage import Lineage
 from netsim.privacy.threat import (
     LINEAGE_TABLE,
@@ -76,7 +76,7 @@ class ObserverAccounting:
             and config.learning_rate * (beta + config.regularisation) <= 2.0
         )
         #: With ``privacy.budget: network``: the per-observer ceiling that admits each use.
-        self.ceiling: ChainCeiling | None = None
+        self.ceiling: LineageCeiling | None = None
         if threat.config.budget == "network":
             self._enforce_network_budget(threat, config)
         #: With ``privacy.secret_paths``: the time of every visit, the run's churn schedule
@@ -97,19 +97,28 @@ class ObserverAccounting:
     def received(self, node: int, serial: int) -> None:
         """``node`` was handed state ``serial`` (a walk's arrival, kept or dropped there)."""
         self.lineage.received(node, serial, self.sim.now)
+        if self.ceiling is not None:
+            self.ceiling.received(node, serial)
 
     def visiting(self, node: int, serial: int) -> None:
         """``node`` is about to update state ``serial`` (the ceiling learns who holds it)."""
         if self.ceiling is not None:
-            self.ceiling.received(node, serial)
+            self.ceiling.visiting(node, serial)
+
+    def continues(self, serial: int, carried: bool) -> bool:
+        """Whether a walk may continue from state ``serial`` again (a restart from a local
+        copy, a node's visit of its older copy): under a network budget, the ceiling's
+        decision (:meth:`~netsim.privacy.ceiling.LineageCeiling.continues`); ``carried``:
+        another walk carries it still."""
+        return self.ceiling is None or self.ceiling.continues(serial, carried)
 
     def _enforce_network_budget(self, threat: ThreatModel, config: Any) -> None:
         """The learning section's (ε, δ) as every observer's ceiling
-        (:class:`~netsim.privacy.ceiling.ChainCeiling`): the accountant asks it before each
+        (:class:`~netsim.privacy.ceiling.LineageCeiling`): the accountant asks it before each
         use in place of the record's own budget."""
         accountant = self.sgd.accountant
         delta = threat.delta_for(config.delta)
-        self.ceiling = ChainCeiling(
+        self.ceiling = LineageCeiling(
             nodes=int(self.owner.max()) + 1, owner=self.owner,
             coalitions=threat.config.coalitions,
             budget_slope=slope_for_epsilon(config.epsilon, delta),
@@ -218,7 +227,9 @@ class ObserverAccounting:
             else "RDP bound: each contribution that reaches the observer is one Gaussian release"
         )
         if self.ceiling is not None:
-            claim += "; the learning section's budget bounds every pair (privacy.budget network)"
+            claim += "; the learning section's budget bounds every pair (privacy.budget network"
+            refused = self.ceiling.refused
+            claim += f"; {refused} branches refused)" if refused else ")"
         self.sim.log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
             view="path_known", claim=claim, observers=len(coalitions) + len(links),
             pairs=int(rho.size),

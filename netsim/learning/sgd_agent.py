@@ -468,6 +468,11 @@ class SGDAgent(Component):
         if self.observed is not None:
             self.observed.received(node, state.serial)
 
+    def continues(self, node: int, state: ModelState, carried: bool) -> bool:
+        """Under a network budget, whether the ceiling lets a walk continue from ``state``
+        again (:meth:`~netsim.contracts.WalkAgent.continues`)."""
+        return self.observed is None or self.observed.continues(state.serial, carried)
+
     def accuracy(self, state: ModelState) -> float:
         return self.sgd.model.accuracy(state.parameters, self.x_test, self.y_test)
 

@@ -311,7 +311,7 @@ class RecordBudgets:
         self.tight = bool(policy.private and accounting in TIGHT_ACCOUNTINGS)
         #: Who admits a record's next Gaussian release at a fixed multiplier in place of its own
         #: composed budget (None: the budget): a per-observer ceiling
-        #: (:class:`~netsim.privacy.ceiling.ChainCeiling`), which then states the guarantee;
+        #: (:class:`~netsim.privacy.ceiling.LineageCeiling`), which then states the guarantee;
         #: the record's composed spend is still kept, as its local-DP figure.
         self.admission: Callable[[int], bool] | None = None
         #: Why :attr:`admission` refuses (the refusal's reason in the run's warning).

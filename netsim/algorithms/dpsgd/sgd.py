@@ -55,5 +55,8 @@ class SGDWalkAgent(WalkAgent):
     def received(self, node: int, state: ModelState) -> None:
         self.learner.received(node, state)
 
+    def continues(self, node: int, state: ModelState, carried: bool) -> bool:
+        return self.learner.continues(node, state, carried)
+
     def walks_by(self, transition: Any) -> None:
         self.learner.walks_by(transition)

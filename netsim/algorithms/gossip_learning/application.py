@@ -241,9 +241,10 @@ class GossipLearning(NetworkProtocol):
                 )
             if threat.budget == "network":
                 raise ValueError(
-                    "privacy.budget network admits each use against one chain of models; "
-                    "gossip learning copies every model it sends: use privacy.budget local "
-                    "(the pairs per observer are still stated)"
+                    "privacy.budget network admits each use and each branch of a walk's models; "
+                    "gossip learning resends every model it keeps, so nearly every state would "
+                    "be a branch: use privacy.budget local (the pairs per observer are still "
+                    "stated)"
                 )
             if threat.secret_paths:
                 raise ValueError(

@@ -66,9 +66,20 @@ class WalkCore(Protocol):
     def forward(self, token: WalkToken) -> None: ...
     def send(self, token: WalkToken) -> None: ...
     def end(self, token: WalkToken, node: int, reason: str) -> None: ...
+    def carried(self, state: Any) -> bool: ...
     def on_update_timeout(self, node: int, i: int) -> None: ...
     def on_receive_random_walk(self, transfer: Transfer) -> None: ...
     def on_transfer_lost(self, transfer: Transfer, reason: str) -> None: ...
+
+
+def continued_state(core: WalkCore, node: int, token: WalkToken) -> Any:
+    """The state ``node`` updates and forwards: its local copy, unless that is an older copy
+    than the walk that arrived and the agent refuses to continue from it again (a privacy
+    ceiling, :meth:`~netsim.contracts.WalkAgent.continues`): the walk that arrived then."""
+    state = core.rw_state[node]
+    if state is token.state or core.agent.continues(node, state, core.carried(state)):
+        return state
+    return token.state
 
 
 def new_prop_records(n: int) -> np.ndarray:
@@ -207,7 +218,9 @@ class WalkCycle(ABC):
             token.steps = int(rw_steps[node])
             self.new_update(node, token.steps)
             token.update = int(self.prop_id[node])
-            token.state = core.agent.visit(node, core.rw_state[node], token.steps, token.walk, now)
+            token.state = core.agent.visit(
+                node, continued_state(core, node, token), token.steps, token.walk, now
+            )
             core.rw_state[node] = token.state
             token.restart_of = -1
             core.ledger.step(now, token.walk, token.steps, node)

@@ -16,7 +16,7 @@ import numpy as np
 
 from netsim.protocols.gossip import GossipEngine
 from netsim.protocols.walk.config import WalkVariant
-from netsim.protocols.walk.cycle import WalkCore, WalkCycle
+from netsim.protocols.walk.cycle import WalkCore, WalkCycle, continued_state
 from netsim.protocols.walk.kernels import (
     BUFFER_RECORD,
     authors_cycle,
@@ -197,7 +197,7 @@ class AuthorsCycle(WalkCycle):
         self.store(node, steps, update, 0.0)
         token.steps = steps
         token.update = update
-        state = core.rw_state[node] if local_wins else token.state
+        state = continued_state(core, node, token) if local_wins else token.state
         token.state = core.agent.visit(node, state, steps, token.walk, now)
         core.rw_steps[node] = steps
         core.rw_state[node] = token.state

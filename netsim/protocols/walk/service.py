@@ -8,6 +8,7 @@ in the docstring of :mod:`netsim.protocols.walk`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -62,9 +63,6 @@ class RandomWalkService(Walk):
     tables = (STEPS_TABLE, RESTARTS_TABLE, ENDS_TABLE, SAMPLES_TABLE, SUMMARY_TABLE)
     requires = {  # noqa: RUF012
         "gossip": "walk progress is broadcast by push-pull gossip with period Δ = gossip.period"
-    }
-    optional = {  # noqa: RUF012
-        "privacy": "the threat model: a network budget cannot follow restarts from copies"
     }
     #: In rounds it does its own exchanges (round_exchange, round_tick).
     round_form = "fused"
@@ -152,17 +150,6 @@ class RandomWalkService(Walk):
         self.ends_table = self.ledger.ends_table
         self.samples_table = self.ledger.samples_table
         self.summary_table = self.ledger.summary_table
-
-    @classmethod
-    def check(cls, config: WalkServiceConfig, ctx: BuildContext) -> None:
-        threat = ctx.config_of("privacy")
-        if threat is not None and threat.budget == "network":
-            raise ValueError(
-                "privacy.budget network admits each use against one chain of models; the walk "
-                "service's restarts from local copies branch it (a later branch can make an "
-                "earlier state observed): use an ideal walk, or privacy.budget local (the "
-                "pairs per observer are still stated)"
-            )
 
     @classmethod
     def check_inputs(cls, config: WalkServiceConfig, ctx: BuildContext) -> None:
@@ -303,7 +290,13 @@ class RandomWalkService(Walk):
         self, node: int, steps: int, reason: str, i: int, update: int, update_steps: int
     ) -> None:
         """Start a walk at ``node`` with ``steps`` (reason ``bootstrap`` or ``timeout`` of
-        circle ``i`` of ``update``), log it and forward it."""
+        circle ``i`` of ``update``), log it and forward it — unless the agent refuses a
+        restart from the node's local copy (:meth:`~netsim.contracts.WalkAgent.continues`:
+        a privacy ceiling), which is then not made."""
+        if reason == "timeout":
+            copy = self.rw_state[node]
+            if not self.agent.continues(node, copy, self.carried(copy)):
+                return
         walk = self._next_walk_id
         self._next_walk_id += 1
         self.rw_steps[node] = max(int(self.rw_steps[node]), steps)
@@ -317,6 +310,11 @@ class RandomWalkService(Walk):
         )
         self.ledger.set_alive(token, True)
         self.forward(token)
+
+    def carried(self, state: Any) -> bool:
+        """Whether a walk, propagating or parked, carries ``state``."""
+        tokens = chain(self.propagating.values(), *self.suspended.values())
+        return any(token.state is state for token in tokens)
 
     def _bootstrap(self) -> None:
         """The starter broadcasts an update with step count 0 (unless the variant has no
