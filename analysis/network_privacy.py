@@ -431,14 +431,17 @@ def _number(value: float) -> str:
 
 
 def margin_over_local(runs: pd.DataFrame, name: str, label: str) -> str:
-    """The row's mean accuracy minus its local row's (its pilot when that is a local row,
-    else ``local``), with a 95% Welch interval."""
+    """The row's mean accuracy minus its local row's (the first local row up its chain of
+    pilots, else ``local``), with a 95% Welch interval."""
     from scipy import stats
 
     part = runs[runs["experiment"] == name]
     row = part.loc[part["row"] == label, "final_accuracy"].to_numpy()
-    base = next(r for r in EVERY_ROW if r.label == label).pilot
-    local_label = base if base is not None and base.startswith("local") else "local"
+    rows = {r.label: r for r in EVERY_ROW}
+    base = rows[label].pilot
+    while base is not None and not base.startswith("local"):
+        base = rows[base].pilot
+    local_label = base or "local"
     local = part.loc[part["row"] == local_label, "final_accuracy"].to_numpy()
     if row.size < 2 or local.size < 2:
         return "—"
@@ -456,7 +459,8 @@ def markdown_table(summary: pd.DataFrame, name: str, runs: pd.DataFrame | None =
     estimated = bool(part["secret_epsilon"].notna().any())
     lines = [
         f"At (ε, δ) = ({epsilon:g}, {delta:g}), {NODES:,} nodes, {STEPS:,} steps, {USES} uses "
-        f"per node{' (walk service, STUNner churn)' if name.endswith('-churn') else ''}. "
+        "per node (no cap under the ceiling)"
+        f"{' (walk service, STUNner churn)' if name.endswith('-churn') else ''}. "
         f"Yardsticks (mean over runs): majority class {first['majority']:.3f}, "
         f"centralised non-private {first['centralised']:.3f}, central DP at the same (ε, δ) "
         f"{first['central_dp']:.3f}.",

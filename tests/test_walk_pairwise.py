@@ -360,6 +360,10 @@ def test_the_path_secret_sum_of_given_paths_by_hand() -> None:
     # an observer subset keeps its rows in the order given
     mean, _ = path_secret_exposure(paths, 1, np.array([2, 0]), 3)
     np.testing.assert_allclose(mean, expected[[2, 0]])
+    # one count per node (the uses each made under a network budget): 0 contributes at
+    # steps 0 and 3, 1 never, 2 at step 2
+    mean, _ = path_secret_exposure(paths, np.array([2, 0, 1]), np.array([0, 1, 2]), 3)
+    np.testing.assert_allclose(mean, [[0, 0, 1], [1 + 1 / 3 + 1, 0, 1 / 2], [1, 0, 0]])
 
 
 def test_the_estimate_converges_to_the_papers_sum_on_a_static_graph() -> None:

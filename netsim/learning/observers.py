@@ -244,8 +244,9 @@ class ObserverAccounting:
         sum (Cyffers, Bellet, Upadhyay 2024) estimated from ``privacy.secret_paths`` walks
         re-simulated on the run's churn schedule at the run's visit times
         (:func:`~netsim.privacy.walk_pairwise.path_secret_exposure`), every node contributing
-        at most as often as the most-used unit did. Single observers only; the standard
-        error is that of the worst pair, carried to ε to first order."""
+        at most as often as the most-used unit did (under a network budget, as often as it
+        did). Single observers only; the standard error is that of the worst pair, carried to
+        ε to first order."""
         threat, lineage = self.threat, self.lineage
         assert self.topology is not None
         count = threat.config.secret_paths
@@ -255,7 +256,11 @@ class ObserverAccounting:
             self.secret_rng,
         )  # fmt: skip
         units = self.sgd.accountant.records
-        cap = int(lineage.contributions(units).max(initial=0))
+        uses = lineage.contributions(units)
+        # the mechanism's rule for how often a node contributes: the cap every node may reach
+        # under a local budget; under the ceiling, which stops each unit on its own path, the
+        # uses each unit made
+        cap = uses if self.ceiling is not None else int(uses.max(initial=0))
         mean, standard_error = path_secret_exposure(paths, cap, observers, units)
         slope = self.contribution_slope
         keep = np.ones(mean.shape, dtype=bool)

@@ -528,8 +528,9 @@ def resimulated_walk_paths(
 
 @njit(cache=True)
 def _secret_exposure(
-    paths: np.ndarray, cap: int, observer_of: np.ndarray, total: np.ndarray, squares: np.ndarray
-) -> None:
+    paths: np.ndarray, cap: np.ndarray, observer_of: np.ndarray, total: np.ndarray,
+    squares: np.ndarray,
+) -> None:  # fmt: skip
     steps = paths.shape[1]
     exposure = np.zeros_like(total)
     uses = np.zeros(observer_of.size, dtype=np.int64)
@@ -546,7 +547,7 @@ def _secret_exposure(
             if o >= 0:
                 for j in range(made):
                     exposure[o, contributor[j]] += 1.0 / (made - j)
-            if uses[v] < cap:
+            if uses[v] < cap[v]:
                 uses[v] += 1
                 contributor[made] = v
                 made += 1
@@ -557,17 +558,18 @@ def _secret_exposure(
 
 
 def path_secret_exposure(
-    paths: np.ndarray, cap: int, observers: np.ndarray, nodes: int
+    paths: np.ndarray, cap: int | np.ndarray, observers: np.ndarray, nodes: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The papers' path-secret sum estimated from walk paths (:func:`resimulated_walk_paths`):
     (mean, standard error) over the paths of Σ 1/k over every visit of observer v (a row, in
     the order of ``observers``) at k noisy steps after a contribution of node u (a column;
-    0 for v's own). A node contributes at its first ``cap`` visits (each adds noise) and
-    forwards without noise after. Times one contribution's slope c = Δ²/(2σ²) this is the
-    RDP slope whose expectation over a walk with fixed law W and stationary start is
-    c·Σ_s π_u Σ_{t=1}^{T−1−s} (W^t)_{uv}/t: the closed form of :func:`path_secret_slopes`
-    (Cyffers, Bellet, Upadhyay 2024) with each contribution followed to the end of the run
-    instead of for T steps and each node's actual contributions in place of T·π_u."""
+    0 for v's own). A node contributes at its first ``cap`` visits (each adds noise; one
+    count for all, or one per node) and forwards without noise after. Times one
+    contribution's slope c = Δ²/(2σ²) this is the RDP slope whose expectation over a walk
+    with fixed law W and stationary start is c·Σ_s π_u Σ_{t=1}^{T−1−s} (W^t)_{uv}/t: the
+    closed form of :func:`path_secret_slopes` (Cyffers, Bellet, Upadhyay 2024) with each
+    contribution followed to the end of the run instead of for T steps and each node's
+    actual contributions in place of T·π_u."""
     paths = np.ascontiguousarray(paths, dtype=np.int64)
     count = paths.shape[0]
     if count < 2:
@@ -576,7 +578,8 @@ def path_secret_exposure(
     observer_of[np.asarray(observers, dtype=np.int64)] = np.arange(len(observers))
     total = np.zeros((len(observers), nodes))
     squares = np.zeros_like(total)
-    _secret_exposure(paths, int(cap), observer_of, total, squares)
+    caps = np.ascontiguousarray(np.broadcast_to(np.asarray(cap, dtype=np.int64), (nodes,)))
+    _secret_exposure(paths, caps, observer_of, total, squares)
     mean = total / count
     variance = np.maximum(squares / count - mean**2, 0.0) * count / (count - 1)
     standard_error = np.sqrt(variance / count)
