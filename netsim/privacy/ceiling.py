@@ -281,6 +281,7 @@ class LineageCeiling:
                       "cut", "rec_head")  # fmt: skip
 
     def _grow(self, columns: tuple[str, ...], size: int) -> None:
+        """Double the capacity of ``columns`` until it holds ``size`` entries."""
         for name in columns:
             old = getattr(self, name)
             if old.size < size:

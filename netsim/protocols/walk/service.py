@@ -64,6 +64,10 @@ class RandomWalkService(Walk):
     requires = {  # noqa: RUF012
         "gossip": "walk progress is broadcast by push-pull gossip with period Δ = gossip.period"
     }
+    optional = {  # noqa: RUF012
+        "privacy": "the threat model: under a network budget the walk's agent admits or "
+        "refuses each restart from a local copy"
+    }
     #: In rounds it does its own exchanges (round_exchange, round_tick).
     round_form = "fused"
 
