@@ -22,6 +22,7 @@ SMOKE = {
     "private_learning": (["--quick"], "µs CPU per visit"),
     "broadcast_rounds": (["--quick", "--repeat", "1"], "PeerSim CD"),
     "gossip_learning_rounds": (["--quick"], "× exact mode"),
+    "event_queue": (["--live", "100", "--steps", "20000"], '"same_order": true'),
 }
 
 

@@ -1,0 +1,153 @@
+"""A compiled event queue that orders events exactly as SimPy's does.
+
+SimPy 4 keeps its pending events in a binary heap of ``(time, priority, event id, event)``
+entries and processes the smallest first; the event id is a counter taken at every schedule,
+so events of one instant and priority run in the order they were scheduled (``sim.py`` writes
+the same entries through :meth:`~netsim.sim.Environment.schedule_at`). A compiled event core
+for the built-in protocols must produce the SimPy path's events in the same order (README,
+Performance): this queue keeps the same key, ``(time, priority, insertion id)``, with ids
+taken from its own counter in the order events are pushed. Since every key is distinct, the
+order in which events come out does not depend on how the heap is arranged: it is the sorted
+order of the keys, the same as SimPy's for the same pushes.
+
+Priorities are floats in SimPy, and netsim uses fractional ones: the gossip engine's ticks
+run at NORMAL + (node + 1)/(n + 2), between the normal events of their instant and the late
+ones. The queue takes each priority's *rank* among those a run uses instead
+(:func:`priority_ranks`), an integer that orders them the same way, and packs it with the
+insertion id into one 64-bit key, ``rank · 2⁴⁰ + id``: a comparison is then two numbers, not
+three, which halves the cost of an event (``benchmarks/event_queue.py``).
+
+The queue is a set of arrays a numba kernel works on (:class:`EventQueue` holds them): each
+event has a ``kind`` (what happens) and two integer arguments (for example a node and a
+message slot). :func:`queue_push` and :func:`queue_pop` sift on an implicit binary heap,
+moving a hole rather than swapping (one write per level).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit
+
+#: ``meta`` entries: how many events are queued, and the next insertion id.
+SIZE, NEXT_ID = 0, 1
+#: Bits of the insertion id in a key (2⁴⁰ ≈ 10¹² events), and the ranks that fit above it.
+ID_BITS = 40
+MAX_RANK = (1 << (63 - ID_BITS)) - 1
+ID_MASK = (1 << ID_BITS) - 1
+
+
+def priority_ranks(priorities: Sequence[float]) -> dict[float, int]:
+    """Each distinct priority's rank among ``priorities`` (0 for the smallest): integers in
+    the same order, equal for equal priorities."""
+    distinct = np.unique(np.asarray(priorities, dtype=float))
+    if distinct.size > MAX_RANK + 1:
+        raise ValueError(f"at most {MAX_RANK + 1} distinct priorities, got {distinct.size}")
+    return {float(p): rank for rank, p in enumerate(distinct.tolist())}
+
+
+@njit(cache=True)
+def queue_push(
+    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
+    second: np.ndarray, meta: np.ndarray, time: float, rank: int, kind: int, a: int, b: int,
+) -> bool:  # fmt: skip
+    """Queue an event of ``kind`` with arguments ``a``, ``b`` at ``time`` with priority
+    ``rank`` (its insertion id the next of the counter); False, and nothing queued, if the
+    arrays are full. The entries above it move down one level at a time until its place is
+    found."""
+    n = meta[SIZE]
+    if n == times.size:
+        return False
+    key = (rank << ID_BITS) | meta[NEXT_ID]
+    meta[NEXT_ID] += 1
+    meta[SIZE] = n + 1
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        t = times[parent]
+        if time > t or (time == t and key > keys[parent]):
+            break
+        times[i], keys[i] = t, keys[parent]
+        kinds[i], first[i], second[i] = kinds[parent], first[parent], second[parent]
+        i = parent
+    times[i], keys[i] = time, key
+    kinds[i], first[i], second[i] = kind, a, b
+    return True
+
+
+@njit(cache=True)
+def queue_pop(
+    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
+    second: np.ndarray, meta: np.ndarray,
+) -> tuple[float, int, int, int, int, int]:  # fmt: skip
+    """Take the first event: (time, rank, insertion id, kind, a, b). The queue must not be
+    empty. The last entry fills the hole at the top, moving down one level at a time."""
+    top = keys[0]
+    out = (times[0], top >> ID_BITS, top & ID_MASK, kinds[0], first[0], second[0])
+    n = meta[SIZE] - 1
+    meta[SIZE] = n
+    if n == 0:
+        return out
+    time, key = times[n], keys[n]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        right = child + 1
+        if right < n and (
+            times[right] < times[child]
+            or (times[right] == times[child] and keys[right] < keys[child])
+        ):
+            child = right
+        t = times[child]
+        if time < t or (time == t and key < keys[child]):
+            break
+        times[i], keys[i] = t, keys[child]
+        kinds[i], first[i], second[i] = kinds[child], first[child], second[child]
+        i = child
+    times[i], keys[i] = time, key
+    kinds[i], first[i], second[i] = kinds[n], first[n], second[n]
+    return out
+
+
+class EventQueue:
+    """The arrays of a compiled event queue (module docstring), growable between kernels."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.times = np.empty(capacity)
+        self.keys = np.empty(capacity, dtype=np.int64)
+        self.kinds = np.empty(capacity, dtype=np.int64)
+        self.first = np.empty(capacity, dtype=np.int64)
+        self.second = np.empty(capacity, dtype=np.int64)
+        self.meta = np.zeros(2, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.meta[SIZE])
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """What :func:`queue_push` and :func:`queue_pop` take, in their order."""
+        return self.times, self.keys, self.kinds, self.first, self.second, self.meta
+
+    def grow(self) -> None:
+        """Double the capacity (the heap's order is kept: entries stay where they are)."""
+        for name in ("times", "keys", "kinds", "first", "second"):
+            old = getattr(self, name)
+            setattr(self, name, np.concatenate([old, np.empty_like(old)]))
+
+    def push(self, time: float, rank: int, kind: int, a: int = 0, b: int = 0) -> int:
+        """Queue an event at priority ``rank`` (growing the arrays if they are full); returns
+        its insertion id."""
+        if not 0 <= rank <= MAX_RANK:
+            raise ValueError(f"a priority rank is in [0, {MAX_RANK}], got {rank}")
+        if not queue_push(*self.arrays(), time, rank, kind, a, b):
+            self.grow()
+            queue_push(*self.arrays(), time, rank, kind, a, b)
+        return int(self.meta[NEXT_ID]) - 1
+
+    def pop(self) -> tuple[float, int, int, int, int, int]:
+        """The first event: (time, rank, insertion id, kind, a, b)."""
+        if not len(self):
+            raise IndexError("pop from an empty event queue")
+        return queue_pop(*self.arrays())
