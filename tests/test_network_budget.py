@@ -386,7 +386,8 @@ def test_the_walk_service_under_churn_keeps_the_budget_for_every_node(walk: dict
     authors' code runs it, and restarted from local copies: a lineage that branches. Under
     the network budget every unit is used more often than under the local one, and every
     node's loss — all 60, re-accounted from the run's lineage and views, not only the 20
-    observers sampled for the pairs — and the coalition's stay within ε = 8."""
+    observers sampled for the pairs — and the coalition's stay within ε = 8. At this seed
+    the authors' walk asks once for a branch the budget cannot take, and it is not made."""
     runs = {}
     for budget in ("local", "network"):
         data = _with_budget(SERVICE_UNDER_CHURN, budget=budget)
@@ -409,6 +410,9 @@ def test_the_walk_service_under_churn_keeps_the_budget_for_every_node(walk: dict
     )  # fmt: skip
     assert float(epsilons_of_slopes(slopes.max(), 1e-5)) <= 8.0
     assert tables["privacy_pairs"]["epsilon"].max() > 6.0  # used up to it, not far below
+    # at this seed the authors' walk asks for a branch the budget cannot take: not made
+    refused = "1 branch refused" in tables["privacy_summary"]["claim"].iloc[0]
+    assert refused == (walk.get("preset") == "authors")
 
 
 def test_the_budget_is_stated_at_the_threat_models_delta() -> None:

@@ -229,7 +229,7 @@ class ObserverAccounting:
         if self.ceiling is not None:
             claim += "; the learning section's budget bounds every pair (privacy.budget network"
             refused = self.ceiling.refused
-            claim += f"; {refused} branches refused)" if refused else ")"
+            claim += f"; {refused} branch{'es' if refused > 1 else ''} refused)" if refused else ")"
         self.sim.log.table(PRIVACY_SUMMARY_TABLE).append(*summary_row(
             view="path_known", claim=claim, observers=len(coalitions) + len(links),
             pairs=int(rho.size),
