@@ -6,6 +6,7 @@ and what cannot follow one chain of models is refused."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -113,66 +114,97 @@ def test_a_network_budget_admits_more_uses_than_local_dp_and_holds() -> None:
     assert summary["local_epsilon"] == pytest.approx(network["epsilon"])
 
 
-def _branching_walk(n, steps, seed, z, ceiling, restart, drop, older):
+class _Lineage:
+    """A lineage built by hand, each state made with the ceiling's consent, and the real
+    path-known slopes of it."""
+
+    def __init__(self, ceiling: LineageCeiling, nodes: int) -> None:
+        self.ceiling, self.nodes = ceiling, nodes
+        self.columns: dict[str, list] = {k: [] for k in ("parent", "unit", "shift", "noise_std")}
+        self.receptions: dict[int, list[int]] = {}
+
+    def receive(self, node: int, state: int) -> None:
+        self.ceiling.received(node, state)
+        self.receptions.setdefault(node, []).append(state)
+
+    def make(
+        self, parent: int, node: int, unit: int = -1, shift: float = 1.0, sigma: float = 4.0
+    ) -> int:
+        """``node`` makes a state from ``parent`` (−1: a root), with noise ``sigma`` and, if
+        ``unit`` ≥ 0 is admitted, a contribution of displacement ``shift`` (a refused one
+        adds neither)."""
+        ceiling = self.ceiling
+        if unit < 0:
+            shift = 0.0
+        if parent >= 0:
+            ceiling.visiting(node, parent)
+            self.receptions.setdefault(node, []).append(parent)
+        if unit >= 0 and not ceiling.admits(unit):
+            unit, shift, sigma = -1, 0.0, 0.0
+        serial = len(self.columns["parent"])
+        ceiling.made(serial, parent, unit, shift, sigma)
+        for name, value in zip(self.columns, (parent, unit, shift, sigma), strict=True):
+            self.columns[name].append(value)
+        return serial
+
+    def slopes(self, coalitions: Sequence[list[int]] = (), amplified: bool = True) -> np.ndarray:
+        """The path-known slopes of every node, then of each coalition, against each unit."""
+        arrays = {name: np.array(values) for name, values in self.columns.items()}
+        views = [[v] for v in range(self.nodes)] + list(coalitions)
+        return path_known_slopes(
+            **arrays, owner=arrays["unit"], units=self.nodes, amplified=amplified,
+            receptions=[
+                np.array([s for m in members for s in self.receptions.get(m, [])],
+                         dtype=np.int64)
+                for members in views
+            ],
+            coalitions=views,
+        )  # fmt: skip
+
+    def uses(self, unit: int) -> int:
+        return sum(u == unit for u in self.columns["unit"])
+
+
+def _branching_walk(n, steps, seed, z, ceiling, restart, drop, older) -> tuple[_Lineage, int]:
     """A walk service's lineage, driven at random: live walks are delivered to uniform nodes
     (1 in 20 is lost on the way; a node drops the arriving walk with probability ``drop``,
     keeping it as its copy), a node that keeps one visits its older copy with probability
     ``older`` and, with probability ``restart`` per step, a uniform node restarts from its
-    copy; every branch asks the ceiling first (and is not made if refused)."""
+    copy; every branch asks the ceiling first (and is not made if refused). Returns the
+    lineage and how many branches were refused."""
     rng = np.random.default_rng(seed)
-    parent, unit, owner, shift, noise = [], [], [], [], []
-    receptions: dict[int, list[int]] = {}
-
-    def make(p, node, eta):
-        admitted = node >= 0 and ceiling.admits(node)
-        made = (node, node, eta, eta * z) if admitted else (-1, -1, 0.0, 0.0)
-        ceiling.made(len(parent), p, made[0], made[2], made[3])
-        parent.append(p)
-        for column, value in zip((unit, owner, shift, noise), made, strict=True):
-            column.append(value)
-        return len(parent) - 1
-
-    def receive(node, state):
-        ceiling.received(node, state)
-        receptions.setdefault(node, []).append(state)
-
-    root = make(-1, -1, 0.0)
-    copy = [root] * n
+    walk = _Lineage(ceiling, n)
+    root = walk.make(-1, -1, sigma=0.0)
+    copies = [root] * n
     walks = [root]  # the state each live walk carries, not yet delivered
     refused = 0
     for _ in range(steps):
         if rng.random() < restart or not walks:
             node = int(rng.integers(n))
-            if ceiling.continues(copy[node], copy[node] in walks):
-                walks.append(copy[node])
+            if ceiling.continues(copies[node], copies[node] in walks):
+                walks.append(copies[node])
             else:
                 refused += 1
             continue
-        k = int(rng.integers(len(walks)))
-        state = walks.pop(k)
+        state = walks.pop(int(rng.integers(len(walks))))
         if rng.random() < 0.05:
             continue  # lost on the way: nobody received it
         node = int(rng.integers(n))
-        receive(node, state)
+        walk.receive(node, state)
         if rng.random() < drop:
-            copy[node] = state
+            copies[node] = state
             continue  # dropped there
         base = state
-        if copy[node] != state and rng.random() < older:
-            if ceiling.continues(copy[node], copy[node] in walks):
-                base = copy[node]
+        if copies[node] != state and rng.random() < older:
+            if ceiling.continues(copies[node], copies[node] in walks):
+                base = copies[node]
             else:
                 refused += 1
-        ceiling.visiting(node, base)
-        receptions.setdefault(node, []).append(base)
-        child = make(base, node, 1.0 / np.sqrt(1.0 + rng.integers(0, 4)))
-        copy[node] = child
+        eta = 1.0 / np.sqrt(1.0 + rng.integers(0, 4))
+        child = walk.make(base, node, unit=node, shift=eta, sigma=eta * z)
+        copies[node] = child
         walks.append(child)
-    arrays = {
-        "parent": np.array(parent), "unit": np.array(unit), "owner": np.array(owner),
-        "shift": np.array(shift), "noise_std": np.array(noise),
-    }  # fmt: skip
-    return arrays, receptions, refused
+    return walk, refused
 
 
 @settings(max_examples=60, deadline=None)
@@ -195,16 +227,8 @@ def test_no_pair_passes_the_budget_whatever_the_branches(n, steps, seed, z, epsi
     coalitions = [list(range(max(2, n // 2)))] if collude else []
     budget = slope_for_epsilon(epsilon, 1e-5)
     ceiling = LineageCeiling(n, np.arange(n), coalitions, budget, 1 / (2 * z * z), amplified)
-    arrays, receptions, _ = _branching_walk(n, steps, seed, z, ceiling, restart, 0.5, 0.3)
-    views = [[v] for v in range(n)] + coalitions
-    slopes = path_known_slopes(
-        **arrays, receptions=[
-            np.array([s for m in members for s in receptions.get(m, [])], dtype=np.int64)
-            for members in views
-        ],
-        coalitions=views, units=n, amplified=amplified,
-    )  # fmt: skip
-    assert slopes.max() <= budget * (1 + 1e-9)
+    walk, _ = _branching_walk(n, steps, seed, z, ceiling, restart, 0.5, 0.3)
+    assert walk.slopes(coalitions, amplified).max() <= budget * (1 + 1e-9)
 
 
 def test_the_branching_walk_is_used_and_branches() -> None:
@@ -215,56 +239,12 @@ def test_the_branching_walk_is_used_and_branches() -> None:
     budget = slope_for_epsilon(8.0, 1e-5)
     contribution = 1 / 18
     ceiling = LineageCeiling(20, np.arange(20), [], budget, contribution, True)
-    arrays, receptions, _ = _branching_walk(20, 6000, 7, 3.0, ceiling, 0.01, 0.05, 0.1)
-    slopes = path_known_slopes(
-        **arrays, receptions=[np.array(receptions.get(v, []), dtype=np.int64) for v in range(20)],
-        coalitions=[[v] for v in range(20)], units=20, amplified=True,
-    )  # fmt: skip
+    walk, _ = _branching_walk(20, 6000, 7, 3.0, ceiling, 0.01, 0.05, 0.1)
+    slopes = walk.slopes()
     local = 20 * int(budget / contribution)
-    assert int((arrays["unit"] >= 0).sum()) > 1.2 * local
+    assert sum(u >= 0 for u in walk.columns["unit"]) > 1.2 * local
     assert int(ceiling.cut[: ceiling.states].sum()) > 100
     assert 0.5 * budget < slopes.max() <= budget * (1 + 1e-9)
-
-
-class _Lineage:
-    """A lineage built by hand, each state made with the ceiling's consent, and the real
-    path-known slopes of it."""
-
-    def __init__(self, ceiling: LineageCeiling, nodes: int) -> None:
-        self.ceiling, self.nodes = ceiling, nodes
-        self.columns: dict[str, list] = {k: [] for k in ("parent", "unit", "shift", "noise_std")}
-        self.receptions: dict[int, list[int]] = {}
-
-    def receive(self, node: int, state: int) -> None:
-        self.ceiling.received(node, state)
-        self.receptions.setdefault(node, []).append(state)
-
-    def make(self, parent: int, node: int, unit: int = -1, sigma: float = 4.0) -> int:
-        """``node`` makes a state from ``parent`` (−1: a root), with noise ``sigma`` and, if
-        ``unit`` ≥ 0 is admitted, a contribution of displacement 1."""
-        ceiling, shift = self.ceiling, 1.0 if unit >= 0 else 0.0
-        if parent >= 0:
-            ceiling.visiting(node, parent)
-            self.receptions.setdefault(node, []).append(parent)
-        if unit >= 0 and not ceiling.admits(unit):
-            unit, shift, sigma = -1, 0.0, 0.0
-        serial = len(self.columns["parent"])
-        ceiling.made(serial, parent, unit, shift, sigma)
-        for name, value in zip(self.columns, (parent, unit, shift, sigma), strict=True):
-            self.columns[name].append(value)
-        return serial
-
-    def slopes(self) -> np.ndarray:
-        arrays = {name: np.array(values) for name, values in self.columns.items()}
-        return path_known_slopes(
-            **arrays, owner=arrays["unit"], units=self.nodes, amplified=True,
-            receptions=[np.array(self.receptions.get(v, []), dtype=np.int64)
-                        for v in range(self.nodes)],
-            coalitions=[[v] for v in range(self.nodes)],
-        )  # fmt: skip
-
-    def uses(self, unit: int) -> int:
-        return sum(u == unit for u in self.columns["unit"])
 
 
 def _contributions_with_copies(walk: _Lineage, rounds: int, makers: list[int], restart: bool):
