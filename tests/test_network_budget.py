@@ -21,99 +21,6 @@ from netsim.scenario.loader import validate_scenario
 from tests.test_walk_network_privacy import SERVICE_UNDER_CHURN, gossip_learning, scenario
 
 
-def _walk(visits, etas, z, ceiling):
-    """A chain of models along ``visits``: each visited node receives the latest state and,
-    if the ceiling admits its unit, contributes a step of displacement η and noise η·z."""
-    parent, unit, owner, shift, noise = [-1], [-1], [-1], [0.0], [0.0]
-    receptions: dict[int, list[int]] = {}
-    ceiling.made(0, -1, -1, 0.0, 0.0)
-    for node, eta in zip(visits, etas, strict=True):
-        latest = len(parent) - 1
-        ceiling.visiting(node, latest)
-        receptions.setdefault(node, []).append(latest)
-        admitted = ceiling.admits(node)
-        made = (node, node, eta, eta * z) if admitted else (-1, -1, 0.0, 0.0)
-        ceiling.made(latest + 1, latest, made[0], made[2], made[3])
-        parent.append(latest)
-        for column, value in zip((unit, owner, shift, noise), made, strict=True):
-            column.append(value)
-    arrays = {
-        "parent": np.array(parent), "unit": np.array(unit), "owner": np.array(owner),
-        "shift": np.array(shift), "noise_std": np.array(noise),
-    }  # fmt: skip
-    return arrays, receptions
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    st.integers(3, 30),
-    st.integers(200, 800),
-    st.integers(0, 2**32 - 1),
-    st.sampled_from([0.6, 1.0, 2.0, 4.0]),
-    st.sampled_from([0.5, 2.0, 8.0]),
-    st.booleans(),
-    st.booleans(),
-    st.booleans(),
-)
-def test_no_pair_passes_the_budget_whatever_the_walk(n, steps, seed, z, epsilon, amplified,
-                                                     collude, eavesdrop):  # fmt: skip
-    """Any sequence of visits (uniform over n nodes, 200 to 800 steps), step sizes and
-    noise, with or without amplification, a coalition and two link eavesdroppers: every pair
-    (the coalition's and the links' too) of the path-known accountant over the resulting
-    chain is within the budget slope. The ceiling keeps no row for a link: its ends cover it
-    (:class:`~netsim.privacy.ceiling.LineageCeiling`)."""
-    rng = np.random.default_rng(seed)
-    visits = rng.integers(0, n, steps).tolist()
-    etas = (1.0 / np.sqrt(1.0 + rng.integers(0, 4, steps))).tolist()
-    coalitions = [list(range(max(2, n // 2)))] if collude else []
-    links = [[0, 1], [1, 2]] if eavesdrop else []
-    budget = slope_for_epsilon(epsilon, 1e-5)
-    ceiling = LineageCeiling(n, np.arange(n), coalitions, budget, 1 / (2 * z * z), amplified)
-    arrays, receptions = _walk(visits, etas, z, ceiling)
-    views = [[v] for v in range(n)] + coalitions
-    # state i is made by visit i − 1 and sent to the node of visit i: a link sees it when
-    # those are its two ends
-    crossed = [
-        np.array([i for i in range(1, steps) if {visits[i - 1], visits[i]} == set(ends)],
-                 dtype=np.int64)
-        for ends in links
-    ]  # fmt: skip
-    slopes = path_known_slopes(
-        **arrays, receptions=[
-            np.array([s for m in members for s in receptions.get(m, [])], dtype=np.int64)
-            for members in views
-        ] + crossed,
-        coalitions=views + [[] for _ in links], units=n, amplified=amplified,
-    )  # fmt: skip
-    assert slopes.max() <= budget * (1 + 1e-9)
-    # not by refusing everything: the first use is admitted when one release fits the budget
-    if 1 / (2 * z * z) <= budget:
-        assert arrays["unit"][1] == visits[0]
-
-
-def test_a_network_budget_admits_more_uses_than_local_dp_and_holds() -> None:
-    """The base walk (40 nodes, z = 1.5, (8, 10⁻⁵), 2,000 steps, a coalition of three):
-    under the local budget each record stops when its own releases compose to ε = 8 (200
-    updates); under the network budget it goes on until some node would learn 8 about it
-    (621 updates, local ε 17.7, worst pair 7.89) — more than three times the updates, a local
-    ε far past the budget, and every pair (and the coalition) of the run within it."""
-    runs = {}
-    for budget in ("local", "network"):
-        data = scenario(duration="2000s")
-        data["privacy"] = {"model": "network", "budget": budget, "coalitions": [[0, 1, 2]]}
-        runs[budget] = netsim.run(data).tables
-    local, network = (runs[b]["learning_summary"].iloc[0] for b in ("local", "network"))
-    assert network["updates"] > 3 * local["updates"]
-    assert local["epsilon"] <= 8.0 < network["epsilon"]  # the guarantee stated: local ε
-    pairs = runs["network"]["privacy_pairs"]
-    assert pairs["epsilon"].max() <= 8.0
-    assert (pairs["observer"] < 0).any()  # the coalition is accounted and within it too
-    summary = runs["network"]["privacy_summary"].iloc[0]
-    assert summary["network_epsilon"] > 7.0  # the ceiling is reached, not far below it
-    assert "privacy.budget network" in summary["claim"]
-    assert summary["local_epsilon"] == pytest.approx(network["epsilon"])
-
-
 class _Lineage:
     """A lineage built by hand, each state made with the ceiling's consent, and the real
     path-known slopes of it."""
@@ -147,8 +54,13 @@ class _Lineage:
             self.columns[name].append(value)
         return serial
 
-    def slopes(self, coalitions: Sequence[list[int]] = (), amplified: bool = True) -> np.ndarray:
-        """The path-known slopes of every node, then of each coalition, against each unit."""
+    def slopes(
+        self, coalitions: Sequence[list[int]] = (), amplified: bool = True,
+        links: Sequence[np.ndarray] = (),
+    ) -> np.ndarray:  # fmt: skip
+        """The path-known slopes of every node, then of each coalition, then of each link
+        eavesdropper (the states that crossed it: an observer with no members), against
+        each unit."""
         arrays = {name: np.array(values) for name, values in self.columns.items()}
         views = [[v] for v in range(self.nodes)] + list(coalitions)
         return path_known_slopes(
@@ -157,12 +69,85 @@ class _Lineage:
                 np.array([s for m in members for s in self.receptions.get(m, [])],
                          dtype=np.int64)
                 for members in views
-            ],
-            coalitions=views,
+            ] + list(links),
+            coalitions=views + [[] for _ in links],
         )  # fmt: skip
 
     def uses(self, unit: int) -> int:
         return sum(u == unit for u in self.columns["unit"])
+
+
+def _walk(visits, etas, z, ceiling) -> _Lineage:
+    """A chain of models along ``visits``: each visited node receives the latest state and,
+    if the ceiling admits its unit, contributes a step of displacement η and noise η·z."""
+    walk = _Lineage(ceiling, ceiling.nodes)
+    latest = walk.make(-1, -1, sigma=0.0)
+    for node, eta in zip(visits, etas, strict=True):
+        latest = walk.make(latest, node, unit=node, shift=eta, sigma=eta * z)
+    return walk
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(3, 30),
+    st.integers(200, 800),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0.6, 1.0, 2.0, 4.0]),
+    st.sampled_from([0.5, 2.0, 8.0]),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_no_pair_passes_the_budget_whatever_the_walk(n, steps, seed, z, epsilon, amplified,
+                                                     collude, eavesdrop):  # fmt: skip
+    """Any sequence of visits (uniform over n nodes, 200 to 800 steps), step sizes and
+    noise, with or without amplification, a coalition and two link eavesdroppers: every pair
+    (the coalition's and the links' too) of the path-known accountant over the resulting
+    chain is within the budget slope. The ceiling keeps no row for a link: its ends cover it
+    (:class:`~netsim.privacy.ceiling.LineageCeiling`)."""
+    rng = np.random.default_rng(seed)
+    visits = rng.integers(0, n, steps).tolist()
+    etas = (1.0 / np.sqrt(1.0 + rng.integers(0, 4, steps))).tolist()
+    coalitions = [list(range(max(2, n // 2)))] if collude else []
+    links = [[0, 1], [1, 2]] if eavesdrop else []
+    budget = slope_for_epsilon(epsilon, 1e-5)
+    ceiling = LineageCeiling(n, np.arange(n), coalitions, budget, 1 / (2 * z * z), amplified)
+    walk = _walk(visits, etas, z, ceiling)
+    # state i is made by visit i − 1 and sent to the node of visit i: a link sees it when
+    # those are its two ends
+    crossed = [
+        np.array([i for i in range(1, steps) if {visits[i - 1], visits[i]} == set(ends)],
+                 dtype=np.int64)
+        for ends in links
+    ]  # fmt: skip
+    slopes = walk.slopes(coalitions, amplified, crossed)
+    assert slopes.max() <= budget * (1 + 1e-9)
+    # not by refusing everything: the first use is admitted when one release fits the budget
+    if 1 / (2 * z * z) <= budget:
+        assert walk.columns["unit"][1] == visits[0]
+
+
+def test_a_network_budget_admits_more_uses_than_local_dp_and_holds() -> None:
+    """The base walk (40 nodes, z = 1.5, (8, 10⁻⁵), 2,000 steps, a coalition of three):
+    under the local budget each record stops when its own releases compose to ε = 8 (200
+    updates); under the network budget it goes on until some node would learn 8 about it
+    (621 updates, local ε 17.7, worst pair 7.89) — more than three times the updates, a local
+    ε far past the budget, and every pair (and the coalition) of the run within it."""
+    runs = {}
+    for budget in ("local", "network"):
+        data = scenario(duration="2000s")
+        data["privacy"] = {"model": "network", "budget": budget, "coalitions": [[0, 1, 2]]}
+        runs[budget] = netsim.run(data).tables
+    local, network = (runs[b]["learning_summary"].iloc[0] for b in ("local", "network"))
+    assert network["updates"] > 3 * local["updates"]
+    assert local["epsilon"] <= 8.0 < network["epsilon"]  # the guarantee stated: local ε
+    pairs = runs["network"]["privacy_pairs"]
+    assert pairs["epsilon"].max() <= 8.0
+    assert (pairs["observer"] < 0).any()  # the coalition is accounted and within it too
+    summary = runs["network"]["privacy_summary"].iloc[0]
+    assert summary["network_epsilon"] > 7.0  # the ceiling is reached, not far below it
+    assert "privacy.budget network" in summary["claim"]
+    assert summary["local_epsilon"] == pytest.approx(network["epsilon"])
 
 
 def _branching_walk(n, steps, seed, z, ceiling, restart, drop, older) -> tuple[_Lineage, int]:

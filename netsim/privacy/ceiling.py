@@ -137,12 +137,15 @@ def _cut(
     first_depth: np.ndarray,
     touched: np.ndarray,
     row: np.ndarray,
-) -> bool:
-    """A cut at ``cut_at`` (module docstring): with ``apply`` False, whether every unit's
-    bound stays within ``limit``; with ``apply`` True, the charges made. Walks up from the
-    cut to the nearest earlier cut (no stretch spans one)."""
+    closed: np.ndarray,
+) -> int:
+    """A cut at ``cut_at`` (module docstring): with ``apply`` False, 1 if every unit's bound
+    stays within ``limit``, else −1; with ``apply`` True, the charges made, and how many open
+    stretches it closed (their states in ``closed``). Walks up from the cut to the nearest
+    earlier cut (no stretch spans one)."""
     y = cut_at
     x = y
+    count_closed = 0
     while x >= 0:
         if x != y and cut[x]:
             break
@@ -184,6 +187,8 @@ def _cut(
                         extra[u, v] = row[v]
                     if open_stretch:
                         open_count[u] -= 1
+                        closed[count_closed] = x
+                        count_closed += 1
                     end[x] = y
                     base[x] = new_base
                 elif not open_stretch:
@@ -193,9 +198,9 @@ def _cut(
                             worst = row[v]
                     bound = contribution_slope * open_count[u] + (common[u] + raise_by + worst)
                     if bound > limit:
-                        return False
+                        return -1
         x = parent[x]
-    return True
+    return count_closed if apply else 1
 
 
 class LineageCeiling:
@@ -271,6 +276,7 @@ class LineageCeiling:
         self._first_depth = np.zeros(views, dtype=np.int64)
         self._touched = np.empty(views, dtype=np.int64)
         self._row = np.empty(views)
+        self._closed = np.empty(units, dtype=np.int64)  # at most one per unit per cut
         #: The state the visiting node is about to update (its parent, if it contributes).
         self.visiting_state = -1
         #: Branches refused (a restart from a copy, a visit of an older copy).
@@ -424,19 +430,12 @@ class LineageCeiling:
             self.cumvar, self.unit, self.shift, self.end, self.base, self.cut, self.rec_head,
             self.rec_node, self.rec_next, self.member_ptr, self.member_view, self.common,
             self.extra, self.excluded, self.open_count, self._first_var, self._first_depth,
-            self._touched, self._row,
+            self._touched, self._row, self._closed,
         )  # fmt: skip
-        if not _cut(serial, False, *arguments):
+        if _cut(serial, False, *arguments) < 0:
             self.refused += 1
             return False
-        _cut(serial, True, *arguments)
-        self._close_open_lists(serial)
+        for state in self._closed[: _cut(serial, True, *arguments)].tolist():
+            self._open[int(self.unit[state])].remove(state)
         self.cut[serial] = True
         return True
-
-    def _close_open_lists(self, serial: int) -> None:
-        """Drop from the open lists the stretches the cut at ``serial`` closed (their end is
-        set)."""
-        for unit, states in enumerate(self._open):
-            if states and any(self.end[s] >= 0 for s in states):
-                self._open[unit] = [s for s in states if self.end[s] < 0]
