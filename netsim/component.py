@@ -370,6 +370,10 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
     #: gets the form of the methods it implements, once, when it is created; one that
     #: declares a form must implement its methods.
     round_form: ClassVar[str | None] = None
+    #: The compiled exact core's form of this class's events (``netsim.protocols.exact_core``),
+    #: or ``None``: exact mode runs on the compiled core only when every component's own class
+    #: declares one (a subclass must declare it again: its methods may differ from the form).
+    exact_form: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

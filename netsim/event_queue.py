@@ -54,13 +54,24 @@ def queue_push(
 ) -> bool:  # fmt: skip
     """Queue an event of ``kind`` with arguments ``a``, ``b`` at ``time`` with priority
     ``rank`` (its insertion id the next of the counter); False, and nothing queued, if the
-    arrays are full. The entries above it move down one level at a time until its place is
-    found."""
-    n = meta[SIZE]
-    if n == times.size:
+    arrays are full."""
+    if meta[SIZE] == times.size:
         return False
     key = (rank << ID_BITS) | meta[NEXT_ID]
     meta[NEXT_ID] += 1
+    queue_insert(times, keys, kinds, first, second, meta, time, key, kind, a, b)
+    return True
+
+
+@njit(cache=True)
+def queue_insert(
+    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
+    second: np.ndarray, meta: np.ndarray, time: float, key: int, kind: int, a: int, b: int,
+) -> None:  # fmt: skip
+    """Queue an event whose ``key`` (rank and insertion id) is given: one taken from SimPy's
+    queue keeps its place in the order. The arrays must have room. The entries above it move
+    down one level at a time until its place is found."""
+    n = meta[SIZE]
     meta[SIZE] = n + 1
     i = n
     while i > 0:
@@ -73,7 +84,6 @@ def queue_push(
         i = parent
     times[i], keys[i] = time, key
     kinds[i], first[i], second[i] = kind, a, b
-    return True
 
 
 @njit(cache=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Generator
 from heapq import heappush
-from typing import Any
+from typing import Any, Protocol
 
 import simpy
 from simpy.events import NORMAL
@@ -58,15 +58,39 @@ def check_simpy(env: simpy.Environment) -> None:
         )
 
 
+class EventCore(Protocol):
+    """Another queue of events merged into SimPy's order (the compiled exact core,
+    ``netsim.protocols.exact_core``)."""
+
+    def advance(self, time: float, priority: float, event_id: int) -> None:
+        """Process its events whose key comes before (``time``, ``priority``, ``event_id``)."""
+
+
 class Environment(simpy.Environment):
     """SimPy's environment with netsim's fast path: :meth:`schedule_at` queues an event at an
     exact instant as :meth:`~simpy.Environment.schedule` queues it after a delay (same priority
     rule, next event id), so the two interleave in SimPy's order (``tests/test_sim.py``). The
     only class of netsim that writes SimPy's private fields."""
 
+    #: The compiled exact core that runs some of the events (None: SimPy runs every event).
+    core: EventCore | None = None
+
     def __init__(self, initial_time: float = 0) -> None:
         super().__init__(initial_time)
         check_simpy(self)
+
+    def step(self) -> None:
+        """Process the next event: first every event of the compiled core that comes before
+        SimPy's next (one order, by SimPy's key: ``netsim.protocols.exact_core``)."""
+        core = self.core
+        if core is not None:
+            queue = self._queue
+            if queue:
+                time, priority, event_id, _ = queue[0]
+                core.advance(time, priority, event_id)
+            else:
+                core.advance(float("inf"), float("inf"), 0)
+        super().step()
 
     def schedule_at(self, event: simpy.events.Event, at: float, priority: int = NORMAL) -> None:
         """Queue ``event`` (triggered, with its callbacks set) to be processed at the instant

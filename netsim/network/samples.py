@@ -37,6 +37,7 @@ class SystemSampler(Observer):
 
     Config = ObserverConfig
     tables = (SAMPLES_TABLE,)
+    exact_form = "observer"  # reads counters and flags between events
     optional: ClassVar[dict[str, str]] = {  # type: ignore[assignment]
         "gossip": "its active nodes and exchanges are sampled"
     }

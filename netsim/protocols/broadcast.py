@@ -216,6 +216,35 @@ def _adopt_newer(
     return count + 1
 
 
+@njit(cache=True)
+def coverage_check(
+    known_online: np.ndarray,
+    start_times: np.ndarray,
+    reached: np.ndarray,
+    next_update: np.ndarray,
+    shares: np.ndarray,
+    updates: int,
+    online: int,
+    now: float,
+) -> None:
+    """Record, for each threshold j, the updates that now reach it: from the oldest update
+    not yet at it (``next_update[j]``) on, while at least ``shares[j]`` of the ``online``
+    nodes hold it, ``reached[k, j]`` becomes ``now`` minus its start. Updates reach a
+    threshold in order (coverage is non-increasing in k), so one pointer per threshold
+    suffices (module docstring). Every mode and engine checks coverage with this."""
+    if online == 0:
+        return
+    for j in range(shares.size):
+        k = next_update[j]
+        if k >= updates:
+            continue
+        needed = shares[j] * online - 1e-9
+        while k < updates and known_online[k] >= needed:
+            reached[k, j] = now - start_times[k]
+            k += 1
+        next_update[j] = k
+
+
 #: The ``via`` values of rounds-mode adoptions, by their code in :class:`RoundAdoptions`.
 VIA_LABELS = ("origin", PUSH, PULL)
 ORIGIN_CODE, PUSH_CODE, PULL_CODE = 0, 1, 2
@@ -311,6 +340,7 @@ class Broadcast(GossipApplication):
     requires = {"gossip": "it spreads updates by gossip"}  # noqa: RUF012
     #: In rounds a compiled kernel does the round's exchanges (round_exchange, round_tick).
     round_form = "fused"
+    exact_form = "broadcast"
 
     def __init__(
         self,
@@ -336,18 +366,22 @@ class Broadcast(GossipApplication):
         self._rng = sim.streams.get(f"{name}.origin")
         # updates start at nodes that take part in gossip, not at a just-rejoined node
         self.engine = engine
-        self.known_online = np.zeros(64, dtype=np.int64)  # online holders per update
+        # per update (grown together): online holders, start time, time to each threshold
+        self.known_online = np.zeros(64, dtype=np.int64)
+        self.start_times = np.zeros(64)
+        self.reached = np.full((64, len(self.thresholds)), math.nan)
+        self.threshold_shares = np.array(self.thresholds)
         self.origins: list[int] = []
-        self.starts: list[float] = []
         self.online_at_start: list[int] = []
-        self.reached: list[list[float]] = []  # per update, time to each threshold
-        self._next = [0] * len(self.thresholds)  # oldest update not yet at threshold j
+        self._next = np.zeros(len(self.thresholds), dtype=np.int64)  # oldest not at threshold j
         self.skipped = 0
         self._rank_scratch = np.zeros(network.topology.n, dtype=np.int64)
         self.adoptions = sim.log.table(ADOPTIONS_TABLE)
         # rounds mode gathers its adoptions as arrays and writes them in blocks
         self._round_adoptions = None if self._held is not None else RoundAdoptions(self.adoptions)
         self.summary = sim.log.table(broadcasts_table(self.thresholds))
+        #: The compiled exact core when it runs the adoptions (``netsim.protocols.exact_core``).
+        self._core: Any = None
         self.nodes.on_join(self._on_join)
         self.nodes.on_leave(self._on_leave)
         sim.every(interval, self._originate, first=start)
@@ -376,7 +410,7 @@ class Broadcast(GossipApplication):
 
     @property
     def updates(self) -> int:
-        return len(self.starts)
+        return len(self.origins)
 
     # --- GossipRule ------------------------------------------------------------------------
 
@@ -390,6 +424,9 @@ class Broadcast(GossipApplication):
     # --- internals -------------------------------------------------------------------------
 
     def _adopt(self, node: int, update: int, sender: int, via: str) -> None:
+        if self._core is not None:  # the same adoption, with the compiled core's rows
+            self._core.adopt(node, update, sender, VIA_LABELS.index(via))
+            return
         previous = int(self.version[node])
         self.version[node] = update
         if self._round_adoptions is not None:
@@ -410,7 +447,7 @@ class Broadcast(GossipApplication):
         # counts and the online count are as at the last check (every join and leave
         # checks again), so the check would find nothing (README, Performance: one adoption in 20
         # messages, and a full check was a third of the adoption's cost).
-        for k in self._next:
+        for k in self._next.tolist():
             if previous < k <= update:
                 self._check()
                 return
@@ -423,14 +460,22 @@ class Broadcast(GossipApplication):
         origin = int(candidates[self._rng.integers(candidates.size)])
         update = self.updates
         if update >= self.known_online.size:
-            grown = np.zeros(2 * self.known_online.size, dtype=np.int64)
-            grown[: self.known_online.size] = self.known_online
-            self.known_online = grown
+            self._grow_updates()
         self.origins.append(origin)
-        self.starts.append(self.sim.env.now)
+        self.start_times[update] = self.sim.env.now
         self.online_at_start.append(self.nodes.online_count)
-        self.reached.append([math.nan] * len(self.thresholds))
         self._adopt(origin, update, -1, "origin")
+
+    def _grow_updates(self) -> None:
+        """Double the room for updates in the per-update arrays."""
+        size = self.known_online.size
+        known = np.zeros(2 * size, dtype=np.int64)
+        starts = np.zeros(2 * size)
+        reached = np.full((2 * size, len(self.thresholds)), math.nan)
+        known[:size], starts[:size], reached[:size] = (
+            self.known_online, self.start_times, self.reached
+        )
+        self.known_online, self.start_times, self.reached = known, starts, reached
 
     def _on_join(self, node: int) -> None:
         self.known_online[: self.version[node] + 1] += 1
@@ -441,22 +486,10 @@ class Broadcast(GossipApplication):
         self._check()
 
     def _check(self) -> None:
-        online = self.nodes.online_count
-        if online == 0:
-            return
-        now = self.sim.env.now
-        known, starts, reached = self.known_online, self.starts, self.reached
-        updates = len(starts)
-        for j, threshold in enumerate(self.thresholds):
-            k = self._next[j]
-            if k >= updates:
-                continue
-            # updates reach a threshold in order (coverage is non-increasing in k)
-            needed = threshold * online - 1e-9
-            while k < updates and known[k] >= needed:
-                reached[k][j] = now - starts[k]
-                k += 1
-            self._next[j] = k
+        coverage_check(
+            self.known_online, self.start_times, self.reached, self._next,
+            self.threshold_shares, self.updates, self.nodes.online_count, float(self.sim.env.now),
+        )  # fmt: skip
 
     def finish(self) -> None:
         if self._round_adoptions is not None:
@@ -466,9 +499,9 @@ class Broadcast(GossipApplication):
             self.summary.append(
                 k,
                 self.origins[k],
-                self.starts[k],
+                float(self.start_times[k]),
                 self.online_at_start[k],
-                *self.reached[k],
+                *self.reached[k].tolist(),
                 float(self.known_online[k]) / online,
             )
 

@@ -197,6 +197,8 @@ class _Tick(simpy.events.Event):
 class PushPullGossip(PushPullEngine):
     """Event-driven push-pull exchanges among online nodes."""
 
+    exact_form = "gossip"
+
     def __init__(
         self,
         sim: Simulation,
@@ -229,6 +231,8 @@ class PushPullGossip(PushPullEngine):
         self._tick_priority: list[float] = []
         self._before_push_hook: Callable[[int], None] = _no_hook
         self._cycle_at = 0.0
+        #: The compiled exact core when it runs the ticks (``netsim.protocols.exact_core``).
+        self._core: Any = None
         if rule is not None:
             self.register(rule)
             self.start()
@@ -255,6 +259,9 @@ class PushPullGossip(PushPullEngine):
         when = k * self.period + phase
         if when <= now:
             when += self.period
+        if self._core is not None:  # the compiled core runs the ticks
+            self._core.push_tick(node, int(self._timer_generation[node]), now + (when - now))
+            return
         tick = _Tick(node, self._timer_generation[node])
         tick.env = self.sim.env
         tick.callbacks = self._tick_callbacks

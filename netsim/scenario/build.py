@@ -12,7 +12,7 @@ changes another's draws.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from netsim.contracts import BuildContext, ChurnModel, Component, TopologyBuilder
 from netsim.errors import ScenarioError
@@ -22,6 +22,7 @@ from netsim.network.links import Network
 from netsim.network.nodes import NodeStates
 from netsim.network.samples import SAMPLES_TABLE as SAMPLES_TABLE
 from netsim.network.topology import Topology
+from netsim.protocols.exact_core import attach_exact_core
 from netsim.rng import RandomStreams
 from netsim.scenario.estimate import check_run_size
 from netsim.scenario.plan import TRANSPORT, Part
@@ -53,6 +54,9 @@ class BuiltRun:
     churn: ChurnReplay
     components: dict[str, Component] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: What ran exact mode's events: ``compiled`` (the compiled core), ``simpy: <why>``, or
+    #: ``rounds`` (gossip in rounds: no exact events to run).
+    exact_engine: str = "simpy"
 
     def __getitem__(self, key: str) -> Any:
         """The built component of the scenario section ``key`` (``walk``, ``gossip``,
@@ -143,8 +147,14 @@ def check_inputs(scenario: s.Scenario) -> list[str]:
     return warnings
 
 
-def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
-    """Assemble the simulation for ``scenario`` (whose seed must be set)."""
+#: Which engine runs exact mode's events: the compiled core where every component has a
+#: compiled form (``auto``), or SimPy for all of them (``simpy``: the reference).
+ExactEngine = Literal["auto", "simpy"]
+
+
+def build_run(scenario: s.Scenario, log: EventLog, *, engine: ExactEngine = "auto") -> BuiltRun:
+    """Assemble the simulation for ``scenario`` (whose seed must be set); exact mode's events
+    run on ``engine`` (:data:`ExactEngine`). Both engines give the same tables."""
     if scenario.seed is None:
         raise ScenarioError("build_run needs a scenario with a seed")
     warnings: list[str] = []
@@ -180,4 +190,16 @@ def build_run(scenario: s.Scenario, log: EventLog) -> BuiltRun:
     return BuiltRun(
         scenario=scenario, sim=sim, topology=topology, nodes=nodes, network=network,
         churn=churn, components=components, warnings=warnings,
+        exact_engine=exact_engine(sim, components, engine),
     )  # fmt: skip
+
+
+def exact_engine(sim: Simulation, components: dict[str, Component], engine: ExactEngine) -> str:
+    """Attach the compiled exact core when ``engine`` allows it and every component has a
+    compiled form; what runs exact mode's events (:attr:`BuiltRun.exact_engine`)."""
+    if any(getattr(component, "round_based", False) for component in components.values()):
+        return "rounds"
+    if engine == "simpy":
+        return "simpy: asked for"
+    blocker = attach_exact_core(sim, components)
+    return "compiled" if blocker is None else f"simpy: {blocker}"
