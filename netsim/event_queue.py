@@ -47,7 +47,7 @@ def priority_ranks(priorities: Sequence[float]) -> dict[float, int]:
     return {float(p): rank for rank, p in enumerate(distinct.tolist())}
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def queue_push(
     times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
     second: np.ndarray, meta: np.ndarray, time: float, rank: int, kind: int, a: int, b: int,
@@ -63,7 +63,7 @@ def queue_push(
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def queue_insert(
     times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
     second: np.ndarray, meta: np.ndarray, time: float, key: int, kind: int, a: int, b: int,

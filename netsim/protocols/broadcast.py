@@ -216,7 +216,7 @@ def _adopt_newer(
     return count + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def coverage_check(
     known_online: np.ndarray,
     start_times: np.ndarray,

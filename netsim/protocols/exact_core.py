@@ -35,6 +35,7 @@ the run's manifest (``exact_engine``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -83,6 +84,10 @@ PERIOD, LOSS, CONSTANT_DELAY, SIZE_TIME, PULLS = range(5)
 #: A message slot's integer fields (``messages``), and its float fields (``message_times``).
 SRC, DST, KIND, VALUE, SRC_EPOCH, DST_EPOCH, DOOM = range(7)
 SENT_AT, DOOM_TIME = 0, 1
+#: The two lanes (FIFO queues of events queued in time order): ticks queued again one period
+#: on, and messages of a constant transfer time; their ``lane_meta`` rows are (head, count).
+TICK_LANE, TRANSFER_LANE = 0, 1
+HEAD, COUNT = 0, 1
 #: Kernel results: done (the next compiled event comes after the bound, or none is left), or
 #: a block of draws or some room is needed before the next event can run.
 DONE, NEED_PEERS, NEED_DELAYS, NEED_LOSS, NEED_ROOM = range(5)
@@ -93,7 +98,22 @@ PEER_DRAWS_PER_EVENT = _REJECTION_TRIES + 1
 ROW_BLOCK = 65_536
 
 
-@njit(cache=True)
+def _compile_without_reference_counts(function: Callable) -> Callable:
+    """``function`` compiled with numba's runtime (its reference counts) switched off where
+    numba allows it. The kernel allocates nothing, and with the runtime on, every array its
+    inlined helpers take was counted in and out with atomic operations at each event: three
+    quarters of its time (README, Performance). Numbas without the option compile it with
+    the runtime: the same results, slower."""
+    try:
+        return njit(cache=True, _nrt=False)(function)
+    except (KeyError, TypeError, ValueError):  # pragma: no cover (numba without the option)
+        return njit(cache=True)(function)
+
+
+kernel = _compile_without_reference_counts
+
+
+@njit(cache=True, inline="always")
 def _online_neighbour(
     node: int, indptr: np.ndarray, indices: np.ndarray, online: np.ndarray,
     peers: np.ndarray, counters: np.ndarray,
@@ -129,12 +149,14 @@ def _online_neighbour(
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _send(
-    src: int, dst: int, kind: int, value: int, now: float, queue: tuple, normal: int,
-    online: np.ndarray, epoch: np.ndarray, settings: np.ndarray, counters: np.ndarray,
-    delays: np.ndarray, losses: np.ndarray, messages: np.ndarray, message_times: np.ndarray,
-    free: np.ndarray,
+    src: int, dst: int, kind: int, value: int, now: float, normal: int, online: np.ndarray,
+    epoch: np.ndarray, settings: np.ndarray, counters: np.ndarray, delays: np.ndarray,
+    losses: np.ndarray, messages: np.ndarray, message_times: np.ndarray, free: np.ndarray,
+    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
+    second: np.ndarray, meta: np.ndarray, lane_times: np.ndarray, lane_keys: np.ndarray,
+    lane_a: np.ndarray, lane_b: np.ndarray, lane_meta: np.ndarray,
 ) -> None:  # fmt: skip
     """:meth:`netsim.network.links.Network.send`: the transfer time (the constant delay or
     the next drawn one, plus size / bandwidth), the planned loss (an endpoint offline now;
@@ -164,11 +186,15 @@ def _send(
     messages[slot, VALUE], messages[slot, DOOM] = value, doom
     messages[slot, SRC_EPOCH], messages[slot, DST_EPOCH] = epoch[src], epoch[dst]
     message_times[slot, SENT_AT], message_times[slot, DOOM_TIME] = now, doom_time
-    times, keys, kinds, first, second, meta = queue
-    queue_push(times, keys, kinds, first, second, meta, now + duration, normal, TRANSFER, slot, 0)
+    if math.isnan(settings[CONSTANT_DELAY]):
+        queue_push(times, keys, kinds, first, second, meta, now + duration, normal, TRANSFER,
+                   slot, 0)  # fmt: skip
+    else:  # a constant transfer time: completions come in the order they are queued
+        _lane_push(lane_times, lane_keys, lane_a, lane_b, lane_meta, meta, TRANSFER_LANE,
+                   now + duration, normal, slot, 0)  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _loss_reason(
     slot: int, epoch: np.ndarray, last_leave: np.ndarray, messages: np.ndarray,
     message_times: np.ndarray,
@@ -197,23 +223,23 @@ def _loss_reason(
     return reason, when
 
 
-@njit(cache=True)
-def broadcast_adopt(
+@njit(cache=True, inline="always")
+def _adopt(
     node: int, update: int, sender: int, via: int, now: float, online: np.ndarray,
-    online_count: int, updates: int, broadcast: tuple, rows: tuple, row_count: np.ndarray,
+    online_count: int, updates: int, version: np.ndarray, known: np.ndarray,
+    starts: np.ndarray, reached: np.ndarray, next_update: np.ndarray, shares: np.ndarray,
+    row_time: np.ndarray, row_ints: np.ndarray, counters: np.ndarray,
 ) -> None:  # fmt: skip
     """:meth:`netsim.protocols.broadcast.Broadcast._adopt` on the broadcast's arrays: the
     row, the online holders counted for every update the node now holds, and a coverage check
     when an update a threshold waits for gained a holder."""
-    version, known, starts, reached, next_update, shares = broadcast
-    row_time, row_ints = rows
     previous = version[node]
     version[node] = update
-    r = row_count[ADOPTION_ROWS]
+    r = counters[ADOPTION_ROWS]
     row_time[r] = now
     row_ints[r, 0], row_ints[r, 1], row_ints[r, 2] = node, update, previous
     row_ints[r, 3], row_ints[r, 4] = sender, via
-    row_count[ADOPTION_ROWS] = r + 1
+    counters[ADOPTION_ROWS] = r + 1
     if not online[node]:
         return
     for k in range(previous + 1, update + 1):
@@ -225,9 +251,23 @@ def broadcast_adopt(
 
 
 @njit(cache=True)
+def broadcast_adopt(
+    node: int, update: int, sender: int, via: int, now: float, online: np.ndarray,
+    online_count: int, updates: int, broadcast: tuple, rows: tuple, counters: np.ndarray,
+) -> None:  # fmt: skip
+    """An adoption made in Python (a new update at its origin) by the kernel's code
+    (:func:`_adopt`); ``broadcast`` and ``rows`` as :meth:`ExactCore.advance` passes them."""
+    version, known, starts, reached, next_update, shares = broadcast
+    row_time, row_ints = rows
+    _adopt(node, update, sender, via, now, online, online_count, updates, version, known,
+           starts, reached, next_update, shares, row_time, row_ints, counters)  # fmt: skip
+
+
+@njit(cache=True, inline="always")
 def _schedule_tick(
-    node: int, generation: int, now: float, period: float, phase: np.ndarray, queue: tuple,
-    normal: int,
+    node: int, generation: int, now: float, period: float, phase: np.ndarray, times: np.ndarray,
+    keys: np.ndarray, kinds: np.ndarray, first: np.ndarray, second: np.ndarray,
+    meta: np.ndarray, normal: int,
 ) -> None:  # fmt: skip
     """A (re)joined node's first tick: ``PushPullGossip._schedule_tick`` — the next
     k·Δ + φ after now, queued as SimPy queues a delay, at now + (that − now)."""
@@ -235,14 +275,13 @@ def _schedule_tick(
     when = k * period + phase[node]
     if when <= now:
         when += period
-    times, keys, kinds, first, second, meta = queue
     queue_push(times, keys, kinds, first, second, meta, now + (when - now), normal, TICK, node,
                generation)  # fmt: skip
 
 
-@njit(cache=True)
+@kernel
 def run_events(
-    queue: tuple, rank_priority: np.ndarray, normal: int, bound_time: float,
+    queue: tuple, lanes: tuple, rank_priority: np.ndarray, normal: int, bound_time: float,
     bound_priority: float, bound_id: int, network: tuple, settings: np.ndarray,
     counters: np.ndarray, draws: tuple, messages: np.ndarray, message_times: np.ndarray,
     free: np.ndarray, lost_rows: tuple, gossip: tuple, app: int, broadcast: tuple,
@@ -253,21 +292,37 @@ def run_events(
     the last event processed, NaN if none). Before each event it checks that the event
     cannot run out of draws or room, so an event always runs whole."""
     times, keys, kinds, first, second, meta = queue
+    lane_times, lane_keys, lane_a, lane_b, lane_meta = lanes
     indptr, indices, online, epoch, last_leave = network
     peers, delays, losses = draws
     lost_time, lost_ints = lost_rows
     phase, generation, active = gossip
+    version, known, starts, reached, next_update, shares = broadcast
+    row_time, row_ints = adoption_rows
     period = settings[PERIOD]
     pulls = settings[PULLS] > 0
     now = math.nan
-    while meta[SIZE] > 0:
-        time = times[0]
+    while True:
+        # the first event of the heap and the two lanes: the smallest (time, key)
+        source = -1
+        time = math.inf
+        key = 0
+        if meta[SIZE] > 0:
+            source, time, key = 2, times[0], keys[0]
+        for lane in range(2):
+            if lane_meta[lane, COUNT] > 0:
+                head = lane_meta[lane, HEAD]
+                t = lane_times[lane, head]
+                if source < 0 or t < time or (t == time and lane_keys[lane, head] < key):
+                    source, time, key = lane, t, lane_keys[lane, head]
+        if source < 0:
+            return DONE, now
         if time > bound_time:
             return DONE, now
         if time == bound_time:
-            priority = rank_priority[keys[0] >> ID_BITS]
+            priority = rank_priority[key >> ID_BITS]
             if priority > bound_priority or (
-                priority == bound_priority and (keys[0] & ID_MASK) > bound_id
+                priority == bound_priority and (key & ID_MASK) > bound_id
             ):
                 return DONE, now
         if counters[PEER_AT] + PEER_DRAWS_PER_EVENT > peers.size:
@@ -278,15 +333,24 @@ def run_events(
             return NEED_LOSS, now
         if (
             meta[SIZE] + 3 > times.size
+            or lane_meta[TICK_LANE, COUNT] + 2 > lane_times.shape[1]
+            or lane_meta[TRANSFER_LANE, COUNT] + 2 > lane_times.shape[1]
             or counters[FREE] < 2
-            or counters[LOST_ROWS] + 2 > lost_time.size
-            or counters[ADOPTION_ROWS] + 2 > adoption_rows[0].size
+            or counters[LOST_ROWS] + 2 > lost_time.shape[0]
+            or counters[ADOPTION_ROWS] + 2 > row_time.size
         ):
             return NEED_ROOM, now
-        # the event: queue_pop without the tuple it builds
-        kind, a, b = kinds[0], first[0], second[0]
-        last = meta[SIZE] - 1
-        queue_insert_top(times, keys, kinds, first, second, meta, last)
+        if source == 2:
+            kind, a, b = kinds[0], first[0], second[0]
+            queue_insert_top(times, keys, kinds, first, second, meta, meta[SIZE] - 1)
+        else:
+            head = lane_meta[source, HEAD]
+            kind, a, b = source, lane_a[source, head], lane_b[source, head]
+            # the next head, wrapped without a division (a division per event was a third
+            # of the kernel's time)
+            head += 1
+            lane_meta[source, HEAD] = 0 if head == lane_times.shape[1] else head
+            lane_meta[source, COUNT] -= 1
         now = time
         if kind == TICK:
             node = a
@@ -295,10 +359,13 @@ def run_events(
             peer = _online_neighbour(node, indptr, indices, online, peers, counters)
             if peer >= 0:
                 counters[EXCHANGES] += 1
-                value = broadcast[0][node] if app == BROADCAST else 0
-                _send(node, peer, PUSH_CODE, value, now, queue, normal, online, epoch, settings,
-                      counters, delays, losses, messages, message_times, free)  # fmt: skip
-            queue_push(times, keys, kinds, first, second, meta, now + period, normal, TICK, node, b)
+                value = version[node] if app == BROADCAST else 0
+                _send(node, peer, PUSH_CODE, value, now, normal, online, epoch, settings,
+                      counters, delays, losses, messages, message_times, free, times, keys,
+                      kinds, first, second, meta, lane_times, lane_keys, lane_a, lane_b,
+                      lane_meta)  # fmt: skip
+            _lane_push(lane_times, lane_keys, lane_a, lane_b, lane_meta, meta, TICK_LANE,
+                       now + period, normal, node, b)  # fmt: skip
             continue
         slot = a
         reason, when = _loss_reason(slot, epoch, last_leave, messages, message_times)
@@ -317,21 +384,41 @@ def run_events(
         counters[DELIVERED] += 1
         # the receiving node merges (GossipRule.incoming), then is heard from (a rejoined node
         # takes part again), then answers a push with its own value (the pull)
-        if app == BROADCAST and messages[slot, VALUE] > broadcast[0][dst]:
+        if app == BROADCAST and messages[slot, VALUE] > version[dst]:
             via = PUSH_VIA if message == PUSH_CODE else PULL_VIA
-            broadcast_adopt(dst, messages[slot, VALUE], src, via, now, online, online_count,
-                            updates, broadcast, adoption_rows, counters)  # fmt: skip
+            _adopt(dst, messages[slot, VALUE], src, via, now, online, online_count, updates,
+                   version, known, starts, reached, next_update, shares, row_time, row_ints,
+                   counters)  # fmt: skip
         if not active[dst]:
-            _schedule_tick(dst, generation[dst], now, period, phase, queue, normal)
+            _schedule_tick(dst, generation[dst], now, period, phase, times, keys, kinds, first,
+                           second, meta, normal)  # fmt: skip
             active[dst] = True
         if message == PUSH_CODE and pulls:
-            value = broadcast[0][dst] if app == BROADCAST else 0
-            _send(dst, src, PULL_CODE, value, now, queue, normal, online, epoch, settings,
-                  counters, delays, losses, messages, message_times, free)  # fmt: skip
-    return DONE, now
+            value = version[dst] if app == BROADCAST else 0
+            _send(dst, src, PULL_CODE, value, now, normal, online, epoch, settings, counters,
+                  delays, losses, messages, message_times, free, times, keys, kinds, first,
+                  second, meta, lane_times, lane_keys, lane_a, lane_b, lane_meta)  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _lane_push(
+    lane_times: np.ndarray, lane_keys: np.ndarray, lane_a: np.ndarray, lane_b: np.ndarray,
+    lane_meta: np.ndarray, meta: np.ndarray, lane: int, time: float, rank: int, a: int, b: int,
+) -> None:  # fmt: skip
+    """Queue an event at the tail of ``lane`` (its time is the lane's latest), with the next
+    insertion id."""
+    capacity = lane_times.shape[1]
+    tail = lane_meta[lane, HEAD] + lane_meta[lane, COUNT]
+    if tail >= capacity:
+        tail -= capacity
+    lane_times[lane, tail] = time
+    lane_keys[lane, tail] = (rank << ID_BITS) | meta[NEXT_ID]
+    meta[NEXT_ID] += 1
+    lane_a[lane, tail], lane_b[lane, tail] = a, b
+    lane_meta[lane, COUNT] += 1
+
+
+@njit(cache=True, inline="always")
 def queue_insert_top(
     times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
     second: np.ndarray, meta: np.ndarray, last: int,
@@ -420,6 +507,7 @@ class ExactCore:
         env = sim.env
         nodes = network.nodes
         self.queue = EventQueue(4 * max(network.topology.n, 256))
+        self.lanes = _lanes(2 * max(network.topology.n, 256))
         self.normal = 0
         self.rank_priority = np.array([float(NORMAL)])
         links = network.links
@@ -541,7 +629,7 @@ class ExactCore:
                 else _NO_BROADCAST
             )  # fmt: skip
             status, now = run_events(
-                self.queue.arrays(), self.rank_priority, self.normal, float(time),
+                self.queue.arrays(), self.lanes, self.rank_priority, self.normal, float(time),
                 float(priority), int(event_id), self.network_arrays, self.settings,
                 self.counters, tuple(self.draws), self.messages, self.message_times,
                 self.free, self.lost_rows, gossip_state,
@@ -574,6 +662,10 @@ class ExactCore:
         queue = self.queue
         if len(queue) + 3 > queue.times.size:
             queue.grow()
+        lane_meta = self.lanes[4]
+        capacity = self.lanes[0].shape[1]
+        if lane_meta[:, COUNT].max() + 2 > capacity:
+            self.lanes = _lanes(2 * capacity, self.lanes)
         if self.counters[FREE] < 2:
             self._grow_messages(2 * self.messages.shape[0])
         if self.counters[LOST_ROWS] + 2 > ROW_BLOCK:
@@ -644,6 +736,25 @@ class ExactCore:
             gossip.is_active[:] = gossip.active.tolist()
         if self.broadcast is not None and self.broadcast._held is not None:
             self.broadcast._held[:] = self.broadcast.version.tolist()
+
+
+def _lanes(capacity: int, old: tuple | None = None) -> tuple:
+    """The two lanes' arrays with room for ``capacity`` events each: ``old``'s events, in
+    order, from the start of the new arrays."""
+    times = np.zeros((2, capacity))
+    keys = np.zeros((2, capacity), dtype=np.int64)
+    first = np.zeros((2, capacity), dtype=np.int64)
+    second = np.zeros((2, capacity), dtype=np.int64)
+    meta = np.zeros((2, 2), dtype=np.int64)
+    if old is not None:
+        old_capacity = old[0].shape[1]
+        for lane in range(2):
+            head, count = old[4][lane]
+            order = (head + np.arange(count)) % old_capacity
+            for new, before in zip((times, keys, first, second), old[:4], strict=True):
+                new[lane, :count] = before[lane, order]
+            meta[lane, COUNT] = count
+    return times, keys, first, second, meta
 
 
 _NO_BROADCAST = (
