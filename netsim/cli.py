@@ -112,7 +112,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         with _naming_the_scenario(args.scenario):
             result = run_scenario(
                 scenario, out=args.out, progress=progress, parameters=parameters, name=args.name,
-                time_limit=args.run_timeout,
+                time_limit=args.run_timeout, engine=args.engine,
             )  # fmt: skip
     finally:
         if bar is not None:
@@ -487,6 +487,13 @@ def _add_run(commands: Subcommands) -> None:
         help="readable run id (the run directory's name) instead of <scenario>-seed<N>-<hash>",
     )
     run.add_argument("--run-timeout", type=_run_timeout, metavar="DURATION", help=RUN_TIMEOUT_HELP)
+    run.add_argument(
+        "--engine",
+        choices=("auto", "simpy"),
+        default="auto",
+        help="what runs exact mode's events: the compiled core where every component has a "
+        "compiled form (auto), or SimPy for all of them (the reference); the tables are the same",
+    )
     run.add_argument(
         "--traceback",
         action="store_true",

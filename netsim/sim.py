@@ -14,8 +14,8 @@ by every :class:`Environment`; ``pyproject.toml`` bounds SimPy to the major vers
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Generator
-from heapq import heappush
+from collections.abc import Callable, Generator, Iterator
+from heapq import heapify, heappush
 from typing import Any, Protocol
 
 import simpy
@@ -91,6 +91,28 @@ class Environment(simpy.Environment):
             else:
                 core.advance(float("inf"), float("inf"), 0)
         super().step()
+
+    def take_events(
+        self, belongs: Callable[[simpy.events.Event], bool]
+    ) -> list[tuple[float, float, int, simpy.events.Event]]:
+        """Remove from SimPy's queue every event for which ``belongs(event)`` holds; their
+        entries (time, priority, event id, event), for another queue to keep their places."""
+        taken = [entry for entry in self._queue if belongs(entry[3])]
+        if taken:
+            self._queue[:] = [entry for entry in self._queue if not belongs(entry[3])]
+            heapify(self._queue)
+        return taken
+
+    def share_event_ids(self, counter: Iterator[int]) -> int:
+        """Take every later event id from ``counter`` (one sequence with another queue's);
+        returns the next id SimPy's own counter would have given."""
+        following = next(self._eid)
+        self._eid = counter
+        return int(following)
+
+    def set_clock(self, now: float) -> None:
+        """The clock at ``now``: the time of the last event another queue processed."""
+        self._now = now
 
     def schedule_at(self, event: simpy.events.Event, at: float, priority: int = NORMAL) -> None:
         """Queue ``event`` (triggered, with its callbacks set) to be processed at the instant

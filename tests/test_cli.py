@@ -206,12 +206,14 @@ def test_sigterm_removes_the_staging_directory(tmp_path):
 
     out = tmp_path / "runs"
     scenario = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
+    # a long run: the quickstart's 4 hours take a fraction of a second on the compiled core
     process = subprocess.Popen(
-        [sys.executable, "-m", "netsim", "run", str(scenario), "--out", str(out)],
+        [sys.executable, "-m", "netsim", "run", str(scenario), "--out", str(out),
+         "--set", "duration=500h"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
+    )  # fmt: skip
     deadline = time.monotonic() + 60
     while not (out.exists() and any(out.iterdir())) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -51,6 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "netsim.signals",
             "netsim.distributions",
             "netsim.plotting",
+            "netsim.event_queue",
         ),
     ),
     ("contracts", ("netsim.component", "netsim.registry", "netsim.contracts")),

@@ -42,6 +42,7 @@ import numpy as np
 from numba import njit
 from simpy.events import NORMAL
 
+from netsim.errors import SimulationError
 from netsim.event_queue import ID_BITS, ID_MASK, NEXT_ID, SIZE, EventQueue, queue_insert, queue_push
 from netsim.log import string_runs
 from netsim.network.links import (
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from netsim.component import Component
-    from netsim.sim import Simulation
+    from netsim.sim import Environment, Simulation
 
 #: Event kinds of the compiled queue: a node's gossip tick (node, timer generation) and a
 #: message's completion (its slot).
@@ -87,6 +88,8 @@ SENT_AT, DOOM_TIME = 0, 1
 #: The two lanes (FIFO queues of events queued in time order): ticks queued again one period
 #: on, and messages of a constant transfer time; their ``lane_meta`` rows are (head, count).
 TICK_LANE, TRANSFER_LANE = 0, 1
+#: The source of an event taken from the heap rather than a lane.
+HEAP = 2
 HEAD, COUNT = 0, 1
 #: Kernel results: done (the next compiled event comes after the bound, or none is left), or
 #: a block of draws or some room is needed before the next event can run.
@@ -114,13 +117,11 @@ kernel = _compile_without_reference_counts
 
 
 @njit(cache=True, inline="always")
-def _online_neighbour(
-    node: int, indptr: np.ndarray, indices: np.ndarray, online: np.ndarray,
-    peers: np.ndarray, counters: np.ndarray,
-) -> int:  # fmt: skip
+def _online_neighbour(node: int, network: tuple, peers: np.ndarray, counters: np.ndarray) -> int:
     """:meth:`netsim.network.links.Network.random_online_neighbour` with the same draws:
     up to :data:`_REJECTION_TRIES` uniform neighbours, the first online one taken; then one
     draw among the online neighbours in list order; -1 without a draw when none is online."""
+    indptr, indices, online = network[0], network[1], network[2]
     start = indptr[node]
     degree = indptr[node + 1] - start
     if degree == 0:
@@ -151,17 +152,17 @@ def _online_neighbour(
 
 @njit(cache=True, inline="always")
 def _send(
-    src: int, dst: int, kind: int, value: int, now: float, normal: int, online: np.ndarray,
-    epoch: np.ndarray, settings: np.ndarray, counters: np.ndarray, delays: np.ndarray,
-    losses: np.ndarray, messages: np.ndarray, message_times: np.ndarray, free: np.ndarray,
-    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
-    second: np.ndarray, meta: np.ndarray, lane_times: np.ndarray, lane_keys: np.ndarray,
-    lane_a: np.ndarray, lane_b: np.ndarray, lane_meta: np.ndarray,
+    src: int, dst: int, kind: int, value: int, now: float, normal: int, network: tuple,
+    settings: np.ndarray, counters: np.ndarray, draws: tuple, in_flight: tuple, queue: tuple,
+    lanes: tuple,
 ) -> None:  # fmt: skip
     """:meth:`netsim.network.links.Network.send`: the transfer time (the constant delay or
     the next drawn one, plus size / bandwidth), the planned loss (an endpoint offline now;
     else one loss draw when ``links.loss`` > 0), the message in a free slot and its completion
-    queued at now + its transfer time."""
+    queued at now + its transfer time (in the transfer lane when that time is constant)."""
+    online, epoch = network[2], network[3]
+    delays, losses = draws[1], draws[2]
+    messages, message_times, free = in_flight
     counters[SENT] += 1
     duration = settings[CONSTANT_DELAY]
     if math.isnan(duration):
@@ -187,21 +188,20 @@ def _send(
     messages[slot, SRC_EPOCH], messages[slot, DST_EPOCH] = epoch[src], epoch[dst]
     message_times[slot, SENT_AT], message_times[slot, DOOM_TIME] = now, doom_time
     if math.isnan(settings[CONSTANT_DELAY]):
+        times, keys, kinds, first, second, meta = queue
         queue_push(times, keys, kinds, first, second, meta, now + duration, normal, TRANSFER,
                    slot, 0)  # fmt: skip
     else:  # a constant transfer time: completions come in the order they are queued
-        _lane_push(lane_times, lane_keys, lane_a, lane_b, lane_meta, meta, TRANSFER_LANE,
-                   now + duration, normal, slot, 0)  # fmt: skip
+        _lane_push(lanes, queue[5], TRANSFER_LANE, now + duration, normal, slot, 0)
 
 
 @njit(cache=True, inline="always")
-def _loss_reason(
-    slot: int, epoch: np.ndarray, last_leave: np.ndarray, messages: np.ndarray,
-    message_times: np.ndarray,
-) -> tuple[int, float]:  # fmt: skip
+def _loss_reason(slot: int, network: tuple, in_flight: tuple) -> tuple[int, float]:
     """Why the message in ``slot`` is lost and when (:data:`NO_LOSS` when it arrives), as
     ``Network._complete`` decides: the planned loss, unless an endpoint left first (the
     source checked before the target)."""
+    epoch, last_leave = network[3], network[4]
+    messages, message_times = in_flight[0], in_flight[1]
     reason = messages[slot, DOOM]
     src, dst = messages[slot, SRC], messages[slot, DST]
     if (
@@ -224,15 +224,16 @@ def _loss_reason(
 
 
 @njit(cache=True, inline="always")
-def _adopt(
+def broadcast_adopt(
     node: int, update: int, sender: int, via: int, now: float, online: np.ndarray,
-    online_count: int, updates: int, version: np.ndarray, known: np.ndarray,
-    starts: np.ndarray, reached: np.ndarray, next_update: np.ndarray, shares: np.ndarray,
-    row_time: np.ndarray, row_ints: np.ndarray, counters: np.ndarray,
+    online_count: int, updates: int, broadcast: tuple, rows: tuple, counters: np.ndarray,
 ) -> None:  # fmt: skip
     """:meth:`netsim.protocols.broadcast.Broadcast._adopt` on the broadcast's arrays: the
     row, the online holders counted for every update the node now holds, and a coverage check
-    when an update a threshold waits for gained a holder."""
+    when an update a threshold waits for gained a holder. The kernel's adoptions and the new
+    updates Python makes at their origins run this one code."""
+    version, known, starts, reached, next_update, shares = broadcast
+    row_time, row_ints = rows
     previous = version[node]
     version[node] = update
     r = counters[ADOPTION_ROWS]
@@ -250,74 +251,95 @@ def _adopt(
             return
 
 
-@njit(cache=True)
-def broadcast_adopt(
-    node: int, update: int, sender: int, via: int, now: float, online: np.ndarray,
-    online_count: int, updates: int, broadcast: tuple, rows: tuple, counters: np.ndarray,
-) -> None:  # fmt: skip
-    """An adoption made in Python (a new update at its origin) by the kernel's code
-    (:func:`_adopt`); ``broadcast`` and ``rows`` as :meth:`ExactCore.advance` passes them."""
-    version, known, starts, reached, next_update, shares = broadcast
-    row_time, row_ints = rows
-    _adopt(node, update, sender, via, now, online, online_count, updates, version, known,
-           starts, reached, next_update, shares, row_time, row_ints, counters)  # fmt: skip
+@njit(cache=True, inline="always")
+def _first_event(queue: tuple, lanes: tuple) -> tuple[int, float, int]:
+    """The first event of the heap and the two lanes, the smallest (time, key): its source
+    (a lane, :data:`HEAP`, or -1 when all are empty), time and key."""
+    times, keys, meta = queue[0], queue[1], queue[5]
+    lane_times, lane_keys, lane_meta = lanes[0], lanes[1], lanes[4]
+    source, time, key = -1, math.inf, 0
+    if meta[SIZE] > 0:
+        source, time, key = HEAP, times[0], keys[0]
+    for lane in range(2):
+        if lane_meta[lane, COUNT] > 0:
+            head = lane_meta[lane, HEAD]
+            t = lane_times[lane, head]
+            if source < 0 or t < time or (t == time and lane_keys[lane, head] < key):
+                source, time, key = lane, t, lane_keys[lane, head]
+    return source, time, key
 
 
 @njit(cache=True, inline="always")
-def _schedule_tick(
-    node: int, generation: int, now: float, period: float, phase: np.ndarray, times: np.ndarray,
-    keys: np.ndarray, kinds: np.ndarray, first: np.ndarray, second: np.ndarray,
-    meta: np.ndarray, normal: int,
-) -> None:  # fmt: skip
-    """A (re)joined node's first tick: ``PushPullGossip._schedule_tick`` — the next
-    k·Δ + φ after now, queued as SimPy queues a delay, at now + (that − now)."""
-    k = np.floor((now - phase[node]) / period) + 1
-    when = k * period + phase[node]
-    if when <= now:
-        when += period
-    queue_push(times, keys, kinds, first, second, meta, now + (when - now), normal, TICK, node,
-               generation)  # fmt: skip
+def _what_is_missing(
+    settings: np.ndarray, counters: np.ndarray, draws: tuple, queue: tuple, lanes: tuple,
+    lost_rows: tuple, adoption_rows: tuple,
+) -> int:  # fmt: skip
+    """What the next event could run out of (:data:`NEED_PEERS` …), or :data:`DONE` when it
+    has all it can use: a tick's peer draws, a message's delay and loss draws, room for two
+    queued events, two message slots and a row in each table."""
+    peers, delays, losses = draws
+    if counters[PEER_AT] + PEER_DRAWS_PER_EVENT > peers.size:
+        return NEED_PEERS
+    if counters[DELAY_AT] + 1 > delays.size and math.isnan(settings[CONSTANT_DELAY]):
+        return NEED_DELAYS
+    if counters[LOSS_AT] + 1 > losses.size and settings[LOSS] > 0:
+        return NEED_LOSS
+    lane_capacity, lane_meta = lanes[0].shape[1], lanes[4]
+    if (
+        queue[5][SIZE] + 3 > queue[0].size
+        or lane_meta[TICK_LANE, COUNT] + 2 > lane_capacity
+        or lane_meta[TRANSFER_LANE, COUNT] + 2 > lane_capacity
+        or counters[FREE] < 2
+        or counters[LOST_ROWS] + 2 > lost_rows[0].shape[0]
+        or counters[ADOPTION_ROWS] + 2 > adoption_rows[0].size
+    ):
+        return NEED_ROOM
+    return DONE
+
+
+@njit(cache=True, inline="always")
+def _take(source: int, queue: tuple, lanes: tuple) -> tuple[int, int, int]:
+    """Remove the first event, from ``source``: its (kind, a, b)."""
+    if source == HEAP:
+        times, keys, kinds, first, second, meta = queue
+        event = kinds[0], first[0], second[0]
+        queue_insert_top(times, keys, kinds, first, second, meta, meta[SIZE] - 1)
+        return event
+    lane_a, lane_b, lane_meta = lanes[2], lanes[3], lanes[4]
+    head = lane_meta[source, HEAD]
+    event = source, lane_a[source, head], lane_b[source, head]
+    # the next head, wrapped by a comparison (a division per event cost more than the event)
+    head += 1
+    lane_meta[source, HEAD] = 0 if head == lanes[0].shape[1] else head
+    lane_meta[source, COUNT] -= 1
+    return event
 
 
 @kernel
 def run_events(
     queue: tuple, lanes: tuple, rank_priority: np.ndarray, normal: int, bound_time: float,
     bound_priority: float, bound_id: int, network: tuple, settings: np.ndarray,
-    counters: np.ndarray, draws: tuple, messages: np.ndarray, message_times: np.ndarray,
-    free: np.ndarray, lost_rows: tuple, gossip: tuple, app: int, broadcast: tuple,
-    adoption_rows: tuple, online_count: int, updates: int,
+    counters: np.ndarray, draws: tuple, in_flight: tuple, lost_rows: tuple, gossip: tuple,
+    app: int, broadcast: tuple, adoption_rows: tuple, online_count: int, updates: int,
 ) -> tuple[int, float]:  # fmt: skip
     """Process the compiled events whose key (time, priority, insertion id) is smaller than
     the bound's, in key order; returns (:data:`DONE` or what must be done first, the time of
     the last event processed, NaN if none). Before each event it checks that the event
-    cannot run out of draws or room, so an event always runs whole."""
-    times, keys, kinds, first, second, meta = queue
-    lane_times, lane_keys, lane_a, lane_b, lane_meta = lanes
-    indptr, indices, online, epoch, last_leave = network
-    peers, delays, losses = draws
-    lost_time, lost_ints = lost_rows
+    cannot run out of draws or room, so an event always runs whole.
+
+    A tick (``PushPullGossip._tick``): a stale generation ends it (the node left); else the
+    push to a random online neighbour and the next tick one period on. A message's completion
+    (``Network._complete``): a loss row, or the arrival — the merge (``incoming``), a rejoined
+    node heard from (its first tick, :meth:`PushPullGossip._schedule_tick`), and a push
+    answered by the pull."""
     phase, generation, active = gossip
-    version, known, starts, reached, next_update, shares = broadcast
-    row_time, row_ints = adoption_rows
+    version = broadcast[0]
+    messages = in_flight[0]
     period = settings[PERIOD]
-    pulls = settings[PULLS] > 0
     now = math.nan
     while True:
-        # the first event of the heap and the two lanes: the smallest (time, key)
-        source = -1
-        time = math.inf
-        key = 0
-        if meta[SIZE] > 0:
-            source, time, key = 2, times[0], keys[0]
-        for lane in range(2):
-            if lane_meta[lane, COUNT] > 0:
-                head = lane_meta[lane, HEAD]
-                t = lane_times[lane, head]
-                if source < 0 or t < time or (t == time and lane_keys[lane, head] < key):
-                    source, time, key = lane, t, lane_keys[lane, head]
-        if source < 0:
-            return DONE, now
-        if time > bound_time:
+        source, time, key = _first_event(queue, lanes)
+        if source < 0 or time > bound_time:
             return DONE, now
         if time == bound_time:
             priority = rank_priority[key >> ID_BITS]
@@ -325,88 +347,86 @@ def run_events(
                 priority == bound_priority and (key & ID_MASK) > bound_id
             ):
                 return DONE, now
-        if counters[PEER_AT] + PEER_DRAWS_PER_EVENT > peers.size:
-            return NEED_PEERS, now
-        if counters[DELAY_AT] + 1 > delays.size and math.isnan(settings[CONSTANT_DELAY]):
-            return NEED_DELAYS, now
-        if counters[LOSS_AT] + 1 > losses.size and settings[LOSS] > 0:
-            return NEED_LOSS, now
-        if (
-            meta[SIZE] + 3 > times.size
-            or lane_meta[TICK_LANE, COUNT] + 2 > lane_times.shape[1]
-            or lane_meta[TRANSFER_LANE, COUNT] + 2 > lane_times.shape[1]
-            or counters[FREE] < 2
-            or counters[LOST_ROWS] + 2 > lost_time.shape[0]
-            or counters[ADOPTION_ROWS] + 2 > row_time.size
-        ):
-            return NEED_ROOM, now
-        if source == 2:
-            kind, a, b = kinds[0], first[0], second[0]
-            queue_insert_top(times, keys, kinds, first, second, meta, meta[SIZE] - 1)
-        else:
-            head = lane_meta[source, HEAD]
-            kind, a, b = source, lane_a[source, head], lane_b[source, head]
-            # the next head, wrapped without a division (a division per event was a third
-            # of the kernel's time)
-            head += 1
-            lane_meta[source, HEAD] = 0 if head == lane_times.shape[1] else head
-            lane_meta[source, COUNT] -= 1
+        missing = _what_is_missing(settings, counters, draws, queue, lanes, lost_rows,
+                                   adoption_rows)  # fmt: skip
+        if missing != DONE:
+            return missing, now
+        kind, a, b = _take(source, queue, lanes)
         now = time
         if kind == TICK:
-            node = a
-            if b != generation[node]:
+            if b != generation[a]:
                 continue
-            peer = _online_neighbour(node, indptr, indices, online, peers, counters)
+            peer = _online_neighbour(a, network, draws[0], counters)
             if peer >= 0:
                 counters[EXCHANGES] += 1
-                value = version[node] if app == BROADCAST else 0
-                _send(node, peer, PUSH_CODE, value, now, normal, online, epoch, settings,
-                      counters, delays, losses, messages, message_times, free, times, keys,
-                      kinds, first, second, meta, lane_times, lane_keys, lane_a, lane_b,
-                      lane_meta)  # fmt: skip
-            _lane_push(lane_times, lane_keys, lane_a, lane_b, lane_meta, meta, TICK_LANE,
-                       now + period, normal, node, b)  # fmt: skip
+                value = version[a] if app == BROADCAST else 0
+                _send(a, peer, PUSH_CODE, value, now, normal, network, settings, counters, draws,
+                      in_flight, queue, lanes)  # fmt: skip
+            _lane_push(lanes, queue[5], TICK_LANE, now + period, normal, a, b)
             continue
-        slot = a
-        reason, when = _loss_reason(slot, epoch, last_leave, messages, message_times)
-        counters[FREE] += 1
-        free[counters[FREE] - 1] = slot
-        src, dst = messages[slot, SRC], messages[slot, DST]
-        message = messages[slot, KIND]
-        if reason != NO_LOSS:
-            counters[LOST] += 1
-            r = counters[LOST_ROWS]
-            lost_time[r, 0], lost_time[r, 1] = when, message_times[slot, SENT_AT]
-            lost_ints[r, 0], lost_ints[r, 1], lost_ints[r, 2] = message, src, dst
-            lost_ints[r, 3] = reason
-            counters[LOST_ROWS] = r + 1
+        src, dst, message = messages[a, SRC], messages[a, DST], messages[a, KIND]
+        if not _arrives(a, now, network, counters, in_flight, lost_rows):
             continue
-        counters[DELIVERED] += 1
-        # the receiving node merges (GossipRule.incoming), then is heard from (a rejoined node
-        # takes part again), then answers a push with its own value (the pull)
-        if app == BROADCAST and messages[slot, VALUE] > version[dst]:
+        if app == BROADCAST and messages[a, VALUE] > version[dst]:
             via = PUSH_VIA if message == PUSH_CODE else PULL_VIA
-            _adopt(dst, messages[slot, VALUE], src, via, now, online, online_count, updates,
-                   version, known, starts, reached, next_update, shares, row_time, row_ints,
-                   counters)  # fmt: skip
+            broadcast_adopt(dst, messages[a, VALUE], src, via, now, network[2], online_count,
+                            updates, broadcast, adoption_rows, counters)  # fmt: skip
         if not active[dst]:
-            _schedule_tick(dst, generation[dst], now, period, phase, times, keys, kinds, first,
-                           second, meta, normal)  # fmt: skip
+            _schedule_tick(dst, generation[dst], now, period, phase, queue, normal)
             active[dst] = True
-        if message == PUSH_CODE and pulls:
+        if message == PUSH_CODE and settings[PULLS] > 0:
             value = version[dst] if app == BROADCAST else 0
-            _send(dst, src, PULL_CODE, value, now, normal, online, epoch, settings, counters,
-                  delays, losses, messages, message_times, free, times, keys, kinds, first,
-                  second, meta, lane_times, lane_keys, lane_a, lane_b, lane_meta)  # fmt: skip
+            _send(dst, src, PULL_CODE, value, now, normal, network, settings, counters, draws,
+                  in_flight, queue, lanes)  # fmt: skip
+
+
+@njit(cache=True, inline="always")
+def _arrives(
+    slot: int, now: float, network: tuple, counters: np.ndarray, in_flight: tuple,
+    lost_rows: tuple,
+) -> bool:  # fmt: skip
+    """The completion of the message in ``slot``: its slot freed, and either its loss row
+    (False) or it counted as delivered (True)."""
+    messages, message_times, free = in_flight
+    reason, when = _loss_reason(slot, network, in_flight)
+    counters[FREE] += 1
+    free[counters[FREE] - 1] = slot
+    if reason == NO_LOSS:
+        counters[DELIVERED] += 1
+        return True
+    lost_time, lost_ints = lost_rows
+    counters[LOST] += 1
+    r = counters[LOST_ROWS]
+    lost_time[r, 0], lost_time[r, 1] = when, message_times[slot, SENT_AT]
+    lost_ints[r, 0], lost_ints[r, 1] = messages[slot, KIND], messages[slot, SRC]
+    lost_ints[r, 2], lost_ints[r, 3] = messages[slot, DST], reason
+    counters[LOST_ROWS] = r + 1
+    return False
+
+
+@njit(cache=True, inline="always")
+def _schedule_tick(
+    node: int, generation: int, now: float, period: float, phase: np.ndarray, queue: tuple,
+    normal: int,
+) -> None:  # fmt: skip
+    """A (re)joined node's first tick: ``PushPullGossip._schedule_tick`` — the next
+    k·Δ + φ after now, queued as SimPy queues a delay, at now + (that − now)."""
+    k = np.floor((now - phase[node]) / period) + 1
+    when = k * period + phase[node]
+    if when <= now:
+        when += period
+    times, keys, kinds, first, second, meta = queue
+    queue_push(times, keys, kinds, first, second, meta, now + (when - now), normal, TICK, node,
+               generation)  # fmt: skip
 
 
 @njit(cache=True, inline="always")
 def _lane_push(
-    lane_times: np.ndarray, lane_keys: np.ndarray, lane_a: np.ndarray, lane_b: np.ndarray,
-    lane_meta: np.ndarray, meta: np.ndarray, lane: int, time: float, rank: int, a: int, b: int,
-) -> None:  # fmt: skip
+    lanes: tuple, meta: np.ndarray, lane: int, time: float, rank: int, a: int, b: int
+) -> None:
     """Queue an event at the tail of ``lane`` (its time is the lane's latest), with the next
     insertion id."""
+    lane_times, lane_keys, lane_a, lane_b, lane_meta = lanes
     capacity = lane_times.shape[1]
     tail = lane_meta[lane, HEAD] + lane_meta[lane, COUNT]
     if tail >= capacity:
@@ -547,7 +567,6 @@ class ExactCore:
         if self.broadcast is not None:
             self.broadcast._core = self
         self._take_ticks(env)
-        env._eid = SharedCounter(self.queue.meta)
         env.core = self
         if gossip is not None:
             gossip._core = self
@@ -563,23 +582,14 @@ class ExactCore:
             return np.zeros(0)
         return np.array(stream._buffer[stream._next :], dtype=np.float64)
 
-    def _take_ticks(self, env: object) -> None:
+    def _take_ticks(self, env: Environment) -> None:
         """Move the ticks the engine queued on SimPy (its start) into the compiled queue, each
-        with its key; a transfer already in flight has no compiled form to move to."""
-        kept = []
-        for entry in env._queue:
-            event = entry[3]
-            if isinstance(event, _Tick):
-                if entry[1] != NORMAL:
-                    raise AssertionError("a tick at a priority the core does not run")
-                self._insert(entry[0], int(entry[2]), TICK, event.node, event.generation)
-            else:
-                kept.append(entry)
-        env._queue[:] = kept
-        import heapq
-
-        heapq.heapify(env._queue)
-        self.queue.meta[NEXT_ID] = next(env._eid)
+        with its key, and share SimPy's event ids from then on."""
+        for time, priority, event_id, tick in env.take_events(lambda e: isinstance(e, _Tick)):
+            if priority != NORMAL:
+                raise SimulationError(f"a tick at priority {priority}: the core runs NORMAL only")
+            self._insert(time, event_id, TICK, tick.node, tick.generation)
+        self.queue.meta[NEXT_ID] = env.share_event_ids(SharedCounter(self.queue.meta))
 
     def _insert(self, time: float, event_id: int, kind: int, a: int, b: int) -> None:
         if len(self.queue) == self.queue.times.size:
@@ -631,14 +641,14 @@ class ExactCore:
             status, now = run_events(
                 self.queue.arrays(), self.lanes, self.rank_priority, self.normal, float(time),
                 float(priority), int(event_id), self.network_arrays, self.settings,
-                self.counters, tuple(self.draws), self.messages, self.message_times,
-                self.free, self.lost_rows, gossip_state,
+                self.counters, tuple(self.draws),
+                (self.messages, self.message_times, self.free), self.lost_rows, gossip_state,
                 BROADCAST if broadcast is not None else SILENT, app_state,
                 self.adoption_rows, self.network.nodes.online_count,
                 broadcast.updates if broadcast is not None else 0,
             )  # fmt: skip
             if not math.isnan(now):
-                self.sim.env._now = now
+                self.sim.env.set_clock(now)
             self._sync()
             if status == DONE:
                 return

@@ -44,7 +44,7 @@ from netsim.errors import (
 )
 from netsim.log import EventLog
 from netsim.rng import new_root_seed
-from netsim.scenario.build import BuiltRun, build_run
+from netsim.scenario.build import BuiltRun, ExactEngine, build_run
 from netsim.scenario.loader import scenario_hash, scenario_to_yaml
 from netsim.scenario.plan import class_reference
 from netsim.scenario.schema import Scenario
@@ -148,13 +148,15 @@ def run_scenario(
     parameters: Mapping[str, object] | None = None,
     name: str | None = None,
     time_limit: float | None = None,
+    engine: ExactEngine = "auto",
 ) -> RunResult:
     """Run ``scenario`` and publish its run directory under ``out``.
 
     ``parameters`` (dotted key → resolved value) go to the manifest; ``name`` is a readable
     run id instead of the scenario-and-seed one (see the module docstring); ``time_limit``
     (wall-clock seconds) stops a run that takes longer with a :class:`RunTimeoutError` (see
-    :func:`simulate`).
+    :func:`simulate`). ``engine`` runs exact mode's events (:data:`ExactEngine`; the
+    manifest's ``exact_engine`` says which did).
     """
     scenario = with_seed(scenario)
     run_id = run_id_for(scenario) if name is None else check_run_name(name)
@@ -163,10 +165,10 @@ def run_scenario(
         raise RunDirectoryError(f"{out}: the output location exists and is not a directory")
     final = out / run_id
     if name is None:  # the id names the scenario and seed: a concurrent twin writes the same
-        return _run_into(scenario, final, progress, parameters, time_limit)
+        return _run_into(scenario, final, progress, parameters, time_limit, engine)
     with claim_run_name(final):  # a second writer of the name stops here, before it runs
         _check_named_target(final, scenario)
-        return _run_into(scenario, final, progress, parameters, time_limit)
+        return _run_into(scenario, final, progress, parameters, time_limit, engine)
 
 
 def _run_into(
@@ -175,6 +177,7 @@ def _run_into(
     progress: Callable[[float], None] | None,
     parameters: Mapping[str, object] | None,
     time_limit: float | None,
+    engine: ExactEngine,
 ) -> RunResult:
     """Run the seeded ``scenario`` in a staging directory and publish it as ``final``."""
     run_id, out = final.name, final.parent
@@ -185,7 +188,7 @@ def _run_into(
     try:
         log = EventLog(staging)
         started = time.perf_counter()
-        built = simulate(scenario, log, progress=progress, time_limit=time_limit)
+        built = simulate(scenario, log, progress=progress, time_limit=time_limit, engine=engine)
         wall = time.perf_counter() - started
         counts = log.close()
         atomic_write_text(staging / SCENARIO, scenario_to_yaml(scenario))
@@ -199,6 +202,8 @@ def _run_into(
             "parameters": dict(parameters or {}),
             "simulated_seconds": scenario.duration,
             "wall_time_seconds": round(wall, 3),
+            # what ran exact mode's events: compiled, simpy: <why>, or rounds (same tables)
+            "exact_engine": built.exact_engine,
             "tables": counts,
             # the bytes as published (the staging directory is renamed, not copied)
             FILES: file_records(staging, counts),
@@ -233,8 +238,10 @@ def simulate(
     *,
     progress: Callable[[float], None] | None = None,
     time_limit: float | None = None,
+    engine: ExactEngine = "auto",
 ) -> BuiltRun:
-    """Build the seeded ``scenario`` and run it to its end, writing to ``log``.
+    """Build the seeded ``scenario`` and run it to its end, writing to ``log``; exact mode's
+    events on ``engine`` (:data:`~netsim.scenario.build.ExactEngine`).
 
     A run still going after ``time_limit`` seconds of wall time is stopped: a
     :class:`RunTimeoutError` saying how far it got (and in which component, when a plugin's
@@ -247,7 +254,7 @@ def simulate(
     sims: list[Simulation] = []  # the clock, once built: how far a stopped run got
     try:
         with wall_clock_limit(limit):
-            built = build_run(scenario, log)
+            built = build_run(scenario, log, engine=engine)
             sims.append(built.sim)
             built.sim.run(scenario.duration, progress=progress)
     except BaseException as exc:
@@ -312,10 +319,12 @@ def privacy_reports(built: BuiltRun) -> dict[str, object]:
     return reports
 
 
-def run_in_memory(scenario: Scenario) -> tuple[BuiltRun, dict[str, pd.DataFrame]]:
+def run_in_memory(
+    scenario: Scenario, *, engine: ExactEngine = "auto"
+) -> tuple[BuiltRun, dict[str, pd.DataFrame]]:
     """Run ``scenario`` without touching the disk; returns the built run and its tables."""
     scenario = with_seed(scenario)
     log = EventLog()
-    built = simulate(scenario, log)
+    built = simulate(scenario, log, engine=engine)
     log.close()
     return built, log.to_frames()

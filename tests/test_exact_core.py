@@ -1,0 +1,193 @@
+"""The compiled exact core (netsim.protocols.exact_core) against SimPy, the reference: the same
+scenario and seed give identical tables on both engines, event for event.
+
+Each check runs a scenario twice, once with every exact-mode event on SimPy (``engine="simpy"``)
+and once on the compiled core, and compares every table exactly (values, order, types). The
+property test draws small scenarios with everything the core runs: churn, random loss, drawn
+and constant delays with and without bandwidth, the broadcast or silent gossip, push only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import nullcontext
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from netsim.log import EventLog
+from netsim.protocols.gossip import PushPullGossip
+from netsim.scenario.build import build_run
+from netsim.scenario.loader import load_scenario, validate_scenario
+from netsim.scenario.runner import run_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
+
+
+def run_both(scenario):
+    """Run ``scenario`` on SimPy and on the compiled core: each engine's label, Python-side
+    counters and tables."""
+    results = {}
+    for engine in ("simpy", "auto"):
+        log = EventLog()
+        built = build_run(scenario, log, engine=engine)
+        built.sim.run(scenario.duration)
+        log.close()
+        gossip = built.get("gossip")
+        counters = (
+            built.network.sent, built.network.delivered, built.network.lost,
+            gossip.exchanges if gossip is not None else None,
+            gossip.active.tolist() if gossip is not None else None,
+        )  # fmt: skip
+        results[engine] = (built.exact_engine, counters, log.to_frames())
+    return results["simpy"], results["auto"]
+
+
+def assert_same_tables(reference: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame]):
+    assert sorted(reference) == sorted(other)
+    for name, frame in reference.items():
+        pd.testing.assert_frame_equal(frame, other[name], check_exact=True, obj=name)
+
+
+def test_quickstart_is_identical_on_both_engines():
+    scenario = load_scenario(QUICKSTART, ["duration=90min"])
+    (simpy_engine, simpy_counts, simpy_tables), (engine, counts, tables) = run_both(scenario)
+    assert simpy_engine == "simpy: asked for"
+    assert engine == "compiled"
+    assert counts == simpy_counts
+    assert_same_tables(simpy_tables, tables)
+    assert len(tables["broadcast_adoptions"]) > 1000
+    assert len(tables["messages_lost"]) > 10  # churn loses messages in flight
+
+
+def test_run_directories_are_byte_identical(tmp_path):
+    """The published files, not only their values: the rows reach each table in the row
+    groups the SimPy path's appends make, so every Parquet file has the same bytes."""
+    scenario = load_scenario(QUICKSTART, ["duration=1h"])
+    manifests = {}
+    for engine in ("simpy", "auto"):
+        result = run_scenario(scenario, out=tmp_path / engine, engine=engine)
+        manifests[engine] = json.loads((result.directory / "manifest.json").read_text())
+        digests = {
+            path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(result.directory.glob("*.parquet"))
+        }
+        manifests[engine]["digests"] = digests
+    assert manifests["simpy"]["exact_engine"] == "simpy: asked for"
+    assert manifests["auto"]["exact_engine"] == "compiled"
+    assert manifests["simpy"]["digests"] == manifests["auto"]["digests"]
+    assert manifests["simpy"]["files"] == manifests["auto"]["files"]
+
+
+def small_scenario(draw) -> dict:
+    """A small scenario of parts the compiled core runs, drawn by hypothesis."""
+    nodes = draw(st.integers(4, 40))
+    period = draw(st.sampled_from([0.5, 1.0, 2.0]))
+    delay = draw(
+        st.sampled_from(
+            [
+                {"dist": "constant", "value": 0.1},
+                {"dist": "constant", "value": 0.0},
+                {"dist": "constant", "value": 0.25},
+                {"dist": "uniform", "low": 0.05, "high": 0.8},
+                {"dist": "exponential", "mean": 0.3},
+            ]
+        )
+    )
+    links: dict = {"delay": delay, "loss": draw(st.sampled_from([0.0, 0.0, 0.1, 0.4]))}
+    if draw(st.booleans()):
+        links["bandwidth"] = "1KB/s"
+    churn = draw(
+        st.sampled_from(
+            [
+                {"kind": "always_on"},
+                {
+                    "kind": "synthetic",
+                    "online": {"dist": "exponential", "mean": "20s"},
+                    "offline": {"dist": "exponential", "mean": "10s"},
+                },
+                {
+                    "kind": "synthetic",
+                    "online": {"dist": "exponential", "mean": "4s"},
+                    "offline": {"dist": "exponential", "mean": "6s"},
+                },
+            ]
+        )
+    )
+    data = {
+        "name": "small",
+        "seed": draw(st.integers(0, 2**31)),
+        "nodes": nodes,
+        "duration": draw(st.sampled_from([15.0, 40.0])),
+        "topology": draw(
+            st.sampled_from(
+                [
+                    {"kind": "k_out", "k": min(3, nodes - 1)},
+                    {"kind": "complete"},
+                    {"kind": "ring"},
+                ]
+            )
+        ),
+        "churn": churn,
+        "links": links,
+        "gossip": {"period": period, "message_size": "100B"},
+        "metrics": {"sample_every": 3.0},
+    }
+    if draw(st.booleans()):
+        data["broadcast"] = {
+            "interval": draw(st.sampled_from([1.0, 3.0, 7.0])),
+            "start": draw(st.sampled_from([0.0, 0.5, 2.0])),
+        }
+    return data
+
+
+def phases_on_a_grid():
+    """Every node's gossip phase rounded to a quarter period: with periods, delays, sampling
+    and broadcast intervals that are multiples of 1/4 s, events of different nodes and
+    sources then fall on the same instants exactly, so the order of simultaneous events —
+    SimPy's (priority, insertion id) — decides every table."""
+    start = PushPullGossip.start
+
+    def start_on_grid(engine: PushPullGossip) -> None:
+        engine.phase[:] = np.floor(engine.phase / engine.period * 4) * engine.period / 4
+        start(engine)
+
+    return mock.patch.object(PushPullGossip, "start", start_on_grid)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+@given(st.data())
+def test_small_scenarios_are_identical_on_both_engines(data):
+    scenario_data = data.draw(st.composite(small_scenario)())
+    scenario = validate_scenario(scenario_data, source="hypothesis", base_dir=None)
+    with phases_on_a_grid() if data.draw(st.booleans(), label="on a grid") else nullcontext():
+        (_, simpy_counts, simpy_tables), (engine, counts, tables) = run_both(scenario)
+    assert engine == "compiled", engine
+    assert counts == simpy_counts
+    assert_same_tables(simpy_tables, tables)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "why"),
+    [
+        (["links.failure.mean_up=30min", "links.failure.mean_down=2min"], "links.failure"),
+        (["gossip.mode=rounds"], None),
+    ],
+)
+def test_what_the_core_does_not_run_runs_on_simpy(overrides, why):
+    scenario = load_scenario(QUICKSTART, ["duration=10min", *overrides])
+    built = build_run(scenario, EventLog())
+    if why is None:
+        assert built.exact_engine == "rounds"
+    else:
+        assert built.exact_engine.startswith("simpy: ") and why in built.exact_engine
+    assert built.sim.env.core is None
