@@ -5,11 +5,17 @@
     python -m benchmarks.exact --repeat 5  # each measurement 5 times, alternating; medians
 
 Prints the CPU microseconds per simulated round of the plain SimPy push-pull loop
-(:mod:`benchmarks.plain_simpy`), of netsim in exact mode (broadcast, walk service) with its
+(:mod:`benchmarks.plain_simpy`), of netsim in exact mode (the broadcast on the compiled core
+and on SimPy, the broadcast on PeerSim's event-driven workload, the walk service) with its
 ratio to the plain loop, and of netsim in rounds mode (walk service, broadcast) with the
 broadcast's ratio to the walk. Each measurement runs in a fresh child process; with
 ``--repeat`` the measurements alternate (plain, exact broadcast, exact walk, …, then again), so
 a change of the machine's speed during the benchmark touches all of them alike.
+
+PeerSim is not a dependency. Its event-driven engine (ED) is the yardstick of exact mode
+through the plain loop: on PeerSim's workload (a new update every round, messages of a uniform
+10–50 ms) the plain loop's CPU per round was :data:`PLAIN_PER_PEERSIM_ED` times PeerSim ED's,
+measured side by side on the development machine (README, Performance).
 """
 
 from __future__ import annotations
@@ -23,7 +29,13 @@ import sys
 
 from benchmarks.workloads import REPO, WORKLOADS, measure
 
-ORDER = ("exact-broadcast", "exact-walk", "rounds-walk", "rounds-broadcast")
+ORDER = (
+    "exact-broadcast", "exact-broadcast-simpy", "exact-broadcast-peersim", "exact-walk",
+    "rounds-walk", "rounds-broadcast",
+)  # fmt: skip
+#: The plain SimPy loop's CPU per round as a multiple of PeerSim's event-driven engine's, on
+#: PeerSim's workload, measured side by side on the development machine.
+PLAIN_PER_PEERSIM_ED = 7.5
 
 
 def measure_plain(quick: bool) -> float:
@@ -60,11 +72,14 @@ def main() -> None:
             cpu[name].append(measure(name, quick=args.quick)["cpu_us_per_round"])
     print("CPU µs per simulated round (median, range over repeats); a ratio is the median and")
     print("range over the repeats of its two figures' quotient in that repeat")
-    print(f"  plain SimPy push-pull loop        {spread(cpu['plain'])}")
+    print(f"  {'plain SimPy push-pull loop':50s}{spread(cpu['plain'])}")
     for name in ORDER:
-        line = f"  netsim {WORKLOADS[name].title:27s}{spread(cpu[name])}"
+        line = f"  netsim {WORKLOADS[name].title:43s}{spread(cpu[name])}"
         if name.startswith("exact"):
             line += f"   {ratios(cpu[name], cpu['plain'])} the plain loop"
+        if name == "exact-broadcast-peersim":
+            ed = [plain / PLAIN_PER_PEERSIM_ED for plain in cpu["plain"]]
+            line += f", {ratios(cpu[name], ed)} PeerSim ED"
         if name == "rounds-broadcast":
             line += f"   {ratios(cpu[name], cpu['rounds-walk'])} the rounds walk"
         print(line)

@@ -40,7 +40,8 @@ from netsim.scenario.build import build_run
 from netsim.scenario.loader import validate_scenario
 args = json.loads(sys.argv[1])
 scenario = validate_scenario(args["scenario"], source="benchmark", base_dir=None)
-built = build_run(scenario, EventLog())
+# the engine only when asked for: a commit from before the compiled core has no such argument
+built = build_run(scenario, EventLog(), **({"engine": args["engine"]} if args["engine"] else {}))
 # the first rounds, untimed: they load (or compile) the compiled kernels
 built.sim.env.run(until=args["warmup"])
 cpu, wall = time.process_time(), time.perf_counter()
@@ -55,11 +56,13 @@ print(json.dumps({
 
 
 def fixed_online(
-    nodes: int, rounds: int, *, mode: str, app: str, update_every: int = 10
-) -> dict[str, Any]:
+    nodes: int, rounds: int, *, mode: str, app: str, update_every: int = 10,
+    uniform_delays: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """The fixed-online workload: ``app`` (``broadcast`` or ``walk``) on push-pull gossip in
     ``mode`` (``exact`` or ``rounds``) for ``rounds`` periods; the broadcast starts a new
-    update every ``update_every`` rounds (every round is PeerSim's broadcast workload)."""
+    update every ``update_every`` rounds. PeerSim's event-driven workload: a new update every
+    round and messages taking a uniform 10–50 ms (``uniform_delays``) instead of 10 ms."""
     data: dict[str, Any] = {
         "name": f"{mode}-{app}",
         "seed": 1,
@@ -71,7 +74,11 @@ def fixed_online(
             "online": {"dist": "constant", "value": "3000d"},
             "offline": {"dist": "constant", "value": "7000d"},
         },
-        "links": {"delay": {"dist": "constant", "value": 0.01}},
+        "links": {
+            "delay": {"dist": "uniform", "low": 0.01, "high": 0.05}
+            if uniform_delays
+            else {"dist": "constant", "value": 0.01}
+        },
         "gossip": {"period": PERIOD, "mode": mode},
     }
     if app == "broadcast":
@@ -104,12 +111,14 @@ def dola(nodes: int, rounds: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Workload:
-    """A named workload: its scenario at full and at smoke scale, and its rounds."""
+    """A named workload: its scenario at full and at smoke scale, its rounds, and the engine
+    of exact mode (``None``: the default, the compiled core where it applies)."""
 
     title: str
     scenario: Callable[[int, int], dict[str, Any]]
     full: tuple[int, int]  # (nodes, rounds)
     quick: tuple[int, int]
+    engine: str | None = None
 
     def data(self, quick: bool) -> tuple[dict[str, Any], int]:
         nodes, rounds = self.quick if quick else self.full
@@ -120,6 +129,17 @@ WORKLOADS: dict[str, Workload] = {
     "exact-broadcast": Workload(
         "exact mode, broadcast",
         lambda n, r: fixed_online(n, r, mode="exact", app="broadcast"), (10_000, 300), (500, 20),
+    ),
+    "exact-broadcast-simpy": Workload(
+        "exact mode, broadcast, on SimPy",
+        lambda n, r: fixed_online(n, r, mode="exact", app="broadcast"), (10_000, 300), (500, 20),
+        engine="simpy",
+    ),
+    "exact-broadcast-peersim": Workload(
+        "exact mode, broadcast, PeerSim's workload",
+        lambda n, r: fixed_online(n, r, mode="exact", app="broadcast", update_every=1,
+                                  uniform_delays=True),
+        (10_000, 300), (500, 20),
     ),
     "exact-walk": Workload(
         "exact mode, walk service",
@@ -152,7 +172,7 @@ def measure(
     warmup_rounds = min(WARMUP_ROUNDS, rounds // 4)
     period = float(data["duration"]) / rounds
     payload = {"scenario": data, "rounds": rounds - warmup_rounds,
-               "warmup": warmup_rounds * period}  # fmt: skip
+               "warmup": warmup_rounds * period, "engine": WORKLOADS[name].engine}  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
         [python, "-c", CHILD, json.dumps(payload)],

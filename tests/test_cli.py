@@ -442,7 +442,10 @@ def test_progress_on_a_terminal_shows_the_simulated_clock_and_sweeps_advance_wit
     tmp_path,
 ):
     scenario = yaml.safe_load((REPO / "scenarios" / "quickstart.yaml").read_text())
-    scenario.update(nodes=400, duration="2h")
+    # 2,000 nodes gossiping every second: on the compiled exact core the quickstart's own
+    # size runs in a fraction of a second, too fast for the bar to be seen mid-run
+    scenario.update(nodes=2000, duration="2h")
+    scenario["gossip"]["period"] = "1s"
     scenario["churn"]["path"] = str(REPO / "traces" / "stunner-synthetic.csv")
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(scenario))
     status, frames = on_a_terminal(
@@ -454,7 +457,7 @@ def test_progress_on_a_terminal_shows_the_simulated_clock_and_sweeps_advance_wit
     # runs long enough (a few seconds each) for the bar to be read while the first one runs,
     # also on a loaded machine
     scenario["duration"] = "8h"
-    scenario["sweep"] = {"grid": {"nodes": [400]}, "repetitions": 2}
+    scenario["sweep"] = {"grid": {"nodes": [2000]}, "repetitions": 2}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(scenario))
     status, frames = on_a_terminal(
         [sys.executable, "-m", "netsim", "sweep", "sweep.yaml", "--workers", "1", "--out", "s"],
