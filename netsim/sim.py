@@ -62,8 +62,9 @@ class EventCore(Protocol):
     """Another queue of events merged into SimPy's order (the compiled exact core,
     ``netsim.protocols.exact_core``)."""
 
-    def advance(self, time: float, priority: float, event_id: int) -> None:
-        """Process its events whose key comes before (``time``, ``priority``, ``event_id``)."""
+    def advance(self) -> None:
+        """Process its events whose key comes before SimPy's next event's
+        (:meth:`Environment.next_key`)."""
 
 
 class Environment(simpy.Environment):
@@ -82,15 +83,17 @@ class Environment(simpy.Environment):
     def step(self) -> None:
         """Process the next event: first every event of the compiled core that comes before
         SimPy's next (one order, by SimPy's key: ``netsim.protocols.exact_core``)."""
-        core = self.core
-        if core is not None:
-            queue = self._queue
-            if queue:
-                time, priority, event_id, _ = queue[0]
-                core.advance(time, priority, event_id)
-            else:
-                core.advance(float("inf"), float("inf"), 0)
+        if self.core is not None:
+            self.core.advance()
         super().step()
+
+    def next_key(self) -> tuple[float, float, int]:
+        """The key (time, priority, event id) of SimPy's next event; infinite when none is
+        queued. An event of another queue with a smaller key comes first."""
+        if not self._queue:
+            return float("inf"), float("inf"), 0
+        time, priority, event_id, _ = self._queue[0]
+        return float(time), float(priority), int(event_id)
 
     def take_events(
         self, belongs: Callable[[simpy.events.Event], bool]

@@ -487,6 +487,9 @@ class Network(Transport):
             else None
         )
         self.lost_table = sim.log.table(LOSS_TABLE)
+        #: Where a lost message's row goes: the table, or the compiled exact core's rows (which
+        #: keep the table's order when the core loses messages too).
+        self._record_loss = self.lost_table.append
         self._env = sim.env
         # every transfer's callbacks: one shared tuple (simpy only iterates them; a tuple
         # cannot be appended to by mistake), not a new list and bound method per message
@@ -722,8 +725,6 @@ class Network(Transport):
             transfer.on_deliver(transfer)
             return
         self.lost += 1
-        self.lost_table.append(
-            when, transfer.sent_at, transfer.kind, transfer.src, transfer.dst, reason
-        )
+        self._record_loss(when, transfer.sent_at, transfer.kind, transfer.src, transfer.dst, reason)
         if transfer.on_lost is not None:
             transfer.on_lost(transfer, reason)

@@ -55,6 +55,9 @@ from netsim.network.links import (
 )
 from netsim.protocols.broadcast import VIA_LABELS, Broadcast, coverage_check
 from netsim.protocols.gossip import PULL, PUSH, PushPullGossip, _Silent, _Tick
+from netsim.protocols.walk.compiled import TIMER, CompiledCycle, merge, timer
+from netsim.protocols.walk.service import RandomWalkService
+from netsim.sim import Call
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -71,7 +74,7 @@ PUSH_CODE, PULL_CODE = 0, 1
 LOSS_REASONS = (SOURCE_OFFLINE, TARGET_OFFLINE, LINK_DOWN, RANDOM_LOSS)
 NO_LOSS, SOURCE_CODE, TARGET_CODE, LINK_CODE, RANDOM_CODE = -1, 0, 1, 2, 3
 #: The applications the kernel carries in gossip messages.
-SILENT, BROADCAST = 0, 1
+SILENT, BROADCAST, WALK = 0, 1, 2
 ORIGIN_VIA, PUSH_VIA, PULL_VIA = 0, 1, 2  # VIA_LABELS
 
 #: ``counters`` entries: the transport's and engine's counters, the rows gathered, the free
@@ -79,12 +82,18 @@ ORIGIN_VIA, PUSH_VIA, PULL_VIA = 0, 1, 2  # VIA_LABELS
 SENT, DELIVERED, LOST, EXCHANGES, LOST_ROWS, ADOPTION_ROWS, FREE, PEER_AT, DELAY_AT, LOSS_AT = (
     range(10)
 )
+#: ``counters`` entries of a return to Python in the middle of an event: the node, and the
+#: timeout circle due or the pull still to send (-1: none).
+PENDING_NODE, PENDING_CIRCLE, PENDING_PULL = 10, 11, 12
+COUNTERS = 13
 #: ``settings`` entries: Δ, the loss probability, the constant delay (NaN: drawn), the
 #: transfer time a message's size adds (NaN: no bandwidth), pull (1.0) or push only.
-PERIOD, LOSS, CONSTANT_DELAY, SIZE_TIME, PULLS = range(5)
+PERIOD, LOSS, CONSTANT_DELAY, SIZE_TIME, PULLS, DELTA, LISTENERS = range(7)
 #: A message slot's integer fields (``messages``), and its float fields (``message_times``).
-SRC, DST, KIND, VALUE, SRC_EPOCH, DST_EPOCH, DOOM = range(7)
-SENT_AT, DOOM_TIME = 0, 1
+#: The value a message carries is the sender's at sending: the broadcast's update, or the
+#: walk's ``rwprop`` (steps, id, bootstrap flag; its origin in ``message_times``).
+SRC, DST, KIND, VALUE, SRC_EPOCH, DST_EPOCH, DOOM, VALUE_ID, VALUE_SPECIAL = range(9)
+SENT_AT, DOOM_TIME, VALUE_ORIGIN = 0, 1, 2
 #: The two lanes (FIFO queues of events queued in time order): ticks queued again one period
 #: on, and messages of a constant transfer time; their ``lane_meta`` rows are (head, count).
 TICK_LANE, TRANSFER_LANE = 0, 1
@@ -94,6 +103,10 @@ HEAD, COUNT = 0, 1
 #: Kernel results: done (the next compiled event comes after the bound, or none is left), or
 #: a block of draws or some room is needed before the next event can run.
 DONE, NEED_PEERS, NEED_DELAYS, NEED_LOSS, NEED_ROOM = range(5)
+#: Returns in the middle of an event, for the Python part of it: a walk timeout is due
+#: (``onUpdateTimeout``), or a rejoined node was heard from (the activation listeners; the
+#: pull answering the push that woke it is sent after them).
+TIMEOUT_DUE, ACTIVATED = 5, 6
 #: The most draws of one block an event takes: a tick's peer choice (the rejection tries and
 #: the fallback's one draw); a message takes one delay and one loss draw.
 PEER_DRAWS_PER_EVENT = _REJECTION_TRIES + 1
@@ -152,9 +165,9 @@ def _online_neighbour(node: int, network: tuple, peers: np.ndarray, counters: np
 
 @njit(cache=True, inline="always")
 def _send(
-    src: int, dst: int, kind: int, value: int, now: float, normal: int, network: tuple,
+    src: int, dst: int, kind: int, app: int, now: float, normal: int, network: tuple,
     settings: np.ndarray, counters: np.ndarray, draws: tuple, in_flight: tuple, queue: tuple,
-    lanes: tuple,
+    lanes: tuple, version: np.ndarray, walk: tuple,
 ) -> None:  # fmt: skip
     """:meth:`netsim.network.links.Network.send`: the transfer time (the constant delay or
     the next drawn one, plus size / bandwidth), the planned loss (an endpoint offline now;
@@ -184,15 +197,32 @@ def _send(
     counters[FREE] -= 1
     slot = free[counters[FREE]]
     messages[slot, SRC], messages[slot, DST], messages[slot, KIND] = src, dst, kind
-    messages[slot, VALUE], messages[slot, DOOM] = value, doom
+    messages[slot, DOOM] = doom
     messages[slot, SRC_EPOCH], messages[slot, DST_EPOCH] = epoch[src], epoch[dst]
     message_times[slot, SENT_AT], message_times[slot, DOOM_TIME] = now, doom_time
+    if app == BROADCAST:  # the sender's value now (GossipRule.outgoing)
+        messages[slot, VALUE] = version[src]
+    elif app == WALK:
+        messages[slot, VALUE], messages[slot, VALUE_ID] = walk[0][src], walk[1][src]
+        messages[slot, VALUE_SPECIAL] = walk[3][src]
+        message_times[slot, VALUE_ORIGIN] = walk[2][src]
     if math.isnan(settings[CONSTANT_DELAY]):
         times, keys, kinds, first, second, meta = queue
         queue_push(times, keys, kinds, first, second, meta, now + duration, normal, TRANSFER,
                    slot, 0)  # fmt: skip
     else:  # a constant transfer time: completions come in the order they are queued
         _lane_push(lanes, queue[5], TRANSFER_LANE, now + duration, normal, slot, 0)
+
+
+@njit(cache=True)
+def send_message(
+    src: int, dst: int, kind: int, app: int, now: float, normal: int, network: tuple,
+    settings: np.ndarray, counters: np.ndarray, draws: tuple, in_flight: tuple, queue: tuple,
+    lanes: tuple, version: np.ndarray, walk: tuple,
+) -> None:  # fmt: skip
+    """:func:`_send` for Python callers (the pull that waited for activation listeners)."""
+    _send(src, dst, kind, app, now, normal, network, settings, counters, draws, in_flight, queue,
+          lanes, version, walk)  # fmt: skip
 
 
 @njit(cache=True, inline="always")
@@ -321,6 +351,7 @@ def run_events(
     bound_priority: float, bound_id: int, network: tuple, settings: np.ndarray,
     counters: np.ndarray, draws: tuple, in_flight: tuple, lost_rows: tuple, gossip: tuple,
     app: int, broadcast: tuple, adoption_rows: tuple, online_count: int, updates: int,
+    walk: tuple,
 ) -> tuple[int, float]:  # fmt: skip
     """Process the compiled events whose key (time, priority, insertion id) is smaller than
     the bound's, in key order; returns (:data:`DONE` or what must be done first, the time of
@@ -331,7 +362,8 @@ def run_events(
     push to a random online neighbour and the next tick one period on. A message's completion
     (``Network._complete``): a loss row, or the arrival — the merge (``incoming``), a rejoined
     node heard from (its first tick, :meth:`PushPullGossip._schedule_tick`), and a push
-    answered by the pull."""
+    answered by the pull. A walk timer (``ExactCycle._on_timer``). Where an event has a
+    Python part (a due timeout, activation listeners) the kernel returns for it at once."""
     phase, generation, active = gossip
     version = broadcast[0]
     messages = in_flight[0]
@@ -359,10 +391,15 @@ def run_events(
             peer = _online_neighbour(a, network, draws[0], counters)
             if peer >= 0:
                 counters[EXCHANGES] += 1
-                value = version[a] if app == BROADCAST else 0
-                _send(a, peer, PUSH_CODE, value, now, normal, network, settings, counters, draws,
-                      in_flight, queue, lanes)  # fmt: skip
+                _send(a, peer, PUSH_CODE, app, now, normal, network, settings, counters, draws,
+                      in_flight, queue, lanes, version, walk)  # fmt: skip
             _lane_push(lanes, queue[5], TICK_LANE, now + period, normal, a, b)
+            continue
+        if kind == TIMER:
+            circle = timer(a, b, now, settings[DELTA], walk, active, queue, normal)
+            if circle >= 0:
+                counters[PENDING_NODE], counters[PENDING_CIRCLE] = a, circle
+                return TIMEOUT_DUE, now
             continue
         src, dst, message = messages[a, SRC], messages[a, DST], messages[a, KIND]
         if not _arrives(a, now, network, counters, in_flight, lost_rows):
@@ -371,13 +408,21 @@ def run_events(
             via = PUSH_VIA if message == PUSH_CODE else PULL_VIA
             broadcast_adopt(dst, messages[a, VALUE], src, via, now, network[2], online_count,
                             updates, broadcast, adoption_rows, counters)  # fmt: skip
+        elif app == WALK:
+            merge(dst, messages[a, VALUE], messages[a, VALUE_ID], messages[a, VALUE_SPECIAL],
+                  in_flight[1][a, VALUE_ORIGIN], in_flight[1][a, SENT_AT], now, settings[DELTA],
+                  walk, active, queue, normal)  # fmt: skip
+        pull = message == PUSH_CODE and settings[PULLS] > 0
         if not active[dst]:
             _schedule_tick(dst, generation[dst], now, period, phase, queue, normal)
             active[dst] = True
-        if message == PUSH_CODE and settings[PULLS] > 0:
-            value = version[dst] if app == BROADCAST else 0
-            _send(dst, src, PULL_CODE, value, now, normal, network, settings, counters, draws,
-                  in_flight, queue, lanes)  # fmt: skip
+            if settings[LISTENERS] > 0:  # they run in Python, then the pull is sent
+                counters[PENDING_NODE] = dst
+                counters[PENDING_PULL] = src if pull else -1
+                return ACTIVATED, now
+        if pull:
+            _send(dst, src, PULL_CODE, app, now, normal, network, settings, counters, draws,
+                  in_flight, queue, lanes, version, walk)  # fmt: skip
 
 
 @njit(cache=True, inline="always")
@@ -491,8 +536,9 @@ class SharedCounter:
 def exact_engine_blocker(components: Mapping[str, Component]) -> str | None:
     """Why exact mode cannot run on the compiled core (None when it can): every component
     must declare a compiled form (:attr:`~netsim.component.Component.exact_form`) on its own
-    class (a subclass may change what its parent's form stands for), the gossip engine must be
-    the plain event-driven one, and links must have no failures."""
+    class (a subclass may change what its parent's form stands for); one transport without
+    link failures; at most one plain event-driven gossip engine, carrying at most one
+    broadcast or walk service (the ``netsim`` cycle, the paper's replace rule, exact ages)."""
     for key, component in components.items():
         form = type(component).__dict__.get("exact_form")
         if form is None:
@@ -501,78 +547,83 @@ def exact_engine_blocker(components: Mapping[str, Component]) -> str | None:
     networks = [c for c in components.values() if isinstance(c, Network)]
     if len(networks) != 1 or len(gossips) > 1:
         return "the compiled core runs one transport and at most one gossip engine"
-    network = networks[0]
-    if network.failures is not None:
+    if networks[0].failures is not None:
         return "links.failure has no compiled form"
-    if gossips:
-        gossip = gossips[0]
-        if gossip._aligned or gossip._activation_listeners:
-            return "a gossip engine on a common grid or with activation listeners"
-        rules = gossip.rules
-        if len(rules) > 1 or any(not isinstance(rule, Broadcast) for rule in rules):
-            return "the compiled core carries at most one broadcast in gossip messages"
-        if any(rule.network is not network for rule in rules):
-            return "a broadcast on another transport"
+    if not gossips:
+        return None
+    gossip = gossips[0]
+    rules = gossip.rules
+    if gossip._aligned:
+        return "a gossip engine on a common grid has no compiled form"
+    if len(rules) > 1 or any(not isinstance(r, Broadcast | RandomWalkService) for r in rules):
+        return "the compiled core carries one broadcast or walk service in gossip messages"
+    if any(rule.network is not networks[0] for rule in rules):
+        return "a gossip application on another transport"
+    walks = [rule for rule in rules if isinstance(rule, RandomWalkService)]
+    listeners = [getattr(f, "__self__", None) for f in gossip._activation_listeners]
+    if any(owner not in walks for owner in listeners):
+        return "a gossip engine with activation listeners of no compiled form"
+    for walk in walks:
+        variant = walk.variant
+        if variant.cycle != "netsim" or variant.replace_rule != "paper" or variant.age_error:
+            return "the walk's cycle has a compiled form for walk.cycle: netsim, the paper's "
+            "replace rule and exact ages only"
     return None
 
 
 class ExactCore:
     """The compiled core of one run (module docstring): its queue, the components' array
-    state, and the Python side of the kernel's returns (draw blocks, room, rows, counters)."""
+    state, and the Python side of the kernel's returns (draw blocks, room, rows, counters,
+    the Python part of an event)."""
 
-    def __init__(
-        self, sim: Simulation, network: Network, gossip: PushPullGossip | None
-    ) -> None:
+    def __init__(self, sim: Simulation, network: Network, gossip: PushPullGossip | None) -> None:
         self.sim, self.network, self.gossip = sim, network, gossip
-        env = sim.env
-        nodes = network.nodes
-        self.queue = EventQueue(4 * max(network.topology.n, 256))
-        self.lanes = _lanes(2 * max(network.topology.n, 256))
+        n = max(network.topology.n, 256)
+        self.queue = EventQueue(4 * n)
+        self.lanes = _lanes(2 * n)
         self.normal = 0
         self.rank_priority = np.array([float(NORMAL)])
-        links = network.links
-        constant = network._constant_delay
-        self.settings = np.array([
-            gossip.period if gossip is not None else 1.0,
-            links.loss,
-            math.nan if constant is None else constant,
-            math.nan if links.bandwidth is None else
-            (gossip.message_size if gossip is not None else 0.0) / links.bandwidth,
-            1.0 if gossip is not None and gossip.pull else 0.0,
-        ])  # fmt: skip
-        self.counters = np.zeros(10, dtype=np.int64)
-        self.counters[SENT], self.counters[DELIVERED] = network.sent, network.delivered
-        self.counters[LOST] = network.lost
-        topology = network.topology
+        self.counters = np.zeros(COUNTERS, dtype=np.int64)
+        nodes, topology = network.nodes, network.topology
         self.network_arrays = (
             topology.indptr, topology.indices, nodes.online, nodes.epoch, nodes.last_leave,
         )  # fmt: skip
+        self.in_flight = (np.zeros((0, 9), dtype=np.int64), np.zeros((0, 3)), np.zeros(0, int))
+        self._grow_messages(2 * n)
+        rules = gossip.rules if gossip is not None else []
+        self.broadcast = next((r for r in rules if isinstance(r, Broadcast)), None)
+        self.rows = CoreRows(network, self.broadcast, self.counters)
+        self.walk = next((r for r in rules if isinstance(r, RandomWalkService)), None)
+        self.app = BROADCAST if self.broadcast else WALK if self.walk else SILENT
+        self.settings = self._settings()
         self.streams = (
             gossip._peer_uniform if gossip is not None else None,
             network._next_delay,
             network._next_loss_draw,
         )
         self.draws = [self._remaining(stream) for stream in self.streams]
-        self.messages = np.zeros((0, 7), dtype=np.int64)
-        self.message_times = np.zeros((0, 2))
-        self.free = np.zeros(0, dtype=np.int64)
-        self._grow_messages(2 * max(network.topology.n, 256))
-        self.lost_rows = (np.empty((ROW_BLOCK, 2)), np.empty((ROW_BLOCK, 4), dtype=np.int64))
-        self.adoption_rows = (np.empty(ROW_BLOCK), np.empty((ROW_BLOCK, 5), dtype=np.int64))
-        self.broadcast: Broadcast | None = None
-        if gossip is not None:
-            gossip._timer_generation = np.array(gossip._timer_generation, dtype=np.int64)
-            rules = gossip.rules
-            self.broadcast = rules[0] if rules else None
-        if self.broadcast is not None:
-            self.broadcast._core = self
-        self._take_ticks(env)
-        env.core = self
-        if gossip is not None:
-            gossip._core = self
+        network._next_delay = CoreDraws(self, 1)  # Python's sends read the same blocks
+        network._next_loss_draw = CoreDraws(self, 2)
+        network._record_loss = self.rows.lost
+        self._take_events(sim.env)
+        sim.env.core = self
         sim._end_hooks.insert(0, self.finish)
 
     # --- set-up ----------------------------------------------------------------------------
+
+    def _settings(self) -> np.ndarray:
+        gossip, links = self.gossip, self.network.links
+        constant = self.network._constant_delay
+        size = gossip.message_size if gossip is not None else 0.0
+        return np.array([
+            gossip.period if gossip is not None else 1.0,
+            links.loss,
+            math.nan if constant is None else constant,
+            math.nan if links.bandwidth is None else size / links.bandwidth,
+            1.0 if gossip is not None and gossip.pull else 0.0,
+            self.walk.timeout if self.walk is not None else 1.0,
+            1.0 if gossip is not None and gossip._activation_listeners else 0.0,
+        ])  # fmt: skip
 
     @staticmethod
     def _remaining(stream: object) -> np.ndarray:
@@ -582,82 +633,137 @@ class ExactCore:
             return np.zeros(0)
         return np.array(stream._buffer[stream._next :], dtype=np.float64)
 
-    def _take_ticks(self, env: Environment) -> None:
-        """Move the ticks the engine queued on SimPy (its start) into the compiled queue, each
-        with its key, and share SimPy's event ids from then on."""
-        for time, priority, event_id, tick in env.take_events(lambda e: isinstance(e, _Tick)):
+    def _take_events(self, env: Environment) -> None:
+        """Make the components' state the core's and move the events they queued on SimPy
+        (gossip ticks, walk timers) into the compiled queue, each with its key; SimPy's event
+        ids are shared from then on."""
+        gossip, broadcast, walk = self.gossip, self.broadcast, self.walk
+        if gossip is not None:
+            gossip._timer_generation = np.array(gossip._timer_generation, dtype=np.int64)
+            gossip._core = self
+        if broadcast is not None:
+            broadcast._core = self
+        exact = walk.cycle if walk is not None else None
+        if walk is not None:
+            walk.cycle = CompiledCycle(exact, self)
+        for time, priority, event_id, event in env.take_events(
+            lambda e: isinstance(e, _Tick) or (exact is not None and _is_timer(e, exact))
+        ):
             if priority != NORMAL:
-                raise SimulationError(f"a tick at priority {priority}: the core runs NORMAL only")
-            self._insert(time, event_id, TICK, tick.node, tick.generation)
+                raise SimulationError(f"an event at priority {priority}: the core runs NORMAL")
+            if isinstance(event, _Tick):
+                self._insert(time, event_id, TICK, event.node, event.generation)
+            else:
+                node, generation, update, circle = event.args
+                walk.cycle.arm(node, generation, update, circle)
+                self._insert(time, event_id, TIMER, node, generation)
         self.queue.meta[NEXT_ID] = env.share_event_ids(SharedCounter(self.queue.meta))
 
     def _insert(self, time: float, event_id: int, kind: int, a: int, b: int) -> None:
-        if len(self.queue) == self.queue.times.size:
-            self.queue.grow()
+        self.make_room()
         key = (self.normal << ID_BITS) | event_id
         queue_insert(*self.queue.arrays(), float(time), key, kind, a, b)
 
     def push_tick(self, node: int, generation: int, at: float) -> None:
         """Queue ``node``'s tick at ``at`` (normal priority, the next insertion id): what the
         engine's Python code queues while the core runs its ticks."""
-        if len(self.queue) == self.queue.times.size:
-            self.queue.grow()
+        self.make_room()
         queue_push(*self.queue.arrays(), float(at), self.normal, TICK, node, generation)
 
     def _grow_messages(self, capacity: int) -> None:
         """Room for ``capacity`` messages in flight (the slots in use keep their place)."""
-        old = self.messages.shape[0]
-        messages = np.zeros((capacity, 7), dtype=np.int64)
-        times = np.zeros((capacity, 2))
-        messages[:old], times[:old] = self.messages, self.message_times
+        old_messages, old_times, old_free = self.in_flight
+        old = old_messages.shape[0]
+        messages = np.zeros((capacity, old_messages.shape[1]), dtype=np.int64)
+        times = np.zeros((capacity, old_times.shape[1]))
+        messages[:old], times[:old] = old_messages, old_times
         free = np.empty(capacity, dtype=np.int64)
         count = int(self.counters[FREE])
-        free[:count] = self.free[:count]
+        free[:count] = old_free[:count]
         fresh = np.arange(capacity - 1, old - 1, -1, dtype=np.int64)
         free[count : count + fresh.size] = fresh
         self.counters[FREE] = count + fresh.size
-        self.messages, self.message_times, self.free = messages, times, free
+        self.in_flight = (messages, times, free)
 
     # --- running ---------------------------------------------------------------------------
 
-    def advance(self, time: float, priority: float, event_id: int) -> None:
-        """Process every compiled event before SimPy's next, whose key is (``time``,
-        ``priority``, ``event_id``)."""
-        gossip, broadcast = self.gossip, self.broadcast
+    def advance(self) -> None:
+        """Process every compiled event before SimPy's next, with the Python parts of events
+        where they fall (SimPy's next event is looked up again after each: a Python part may
+        queue one that comes first)."""
+        gossip, broadcast, walk = self.gossip, self.broadcast, self.walk
         gossip_state = (
             (gossip.phase, gossip._timer_generation, gossip.active)
             if gossip is not None
             else (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_))
         )
+        walk_state = walk.cycle.arrays() if walk is not None else _NO_WALK
+        env = self.sim.env
         while True:
-            app_state = (
-                (
-                    broadcast.version, broadcast.known_online, broadcast.start_times,
-                    broadcast.reached, broadcast._next, broadcast.threshold_shares,
-                )
-                if broadcast is not None
-                else _NO_BROADCAST
-            )  # fmt: skip
+            time, priority, event_id = env.next_key()
+            self._counters_to_kernel()
             status, now = run_events(
-                self.queue.arrays(), self.lanes, self.rank_priority, self.normal, float(time),
-                float(priority), int(event_id), self.network_arrays, self.settings,
-                self.counters, tuple(self.draws),
-                (self.messages, self.message_times, self.free), self.lost_rows, gossip_state,
-                BROADCAST if broadcast is not None else SILENT, app_state,
-                self.adoption_rows, self.network.nodes.online_count,
-                broadcast.updates if broadcast is not None else 0,
+                self.queue.arrays(), self.lanes, self.rank_priority, self.normal, time,
+                priority, event_id, self.network_arrays, self.settings,
+                self.counters, tuple(self.draws), self.in_flight, self.rows.lost_arrays,
+                gossip_state, self.app, self._broadcast_state(), self.rows.adoption_arrays,
+                self.network.nodes.online_count,
+                broadcast.updates if broadcast is not None else 0, walk_state,
             )  # fmt: skip
             if not math.isnan(now):
                 self.sim.env.set_clock(now)
-            self._sync()
+            self._counters_from_kernel()
             if status == DONE:
                 return
-            if status in (NEED_PEERS, NEED_DELAYS, NEED_LOSS):
-                self._refill(status - NEED_PEERS)
-            else:
-                self._make_room()
+            self._python_part(status)
 
-    def _refill(self, which: int) -> None:
+    def _python_part(self, status: int) -> None:
+        """What the kernel returned for: draws, room, or the Python part of an event."""
+        counters = self.counters
+        if status in (NEED_PEERS, NEED_DELAYS, NEED_LOSS):
+            self.refill(status - NEED_PEERS)
+        elif status == NEED_ROOM:
+            self.make_room()
+        elif status == TIMEOUT_DUE:  # ExactCycle._on_timer, the service's part
+            node, circle = int(counters[PENDING_NODE]), int(counters[PENDING_CIRCLE])
+            assert self.walk is not None
+            self.walk.on_update_timeout(node, circle)
+            self.walk.cycle.schedule_timeout(node, circle + 1)
+        else:  # ACTIVATED: the engine's listeners, then the pull
+            node, peer = int(counters[PENDING_NODE]), int(counters[PENDING_PULL])
+            assert self.gossip is not None
+            self.gossip.is_active[node] = True
+            for listener in self.gossip._activation_listeners:
+                listener(node)
+            if peer >= 0:
+                self.send_from_python(node, peer, PULL_CODE)
+
+    def send_from_python(self, src: int, dst: int, kind: int) -> None:
+        """A gossip message sent by Python code (a pull after the activation listeners), by
+        the kernel's code."""
+        self.make_room()
+        for which, count in ((1, 1), (2, 1)):
+            if self.counters[PEER_AT + which] + count > self.draws[which].size:
+                self.refill(which)
+        self._counters_to_kernel()
+        walk = self.walk.cycle.arrays() if self.walk is not None else _NO_WALK
+        send_message(
+            src, dst, kind, self.app, float(self.sim.env.now), self.normal,
+            self.network_arrays, self.settings, self.counters, tuple(self.draws),
+            self.in_flight, self.queue.arrays(), self.lanes, self._broadcast_state()[0], walk,
+        )  # fmt: skip
+        self._counters_from_kernel()
+
+    def _broadcast_state(self) -> tuple:
+        broadcast = self.broadcast
+        if broadcast is None:
+            return _NO_BROADCAST
+        return (
+            broadcast.version, broadcast.known_online, broadcast.start_times,
+            broadcast.reached, broadcast._next, broadcast.threshold_shares,
+        )  # fmt: skip
+
+    def refill(self, which: int) -> None:
         """The next block of draws of stream ``which`` after what is left of the current one
         (drawn as :class:`~netsim.rng.BlockDraws` draws it: the same values in order)."""
         position = PEER_AT + which
@@ -668,22 +774,27 @@ class ExactCore:
         self.draws[which] = np.concatenate([left, block])
         self.counters[position] = 0
 
-    def _make_room(self) -> None:
+    def make_room(self) -> None:
+        """Room for the next event: in the queue and lanes, for messages and rows."""
         queue = self.queue
-        if len(queue) + 3 > queue.times.size:
+        if len(queue) + 4 > queue.times.size:
             queue.grow()
         lane_meta = self.lanes[4]
         capacity = self.lanes[0].shape[1]
         if lane_meta[:, COUNT].max() + 2 > capacity:
             self.lanes = _lanes(2 * capacity, self.lanes)
         if self.counters[FREE] < 2:
-            self._grow_messages(2 * self.messages.shape[0])
-        if self.counters[LOST_ROWS] + 2 > ROW_BLOCK:
-            self._write_lost_rows()
-        if self.counters[ADOPTION_ROWS] + 2 > ROW_BLOCK:
-            self._write_adoption_rows()
+            self._grow_messages(2 * self.in_flight[0].shape[0])
+        self.rows.make_room()
 
-    def _sync(self) -> None:
+    def _counters_to_kernel(self) -> None:
+        """The transport's counters as Python left them (a walk's messages are Python's)."""
+        counters, network = self.counters, self.network
+        counters[SENT], counters[DELIVERED], counters[LOST] = (
+            network.sent, network.delivered, network.lost,
+        )  # fmt: skip
+
+    def _counters_from_kernel(self) -> None:
         """Python's counters from the kernel's (observers read them between events)."""
         counters, network = self.counters, self.network
         network.sent = int(counters[SENT])
@@ -698,54 +809,111 @@ class ExactCore:
         compiled code and rows as the kernel's."""
         broadcast = self.broadcast
         assert broadcast is not None
-        if self.counters[ADOPTION_ROWS] + 1 > ROW_BLOCK:
-            self._write_adoption_rows()
+        self.rows.make_room()
         nodes = self.network.nodes
         broadcast_adopt(
             node, update, sender, via, float(self.sim.env.now), nodes.online,
-            nodes.online_count, broadcast.updates,
-            (broadcast.version, broadcast.known_online, broadcast.start_times,
-             broadcast.reached, broadcast._next, broadcast.threshold_shares),
-            self.adoption_rows, self.counters,
+            nodes.online_count, broadcast.updates, self._broadcast_state(),
+            self.rows.adoption_arrays, self.counters,
         )  # fmt: skip
 
-    # --- rows ------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """At the end of the run: the rows still gathered written, and the Python copies of
+        the state the kernel kept in arrays (flags lists, the broadcast's held updates)."""
+        self.rows.write_lost()
+        self.rows.write_adoptions()
+        gossip = self.gossip
+        if gossip is not None:
+            gossip.is_active[:] = gossip.active.tolist()
+        if self.broadcast is not None and self.broadcast._held is not None:
+            self.broadcast._held[:] = self.broadcast.version.tolist()
 
-    def _write_lost_rows(self) -> None:
+
+def _is_timer(event: object, cycle: object) -> bool:
+    """Is ``event`` a timeout timer the exact walk cycle queued on SimPy?"""
+    return isinstance(event, Call) and getattr(event, "callback", None) == cycle._on_timer
+
+
+class CoreDraws:
+    """One of the core's blocks of draws, read one at a time by Python code (a walk's send
+    on lossy links): the kernel and Python consume one sequence, as on SimPy."""
+
+    __slots__ = ("_core", "_which")
+
+    def __init__(self, core: ExactCore, which: int) -> None:
+        self._core, self._which = core, which
+
+    def __call__(self) -> float:
+        core, which = self._core, self._which
+        position = PEER_AT + which
+        if core.counters[position] >= core.draws[which].size:
+            core.refill(which)
+        value = float(core.draws[which][core.counters[position]])
+        core.counters[position] += 1
+        return value
+
+
+class CoreRows:
+    """The rows the core gathers for its tables (``messages_lost`` and the broadcast's
+    adoptions), written in the row groups the SimPy path's appends make. Python's own lost
+    messages (a walk's) join the same rows, so the table keeps the order of events."""
+
+    def __init__(
+        self, network: Network, broadcast: Broadcast | None, counters: np.ndarray
+    ) -> None:
+        self.network, self.broadcast, self.counters = network, broadcast, counters
+        self.lost_arrays = (np.empty((ROW_BLOCK, 2)), np.empty((ROW_BLOCK, 4), dtype=np.int64))
+        self.adoption_arrays = (np.empty(ROW_BLOCK), np.empty((ROW_BLOCK, 5), dtype=np.int64))
+        self.kinds = list(MESSAGE_KINDS)  # message kinds by code: gossip's, then Python's
+
+    def lost(
+        self, when: float, sent_at: float, kind: str, src: int, dst: int, reason: str
+    ) -> None:
+        """A message Python's transport lost (``Network._complete``): its row, in order."""
+        counters = self.counters
+        if counters[LOST_ROWS] + 1 > ROW_BLOCK:
+            self.write_lost()
+        if kind not in self.kinds:
+            self.kinds.append(kind)
+        r = int(counters[LOST_ROWS])
+        times, ints = self.lost_arrays
+        times[r] = when, sent_at
+        ints[r] = self.kinds.index(kind), src, dst, LOSS_REASONS.index(reason)
+        counters[LOST_ROWS] = r + 1
+
+    def make_room(self) -> None:
+        """Room for an event's rows (the gathered rows written when the blocks are full)."""
+        if self.counters[LOST_ROWS] + 2 > ROW_BLOCK:
+            self.write_lost()
+        if self.counters[ADOPTION_ROWS] + 2 > ROW_BLOCK:
+            self.write_adoptions()
+
+    def write_lost(self) -> None:
+        """The gathered ``messages_lost`` rows, to the table."""
         rows = int(self.counters[LOST_ROWS])
         if rows == 0:
             return
-        times, ints = self.lost_rows
+        times, ints = self.lost_arrays
         self.network.lost_table.extend_as_rows([
             times[:rows, 0].copy(), times[:rows, 1].copy(),
-            _labels(MESSAGE_KINDS, ints[:rows, 0]),
+            _labels(tuple(self.kinds), ints[:rows, 0]),
             ints[:rows, 1].astype(np.int32), ints[:rows, 2].astype(np.int32),
             _labels(LOSS_REASONS, ints[:rows, 3]),
         ])  # fmt: skip
         self.counters[LOST_ROWS] = 0
 
-    def _write_adoption_rows(self) -> None:
+    def write_adoptions(self) -> None:
+        """The gathered adoption rows, to the broadcast's table."""
         rows = int(self.counters[ADOPTION_ROWS])
         if rows == 0 or self.broadcast is None:
             return
-        times, ints = self.adoption_rows
+        times, ints = self.adoption_arrays
         self.broadcast.adoptions.extend_as_rows([
             times[:rows].copy(), ints[:rows, 0].astype(np.int32), ints[:rows, 1].copy(),
             ints[:rows, 2].copy(), ints[:rows, 3].astype(np.int32),
             _labels(VIA_LABELS, ints[:rows, 4]),
         ])  # fmt: skip
         self.counters[ADOPTION_ROWS] = 0
-
-    def finish(self) -> None:
-        """At the end of the run: the rows still gathered written, and the Python copies of
-        the state the kernel kept in arrays (flags lists, the broadcast's held updates)."""
-        self._write_lost_rows()
-        self._write_adoption_rows()
-        gossip = self.gossip
-        if gossip is not None:
-            gossip.is_active[:] = gossip.active.tolist()
-        if self.broadcast is not None and self.broadcast._held is not None:
-            self.broadcast._held[:] = self.broadcast.version.tolist()
 
 
 def _lanes(capacity: int, old: tuple | None = None) -> tuple:
@@ -767,6 +935,11 @@ def _lanes(capacity: int, old: tuple | None = None) -> tuple:
     return times, keys, first, second, meta
 
 
+_NO_WALK = (
+    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0),
+    np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+    np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+)  # fmt: skip
 _NO_BROADCAST = (
     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 1)),
     np.zeros(0, dtype=np.int64), np.zeros(0),

@@ -26,6 +26,7 @@ class VisitCounter(WalkAgent):
         kind: Literal["visit_counter"] = "visit_counter"
 
     tables = (VISITS_TABLE,)
+    exact_form = "agent"  # called by the walk service's Python part, with no events of its own
 
     def __init__(self, sim: Simulation, n: int) -> None:
         self.sim = sim

@@ -70,6 +70,9 @@ class RandomWalkService(Walk):
     }
     #: In rounds it does its own exchanges (round_exchange, round_tick).
     round_form = "fused"
+    #: On the compiled exact core its cycle's merges and timers are compiled
+    #: (:mod:`netsim.protocols.walk.compiled`); its walks stay Python.
+    exact_form = "walk"
 
     def __init__(
         self,

@@ -1,0 +1,195 @@
+"""The walk's cycle on the compiled exact core (``netsim.protocols.exact_core``): ``rwprop``
+merged and its timeout timers run in compiled code, the walks themselves in Python.
+
+The exact cycle (:class:`~netsim.protocols.walk.cycle_exact.ExactCycle`) does two kinds of
+work per gossip period: a merge of ``rwprop`` at every message (Hegedűs et al. 2016, Alg. 2
+line 14, ``onReceiveRWProps``) and a check at each node's timeout timer (``onUpdateTimeout``).
+These are the walk's hot path, and here they are compiled functions over arrays that the core's
+kernel calls: :func:`merge` at a gossip message, :func:`timer` at a timer event. The walks —
+tokens, their transfers, kills, restarts, the agent — are a step per period and stay Python
+(SimPy events merged into the core's order). Python code that adopts an update
+(:meth:`CompiledCycle.store`) or arms a timer calls the same compiled functions, so each rule is
+written once for the core, and the SimPy path's (:class:`ExactCycle`) is its reference.
+
+Covered: the ``netsim`` cycle with the paper's replace rule and exact ages (the paper's and the
+reduced grid's configurations); other variants run on SimPy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from netsim.event_queue import queue_push
+from netsim.protocols.walk.cycle_exact import ExactCycle
+from netsim.protocols.walk.kernels import AGE_TOLERANCE, adopted_circles, replaces_compiled
+
+#: The event kind of a node's timeout timer in the core's queue (after its tick and message).
+TIMER = 2
+#: The walk's arrays, in the order of the tuple the compiled functions take: ``rwprop``
+#: (steps, id, origin, bootstrap flag), the last circle handled, and the timer (generation, due
+#: instant, and the update and circle the latest armed timer checks).
+STEPS, ID, ORIGIN, SPECIAL, FIRED, GENERATION, DUE, TIMER_UPDATE, TIMER_CIRCLE = range(9)
+
+
+@njit(cache=True, inline="always")
+def schedule_timeout(
+    node: int, circle: int, now: float, delta: float, walk: tuple, queue: tuple, normal: int
+) -> None:
+    """``ExactCycle.schedule_timeout``: the node's timer for circle ``circle`` (the next one
+    not handled when -1) of its current update, at now + max(due − now, 0) as SimPy queues a
+    delay; a bootstrap update has none."""
+    ids, origin, special, fired = walk[ID], walk[ORIGIN], walk[SPECIAL], walk[FIRED]
+    generation, due, timer_update, timer_circle = walk[GENERATION:]
+    generation[node] += 1
+    if special[node]:
+        due[node] = math.inf
+        return
+    if circle < 0:
+        circle = max(math.ceil(((now - origin[node]) - AGE_TOLERANCE) / delta), 1)
+    fired[node] = circle - 1
+    at = origin[node] + circle * delta
+    due[node] = at
+    timer_update[node], timer_circle[node] = ids[node], circle
+    times, keys, kinds, first, second, meta = queue
+    queue_push(times, keys, kinds, first, second, meta, now + max(at - now, 0.0), normal, TIMER,
+               node, generation[node])  # fmt: skip
+
+
+@njit(cache=True, inline="always")
+def store(
+    node: int, steps_: int, update: int, age: float, now: float, delta: float, walk: tuple,
+    active: np.ndarray, queue: tuple, normal: int,
+) -> None:  # fmt: skip
+    """``ExactCycle.store`` (paper rule): adopt the update; re-time the node's timer only if
+    the update is due before the pending one."""
+    steps, ids, origin, special, fired, due = (
+        walk[STEPS], walk[ID], walk[ORIGIN], walk[SPECIAL], walk[FIRED], walk[DUE],
+    )  # fmt: skip
+    same = update == ids[node] and not special[node]
+    circle_done = 0
+    if same:
+        circle_done = adopted_circles(True, fired[node], age, delta)
+    steps[node] = steps_
+    ids[node] = update
+    origin[node] = now - age
+    special[node] = False
+    if same:
+        fired[node] = circle_done
+        if active[node]:
+            schedule_timeout(node, circle_done + 1, now, delta, walk, queue, normal)
+        return
+    circle = max(math.ceil((now - origin[node] - AGE_TOLERANCE) / delta), 1)
+    if origin[node] + circle * delta < due[node] and active[node]:
+        schedule_timeout(node, -1, now, delta, walk, queue, normal)
+
+
+@njit(cache=True, inline="always")
+def merge(
+    node: int, steps_: int, update: int, special_: int, sent_origin: float, sent_at: float,
+    now: float, delta: float, walk: tuple, active: np.ndarray, queue: tuple, normal: int,
+) -> None:  # fmt: skip
+    """``ExactCycle.incoming`` (paper rule, exact ages): the bootstrap update and an update
+    already held are ignored; otherwise line 14 decides on the update's age when sent plus
+    its time on the link."""
+    steps, ids, origin, special = walk[STEPS], walk[ID], walk[ORIGIN], walk[SPECIAL]
+    if special_:
+        return
+    if update == ids[node]:
+        return
+    age = (sent_at - sent_origin) + (now - sent_at)
+    if special[node] or replaces_compiled(steps[node], now - origin[node], steps_, age, delta,
+                                          False):  # fmt: skip
+        store(node, steps_, update, age, now, delta, walk, active, queue, normal)
+
+
+@njit(cache=True, inline="always")
+def timer(
+    node: int, generation: int, now: float, delta: float, walk: tuple, active: np.ndarray,
+    queue: tuple, normal: int,
+) -> int:  # fmt: skip
+    """``ExactCycle._on_timer`` up to the service's part: the circle whose
+    ``onUpdateTimeout`` Python must run now (then arm the next circle), or -1."""
+    ids, generations, due = walk[ID], walk[GENERATION], walk[DUE]
+    if generation != generations[node]:
+        return -1
+    due[node] = math.inf
+    if not active[node]:
+        return -1
+    if walk[TIMER_UPDATE][node] != ids[node]:
+        schedule_timeout(node, -1, now, delta, walk, queue, normal)
+        return -1
+    return walk[TIMER_CIRCLE][node]
+
+
+@njit(cache=True)
+def store_from_python(
+    node: int, steps_: int, update: int, age: float, now: float, delta: float, walk: tuple,
+    active: np.ndarray, queue: tuple, normal: int,
+) -> None:  # fmt: skip
+    """:func:`store` for Python callers (a walk's step makes a new update)."""
+    store(node, steps_, update, age, now, delta, walk, active, queue, normal)
+
+
+@njit(cache=True)
+def schedule_from_python(
+    node: int, circle: int, now: float, delta: float, walk: tuple, queue: tuple, normal: int
+) -> None:
+    """:func:`schedule_timeout` for Python callers (a rejoined node, the next circle)."""
+    schedule_timeout(node, circle, now, delta, walk, queue, normal)
+
+
+class CompiledCycle(ExactCycle):
+    """:class:`ExactCycle` with ``rwprop`` and its timers in arrays the core's kernel shares,
+    made from the exact cycle the service attached (its lists carry over, value for value)."""
+
+    def __init__(self, exact: ExactCycle, core: Any) -> None:
+        self.__dict__.update(exact.__dict__)
+        self._core = core
+        n = len(exact.prop_steps)
+        self.prop_steps = np.array(exact.prop_steps, dtype=np.int64)
+        self.prop_id = np.array(exact.prop_id, dtype=np.int64)
+        self.prop_origin = np.array(exact.prop_origin, dtype=np.float64)
+        self.prop_special = np.array(exact.prop_special, dtype=np.bool_)
+        self.fired_i = np.array(exact.fired_i, dtype=np.int64)
+        self._timer_generation = np.array(exact._timer_generation, dtype=np.int64)
+        self._timer_due = np.array(exact._timer_due, dtype=np.float64)
+        self.timer_update = np.zeros(n, dtype=np.int64)
+        self.timer_circle = np.zeros(n, dtype=np.int64)
+        self._rwprop = None  # the core sends rwprop from the arrays
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The walk's arrays in the order the compiled functions take them."""
+        return (
+            self.prop_steps, self.prop_id, self.prop_origin, self.prop_special, self.fired_i,
+            self._timer_generation, self._timer_due, self.timer_update, self.timer_circle,
+        )  # fmt: skip
+
+    def arm(self, node: int, generation: int, update: int, circle: int) -> None:
+        """A timer the exact cycle had queued on SimPy, now the core's: what it checks."""
+        if generation == self._timer_generation[node]:
+            self.timer_update[node], self.timer_circle[node] = update, circle
+
+    def store(self, node: int, steps: int, update: int, age: float) -> None:
+        core = self._core
+        store_from_python(
+            node, steps, update, float(age), float(self._env.now), self.timeout, self.arrays(),
+            core.gossip.active, core.queue.arrays(), core.normal,
+        )  # fmt: skip
+
+    def schedule_timeout(self, node: int, i: int | None = None) -> None:
+        core = self._core
+        core.make_room()
+        schedule_from_python(
+            node, -1 if i is None else i, float(self._env.now), self.timeout, self.arrays(),
+            core.queue.arrays(), core.normal,
+        )  # fmt: skip
+
+    def outgoing(self, node: int) -> Any:  # pragma: no cover (the kernel sends rwprop)
+        raise AssertionError("the compiled core sends rwprop")
+
+    def incoming(self, node: int, value: Any, sender: int, transfer: Any) -> None:
+        raise AssertionError("the compiled core merges rwprop")  # pragma: no cover
