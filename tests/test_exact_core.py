@@ -4,7 +4,8 @@ scenario and seed give identical tables on both engines, event for event.
 Each check runs a scenario twice, once with every exact-mode event on SimPy (``engine="simpy"``)
 and once on the compiled core, and compares every table exactly (values, order, types). The
 property test draws small scenarios with everything the core runs: churn, random loss, drawn
-and constant delays with and without bandwidth, the broadcast or silent gossip, push only.
+and constant delays with and without bandwidth, silent gossip, the broadcast, and the walk
+service (timeouts and restarts, kills, walks lost in transfer and parked by churn).
 """
 
 from __future__ import annotations
@@ -54,6 +55,22 @@ def assert_same_tables(reference: dict[str, pd.DataFrame], other: dict[str, pd.D
     assert sorted(reference) == sorted(other)
     for name, frame in reference.items():
         pd.testing.assert_frame_equal(frame, other[name], check_exact=True, obj=name)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "overrides"),
+    [
+        ("walk/reduced-drw1-d10-kill5.yaml", ["duration=4min"]),
+        ("walk/reduced-drw100-d20-kill5.yaml", ["duration=4min", "links.loss=0.02"]),
+    ],
+)
+def test_the_walk_service_is_identical_on_both_engines(scenario, overrides):
+    scenario = load_scenario(REPO / "scenarios" / scenario, overrides)
+    (_, simpy_counts, simpy_tables), (engine, counts, tables) = run_both(scenario)
+    assert engine == "compiled"
+    assert counts == simpy_counts
+    assert_same_tables(simpy_tables, tables)
+    assert len(tables["walk_restarts"]) > 3 and len(tables["walk_ends"]) > 2
 
 
 def test_quickstart_is_identical_on_both_engines():
@@ -140,10 +157,21 @@ def small_scenario(draw) -> dict:
         "gossip": {"period": period, "message_size": "100B"},
         "metrics": {"sample_every": 3.0},
     }
-    if draw(st.booleans()):
+    application = draw(st.sampled_from(["none", "broadcast", "walk", "walk"]))
+    if application == "broadcast":
         data["broadcast"] = {
             "interval": draw(st.sampled_from([1.0, 3.0, 7.0])),
             "start": draw(st.sampled_from([0.0, 0.5, 2.0])),
+        }
+    elif application == "walk":  # timeouts, restarts, kills, lost and parked walks
+        data["walk"] = {
+            "kind": "service",
+            "transfer_time": draw(st.sampled_from([period, 0.25, 0.5])),
+            "timeout": draw(st.sampled_from([2.0, 3.0, 5.5])),
+            "kill_probability": draw(st.sampled_from([0.0, 0.05, 0.3])),
+            "start": draw(st.sampled_from([0.0, 1.0])),
+            "bootstrap_update": draw(st.booleans()),
+            "sample_every": 2.0,
         }
     return data
 

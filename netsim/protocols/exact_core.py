@@ -34,14 +34,17 @@ the run's manifest (``exact_engine``).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 from simpy.events import NORMAL
 
+from netsim import event_queue
 from netsim.errors import SimulationError
 from netsim.event_queue import ID_BITS, ID_MASK, NEXT_ID, SIZE, EventQueue, queue_insert, queue_push
 from netsim.log import string_runs
@@ -53,8 +56,11 @@ from netsim.network.links import (
     TARGET_OFFLINE,
     Network,
 )
+from netsim.protocols import broadcast as broadcast_module
 from netsim.protocols.broadcast import VIA_LABELS, Broadcast, coverage_check
 from netsim.protocols.gossip import PULL, PUSH, PushPullGossip, _Silent, _Tick
+from netsim.protocols.walk import compiled as walk_compiled
+from netsim.protocols.walk import kernels as walk_kernels
 from netsim.protocols.walk.compiled import TIMER, CompiledCycle, merge, timer
 from netsim.protocols.walk.service import RandomWalkService
 from netsim.sim import Call
@@ -515,6 +521,34 @@ def queue_insert_top(
     kinds[i], first[i], second[i] = kinds[last], first[last], second[last]
 
 
+def _recompile_after_changes(kernel: Callable, sources: tuple[str, ...]) -> None:
+    """Drop ``kernel``'s cached machine code when a module it inlines changed. numba keys a
+    cached function on its own file only, and the kernel inlines compiled functions of other
+    modules (the queue, the broadcast's coverage check, the walk's cycle): after an edit of
+    one of them, or an upgrade that left this file's stamp as it was, the cache would run the
+    old code. The sources' stamps (size, modification time) are kept next to the cache."""
+    stamp = hashlib.sha256(
+        repr([(Path(path).stat().st_size, Path(path).stat().st_mtime_ns) for path in sources])
+        .encode()
+    ).hexdigest()
+    try:
+        cache = kernel._cache  # type: ignore[attr-defined]
+        record = Path(cache.cache_path) / f"{kernel.__name__}.sources"
+        if not record.exists() or record.read_text() != stamp:
+            cache.flush()
+            record.write_text(stamp)
+    except (AttributeError, OSError):  # another numba, or a read-only cache: left as it is
+        return
+
+
+#: The files whose compiled code the kernel holds: its own and the modules it inlines.
+KERNEL_SOURCES = (
+    __file__, event_queue.__file__, broadcast_module.__file__, walk_compiled.__file__,
+    walk_kernels.__file__,
+)  # fmt: skip
+_recompile_after_changes(run_events, KERNEL_SOURCES)
+
+
 class SharedCounter:
     """SimPy's event-id counter (``Environment._eid``) made one with the compiled queue's:
     every event, SimPy's or compiled, takes the next id of one sequence, as on SimPy alone."""
@@ -939,6 +973,7 @@ _NO_WALK = (
     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0),
     np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
     np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+    np.zeros(0, dtype=np.int64),
 )  # fmt: skip
 _NO_BROADCAST = (
     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 1)),

@@ -30,9 +30,12 @@ from netsim.protocols.walk.kernels import AGE_TOLERANCE, adopted_circles, replac
 #: The event kind of a node's timeout timer in the core's queue (after its tick and message).
 TIMER = 2
 #: The walk's arrays, in the order of the tuple the compiled functions take: ``rwprop``
-#: (steps, id, origin, bootstrap flag), the last circle handled, and the timer (generation, due
-#: instant, and the update and circle the latest armed timer checks).
-STEPS, ID, ORIGIN, SPECIAL, FIRED, GENERATION, DUE, TIMER_UPDATE, TIMER_CIRCLE = range(9)
+#: (steps, id, origin, bootstrap flag), the last circle handled, the timer (generation, due
+#: instant, and the update and circle the latest armed timer checks), and the local copies'
+#: step counts ``rw`` (the service's array).
+STEPS, ID, ORIGIN, SPECIAL, FIRED, GENERATION, DUE, TIMER_UPDATE, TIMER_CIRCLE, RW_STEPS = (
+    range(10)
+)
 
 
 @njit(cache=True, inline="always")
@@ -43,7 +46,8 @@ def schedule_timeout(
     not handled when -1) of its current update, at now + max(due − now, 0) as SimPy queues a
     delay; a bootstrap update has none."""
     ids, origin, special, fired = walk[ID], walk[ORIGIN], walk[SPECIAL], walk[FIRED]
-    generation, due, timer_update, timer_circle = walk[GENERATION:]
+    generation, due = walk[GENERATION], walk[DUE]
+    timer_update, timer_circle = walk[TIMER_UPDATE], walk[TIMER_CIRCLE]
     generation[node] += 1
     if special[node]:
         due[node] = math.inf
@@ -111,8 +115,10 @@ def timer(
     node: int, generation: int, now: float, delta: float, walk: tuple, active: np.ndarray,
     queue: tuple, normal: int,
 ) -> int:  # fmt: skip
-    """``ExactCycle._on_timer`` up to the service's part: the circle whose
-    ``onUpdateTimeout`` Python must run now (then arm the next circle), or -1."""
+    """``ExactCycle._on_timer``: the circle whose ``onUpdateTimeout`` (lines 19–22) may
+    restart a walk, for Python to run now (then arm the next circle), or -1. The common
+    outcome, a local copy too far behind the update (line 20: rwprop.steps − rw.steps > i),
+    is decided here and the next circle armed, as the service would."""
     ids, generations, due = walk[ID], walk[GENERATION], walk[DUE]
     if generation != generations[node]:
         return -1
@@ -122,7 +128,11 @@ def timer(
     if walk[TIMER_UPDATE][node] != ids[node]:
         schedule_timeout(node, -1, now, delta, walk, queue, normal)
         return -1
-    return walk[TIMER_CIRCLE][node]
+    circle = walk[TIMER_CIRCLE][node]
+    if walk[STEPS][node] - walk[RW_STEPS][node] > circle:  # no restart
+        schedule_timeout(node, circle + 1, now, delta, walk, queue, normal)
+        return -1
+    return circle
 
 
 @njit(cache=True)
@@ -166,6 +176,7 @@ class CompiledCycle(ExactCycle):
         return (
             self.prop_steps, self.prop_id, self.prop_origin, self.prop_special, self.fired_i,
             self._timer_generation, self._timer_due, self.timer_update, self.timer_circle,
+            self.core.rw_steps,
         )  # fmt: skip
 
     def arm(self, node: int, generation: int, update: int, circle: int) -> None:
