@@ -6,7 +6,7 @@
 
 Prints the CPU microseconds per simulated round of the plain SimPy push-pull loop
 (:mod:`benchmarks.plain_simpy`), of netsim in exact mode (the broadcast on the compiled core
-and on SimPy, the broadcast on PeerSim's event-driven workload, the walk service) with its
+and on SimPy, and on PeerSim's event-driven workload; the walk service likewise) with its
 ratio to the plain loop, and of netsim in rounds mode (walk service, broadcast) with the
 broadcast's ratio to the walk. Each measurement runs in a fresh child process; with
 ``--repeat`` the measurements alternate (plain, exact broadcast, exact walk, …, then again), so
@@ -31,7 +31,7 @@ from benchmarks.workloads import REPO, WORKLOADS, measure
 
 ORDER = (
     "exact-broadcast", "exact-broadcast-simpy", "exact-broadcast-peersim", "exact-walk",
-    "rounds-walk", "rounds-broadcast",
+    "exact-walk-simpy", "exact-walk-peersim", "rounds-walk", "rounds-broadcast",
 )  # fmt: skip
 #: The plain SimPy loop's CPU per round as a multiple of PeerSim's event-driven engine's, on
 #: PeerSim's workload, measured side by side on the development machine.
@@ -77,7 +77,7 @@ def main() -> None:
         line = f"  netsim {WORKLOADS[name].title:43s}{spread(cpu[name])}"
         if name.startswith("exact"):
             line += f"   {ratios(cpu[name], cpu['plain'])} the plain loop"
-        if name == "exact-broadcast-peersim":
+        if name.endswith("-peersim"):
             ed = [plain / PLAIN_PER_PEERSIM_ED for plain in cpu["plain"]]
             line += f", {ratios(cpu[name], ed)} PeerSim ED"
         if name == "rounds-broadcast":

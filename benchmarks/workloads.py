@@ -145,6 +145,16 @@ WORKLOADS: dict[str, Workload] = {
         "exact mode, walk service",
         lambda n, r: fixed_online(n, r, mode="exact", app="walk"), (10_000, 300), (500, 20),
     ),
+    "exact-walk-simpy": Workload(
+        "exact mode, walk service, on SimPy",
+        lambda n, r: fixed_online(n, r, mode="exact", app="walk"), (10_000, 300), (500, 20),
+        engine="simpy",
+    ),
+    "exact-walk-peersim": Workload(
+        "exact mode, walk service, PeerSim's workload",
+        lambda n, r: fixed_online(n, r, mode="exact", app="walk", uniform_delays=True),
+        (10_000, 300), (500, 20),
+    ),
     "rounds-walk": Workload(
         "rounds mode, walk service",
         lambda n, r: fixed_online(n, r, mode="rounds", app="walk"), (10_000, 3000), (500, 50),

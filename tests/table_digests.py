@@ -14,6 +14,7 @@ machine and library versions must give.
     python -m tests.table_digests           # compare with them (after)
     python -m tests.table_digests --only quickstart dola/synthetic
     python -m tests.table_digests --second-machine   # the same, as another machine computes
+    python -m tests.table_digests --engine simpy     # exact mode's events all on SimPy
 
 ``--second-machine`` reruns the comparison in a child process that computes as another x86-64
 machine would: another OpenBLAS kernel (``OPENBLAS_CORETYPE=Sandybridge``), numpy's AVX-512
@@ -133,8 +134,9 @@ def case_directory(case: str) -> Path:
     return REFERENCES / case.replace("/", "__").replace("#", "--")
 
 
-def run_case(case: str) -> dict[str, object]:
-    """Run one case in memory: its tables, their digests and schemas' ``scaled_by``."""
+def run_case(case: str, engine: str = "auto") -> dict[str, object]:
+    """Run one case in memory (exact mode's events on ``engine``): its tables, their digests
+    and schemas' ``scaled_by``, and which engine ran exact mode."""
     from netsim.scenario.loader import load_scenario
     from netsim.scenario.runner import run_in_memory
 
@@ -142,7 +144,7 @@ def run_case(case: str) -> dict[str, object]:
     path = REPO / "scenarios" / f"{file}.yaml"
     scenario = load_scenario(path, CASES[case])
     scenario = scenario.model_copy(update={"seed": SEED})
-    built, frames = run_in_memory(scenario)
+    built, frames = run_in_memory(scenario, engine=engine)
     churn = getattr(scenario, "churn", None)
     trace = getattr(churn, "path", None)
     if trace is not None and not Path(trace).is_file() and getattr(churn, "fallback", None):
@@ -153,6 +155,7 @@ def run_case(case: str) -> dict[str, object]:
         "tables": {name: frame_digest(frame) for name, frame in sorted(frames.items())},
         "scaled_by": {name: schemas[name].get("scaled_by", {}) for name in sorted(frames)},
         "frames": frames,
+        "exact_engine": built.exact_engine,
     }
 
 
@@ -244,20 +247,29 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compare in a child process that computes as another x86-64 machine would",
     )
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "simpy"),
+        default="auto",
+        help="what runs exact mode's events (auto: the compiled core where it applies)",
+    )
     args = parser.parse_args(argv)
     cases = args.only or list(CASES)
     if args.second_machine:
-        command = [sys.executable, "-m", "tests.table_digests", "--only", *cases]
+        command = [sys.executable, "-m", "tests.table_digests", "--only", *cases,
+                   "--engine", args.engine]  # fmt: skip
         return subprocess.run(command, cwd=REPO, env=second_machine_environment()).returncode
     recorded = json.loads(DIGESTS.read_text()) if DIGESTS.is_file() else {}
     problems: list[str] = []
     for case in cases:
         started = time.perf_counter()
-        now = run_case(case)
+        now = run_case(case, args.engine)
         wall = time.perf_counter() - started
         if args.write:
             write_references(case, now)
-            recorded[case] = {key: value for key, value in now.items() if key != "frames"}
+            recorded[case] = {
+                key: value for key, value in now.items() if key not in ("frames", "exact_engine")
+            }
             print(f"{case}: {len(now['tables'])} tables recorded ({wall:.1f} s)")
             continue
         if case not in recorded:
@@ -271,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             verdict = f"within the contract, not byte-identical: {', '.join(inexact)}"
         else:
             verdict = "identical"
-        print(f"{case}: {verdict} ({wall:.1f} s)")
+        print(f"{case}: {verdict} ({wall:.1f} s; exact mode: {now['exact_engine']})")
     if args.write:
         DIGESTS.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
         return 0

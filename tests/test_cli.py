@@ -170,8 +170,8 @@ def test_interrupted_run_leaves_no_complete_looking_directory(
     real_build_run = runner.build_run
     interrupted_at: list[float] = []
 
-    def build_run_then_interrupt(scenario, log):  # type: ignore[no-untyped-def]
-        built = real_build_run(scenario, log)
+    def build_run_then_interrupt(scenario, log, **options):  # type: ignore[no-untyped-def]
+        built = real_build_run(scenario, log, **options)
         real_run = built.sim.run
 
         def run(until: float, *, progress=None) -> None:  # type: ignore[no-untyped-def]

@@ -27,6 +27,7 @@ from netsim.protocols.gossip import PushPullGossip
 from netsim.scenario.build import build_run
 from netsim.scenario.loader import load_scenario, validate_scenario
 from netsim.scenario.runner import run_scenario
+from tests.table_digests import CASES, run_case
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
@@ -71,6 +72,29 @@ def test_the_walk_service_is_identical_on_both_engines(scenario, overrides):
     assert counts == simpy_counts
     assert_same_tables(simpy_tables, tables)
     assert len(tables["walk_restarts"]) > 3 and len(tables["walk_ends"]) > 2
+
+
+#: The cases of tests/table_digests.py whose exact-mode events the compiled core runs (the
+#: others are rounds mode, or have a part without a compiled form: the authors' cycle, the
+#: learning agents, the ideal walk).
+COMPILED_CASES = (
+    "quickstart",
+    "walk/reduced-drw1-d10-kill0",
+    "walk/reduced-drw100-d20-kill5",
+)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_shipped_scenarios_are_identical_on_both_engines(case):
+    """Every reference case of tests/table_digests.py: on the compiled core where it applies,
+    the digest of every table equals SimPy's (and the reference's: test_table_digests)."""
+    auto = run_case(case, "auto")
+    assert (auto["exact_engine"] == "compiled") == (case in COMPILED_CASES), auto["exact_engine"]
+    if case not in COMPILED_CASES:
+        return
+    simpy = run_case(case, "simpy")
+    assert simpy["exact_engine"] == "simpy: asked for"
+    assert auto["tables"] == simpy["tables"]
 
 
 def test_quickstart_is_identical_on_both_engines():
