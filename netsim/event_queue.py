@@ -86,19 +86,30 @@ def queue_insert(
     kinds[i], first[i], second[i] = kind, a, b
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def queue_pop(
     times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
     second: np.ndarray, meta: np.ndarray,
 ) -> tuple[float, int, int, int, int, int]:  # fmt: skip
     """Take the first event: (time, rank, insertion id, kind, a, b). The queue must not be
-    empty. The last entry fills the hole at the top, moving down one level at a time."""
+    empty."""
     top = keys[0]
     out = (times[0], top >> ID_BITS, top & ID_MASK, kinds[0], first[0], second[0])
+    queue_drop_first(times, keys, kinds, first, second, meta)
+    return out
+
+
+@njit(cache=True, inline="always")
+def queue_drop_first(
+    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
+    second: np.ndarray, meta: np.ndarray,
+) -> None:  # fmt: skip
+    """Remove the first event (the queue must not be empty): the last entry fills the hole
+    at the top, moving down one level at a time."""
     n = meta[SIZE] - 1
     meta[SIZE] = n
     if n == 0:
-        return out
+        return
     time, key = times[n], keys[n]
     i = 0
     while True:
@@ -119,7 +130,6 @@ def queue_pop(
         i = child
     times[i], keys[i] = time, key
     kinds[i], first[i], second[i] = kinds[n], first[n], second[n]
-    return out
 
 
 class EventQueue:

@@ -46,7 +46,16 @@ from simpy.events import NORMAL
 
 from netsim import event_queue
 from netsim.errors import SimulationError
-from netsim.event_queue import ID_BITS, ID_MASK, NEXT_ID, SIZE, EventQueue, queue_insert, queue_push
+from netsim.event_queue import (
+    ID_BITS,
+    ID_MASK,
+    NEXT_ID,
+    SIZE,
+    EventQueue,
+    queue_drop_first,
+    queue_insert,
+    queue_push,
+)
 from netsim.log import string_runs
 from netsim.network.links import (
     _REJECTION_TRIES,
@@ -339,7 +348,7 @@ def _take(source: int, queue: tuple, lanes: tuple) -> tuple[int, int, int]:
     if source == HEAP:
         times, keys, kinds, first, second, meta = queue
         event = kinds[0], first[0], second[0]
-        queue_insert_top(times, keys, kinds, first, second, meta, meta[SIZE] - 1)
+        queue_drop_first(times, keys, kinds, first, second, meta)
         return event
     lane_a, lane_b, lane_meta = lanes[2], lanes[3], lanes[4]
     head = lane_meta[source, HEAD]
@@ -487,38 +496,6 @@ def _lane_push(
     meta[NEXT_ID] += 1
     lane_a[lane, tail], lane_b[lane, tail] = a, b
     lane_meta[lane, COUNT] += 1
-
-
-@njit(cache=True, inline="always")
-def queue_insert_top(
-    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
-    second: np.ndarray, meta: np.ndarray, last: int,
-) -> None:  # fmt: skip
-    """Remove the first event: the entry at ``last`` fills the hole at the top
-    (:func:`netsim.event_queue.queue_pop` without building its result)."""
-    meta[SIZE] = last
-    if last == 0:
-        return
-    time, key = times[last], keys[last]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= last:
-            break
-        right = child + 1
-        if right < last and (
-            times[right] < times[child]
-            or (times[right] == times[child] and keys[right] < keys[child])
-        ):
-            child = right
-        t = times[child]
-        if time < t or (time == t and key < keys[child]):
-            break
-        times[i], keys[i] = t, keys[child]
-        kinds[i], first[i], second[i] = kinds[child], first[child], second[child]
-        i = child
-    times[i], keys[i] = time, key
-    kinds[i], first[i], second[i] = kinds[last], first[last], second[last]
 
 
 def _recompile_after_changes(kernel: Callable, sources: tuple[str, ...]) -> None:
