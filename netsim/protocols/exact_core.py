@@ -1,13 +1,18 @@
-"""The compiled exact core: exact mode's events of the built-in transport, push-pull gossip and
-broadcast, run by one numba kernel in SimPy's order, with SimPy kept for everything else.
+"""The compiled exact core: exact mode's events of the built-in transport, push-pull gossip,
+broadcast and walk service, run by one numba kernel in SimPy's order, with SimPy kept for
+everything else.
 
 Exact mode on SimPy costs some 1.5 µs per event in SimPy's own loop and as much again in the
 handlers (README, Performance). Here the events of the components that declare a compiled form
 (:attr:`netsim.component.Component.exact_form`) — a node's gossip tick, a message's
-completion with its epoch and loss checks, the broadcast's adoption and coverage check — live
-in a compiled event queue (:mod:`netsim.event_queue`) and are handled in compiled code over the
-components' array state. Everything else — churn transitions from the schedule, the broadcast's
-new updates, observers, progress, the end of the run — stays a SimPy event.
+completion with its epoch and loss checks, the broadcast's adoption and coverage check, the
+walk's ``rwprop`` merge and timeout timer (:mod:`netsim.protocols.walk.compiled`) — live in a
+compiled event queue (:mod:`netsim.event_queue`, plus two first-in-first-out lanes for events
+queued in time order) and are handled in compiled code over the components' array state.
+Everything else — churn transitions from the schedule, the broadcast's new updates, the walks
+themselves, observers, progress, the end of the run — stays a SimPy event. Where an event has
+a Python part (a timeout that may restart a walk, activation listeners) the kernel returns for
+it, and SimPy's next event is looked up again afterwards.
 
 **Same events, same order.** Both queues order by SimPy's key (time, priority, insertion id)
 and share one insertion counter (:class:`SharedCounter` takes SimPy's place), so every event
@@ -26,7 +31,12 @@ tick at now + (when − now), a tick again at now + Δ, a message's completion a
 transfer time); rows are gathered in arrays in the SimPy path's order and written to the same
 tables in the row groups its one-by-one appends make (:meth:`netsim.log.EventTable.extend_as_rows`).
 Python state that other components read (message counters, the engine's exchanges) is brought
-up to date whenever the kernel returns, that is before every SimPy event.
+up to date whenever the kernel returns, that is before every SimPy event; the walk's own lost
+messages join the kernel's rows, and its draws from the transport's streams read the kernel's
+blocks (:class:`CoreDraws`).
+
+The kernel is compiled without numba's reference counts (:func:`_compile_without_reference_counts`)
+and its cache is dropped when a module it inlines changes (:func:`_recompile_after_changes`).
 
 ``tests/test_exact_core.py`` holds the two engines to identical tables. Which engine ran is in
 the run's manifest (``exact_engine``).
