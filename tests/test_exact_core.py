@@ -248,3 +248,32 @@ def test_what_the_core_does_not_run_runs_on_simpy(overrides, why):
     else:
         assert built.exact_engine.startswith("simpy: ") and why in built.exact_engine
     assert built.sim.env.core is None
+
+
+def test_a_run_on_the_core_stops_at_its_time_limit():
+    """The kernel hands back to Python every EVENTS_PER_CALL events, so a signal (an
+    interrupt, the wall-clock limit) takes effect even when SimPy has no event for a long
+    while: here none but the end of a run of 10 simulated hours."""
+    import time
+
+    from netsim.errors import RunTimeoutError
+    from netsim.scenario.runner import simulate
+
+    scenario = validate_scenario(
+        {
+            "name": "long",
+            "seed": 1,
+            "nodes": 2000,
+            "duration": "10h",
+            "topology": {"kind": "k_out", "k": 10},
+            "links": {"delay": {"dist": "constant", "value": 0.01}},
+            "gossip": {"period": 0.1},
+            "metrics": {"sample_every": "10h"},
+        },
+        source="test",
+        base_dir=None,
+    )
+    started = time.perf_counter()
+    with pytest.raises(RunTimeoutError):
+        simulate(scenario, EventLog(), time_limit=1.0)
+    assert time.perf_counter() - started < 10  # the whole run would take minutes
