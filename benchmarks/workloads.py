@@ -40,8 +40,12 @@ from netsim.scenario.build import build_run
 from netsim.scenario.loader import validate_scenario
 args = json.loads(sys.argv[1])
 scenario = validate_scenario(args["scenario"], source="benchmark", base_dir=None)
-# the engine only when asked for: a commit from before the compiled core has no such argument
-built = build_run(scenario, EventLog(), **({"engine": args["engine"]} if args["engine"] else {}))
+# the engine only when asked for and known: a commit from before the compiled core has no such
+# argument (and runs exact mode on SimPy)
+import inspect
+known = "engine" in inspect.signature(build_run).parameters
+options = {"engine": args["engine"]} if args["engine"] and known else {}
+built = build_run(scenario, EventLog(), **options)
 # the first rounds, untimed: they load (or compile) the compiled kernels
 built.sim.env.run(until=args["warmup"])
 cpu, wall = time.process_time(), time.perf_counter()

@@ -80,12 +80,19 @@ class Environment(simpy.Environment):
         super().__init__(initial_time)
         check_simpy(self)
 
-    def step(self) -> None:
-        """Process the next event: first every event of the compiled core that comes before
-        SimPy's next (one order, by SimPy's key: ``netsim.protocols.exact_core``)."""
-        if self.core is not None:
-            self.core.advance()
-        super().step()
+    def attach_core(self, core: EventCore) -> None:
+        """Merge ``core``'s events into this environment's order from now on: each step first
+        lets it process every event that comes before SimPy's next (one order, by SimPy's key:
+        ``netsim.protocols.exact_core``). A run without a core keeps SimPy's own step, at no
+        cost per event."""
+        self.core = core
+        simpy_step = super().step
+
+        def step() -> None:
+            core.advance()
+            simpy_step()
+
+        self.step = step  # type: ignore[method-assign]
 
     def next_key(self) -> tuple[float, float, int]:
         """The key (time, priority, event id) of SimPy's next event; infinite when none is

@@ -633,7 +633,7 @@ class ExactCore:
         network._next_loss_draw = CoreDraws(self, 2)
         network._record_loss = self.rows.lost
         self._take_events(sim.env)
-        sim.env.core = self
+        sim.env.attach_core(self)
         sim._end_hooks.insert(0, self.finish)
 
     # --- set-up ----------------------------------------------------------------------------
