@@ -91,7 +91,8 @@ if TYPE_CHECKING:
     from netsim.sim import Environment, Simulation
 
 #: Event kinds of the compiled queue: a node's gossip tick (node, timer generation) and a
-#: message's completion (its slot).
+#: message's completion (its slot); the walk's timeout timer is :data:`TIMER` (node, timer
+#: generation).
 TICK, TRANSFER = 0, 1
 #: Message kinds and loss reasons by code (labels as the SimPy path writes them).
 MESSAGE_KINDS = (PUSH, PULL)
@@ -112,7 +113,8 @@ SENT, DELIVERED, LOST, EXCHANGES, LOST_ROWS, ADOPTION_ROWS, FREE, PEER_AT, DELAY
 PENDING_NODE, PENDING_CIRCLE, PENDING_PULL = 10, 11, 12
 COUNTERS = 13
 #: ``settings`` entries: Δ, the loss probability, the constant delay (NaN: drawn), the
-#: transfer time a message's size adds (NaN: no bandwidth), pull (1.0) or push only.
+#: transfer time a message's size adds (NaN: no bandwidth), pull (1.0) or push only, the
+#: walk's timeout δ, and whether the engine has activation listeners (1.0).
 PERIOD, LOSS, CONSTANT_DELAY, SIZE_TIME, PULLS, DELTA, LISTENERS = range(7)
 #: A message slot's integer fields (``messages``), and its float fields (``message_times``).
 #: The value a message carries is the sender's at sending: the broadcast's update, or the
