@@ -234,19 +234,22 @@ def test_small_scenarios_are_identical_on_both_engines(data):
 
 
 @pytest.mark.parametrize(
-    ("overrides", "why"),
+    ("scenario", "overrides", "why"),
     [
-        (["links.failure.mean_up=30min", "links.failure.mean_down=2min"], "links.failure"),
-        (["gossip.mode=rounds"], None),
+        ("quickstart.yaml", ["links.failure.mean_up=30min", "links.failure.mean_down=2min"],
+         "simpy: links.failure has no compiled form"),
+        ("quickstart.yaml", ["gossip.mode=rounds"], "rounds"),
+        ("walk/reduced-drw1-d10-kill5.yaml", ["walk.replace_rule=authors"],
+         "simpy: the walk's cycle has a compiled form for walk.cycle: netsim, the paper's "
+         "replace rule and exact ages only"),
+        ("walk/reduced-drw1-d10-kill5.yaml", ["walk.preset=authors"],
+         "simpy: a gossip engine on a common grid has no compiled form"),
     ],
-)
-def test_what_the_core_does_not_run_runs_on_simpy(overrides, why):
-    scenario = load_scenario(QUICKSTART, ["duration=10min", *overrides])
+)  # fmt: skip
+def test_what_the_core_does_not_run_runs_on_simpy(scenario, overrides, why):
+    scenario = load_scenario(REPO / "scenarios" / scenario, ["duration=10min", *overrides])
     built = build_run(scenario, EventLog())
-    if why is None:
-        assert built.exact_engine == "rounds"
-    else:
-        assert built.exact_engine.startswith("simpy: ") and why in built.exact_engine
+    assert built.exact_engine == why
     assert built.sim.env.core is None
 
 

@@ -35,7 +35,7 @@ up to date whenever the kernel returns, that is before every SimPy event; the wa
 messages join the kernel's rows, and its draws from the transport's streams read the kernel's
 blocks (:class:`CoreDraws`).
 
-The kernel is compiled without numba's reference counts (:func:`_compile_without_reference_counts`)
+The kernel is compiled without numba's reference counts (:func:`kernel`)
 and its cache is dropped when a module it inlines changes (:func:`_recompile_after_changes`).
 
 ``tests/test_exact_core.py`` holds the two engines to identical tables. Which engine ran is in
@@ -76,7 +76,13 @@ from netsim.network.links import (
     Network,
 )
 from netsim.protocols import broadcast as broadcast_module
-from netsim.protocols.broadcast import VIA_LABELS, Broadcast, coverage_check
+from netsim.protocols.broadcast import (
+    PULL_CODE,
+    PUSH_CODE,
+    VIA_LABELS,
+    Broadcast,
+    coverage_check,
+)
 from netsim.protocols.gossip import PULL, PUSH, PushPullGossip, _Silent, _Tick
 from netsim.protocols.walk import compiled as walk_compiled
 from netsim.protocols.walk import kernels as walk_kernels
@@ -96,12 +102,11 @@ if TYPE_CHECKING:
 TICK, TRANSFER = 0, 1
 #: Message kinds and loss reasons by code (labels as the SimPy path writes them).
 MESSAGE_KINDS = (PUSH, PULL)
-PUSH_CODE, PULL_CODE = 0, 1
+PUSH_MESSAGE, PULL_MESSAGE = 0, 1
 LOSS_REASONS = (SOURCE_OFFLINE, TARGET_OFFLINE, LINK_DOWN, RANDOM_LOSS)
 NO_LOSS, SOURCE_CODE, TARGET_CODE, LINK_CODE, RANDOM_CODE = -1, 0, 1, 2, 3
 #: The applications the kernel carries in gossip messages.
 SILENT, BROADCAST, WALK = 0, 1, 2
-ORIGIN_VIA, PUSH_VIA, PULL_VIA = 0, 1, 2  # VIA_LABELS
 
 #: ``counters`` entries: the transport's and engine's counters, the rows gathered, the free
 #: message slots, and where each block of draws is read next.
@@ -145,7 +150,7 @@ PEER_DRAWS_PER_EVENT = _REJECTION_TRIES + 1
 ROW_BLOCK = 65_536
 
 
-def _compile_without_reference_counts(function: Callable) -> Callable:
+def kernel(function: Callable) -> Callable:
     """``function`` compiled with numba's runtime (its reference counts) switched off where
     numba allows it. The kernel allocates nothing, and with the runtime on, every array its
     inlined helpers take was counted in and out with atomic operations at each event: three
@@ -156,8 +161,6 @@ def _compile_without_reference_counts(function: Callable) -> Callable:
     except (KeyError, TypeError, ValueError):  # pragma: no cover (numba without the option)
         return njit(cache=True)(function)
 
-
-kernel = _compile_without_reference_counts
 
 
 @njit(cache=True, inline="always")
@@ -423,7 +426,7 @@ def run_events(
             peer = _online_neighbour(a, network, draws[0], counters)
             if peer >= 0:
                 counters[EXCHANGES] += 1
-                _send(a, peer, PUSH_CODE, app, now, normal, network, settings, counters, draws,
+                _send(a, peer, PUSH_MESSAGE, app, now, normal, network, settings, counters, draws,
                       in_flight, queue, lanes, version, walk)  # fmt: skip
             _lane_push(lanes, queue[5], TICK_LANE, now + period, normal, a, b)
             continue
@@ -437,14 +440,14 @@ def run_events(
         if not _arrives(a, now, network, counters, in_flight, lost_rows):
             continue
         if app == BROADCAST and messages[a, VALUE] > version[dst]:
-            via = PUSH_VIA if message == PUSH_CODE else PULL_VIA
+            via = PUSH_CODE if message == PUSH_MESSAGE else PULL_CODE  # VIA_LABELS
             broadcast_adopt(dst, messages[a, VALUE], src, via, now, network[2], online_count,
                             updates, broadcast, adoption_rows, counters)  # fmt: skip
         elif app == WALK:
             merge(dst, messages[a, VALUE], messages[a, VALUE_ID], messages[a, VALUE_SPECIAL],
                   in_flight[1][a, VALUE_ORIGIN], in_flight[1][a, SENT_AT], now, settings[DELTA],
                   walk, active, queue, normal)  # fmt: skip
-        pull = message == PUSH_CODE and settings[PULLS] > 0
+        pull = message == PUSH_MESSAGE and settings[PULLS] > 0
         if not active[dst]:
             _schedule_tick(dst, generation[dst], now, period, phase, queue, normal)
             active[dst] = True
@@ -453,7 +456,7 @@ def run_events(
                 counters[PENDING_PULL] = src if pull else -1
                 return ACTIVATED, now
         if pull:
-            _send(dst, src, PULL_CODE, app, now, normal, network, settings, counters, draws,
+            _send(dst, src, PULL_MESSAGE, app, now, normal, network, settings, counters, draws,
                   in_flight, queue, lanes, version, walk)  # fmt: skip
     return PAUSED, now
 
@@ -579,7 +582,7 @@ def exact_engine_blocker(components: Mapping[str, Component]) -> str | None:
     if networks[0].failures is not None:
         return "links.failure has no compiled form"
     if not gossips:
-        return None
+        return "no gossip engine: exact mode has no events the core runs"
     gossip = gossips[0]
     rules = gossip.rules
     if gossip._aligned:
@@ -595,8 +598,10 @@ def exact_engine_blocker(components: Mapping[str, Component]) -> str | None:
     for walk in walks:
         variant = walk.variant
         if variant.cycle != "netsim" or variant.replace_rule != "paper" or variant.age_error:
-            return "the walk's cycle has a compiled form for walk.cycle: netsim, the paper's "
-            "replace rule and exact ages only"
+            return (
+                "the walk's cycle has a compiled form for walk.cycle: netsim, the paper's "
+                "replace rule and exact ages only"
+            )
     return None
 
 
@@ -767,7 +772,7 @@ class ExactCore:
             for listener in self.gossip._activation_listeners:
                 listener(node)
             if peer >= 0:
-                self.send_from_python(node, peer, PULL_CODE)
+                self.send_from_python(node, peer, PULL_MESSAGE)
 
     def send_from_python(self, src: int, dst: int, kind: int) -> None:
         """A gossip message sent by Python code (a pull after the activation listeners), by

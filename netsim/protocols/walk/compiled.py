@@ -186,6 +186,7 @@ class CompiledCycle(ExactCycle):
 
     def store(self, node: int, steps: int, update: int, age: float) -> None:
         core = self._core
+        core.make_room()  # the adoption may arm a timer
         store_from_python(
             node, steps, update, float(age), float(self._env.now), self.timeout, self.arrays(),
             core.gossip.active, core.queue.arrays(), core.normal,
