@@ -1,0 +1,448 @@
+"""One accountant for every linear-Gaussian protocol: an observer's view as O = A·G + B·Z
+(SPEC §9.3, restated with its sources in ``docs/explanation/linear-accountant.md``).
+
+A decentralised protocol whose messages are linear in the clipped gradients G and in Gaussian
+noise Z — Muffliato's averaging, decentralised SGD with local, pairwise-cancelling (DECOR),
+zero-sum (Zip-DL) or temporally correlated (MAFALDA-SGD) noise — gives every observer a view
+that is Gaussian once what the observer knows is subtracted. The gradients are adversarial
+within their clip: changing one privacy unit (a record, or all of a node's records) moves each
+input it was used in by at most its sensitivity, so the view's mean moves by
+
+    a = Σ_s Δ_s · d_s · A e_s,   ‖d_s‖ ≤ 1 (one unit vector per use s of the unit),
+
+and its covariance is Σ = B̃B̃ᵀ over the noise the observer does not know. The loss is then a
+Gaussian mechanism of sensitivity μ = √(aᵀΣ⁺a) and unit noise: ρ(α) = α μ²/2 (RDP), μ-GDP,
+and (ε, δ) from the exact Gaussian profile (Balle & Wang 2018, Thm 8). A shift with a part
+outside Σ's range is revealed exactly: μ = ∞, reported as such.
+
+Worst case over the uses' directions. With K[s, t] = Δ_sΔ_t e_sᵀAᵀΣ⁺Ae_t (the whitened
+uses' Gram), μ² = max over unit vectors d_s of Σ_{s,t} K[s,t]⟨d_s, d_t⟩. When every entry of K
+is non-negative, aligned uses (all d_s equal) attain it: μ² = Σ K, exact. Otherwise Σ|K| is an
+upper bound (MFDL's sensitivity for repeated participation, Bellet et al. 2026, computes the
+same sum) and the pair says it is a bound.
+
+The view's rank. Σ⁺ keeps the singular values of B̃ above :data:`RANK_TOLERANCE` times the
+largest (the cut of :mod:`netsim.privacy.pairwise`, so Muffliato's pairs keep their numbers);
+a looser cut drops directions in which the observer does see noise and inflates μ (a test
+holds that). The singular values come from B̃ itself (its SVD, or the R of a QR of B̃ᵀ when B̃ is
+wide), never from B̃B̃ᵀ, whose eigenvalues square the condition number.
+
+Protocols hand the accountant a :class:`LinearRun`: per round, the mixing W_r, who stepped
+and with what step size and noise, the secrets, and every message's ends and fate. The
+protocol model, written once here for every built-in:
+
+    h_i = x_i + y_i                    (node i's state after its step; y_i = −η (ḡ_i + n_i))
+    m_{i→j} = h_i + ξ_{i→j}            (the message i sends j; ξ: per-message noise, Zip-DL)
+    x'_j = Σ_i W_r[j, i] (h_i + ξ_{i→j})   (the average over the messages that arrived and
+                                         were used; an offline node keeps its state)
+
+so a message of round r is x^r + y^r (+ ξ). Muffliato is the case with one input at round 0
+(the noisy value) and none after; its Chebyshev acceleration adds (1 − γ) x^{r−1}.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from netsim.privacy.mechanisms import gaussian_epsilon
+from netsim.privacy.pairwise import RANK_TOLERANCE
+
+#: A shift whose part outside the view's noise range is above this share of its length is
+#: revealed exactly (μ = ∞). Round-off leaves about 1e-15 of a shift that is in the range.
+RANGE_TOLERANCE = 1e-8
+
+#: Entries of a use Gram K below −this share of its diagonal's largest count as negative: the
+#: aligned sum is then not the worst case, and Σ|K| (a bound) is reported.
+SIGN_TOLERANCE = 1e-12
+
+
+@dataclass(frozen=True)
+class Whitening:
+    """Σ⁺ of a view in factored form: Σ = U diag(s²) Uᵀ on its range (``basis`` U, rows ×
+    rank; ``scale`` s)."""
+
+    basis: np.ndarray
+    scale: np.ndarray
+
+    @property
+    def rank(self) -> int:
+        return int(self.scale.size)
+
+    def whiten(self, shifts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For shift columns a (rows × m): diag(1/s) Uᵀ a (rank × m), whose Gram is aᵀΣ⁺a, and
+        whether each column has a part outside the range (revealed exactly)."""
+        shifts = np.asarray(shifts, dtype=float)
+        projected = self.basis.T @ shifts
+        residual = shifts - self.basis @ projected
+        length = np.sqrt((shifts**2).sum(axis=0))
+        outside = np.sqrt((residual**2).sum(axis=0)) > RANGE_TOLERANCE * np.maximum(
+            length, 1e-300
+        )
+        outside &= length > 0
+        return projected / self.scale[:, None], outside
+
+
+def whitening(factor: np.ndarray) -> Whitening:
+    """The :class:`Whitening` of Σ = B̃B̃ᵀ from the noise factor B̃ (rows × columns): the left
+    singular vectors and values of B̃ above :data:`RANK_TOLERANCE` of the largest. A wide B̃ is
+    first reduced to the R of a QR of B̃ᵀ (same left singular vectors and values)."""
+    factor = np.asarray(factor, dtype=float)
+    rows, columns = factor.shape
+    if rows == 0 or columns == 0:
+        return Whitening(np.zeros((rows, 0)), np.zeros(0))
+    if columns > 2 * rows:
+        factor = scipy.linalg.qr(factor.T, mode="r", check_finite=False)[0][:rows].T
+    left, singular, _ = np.linalg.svd(factor, full_matrices=False)
+    top = float(singular.max(initial=0.0))
+    keep = singular > RANK_TOLERANCE * max(top, 1e-300)
+    return Whitening(left[:, keep], singular[keep])
+
+
+@dataclass(frozen=True)
+class UnitLoss:
+    """One privacy unit's loss against one view: μ² (``inf`` when revealed exactly) and
+    whether it is exact (aligned uses are the worst case) or a bound (Σ|K|)."""
+
+    mu_squared: float
+    exact: bool
+
+
+def unit_loss(whitened: np.ndarray, revealed: np.ndarray, sensitivities: np.ndarray) -> UnitLoss:
+    """The loss of a unit used at the inputs whose whitened unit shifts are the columns of
+    ``whitened`` (rank × uses), each use moving its input by up to ``sensitivities[s]``."""
+    if sensitivities.size == 0 or not np.any(sensitivities > 0):
+        return UnitLoss(0.0, True)
+    if np.any(revealed & (sensitivities > 0)):
+        return UnitLoss(math.inf, True)
+    scaled = whitened * sensitivities[None, :]
+    gram = scaled.T @ scaled
+    floor = -SIGN_TOLERANCE * max(float(np.diag(gram).max(initial=0.0)), 1e-300)
+    if gram.min(initial=0.0) >= floor:
+        return UnitLoss(float(gram.sum()), True)
+    return UnitLoss(float(np.abs(gram).sum()), False)
+
+
+def epsilon_of(mu_squared: float, delta: float) -> float:
+    """(ε at δ) of a Gaussian mechanism with sensitivity √μ² and unit noise (exact profile)."""
+    if math.isinf(mu_squared):
+        return math.inf
+    return gaussian_epsilon(1.0, math.sqrt(max(mu_squared, 0.0)), delta)
+
+
+# ----- the protocol model ---------------------------------------------------------------------
+
+
+@dataclass
+class LinearRound:
+    """What one round of a linear-Gaussian protocol did (the protocol model of this module).
+
+    ``mixing`` W_r (n × n; the row of a node that did not average is e_j). ``step`` (n): the
+    coefficient of a node's gradient input in its state (η_r, 0 for a node that did not step).
+    ``noise_std`` (n): the standard deviation of its independent noise in gradient units.
+    ``sensitivity`` (n): how far one use of a unit moves its gradient input (2C/b replace-one).
+    ``batch`` (n): which use group of the node's records the step used (−1: none).
+    Secrets (DECOR): secret k, of standard deviation ``secret_std[k]``, is added to node
+    ``secret_a[k]``'s gradient noise (when ``secret_a_added[k]``) and subtracted from
+    ``secret_b[k]``'s (when ``secret_b_added[k]``). Messages: ``sent_src``/``sent_dst`` with
+    ``delivered`` (received by its destination) and ``message_std`` (the standard deviation of
+    per-message noise ξ in model units, 0 when none) with ``zero_sum`` (the ξ of one sender's
+    messages of the round sum to zero, Zip-DL). ``gamma``: Chebyshev acceleration, x^{r+1} =
+    γ W_r h + (1 − γ) x^{r−1} (None: none)."""
+
+    mixing: sp.csr_matrix
+    step: np.ndarray
+    noise_std: np.ndarray
+    sensitivity: np.ndarray
+    batch: np.ndarray
+    sent_src: np.ndarray
+    sent_dst: np.ndarray
+    delivered: np.ndarray
+    secret_a: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    secret_b: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    secret_std: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    secret_a_added: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    secret_b_added: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    message_std: np.ndarray | None = None
+    zero_sum: bool = False
+    gamma: float | None = None
+
+
+@dataclass
+class LinearRun:
+    """Every round of a run, and the noise's temporal correlation: ``temporal`` (T × T, lower
+    triangular) makes a node's independent noise at its k-th step Σ_j temporal[k, j] z_j with
+    z_j i.i.d. N(0, 1) scaled by that step's ``noise_std`` (None: independent steps)."""
+
+    n: int
+    rounds: list[LinearRound] = field(default_factory=list)
+    temporal: np.ndarray | None = None
+
+    def step_index(self) -> np.ndarray:
+        """(rounds × n) each node's 0-based step count at each round (−1 where it did not
+        step): the row of ``temporal`` its noise uses."""
+        stepped = np.array([r.step != 0 for r in self.rounds], dtype=bool)
+        counts = np.cumsum(stepped, axis=0) - 1
+        return np.where(stepped, counts, -1)
+
+
+# ----- views ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class View:
+    """An observer's view of a run: which messages it sees (``rows``: per round, indices into
+    that round's messages) and which noise it knows (``known_nodes``: their independent and
+    per-message noise, and every secret with an end among them; ``known_secrets``: every
+    secret, for local DP)."""
+
+    rows: list[np.ndarray]
+    known_nodes: np.ndarray
+    known_secrets: bool = False
+
+
+def pndp_view(run: LinearRun, members: Sequence[int], *, knows_noise: bool = True) -> View:
+    """Pairwise network DP (Cyffers & Bellet; Bellet et al. 2026): the messages delivered to a
+    member of the coalition ``members`` from outside it; it knows its members' noise and the
+    secrets they share (``knows_noise`` False: an observer that forgot its own noise, the
+    weaker adversary some papers' sums assume)."""
+    inside = _mask(run.n, members)
+    rows = [np.flatnonzero(r.delivered & inside[r.sent_dst] & ~inside[r.sent_src])
+            for r in run.rounds]  # fmt: skip
+    return View(rows, np.flatnonzero(inside) if knows_noise else np.zeros(0, np.int64))
+
+
+def secldp_view(run: LinearRun, members: Sequence[int]) -> View:
+    """SecLDP (Allouah et al. 2024): every message sent from outside the coalition (an
+    eavesdropper on every link, with the curious users ``members``, possibly none); the secret
+    of two users outside the coalition stays hidden."""
+    inside = _mask(run.n, members)
+    rows = [np.flatnonzero(~inside[r.sent_src]) for r in run.rounds]
+    return View(rows, np.flatnonzero(inside))
+
+
+def ldp_view(run: LinearRun, node: int) -> View:
+    """Local DP of ``node``'s units: every message it sends is public and every noise but its
+    own (independent and per-message) is known, secrets included. Its sent messages are then
+    all the others reveal about it (each other message is a known function of them)."""
+    rows = [np.flatnonzero(r.sent_src == node) for r in run.rounds]
+    others = np.setdiff1d(np.arange(run.n), [node])
+    return View(rows, others, known_secrets=True)
+
+
+def _mask(n: int, members: Sequence[int]) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[np.asarray(list(members), dtype=np.int64)] = True
+    return mask
+
+
+@dataclass
+class ViewSystem:
+    """A view as a linear system: ``inputs[r]`` (rows × n) the coefficient of each node's
+    gradient input at round r in every row (the columns of A, per round), and ``noise`` (rows ×
+    k) the factor B̃ of the noise the observer does not know."""
+
+    inputs: list[np.ndarray]
+    noise: np.ndarray
+
+
+def view_system(run: LinearRun, view: View) -> ViewSystem:
+    """Propagate the view's rows back through the rounds (the protocol model in the module
+    docstring): q^r, each row's coefficient on h^r = x^r + y^r, is γ_r q^{r+1} W_r +
+    (1 − γ_{r+1}) q^{r+2} plus the rows of round r themselves; a node's input at round r then
+    has coefficient η_r q^r[:, j], a message's noise γ_r q^{r+1}[:, j] W_r[j, i] (and 1 in its
+    own row)."""
+    n, rounds = run.n, run.rounds
+    offsets = np.cumsum([0] + [rows.size for rows in view.rows])
+    total = int(offsets[-1])
+    known = _mask(n, view.known_nodes)
+    after = np.zeros((total, n))  # q^{r+1}
+    after2 = np.zeros((total, n))  # q^{r+2}
+    coefficients: list[np.ndarray] = [np.zeros((0, 0))] * len(rounds)
+    noise_blocks: list[np.ndarray] = []
+    for r in range(len(rounds) - 1, -1, -1):
+        this = rounds[r]
+        gamma = 1.0 if this.gamma is None else this.gamma
+        # q^{r+1} W_r: a sparse product from the right, as (W_rᵀ q^{r+1}ᵀ)ᵀ
+        current = gamma * np.asarray((this.mixing.T @ after.T).T)
+        following = rounds[r + 1] if r + 1 < len(rounds) else None
+        if following is not None and following.gamma is not None:
+            current += (1.0 - following.gamma) * after2
+        own = view.rows[r]
+        current[offsets[r] + np.arange(own.size), this.sent_src[own]] += 1.0
+        coefficients[r] = current
+        noise_blocks.extend(_message_noise(this, gamma, after, own, int(offsets[r]), known))
+        after2, after = after, current
+    inputs = [c * r.step[None, :] for c, r in zip(coefficients, rounds, strict=True)]
+    noise_blocks.extend(_input_noise(run, inputs, view, known))
+    noise = np.concatenate(noise_blocks, axis=1) if noise_blocks else np.zeros((total, 0))
+    return ViewSystem(inputs, noise)
+
+
+def _message_noise(
+    this: LinearRound, gamma: float, after: np.ndarray, own: np.ndarray, offset: int,
+    known: np.ndarray,
+) -> list[np.ndarray]:  # fmt: skip
+    """The factor columns of round r's per-message noise ξ that the observer does not know:
+    message i → j's ξ reaches the rows through x^{r+1}_j (weight γ W_r[j, i]) and is in the
+    message's own row (``own``: the view's rows of the round, from ``offset``). A zero-sum
+    sender's ξ over its d messages is std · (I − 11ᵀ/d) z: its columns minus their mean."""
+    std = this.message_std
+    if std is None or not np.any(std > 0):
+        return []
+    src, dst = this.sent_src, this.sent_dst
+    weights = np.asarray(this.mixing[dst, src]).ravel()  # W_r[j, i] of each message
+    columns = gamma * after[:, dst] * weights[None, :]
+    columns[offset + np.arange(own.size), own] += 1.0
+    columns *= std[None, :]
+    hidden = (std > 0) & ~known[src]
+    if not this.zero_sum:
+        return [columns[:, hidden]]
+    blocks = []
+    for sender in np.unique(src[hidden]):
+        mine = np.flatnonzero(src == sender)
+        block = columns[:, mine]
+        blocks.append(block - block.mean(axis=1, keepdims=True))
+    return blocks
+
+
+def _input_noise(
+    run: LinearRun, inputs: list[np.ndarray], view: View, known: np.ndarray
+) -> list[np.ndarray]:
+    """The factor columns of the noise in the nodes' gradient inputs that the observer does not
+    know: each node's independent noise (one column per step, or per row of ``temporal``) and
+    each round's secrets."""
+    blocks: list[np.ndarray] = []
+    hidden = ~known
+    if run.temporal is None:
+        for coefficient, this in zip(inputs, run.rounds, strict=True):
+            own = np.flatnonzero(hidden & (this.noise_std > 0) & (this.step != 0))
+            blocks.append(coefficient[:, own] * this.noise_std[own][None, :])
+    else:
+        index = run.step_index()
+        depth = run.temporal.shape[0]
+        if index.max(initial=-1) >= depth:
+            raise ValueError(
+                f"a node took {int(index.max()) + 1} steps, more than the temporal "
+                f"correlation's {depth} rows"
+            )
+        rows = inputs[0].shape[0] if inputs else 0
+        correlated = np.zeros((rows, run.n, depth))
+        for r, (coefficient, this) in enumerate(zip(inputs, run.rounds, strict=True)):
+            stepped = np.flatnonzero(index[r] >= 0)
+            scaled = coefficient[:, stepped] * this.noise_std[stepped][None, :]
+            # step k of node j carries Σ_m temporal[k, m] z_{j, m}
+            correlated[:, stepped, :] += scaled[:, :, None] * run.temporal[index[r, stepped]][None]
+        blocks.append(correlated[:, hidden, :].reshape(rows, -1))
+    for coefficient, this in zip(inputs, run.rounds, strict=True):
+        if not this.secret_std.size or view.known_secrets:
+            continue
+        secret = ~(known[this.secret_a] | known[this.secret_b]) & (this.secret_std > 0)
+        a, b = this.secret_a[secret], this.secret_b[secret]
+        plus = coefficient[:, a] * this.secret_a_added[secret][None, :]
+        minus = coefficient[:, b] * this.secret_b_added[secret][None, :]
+        blocks.append((plus - minus) * this.secret_std[secret][None, :])
+    return blocks
+
+
+# ----- losses ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitLosses:
+    """Every privacy unit's loss against one view: ``node`` and ``group`` (the use group of
+    record-level units, −1 for a node's whole data), μ², and whether each is exact."""
+
+    node: np.ndarray
+    group: np.ndarray
+    mu_squared: np.ndarray
+    exact: np.ndarray
+
+
+def view_losses(
+    run: LinearRun, view: View, *, unit: str = "record", nodes: Sequence[int] | None = None
+) -> UnitLosses:
+    """The loss of every unit of ``nodes`` (default: every node the view does not know) against
+    ``view``. ``unit`` ``record``: the records of one use group of a node (a record is used at
+    the steps whose ``batch`` is its group); ``node``: all of a node's records (every step)."""
+    system = view_system(run, view)
+    white = whitening(system.noise)
+    known = _mask(run.n, view.known_nodes)
+    chosen = np.flatnonzero(~known) if nodes is None else np.asarray(list(nodes), np.int64)
+    whitened, revealed = [], []
+    for coefficient in system.inputs:
+        y, out = white.whiten(coefficient[:, chosen])
+        whitened.append(y)
+        revealed.append(out)
+    batches = np.array([r.batch for r in run.rounds]).reshape(len(run.rounds), run.n)
+    sens = np.array([r.sensitivity * (r.step != 0) for r in run.rounds]).reshape(batches.shape)
+    result: dict[str, list] = {"node": [], "group": [], "mu_squared": [], "exact": []}
+    for k, node in enumerate(chosen.tolist()):
+        used = np.flatnonzero(sens[:, node] > 0)
+        columns = np.stack([whitened[r][:, k] for r in used], axis=1) if used.size else (
+            np.zeros((white.rank, 0)))  # fmt: skip
+        out = np.array([revealed[r][k] for r in used], dtype=bool)
+        groups = np.unique(batches[used, node]) if unit == "record" else np.array([-1])
+        for group in groups.tolist():
+            pick = batches[used, node] == group if unit == "record" else np.ones(used.size, bool)
+            loss = unit_loss(columns[:, pick], out[pick], sens[used[pick], node])
+            result["node"].append(node)
+            result["group"].append(group)
+            result["mu_squared"].append(loss.mu_squared)
+            result["exact"].append(loss.exact)
+    return UnitLosses(
+        np.asarray(result["node"], np.int64), np.asarray(result["group"], np.int64),
+        np.asarray(result["mu_squared"], float), np.asarray(result["exact"], bool),
+    )  # fmt: skip
+
+
+def local_mu_squared(run: LinearRun, unit: str = "record") -> dict[tuple[int, int], float]:
+    """Each unit's μ² with every use public but for its own independent noise (local DP: the
+    sum over its uses of (sensitivity / noise std)²; ∞ for a use without noise), keyed by
+    (node, group) as :func:`view_losses` names units."""
+    totals: dict[tuple[int, int], float] = {}
+    for this in run.rounds:
+        stepped = np.flatnonzero((this.step != 0) & (this.sensitivity > 0))
+        for node in stepped.tolist():
+            key = (node, int(this.batch[node]) if unit == "record" else -1)
+            std = float(this.noise_std[node])
+            share = math.inf if std == 0 else (float(this.sensitivity[node]) / std) ** 2
+            totals[key] = totals.get(key, 0.0) + share
+    return totals
+
+
+def account_views(
+    run: LinearRun,
+    views: Sequence[tuple[int, View]],
+    *,
+    delta: float,
+    unit: str = "record",
+) -> dict[str, np.ndarray]:
+    """The loss of every unit against every view: columns ``observer`` (the id given with the
+    view), ``node``, ``group``, ``mu_squared``, ``exact``, ``local_share`` (μ² over the unit's
+    local-DP μ²), ``rho`` (ρ(α) = α·rho, i.e. μ²/2) and ``epsilon`` at ``delta``. A node's own
+    units are not accounted against a view that knows its noise."""
+    local = local_mu_squared(run, unit)
+    columns: dict[str, list] = {key: [] for key in
+                                ("observer", "node", "group", "mu_squared", "exact")}  # fmt: skip
+    for observer, view in views:
+        losses = view_losses(run, view, unit=unit)
+        columns["observer"].append(np.full(losses.node.size, observer, dtype=np.int64))
+        columns["node"].append(losses.node)
+        columns["group"].append(losses.group)
+        columns["mu_squared"].append(losses.mu_squared)
+        columns["exact"].append(losses.exact)
+    out = {key: np.concatenate(parts) if parts else np.zeros(0) for key, parts in columns.items()}
+    mu2 = out["mu_squared"].astype(float)
+    base = np.array([local.get((int(u), int(g)), math.nan)
+                     for u, g in zip(out["node"], out["group"], strict=True)])  # fmt: skip
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["local_share"] = np.where(np.isfinite(base) & (base > 0), mu2 / base, math.nan)
+    out["rho"] = mu2 / 2.0
+    out["epsilon"] = np.array([epsilon_of(float(m), delta) for m in mu2])
+    return out
