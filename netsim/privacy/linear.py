@@ -17,9 +17,10 @@ outside Σ's range is revealed exactly: μ = ∞, reported as such.
 
 Worst case over the uses' directions. With K[s, t] = Δ_sΔ_t e_sᵀAᵀΣ⁺Ae_t (the whitened
 uses' Gram), μ² = max over unit vectors d_s of Σ_{s,t} K[s,t]⟨d_s, d_t⟩. When every entry of K
-is non-negative, aligned uses (all d_s equal) attain it: μ² = Σ K, exact. Otherwise Σ|K| is an
-upper bound (MFDL's sensitivity for repeated participation, Bellet et al. 2026, computes the
-same sum) and the pair says it is a bound.
+is non-negative, aligned uses (all d_s equal) attain it: μ² = Σ K, exact. Otherwise the pair
+says it is a bound: the smaller of Σ|K| (MFDL's sensitivity for repeated participation,
+Bellet et al. 2026, computes this sum) and λ_max(K)·(number of uses) (Σ⟨d_s, K d⟩ ≤ λ_max Σ‖d_s‖²),
+which is below Σ|K| where Σ|K| passes local DP.
 
 The view's rank. Σ⁺ keeps the singular values of B̃ above :data:`RANK_TOLERANCE` times the
 largest (the cut of :mod:`netsim.privacy.pairwise`, so Muffliato's pairs keep their numbers);
@@ -65,27 +66,28 @@ SIGN_TOLERANCE = 1e-12
 @dataclass(frozen=True)
 class Whitening:
     """Σ⁺ of a view in factored form: Σ = U diag(s²) Uᵀ on its range (``basis`` U, rows ×
-    rank; ``scale`` s)."""
+    rank; ``scale`` s), or, for a Σ of full rank, its Cholesky factor ``lower`` (Σ = LLᵀ; the
+    whitened shift is then L⁻¹a)."""
 
     basis: np.ndarray
     scale: np.ndarray
+    lower: np.ndarray | None = None
 
     @property
     def rank(self) -> int:
-        return int(self.scale.size)
+        return int(self.scale.size) if self.lower is None else int(self.lower.shape[0])
 
-    def whiten(self, shifts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For shift columns a (rows × m): diag(1/s) Uᵀ a (rank × m), whose Gram is aᵀΣ⁺a, and
-        whether each column has a part outside the range (revealed exactly)."""
-        shifts = np.asarray(shifts, dtype=float)
-        projected = self.basis.T @ shifts
-        residual = shifts - self.basis @ projected
-        length = np.sqrt((shifts**2).sum(axis=0))
-        outside = np.sqrt((residual**2).sum(axis=0)) > RANGE_TOLERANCE * np.maximum(
-            length, 1e-300
-        )
-        outside &= length > 0
-        return projected / self.scale[:, None], outside
+    def whiten_from(self, shifts: np.ndarray, lo: int) -> np.ndarray:
+        """Whitened shifts (rank × m) of shift columns whose rows before ``lo`` are zero
+        (``shifts`` holds the rows from ``lo`` on). With a Cholesky factor the rows before
+        ``lo`` of L⁻¹a are zero too, so only the trailing block is solved."""
+        if self.lower is not None:
+            out = np.zeros((self.rank, shifts.shape[1]))
+            out[lo:] = scipy.linalg.solve_triangular(
+                self.lower[lo:, lo:], shifts, lower=True, check_finite=False
+            )
+            return out
+        return (self.basis[lo:].T @ shifts) / self.scale[:, None]
 
 
 def whitening(factor: np.ndarray) -> Whitening:
@@ -113,19 +115,19 @@ class UnitLoss:
     exact: bool
 
 
-def unit_loss(whitened: np.ndarray, revealed: np.ndarray, sensitivities: np.ndarray) -> UnitLoss:
-    """The loss of a unit used at the inputs whose whitened unit shifts are the columns of
-    ``whitened`` (rank × uses), each use moving its input by up to ``sensitivities[s]``."""
+def unit_loss(gram: np.ndarray, revealed: np.ndarray, sensitivities: np.ndarray) -> UnitLoss:
+    """The loss of a unit used at inputs whose whitened unit shifts have the Gram ``gram``
+    (uses × uses: aᵀΣ⁺a for unit moves), each use moving its input by up to
+    ``sensitivities[s]``, a use with ``revealed`` set being seen without noise."""
     if sensitivities.size == 0 or not np.any(sensitivities > 0):
         return UnitLoss(0.0, True)
     if np.any(revealed & (sensitivities > 0)):
         return UnitLoss(math.inf, True)
-    scaled = whitened * sensitivities[None, :]
-    gram = scaled.T @ scaled
-    floor = -SIGN_TOLERANCE * max(float(np.diag(gram).max(initial=0.0)), 1e-300)
-    if gram.min(initial=0.0) >= floor:
-        return UnitLoss(float(gram.sum()), True)
-    return UnitLoss(float(np.abs(gram).sum()), False)
+    scaled = gram * np.outer(sensitivities, sensitivities)
+    floor = -SIGN_TOLERANCE * max(float(np.diag(scaled).max(initial=0.0)), 1e-300)
+    if scaled.min(initial=0.0) >= floor:
+        return UnitLoss(float(scaled.sum()), True)
+    return UnitLoss(float(np.abs(scaled).sum()), False)
 
 
 def epsilon_of(mu_squared: float, delta: float) -> float:
@@ -241,113 +243,213 @@ def _mask(n: int, members: Sequence[int]) -> np.ndarray:
     return mask
 
 
+#: A view whose noise factor B̃ would hold more entries than this is accounted from its Gram
+#: Σ = B̃B̃ᵀ, accumulated round by round (a 2,048-node run's factor has 10⁸–10⁹ entries).
+FACTOR_LIMIT = 30_000_000
+
+#: On the Gram path, eigenvalues of Σ below this share of the largest count as zero (Σ's
+#: eigenvalues carry about 1e-16 of the largest in error, so the factor's cut cannot be used).
+GRAM_TOLERANCE = 1e-12
+
+
 @dataclass
 class ViewSystem:
-    """A view as a linear system: ``inputs[r]`` (rows × n) the coefficient of each node's
-    gradient input at round r in every row (the columns of A, per round), and ``noise`` (rows ×
-    k) the factor B̃ of the noise the observer does not know."""
+    """A view as a linear system. Rows are the view's messages in round order; ``first[r]``
+    is the first row of round r or later (the rows before it do not depend on round r's
+    inputs). ``inputs[r]`` (rows from ``first[r]`` × n): the coefficient of each node's
+    gradient input at round r (the columns of A). The noise the observer does not know, as its
+    factor B̃ (``noise``, rows × k) or its Gram Σ = B̃B̃ᵀ (``gram``)."""
 
     inputs: list[np.ndarray]
-    noise: np.ndarray
+    first: np.ndarray
+    rows: int
+    noise: np.ndarray | None = None
+    gram: np.ndarray | None = None
+
+    def whitening(self) -> Whitening:
+        """Σ⁺ in factored form, from the factor (its SVD) or from the Gram (its eigenvectors
+        above :data:`GRAM_TOLERANCE`)."""
+        if self.noise is not None:
+            return whitening(self.noise)
+        assert self.gram is not None
+        if self.rows == 0:
+            return Whitening(np.zeros((0, 0)), np.zeros(0))
+        values = np.linalg.eigvalsh(self.gram)
+        if values.min() > GRAM_TOLERANCE * values.max():
+            lower = scipy.linalg.cholesky(self.gram, lower=True, check_finite=False)
+            return Whitening(np.zeros((self.rows, 0)), np.zeros(0), lower)
+        values, vectors = np.linalg.eigh(self.gram)
+        keep = values > GRAM_TOLERANCE * max(float(values.max(initial=0.0)), 1e-300)
+        return Whitening(vectors[:, keep], np.sqrt(values[keep]))
 
 
-def view_system(run: LinearRun, view: View) -> ViewSystem:
+def view_system(run: LinearRun, view: View, *, force: str | None = None) -> ViewSystem:
     """Propagate the view's rows back through the rounds (the protocol model in the module
     docstring): q^r, each row's coefficient on h^r = x^r + y^r, is γ_r q^{r+1} W_r +
     (1 − γ_{r+1}) q^{r+2} plus the rows of round r themselves; a node's input at round r then
     has coefficient η_r q^r[:, j], a message's noise γ_r q^{r+1}[:, j] W_r[j, i] (and 1 in its
-    own row)."""
+    own row). ``force`` ``factor`` or ``gram`` overrides the choice by size."""
     n, rounds = run.n, run.rounds
     offsets = np.cumsum([0] + [rows.size for rows in view.rows])
     total = int(offsets[-1])
     known = _mask(n, view.known_nodes)
-    after = np.zeros((total, n))  # q^{r+1}
+    use_factor = (
+        force == "factor"
+        or (force is None and (run.temporal is not None
+                               or total * _column_estimate(run, view) <= FACTOR_LIMIT))
+    )  # fmt: skip
+    if run.temporal is not None and not use_factor:
+        raise ValueError("a temporally correlated run is accounted from its factor")
+    after = np.zeros((total, n))  # q^{r+1}, every row
     after2 = np.zeros((total, n))  # q^{r+2}
-    coefficients: list[np.ndarray] = [np.zeros((0, 0))] * len(rounds)
-    noise_blocks: list[np.ndarray] = []
+    inputs: list[np.ndarray] = [np.zeros((0, n))] * len(rounds)
+    blocks: list[tuple[int, np.ndarray]] = []  # (first row, factor columns)
+    gram = None if use_factor else np.zeros((total, total))
     for r in range(len(rounds) - 1, -1, -1):
         this = rounds[r]
+        lo = int(offsets[r])
         gamma = 1.0 if this.gamma is None else this.gamma
-        # q^{r+1} W_r: a sparse product from the right, as (W_rᵀ q^{r+1}ᵀ)ᵀ
-        current = gamma * np.asarray((this.mixing.T @ after.T).T)
+        current = np.zeros((total, n))
+        # q^{r+1} W_r for the rows of round r + 1 on: (W_rᵀ q^{r+1}ᵀ)ᵀ, sparse from the right
+        hi = int(offsets[r + 1])
+        if hi < total:
+            current[hi:] = gamma * np.asarray((this.mixing.T @ after[hi:].T).T)
         following = rounds[r + 1] if r + 1 < len(rounds) else None
         if following is not None and following.gamma is not None:
             current += (1.0 - following.gamma) * after2
         own = view.rows[r]
-        current[offsets[r] + np.arange(own.size), this.sent_src[own]] += 1.0
-        coefficients[r] = current
-        noise_blocks.extend(_message_noise(this, gamma, after, own, int(offsets[r]), known))
+        current[lo + np.arange(own.size), this.sent_src[own]] += 1.0
+        inputs[r] = current[lo:] * this.step[None, :]
+        for block in _message_noise(this, gamma, after[lo:], own, known):
+            _add_noise(block, lo, blocks, gram)
+        if run.temporal is None and gram is not None:
+            covariance = _input_covariance(this, known, view.known_secrets)
+            spread = np.asarray(covariance @ inputs[r].T)
+            gram[lo:, lo:] += inputs[r] @ spread
+        elif run.temporal is None:
+            for block in _round_input_noise(this, inputs[r], known, view.known_secrets):
+                _add_noise(block, lo, blocks, gram)
         after2, after = after, current
-    inputs = [c * r.step[None, :] for c, r in zip(coefficients, rounds, strict=True)]
-    noise_blocks.extend(_input_noise(run, inputs, view, known))
-    noise = np.concatenate(noise_blocks, axis=1) if noise_blocks else np.zeros((total, 0))
-    return ViewSystem(inputs, noise)
+    if run.temporal is not None:
+        blocks.append((0, _temporal_noise(run, inputs, offsets, total, known)))
+    first = offsets[:-1].astype(np.int64)
+    if gram is not None:
+        return ViewSystem(inputs, first, total, gram=gram)
+    noise = np.zeros((total, sum(b.shape[1] for _, b in blocks)))
+    column = 0
+    for lo, block in blocks:
+        noise[lo:, column : column + block.shape[1]] = block
+        column += block.shape[1]
+    return ViewSystem(inputs, first, total, noise=noise)
+
+
+def _column_estimate(run: LinearRun, view: View) -> int:
+    """How many noise columns a view's factor would have (an upper bound)."""
+    count = 0
+    for this in run.rounds:
+        count += int(np.count_nonzero(this.noise_std > 0)) + int(this.secret_std.size)
+        if this.message_std is not None:
+            count += int(this.sent_src.size)
+    return count
+
+
+def _add_noise(
+    block: np.ndarray, lo: int, blocks: list[tuple[int, np.ndarray]], gram: np.ndarray | None
+) -> None:
+    """Add factor columns (rows from ``lo`` on) to the factor, or their Gram to Σ."""
+    if block.shape[1] == 0:
+        return
+    if gram is None:
+        blocks.append((lo, block))
+    else:
+        gram[lo:, lo:] += block @ block.T
 
 
 def _message_noise(
-    this: LinearRound, gamma: float, after: np.ndarray, own: np.ndarray, offset: int,
-    known: np.ndarray,
-) -> list[np.ndarray]:  # fmt: skip
-    """The factor columns of round r's per-message noise ξ that the observer does not know:
-    message i → j's ξ reaches the rows through x^{r+1}_j (weight γ W_r[j, i]) and is in the
-    message's own row (``own``: the view's rows of the round, from ``offset``). A zero-sum
-    sender's ξ over its d messages is std · (I − 11ᵀ/d) z: its columns minus their mean."""
+    this: LinearRound, gamma: float, after: np.ndarray, own: np.ndarray, known: np.ndarray
+) -> list[np.ndarray]:
+    """The factor columns (rows of round r on) of round r's per-message noise ξ that the
+    observer does not know: message i → j's ξ reaches the rows through x^{r+1}_j (weight
+    γ W_r[j, i]) and is in the message's own row (``own``: the view's rows of the round, first
+    in ``after``). A zero-sum sender's ξ over its d messages is std · (I − 11ᵀ/d) z: its
+    columns minus their mean."""
     std = this.message_std
     if std is None or not np.any(std > 0):
         return []
     src, dst = this.sent_src, this.sent_dst
     weights = np.asarray(this.mixing[dst, src]).ravel()  # W_r[j, i] of each message
     columns = gamma * after[:, dst] * weights[None, :]
-    columns[offset + np.arange(own.size), own] += 1.0
+    columns[np.arange(own.size), own] += 1.0
     columns *= std[None, :]
     hidden = (std > 0) & ~known[src]
     if not this.zero_sum:
         return [columns[:, hidden]]
     blocks = []
     for sender in np.unique(src[hidden]):
-        mine = np.flatnonzero(src == sender)
-        block = columns[:, mine]
+        block = columns[:, src == sender]
         blocks.append(block - block.mean(axis=1, keepdims=True))
     return blocks
 
 
-def _input_noise(
-    run: LinearRun, inputs: list[np.ndarray], view: View, known: np.ndarray
+def _round_input_noise(
+    this: LinearRound, coefficient: np.ndarray, known: np.ndarray, known_secrets: bool
 ) -> list[np.ndarray]:
-    """The factor columns of the noise in the nodes' gradient inputs that the observer does not
-    know: each node's independent noise (one column per step, or per row of ``temporal``) and
-    each round's secrets."""
-    blocks: list[np.ndarray] = []
-    hidden = ~known
-    if run.temporal is None:
-        for coefficient, this in zip(inputs, run.rounds, strict=True):
-            own = np.flatnonzero(hidden & (this.noise_std > 0) & (this.step != 0))
-            blocks.append(coefficient[:, own] * this.noise_std[own][None, :])
-    else:
-        index = run.step_index()
-        depth = run.temporal.shape[0]
-        if index.max(initial=-1) >= depth:
-            raise ValueError(
-                f"a node took {int(index.max()) + 1} steps, more than the temporal "
-                f"correlation's {depth} rows"
-            )
-        rows = inputs[0].shape[0] if inputs else 0
-        correlated = np.zeros((rows, run.n, depth))
-        for r, (coefficient, this) in enumerate(zip(inputs, run.rounds, strict=True)):
-            stepped = np.flatnonzero(index[r] >= 0)
-            scaled = coefficient[:, stepped] * this.noise_std[stepped][None, :]
-            # step k of node j carries Σ_m temporal[k, m] z_{j, m}
-            correlated[:, stepped, :] += scaled[:, :, None] * run.temporal[index[r, stepped]][None]
-        blocks.append(correlated[:, hidden, :].reshape(rows, -1))
-    for coefficient, this in zip(inputs, run.rounds, strict=True):
-        if not this.secret_std.size or view.known_secrets:
-            continue
+    """The factor columns of round r's independent input noise and secrets that the observer
+    does not know (``coefficient``: the inputs' coefficients, rows of round r on)."""
+    own = np.flatnonzero(~known & (this.noise_std > 0) & (this.step != 0))
+    blocks = [coefficient[:, own] * this.noise_std[own][None, :]]
+    if this.secret_std.size and not known_secrets:
         secret = ~(known[this.secret_a] | known[this.secret_b]) & (this.secret_std > 0)
         a, b = this.secret_a[secret], this.secret_b[secret]
         plus = coefficient[:, a] * this.secret_a_added[secret][None, :]
         minus = coefficient[:, b] * this.secret_b_added[secret][None, :]
         blocks.append((plus - minus) * this.secret_std[secret][None, :])
     return blocks
+
+
+def _input_covariance(this: LinearRound, known: np.ndarray, known_secrets: bool) -> sp.csr_matrix:
+    """The covariance (n × n, sparse) of round r's input noise that the observer does not know,
+    in units of the inputs' coefficients: its independent noise on the diagonal, and each
+    hidden secret's ±std on its two ends (the same parts :func:`_round_input_noise` gives as
+    factor columns)."""
+    n = known.size
+    hidden = ~known & (this.noise_std > 0) & (this.step != 0)
+    covariance = sp.diags(np.where(hidden, this.noise_std, 0.0) ** 2, format="csr")
+    if this.secret_std.size and not known_secrets:
+        secret = np.flatnonzero(~(known[this.secret_a] | known[this.secret_b])
+                                & (this.secret_std > 0))  # fmt: skip
+        rows = np.concatenate([np.arange(secret.size)] * 2)
+        columns = np.concatenate([this.secret_a[secret], this.secret_b[secret]])
+        values = np.concatenate([this.secret_a_added[secret].astype(float),
+                                 -this.secret_b_added[secret].astype(float)])  # fmt: skip
+        incidence = sp.csr_matrix((values, (rows, columns)), shape=(secret.size, n))
+        weights = sp.diags(this.secret_std[secret] ** 2)
+        covariance = covariance + incidence.T @ weights @ incidence
+    return sp.csr_matrix(covariance)
+
+
+def _temporal_noise(
+    run: LinearRun, inputs: list[np.ndarray], offsets: np.ndarray, total: int, known: np.ndarray
+) -> np.ndarray:
+    """The factor columns of temporally correlated independent noise: node j's k-th step
+    carries Σ_m temporal[k, m] z_{j, m}, so column (j, m) is Σ_r temporal[k_r, m] times the
+    step's scaled coefficient."""
+    assert run.temporal is not None
+    index = run.step_index()
+    depth = run.temporal.shape[0]
+    if index.max(initial=-1) >= depth:
+        raise ValueError(
+            f"a node took {int(index.max()) + 1} steps, more than the temporal correlation's "
+            f"{depth} rows"
+        )
+    correlated = np.zeros((total, run.n, depth))
+    for r, (coefficient, this) in enumerate(zip(inputs, run.rounds, strict=True)):
+        stepped = np.flatnonzero(index[r] >= 0)
+        scaled = coefficient[:, stepped] * this.noise_std[stepped][None, :]
+        correlated[int(offsets[r]) :, stepped, :] += (
+            scaled[:, :, None] * run.temporal[index[r, stepped]][None]
+        )
+    return correlated[:, ~known, :].reshape(total, -1)
 
 
 # ----- losses ---------------------------------------------------------------------------------
@@ -364,41 +466,107 @@ class UnitLosses:
     exact: np.ndarray
 
 
+#: Nodes whose whitened inputs are formed at a time (bounds the memory of a large view).
+NODE_CHUNK = 256
+
+
+def input_grams(
+    system: ViewSystem, white: Whitening, nodes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For every node of ``nodes``: the Gram of its inputs' whitened shifts over the rounds
+    (nodes × rounds × rounds, entry [r, t] = a_rᵀΣ⁺a_t for unit moves of the node's input at
+    rounds r and t), and whether a_r has a part outside Σ's range (rounds × nodes)."""
+    rounds = len(system.inputs)
+    grams = np.zeros((nodes.size, rounds, rounds))
+    revealed = np.zeros((rounds, nodes.size), dtype=bool)
+    deficient = white.lower is None and white.rank < system.rows
+    for start in range(0, nodes.size, NODE_CHUNK):
+        chunk = nodes[start : start + NODE_CHUNK]
+        whitened = np.zeros((chunk.size, rounds, white.rank))
+        for r, coefficient in enumerate(system.inputs):
+            lo = int(system.first[r])
+            shifts = coefficient[:, chunk]
+            unit = white.whiten_from(shifts, lo)
+            whitened[:, r, :] = unit.T
+            if deficient:
+                residual = white.basis @ (unit * white.scale[:, None])
+                residual[lo:] -= shifts
+                length = np.sqrt((shifts**2).sum(axis=0))
+                out = np.sqrt((residual**2).sum(axis=0)) > RANGE_TOLERANCE * np.maximum(
+                    length, 1e-300
+                )
+                revealed[r, start : start + chunk.size] = out & (length > 0)
+        for k in range(chunk.size):  # one BLAS product a node: faster than a batched matmul
+            grams[start + k] = whitened[k] @ whitened[k].T
+    return grams, revealed
+
+
 def view_losses(
-    run: LinearRun, view: View, *, unit: str = "record", nodes: Sequence[int] | None = None
+    run: LinearRun,
+    view: View,
+    *,
+    unit: str = "record",
+    nodes: Sequence[int] | None = None,
+    force: str | None = None,
 ) -> UnitLosses:
     """The loss of every unit of ``nodes`` (default: every node the view does not know) against
     ``view``. ``unit`` ``record``: the records of one use group of a node (a record is used at
     the steps whose ``batch`` is its group); ``node``: all of a node's records (every step)."""
-    system = view_system(run, view)
-    white = whitening(system.noise)
+    system = view_system(run, view, force=force)
+    white = system.whitening()
     known = _mask(run.n, view.known_nodes)
     chosen = np.flatnonzero(~known) if nodes is None else np.asarray(list(nodes), np.int64)
-    whitened, revealed = [], []
-    for coefficient in system.inputs:
-        y, out = white.whiten(coefficient[:, chosen])
-        whitened.append(y)
-        revealed.append(out)
-    batches = np.array([r.batch for r in run.rounds]).reshape(len(run.rounds), run.n)
-    sens = np.array([r.sensitivity * (r.step != 0) for r in run.rounds]).reshape(batches.shape)
+    grams, revealed = input_grams(system, white, chosen)
+    batches = np.array([r.batch for r in run.rounds]).reshape(len(run.rounds), run.n)[:, chosen]
+    sens = np.array([r.sensitivity * (r.step != 0) for r in run.rounds]).reshape(
+        len(run.rounds), run.n
+    )[:, chosen]
+    return group_losses(grams, revealed, sens, batches, chosen, unit)
+
+
+def group_losses(
+    grams: np.ndarray,
+    revealed: np.ndarray,
+    sens: np.ndarray,
+    batches: np.ndarray,
+    chosen: np.ndarray,
+    unit: str,
+) -> UnitLosses:
+    """Every unit's loss from its node's input Gram (:func:`input_grams`): a unit's uses are
+    its node's steps of one batch group (``unit`` record) or all of them (node), each scaled by
+    its sensitivity; aligned uses are the worst case when the scaled Gram has no negative
+    entry (μ² = its sum, exact), else Σ|K| bounds it."""
+    used = sens > 0
+    groups = np.unique(batches[used]) if unit == "record" else np.array([-1])
+    magnitude, negative = np.abs(grams), np.minimum(grams, 0.0)
+    diagonal = np.einsum("urr->ur", grams)
     result: dict[str, list] = {"node": [], "group": [], "mu_squared": [], "exact": []}
-    for k, node in enumerate(chosen.tolist()):
-        used = np.flatnonzero(sens[:, node] > 0)
-        columns = np.stack([whitened[r][:, k] for r in used], axis=1) if used.size else (
-            np.zeros((white.rank, 0)))  # fmt: skip
-        out = np.array([revealed[r][k] for r in used], dtype=bool)
-        groups = np.unique(batches[used, node]) if unit == "record" else np.array([-1])
-        for group in groups.tolist():
-            pick = batches[used, node] == group if unit == "record" else np.ones(used.size, bool)
-            loss = unit_loss(columns[:, pick], out[pick], sens[used[pick], node])
-            result["node"].append(node)
-            result["group"].append(group)
-            result["mu_squared"].append(loss.mu_squared)
-            result["exact"].append(loss.exact)
-    return UnitLosses(
-        np.asarray(result["node"], np.int64), np.asarray(result["group"], np.int64),
-        np.asarray(result["mu_squared"], float), np.asarray(result["exact"], bool),
-    )  # fmt: skip
+    for group in groups.tolist():
+        member = used & (batches == group) if unit == "record" else used
+        weight = np.where(member, sens, 0.0)  # rounds × nodes
+        has = member.any(axis=0)
+        aligned = np.einsum("urt,ru,tu->u", grams, weight, weight)
+        bound = np.einsum("urt,ru,tu->u", magnitude, weight, weight)
+        below = np.einsum("urt,ru,tu->u", negative, weight, weight)
+        top = (diagonal.T * weight**2).max(axis=0, initial=0.0)
+        exact = below >= -SIGN_TOLERANCE * np.maximum(top, 1e-300)
+        for k in np.flatnonzero(has & ~exact):  # a bound: also λ_max(K)·(uses), often less
+            pick = np.flatnonzero(member[:, k])
+            scaled = grams[k][np.ix_(pick, pick)] * np.outer(weight[pick, k], weight[pick, k])
+            spectral = float(np.linalg.eigvalsh(scaled)[-1]) * pick.size
+            bound[k] = min(bound[k], spectral)
+        seen = (revealed & member).any(axis=0)
+        mu2 = np.where(seen, math.inf, np.where(exact, aligned, bound))
+        result["node"].append(chosen[has])
+        result["group"].append(np.full(int(has.sum()), group, dtype=np.int64))
+        result["mu_squared"].append(mu2[has])
+        result["exact"].append((exact | seen)[has])
+    if not result["node"]:
+        empty = np.zeros(0, np.int64)
+        return UnitLosses(empty, empty, np.zeros(0), np.zeros(0, bool))
+    order = np.lexsort((np.concatenate(result["group"]), np.concatenate(result["node"])))
+    return UnitLosses(*(np.concatenate(result[key])[order]
+                        for key in ("node", "group", "mu_squared", "exact")))  # fmt: skip
 
 
 def local_mu_squared(run: LinearRun, unit: str = "record") -> dict[tuple[int, int], float]:

@@ -1,0 +1,135 @@
+"""Published per-pair privacy bounds of gossip protocols, computed as their authors' code computes
+them, to be put beside the exact loss of the same run (SPEC §9.5; the exact side is
+:mod:`netsim.privacy.linear`, or :mod:`netsim.privacy.pairwise` for plain averaging).
+
+Each function restates a published formula in netsim's own code; the docstring names the paper,
+the statement, and the repository and function whose conventions (which messages, which
+variance, which rounds, what clipping) it follows. None of them reads those repositories.
+
+These are the authors' numbers, not netsim's guarantees. Composing every message an observer
+receives as an independent Gaussian release (Muffliato's sum) is not an upper bound when the
+messages share noise: on the path 0 – 1 – 2 observer 0, who knows its own value, solves its two
+messages for node 2's (local DP, λ = 1), where the sum gives λ = 1/3
+(``tests/test_published_bounds.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from netsim.privacy.pairwise import Mixing
+
+
+def _dense(weights: Mixing) -> np.ndarray:
+    return weights.toarray() if sp.issparse(weights) else np.asarray(weights, dtype=float)
+
+
+def muffliato_message_sum(
+    mixing: Sequence[Mixing], observer: int, sigma: float, sensitivity: float
+) -> np.ndarray:
+    """Muffliato's per-message sum: for every record u, the RDP slope (ρ(α) = α·slope) that
+    the authors' code charges observer ``observer`` for Gaussian gossip averaging, each message
+    it receives counted as an independent Gaussian release and the releases composed by adding.
+
+    The paper: Cyffers, Even, Bellet, Massoulié, *Muffliato*, NeurIPS 2022 (arXiv 2206.05091),
+    the pairwise network DP of gossip averaging (Thm. 1 there, for a fixed W; time-varying
+    W_t here, as netsim's runs have):
+
+        slope_u = Δ² / (2σ²) · Σ_t Σ_{w ∈ N_t(v), w ≠ v} (P_t[w, u])² / ‖P_t[w, :]‖²,
+
+    with P_t = W_{t−1} ⋯ W_0 (P_0 = I) the map from the noisy values x + z to round t's state
+    and N_t(v) = {w : W_t[v, w] > 0}. The conventions are those of ``totilas/muffliato``,
+    ``muffliato.py::simulation`` with ``graphutils.py::contrib``:
+
+    - the messages: in each round, the current state of every neighbour w ≠ v (its row of P_t);
+    - the variance: a message's whole noise, σ²‖P_t[w, :]‖², the observer's own noise and the
+      record's included — nothing the observer knows is subtracted (its own noise, its earlier
+      messages), so the sum neither uses what v knows nor the noise the messages share;
+    - the composition: per-message losses added over the neighbours and the rounds.
+
+    Two differences, both stated: (1) the rounds. With a fixed W the code's loop starts from
+    W¹ (its round t charges W^{t+1}): its T rounds are rounds 1..T of this sum over T + 1
+    rounds, i.e. this sum minus round 0's term, which is Δ²/(2σ²) for a neighbour u of v
+    (its raw noisy value) and 0 for the others. Here round t charges the messages v averages in
+    round t, P_t, as :func:`netsim.privacy.pairwise.received_rows` and netsim's runs number
+    them. (2) No clipping: the authors' figure (``figa.py::vector_loss``) clips the summed
+    loss at the local-DP loss; this returns the sum.
+
+    ``mixing``: W_0, …, W_{K−1} (n × n, dense or sparse, row v the weights v gives). Returns the
+    slope of each record (length n), NaN at the observer's own."""
+    if sigma <= 0 or sensitivity < 0:
+        raise ValueError("sigma must be positive and sensitivity non-negative")
+    if not mixing:
+        raise ValueError("muffliato_message_sum needs at least one round")
+    n = mixing[0].shape[0]
+    if not 0 <= observer < n:
+        raise ValueError(f"observer {observer} is not a node of a {n}-node run")
+    total = np.zeros(n)
+    state = np.eye(n)  # P_t
+    for weights in mixing:
+        row = _dense(weights[observer]).ravel()
+        heard = np.flatnonzero(row > 0)
+        heard = heard[heard != observer]
+        squares = state[heard] ** 2
+        norms = squares.sum(axis=1)
+        used = norms > 0
+        total += (squares[used] / norms[used, None]).sum(axis=0)
+        state = np.asarray(weights @ state)
+    slope = sensitivity**2 * total / (2.0 * sigma**2)
+    slope[observer] = math.nan
+    return slope
+
+
+def mfdl_corrected_muffliato(
+    W: Mixing,
+    u: int | Sequence[int] | np.ndarray,
+    v: int,
+    T: int,
+    alpha: float,
+    sigma: float,
+    sensitivity: float,
+) -> float | np.ndarray:
+    """The corrected Muffliato-GD bound, ε^T_{u→v}(α) (a Rényi divergence at order α, not a
+    slope), as MFDL's code computes it; vectorised over the record ``u`` (an int gives a float,
+    a sequence an array).
+
+    The statement: Cyffers, Even, Bellet, Massoulié, *Muffliato* (arXiv 2206.05091), Thm. 11,
+    in the corrected form that Bellet, Cyffers, Frey, Gaudel, Lerévérend, Taïani (*Unified
+    Privacy Guarantees for Decentralized Learning via Matrix Factorization*, ICLR 2026, arXiv
+    2510.17480) compare with: with s = j − t substituted in Σ_{t=1}^{T} Σ_{j=t}^{T},
+
+        ε = α Δ² / (2σ²) · min(T, Σ_{s=0}^{T−1} (T − s) Σ_{w ∈ N(v)} (W^s)[u, w] / ‖W^s[:, w]‖²).
+
+    The conventions are those of ``dimiarbre/MFDL``, ``MFDL/simulations/muffliato_accounting.py::
+    epsilon_upper_bound``: a fixed W; (W^s)[u, w] to the first power (not squared, unlike the
+    per-message sum of :func:`muffliato_message_sum`) over the squared norm of W^s's column w;
+    N(v) = {w : W[v, w] > 0}, which holds v itself when W[v, v] > 0 — as in MFDL, whose graphs
+    carry self-loops (``utils.get_graph``), so ``G.neighbors(v)`` includes v; the sum clipped at
+    T (the local-DP composition of T steps, as MFDL does after discussing it with Muffliato's
+    authors). The (T − s) form equals the double sum (``tests/test_published_bounds.py``)."""
+    if sigma <= 0 or sensitivity < 0 or alpha <= 1 or T < 0:
+        raise ValueError("need sigma > 0, sensitivity ≥ 0, alpha > 1 and T ≥ 0")
+    weights = _dense(W)
+    n = weights.shape[0]
+    if weights.shape != (n, n) or not 0 <= v < n:
+        raise ValueError(f"W must be square and v a node, got {weights.shape} and {v}")
+    neighbours = np.flatnonzero(weights[v] > 0)
+    total = np.zeros(n)
+    power = np.eye(n)  # W^s
+    for s in range(T):
+        columns = power[:, neighbours]
+        norms = (columns**2).sum(axis=0)
+        total += (T - s) * (columns / norms[None, :]).sum(axis=1)
+        power = power @ weights
+    epsilon = alpha * sensitivity**2 / (2.0 * sigma**2) * np.minimum(total, T)
+    if np.ndim(u) == 0:
+        return float(epsilon[int(u)])  # type: ignore[arg-type]
+    return epsilon[np.asarray(u, dtype=np.int64)]
+
+
+# ----- DECOR's SecLDP bound (Allouah, Koloskova, El Firdoussi, Jaggi, Guerraoui, ICML 2024) -----
+# Reserved: this place is for DECOR's published SecLDP bound, which another contributor adds.
