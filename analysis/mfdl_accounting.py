@@ -316,7 +316,8 @@ def report(frame: pd.DataFrame) -> str:
         )
     negative = frame[frame["negative_k"]]
     if len(negative):
-        lines += ["", "Units with negative K entries (MFDL reports Σ|K|, netsim the smaller of Σ|K| and λ_max·T; the worst case lies in "
+        lines += ["", "Units with negative K entries (MFDL reports Σ|K|, netsim the smaller of "
+                  "Σ|K| and λ_max·T; the worst case lies in "
                   "[largest over sign vectors, λ_max·T]):"]  # fmt: skip
         for row in negative.itertuples(index=False):
             lines.append(
@@ -360,7 +361,8 @@ def draw(table: pd.DataFrame | None = None, out: Path = FIGURE) -> Path:
         units = ", ".join(f"{GRAPHS[g].split(' ')[0]} {k}" for g, k in
                           zip(part["graph"], part["netsim_bound"], strict=True))  # fmt: skip
         axis.annotate(
-            f"K with negative entries ({units} units): MFDL gives Σ|K|, netsim min(Σ|K|, λ_max·T): bounds",
+            f"K with negative entries ({units} units): MFDL gives Σ|K|, "
+            "netsim min(Σ|K|, λ_max·T): bounds",
             (hops, float(part["netsim_max"].max())),
             xytext=(14, -24),
             textcoords="offset points",
