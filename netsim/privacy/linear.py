@@ -614,3 +614,185 @@ def account_views(
     out["rho"] = mu2 / 2.0
     out["epsilon"] = np.array([epsilon_of(float(m), delta) for m in mu2])
     return out
+
+
+# ----- views that see every message: the revealed increments -----------------------------------
+
+
+def increments_apply(run: LinearRun) -> bool:
+    """Whether :func:`increment_losses` applies: no per-message noise, no acceleration and no
+    temporal correlation (then a view of every message a node sends is one of its increments)."""
+    return run.temporal is None and all(
+        r.gamma is None and (r.message_std is None or not np.any(r.message_std > 0))
+        for r in run.rounds
+    )
+
+
+def increment_blocks(run: LinearRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The revealed increments of a run whose every message is seen: for each node and each
+    round in which it sends, the sum of its inputs since its previous send (rounds after its
+    last send are never revealed). Returns ``node``, ``first`` and ``last`` round of each block.
+
+    Why this is the whole view: the observer sees h_j^r for every sender j of round r. By
+    induction over rounds it knows x_i^r up to i's inputs since its last send: if i averaged at
+    r − 1 its state is a mix of h's it received (seen) and its own h (seen, as it sent); if it
+    stepped without sending, its state is x^{r−1} plus that step's input; if it was offline it
+    is unchanged. So each h_i^r reveals exactly the block's sum, and the blocks determine every
+    message (a bijection given the known W_r)."""
+    nodes, firsts, lasts = [], [], []
+    start = np.zeros(run.n, dtype=np.int64)
+    for r, this in enumerate(run.rounds):
+        senders = np.unique(this.sent_src)
+        nodes.append(senders)
+        firsts.append(start[senders].copy())
+        lasts.append(np.full(senders.size, r, dtype=np.int64))
+        start[senders] = r + 1
+    if not nodes:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    return np.concatenate(nodes), np.concatenate(firsts), np.concatenate(lasts)
+
+
+def increment_losses(
+    run: LinearRun,
+    members: Sequence[int] = (),
+    *,
+    unit: str = "record",
+    local: int | None = None,
+) -> UnitLosses:
+    """Every unit's loss against an observer of every message (SecLDP: the coalition
+    ``members`` knows its own noise and the secrets it holds, the secrets of pairs outside it
+    stay hidden), or, with ``local`` a node, that node's units under local DP (every noise but
+    its own independent noise known). Exact per block structure: blocks that share no hidden
+    noise are independent, so a unit's μ² adds over the connected groups of blocks, each a
+    small Gaussian view (a round's n increments, for a run where every node sends every
+    round)."""
+    from scipy.sparse.csgraph import connected_components
+
+    if not increments_apply(run):
+        raise ValueError("revealed increments need a run without per-message noise")
+    n = run.n
+    block_node, block_first, block_last = increment_blocks(run)
+    known = _mask(n, members)
+    if local is not None:
+        known = ~_mask(n, [local])
+    keep = ~known[block_node]
+    block_node, block_first, block_last = block_node[keep], block_first[keep], block_last[keep]
+    count = block_node.size
+    # the block holding each (node, round) input: −1 when never revealed
+    holder = np.full((len(run.rounds), n), -1, dtype=np.int64)
+    for b in range(count):
+        holder[block_first[b] : block_last[b] + 1, block_node[b]] = b
+    # hidden noise: independent parts (variance per block), secrets (a factor column each)
+    variance = np.zeros(count)
+    secret_rows: list[np.ndarray] = []
+    secret_values: list[np.ndarray] = []
+    for r, this in enumerate(run.rounds):
+        stepped = (this.step != 0) & (this.noise_std > 0) & (holder[r] >= 0)
+        np.add.at(variance, holder[r, stepped], (this.step[stepped] * this.noise_std[stepped]) ** 2)
+        if local is None and this.secret_std.size:
+            a, b = this.secret_a, this.secret_b
+            hidden = ~(known[a] | known[b]) & (this.secret_std > 0)
+            for end, added, sign in ((a, this.secret_a_added, 1.0), (b, this.secret_b_added, -1.0)):
+                on = hidden & added & (holder[r, end] >= 0)
+                column = np.flatnonzero(hidden)
+                rows = np.full(column.size, -1, dtype=np.int64)
+                values = np.zeros(column.size)
+                inside = on[column]
+                rows[inside] = holder[r, end[column[inside]]]
+                values[inside] = (
+                    sign * this.step[end[column[inside]]] * this.secret_std[column[inside]]
+                )
+                secret_rows.append(rows)
+                secret_values.append(values)
+    # pair up each secret's two ends (appended a-side then b-side per round)
+    links_a, links_b, columns = [], [], []
+    column_base = 0
+    for k in range(0, len(secret_rows), 2):
+        ra, rb = secret_rows[k], secret_rows[k + 1]
+        both = (ra >= 0) & (rb >= 0)
+        links_a.append(ra[both])
+        links_b.append(rb[both])
+        columns.append((column_base, ra, secret_values[k], rb, secret_values[k + 1]))
+        column_base += ra.size
+    adjacency = sp.coo_matrix(
+        (np.ones(sum(x.size for x in links_a)),
+         (np.concatenate(links_a) if links_a else np.zeros(0, np.int64),
+          np.concatenate(links_b) if links_b else np.zeros(0, np.int64))),
+        shape=(count, count),
+    )  # fmt: skip
+    components, label = connected_components(adjacency, directed=False)
+    # the factor of the hidden secrets, sparse: (blocks × secrets)
+    fr, fc, fv = [], [], []
+    for base, ra, va, rb, vb in columns:
+        for rows, values in ((ra, va), (rb, vb)):
+            on = rows >= 0
+            fr.append(rows[on])
+            fc.append(base + np.flatnonzero(on))
+            fv.append(values[on])
+    secrets = sp.csr_matrix(
+        (np.concatenate(fv) if fv else np.zeros(0),
+         (np.concatenate(fr) if fr else np.zeros(0, np.int64),
+          np.concatenate(fc) if fc else np.zeros(0, np.int64))),
+        shape=(count, column_base),
+    )  # fmt: skip
+    covariance = (sp.diags(variance) + secrets @ secrets.T).tocsr()
+    # each unit's uses: (block, sensitivity · step) per use
+    units: dict[tuple[int, int], list[tuple[int, float]]] = {}
+    for r, this in enumerate(run.rounds):
+        for node in np.flatnonzero((this.step != 0) & (this.sensitivity > 0)).tolist():
+            if known[node]:
+                continue
+            key = (node, int(this.batch[node]) if unit == "record" else -1)
+            shift = float(this.sensitivity[node] * abs(this.step[node]))
+            units.setdefault(key, []).append((int(holder[r, node]), shift))
+    order = np.argsort(label, kind="stable")
+    bounds = np.searchsorted(label[order], np.arange(components + 1))
+    whitened_cache: dict[int, Whitening] = {}
+
+    def component_whitening(c: int) -> tuple[np.ndarray, Whitening]:
+        members_c = order[bounds[c] : bounds[c + 1]]
+        if c not in whitened_cache:
+            sigma = covariance[members_c][:, members_c].toarray()
+            values, vectors = np.linalg.eigh(sigma)
+            keepv = values > GRAM_TOLERANCE * max(float(values.max(initial=0.0)), 1e-300)
+            whitened_cache[c] = Whitening(vectors[:, keepv], np.sqrt(values[keepv]))
+        return members_c, whitened_cache[c]
+
+    result: dict[str, list] = {"node": [], "group": [], "mu_squared": [], "exact": []}
+    for (node, group), uses in sorted(units.items()):
+        total, exact = 0.0, True
+        by_component: dict[int, dict[int, float]] = {}
+        for block, shift in uses:
+            if block < 0:
+                continue  # after the node's last send: never revealed
+            by_component.setdefault(int(label[block]), {}).setdefault(block, 0.0)
+            by_component[int(label[block])][block] += shift  # aligned within a block
+        for c, shifts in by_component.items():
+            members_c, white = component_whitening(c)
+            position = {int(b): i for i, b in enumerate(members_c.tolist())}
+            vectors = np.zeros((members_c.size, len(shifts)))
+            for k, (block, shift) in enumerate(shifts.items()):
+                vectors[position[block], k] = shift
+            projected = white.basis.T @ vectors
+            residual = vectors - white.basis @ projected
+            if np.any(np.abs(residual) > RANGE_TOLERANCE * np.abs(vectors).max()):
+                total = math.inf
+                break
+            unit_white = projected / white.scale[:, None]
+            gram = unit_white.T @ unit_white
+            floor = -SIGN_TOLERANCE * max(float(np.diag(gram).max(initial=0.0)), 1e-300)
+            if gram.min(initial=0.0) >= floor:
+                total += float(gram.sum())
+            else:
+                exact = False
+                spectral = float(np.linalg.eigvalsh(gram)[-1]) * gram.shape[0]
+                total += min(float(np.abs(gram).sum()), spectral)
+        result["node"].append(node)
+        result["group"].append(group)
+        result["mu_squared"].append(total)
+        result["exact"].append(exact)
+    return UnitLosses(
+        np.asarray(result["node"], np.int64), np.asarray(result["group"], np.int64),
+        np.asarray(result["mu_squared"], float), np.asarray(result["exact"], bool),
+    )  # fmt: skip
