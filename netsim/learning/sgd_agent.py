@@ -60,6 +60,7 @@ from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.privacy.threat import (
     LINEAGE_TABLE,
     VIEWS_TABLE,
+    trust_problem,
 )
 from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
@@ -208,9 +209,9 @@ class LearningConfig(ComponentConfig):
     clip: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
     #: η_t = learning_rate/√t (Hegedűs et al. 2016 eq. 8 has 1).
     learning_rate: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
-    algorithm: Annotated[
-        str, Field(pattern=r"^(sgd|dp-sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")
-    ] = "dp-sgd-1"
+    algorithm: Annotated[str, Field(pattern=r"^(sgd|dp-sgd|dp-sgd-inf|dp-sgd-[1-9][0-9]*)$")] = (
+        "dp-sgd-1"
+    )
     #: How a record's uses compose against its budget: ``basic`` (the sum of ε and δ), or
     #: ``rdp`` / ``pld`` for Gaussian noise (Rényi DP or the privacy-loss distribution,
     #: dp-accounting; :mod:`netsim.privacy.composition`); other noise keeps the basic sum.
@@ -406,6 +407,9 @@ class SGDAgent(Component):
         threat = ctx.config_of("privacy")
         if threat is None or threat.model != "network":
             return
+        problem = trust_problem(threat, "learning")
+        if problem:
+            raise ValueError(problem)
         need = (
             "privacy.model network accounts each observer's view of Gaussian releases at one "
             "noise multiplier (learning.noise gaussian, learning.accounting rdp or pld, "

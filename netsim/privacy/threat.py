@@ -150,6 +150,14 @@ class ThreatModelConfig(ComponentConfig):
     #: models it receives — a record is used until some observer's composed loss would pass
     #: the budget (:mod:`netsim.privacy.ceiling`; a walk DP-SGD run, algorithm dp-sgd).
     budget: Literal["local", "network"] = "local"
+    #: What an observer of a protocol accounted as a linear system (the ``dsgd`` section;
+    #: :mod:`netsim.privacy.linear`) sees and knows. ``pndp`` (pairwise network DP, the
+    #: default): each observer the messages it receives, knowing its own noise and the secrets
+    #: it shares. ``secldp`` (Allouah et al. 2024): every message, by an eavesdropper on every
+    #: link (with each coalition as curious users); a secret shared by two users outside the
+    #: coalition stays hidden. ``ldp``: every message public and every noise but the node's own
+    #: known (the local-DP baseline).
+    trust: Literal["pndp", "secldp", "ldp"] = "pndp"
 
     @model_validator(mode="after")
     def _network_budget(self) -> ThreatModelConfig:
@@ -243,6 +251,18 @@ class ThreatModel(Component):
         return self.config.delta if self.config.delta is not None else default
 
 
+def trust_problem(threat: ThreatModelConfig | None, section: str) -> str | None:
+    """Why ``privacy.trust`` does not fit ``section``, whose accountant states pairwise network
+    DP only (None if it fits): SecLDP and local DP are views of the linear accountant."""
+    if threat is None or threat.model != "network" or threat.trust == "pndp":
+        return None
+    return (
+        f"privacy.trust {threat.trust}: the {section} section accounts what each observer "
+        "receives (pairwise network DP, trust pndp); secldp and ldp are accounted for "
+        "decentralised SGD (the dsgd section)"
+    )
+
+
 def sample_observers(n: int, count: int | None, rng: np.random.Generator) -> np.ndarray:
     """The accounted observers: every node (``count`` None), or a uniform sample of
     ``count`` nodes drawn from ``rng`` (sorted)."""
@@ -251,9 +271,7 @@ def sample_observers(n: int, count: int | None, rng: np.random.Generator) -> np.
     return np.sort(rng.choice(n, count, replace=False)).astype(np.int64)
 
 
-def observers_problem(
-    key: str, count: int | None, nodes: int, limit: int, why: str
-) -> str | None:
+def observers_problem(key: str, count: int | None, nodes: int, limit: int, why: str) -> str | None:
     """Why ``<key>.observers`` = ``count`` does not fit a run of ``nodes`` (None if it does):
     every node is accounted only up to ``limit`` nodes (``why``), and a sample is at most
     the nodes."""

@@ -44,6 +44,7 @@ from netsim.privacy.threat import (
     pair_quantiles,
     sample_observers,
     summary_row,
+    trust_problem,
 )
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 
@@ -139,6 +140,9 @@ class MuffliatoAveraging(RoundLearner):
         if problem is not None:
             raise ValueError(problem)
         threat = ctx.config_of("privacy")
+        problem = trust_problem(threat, "muffliato")
+        if problem:
+            raise ValueError(problem)
         if threat is not None and threat.model == "network":
             if config.observers is not None:
                 raise ValueError(
