@@ -36,6 +36,7 @@ from scipy.sparse.csgraph import shortest_path
 from netsim.algorithms.muffliato.config import MAX_ALL_OBSERVERS, MuffliatoConfig
 from netsim.contracts import BuildContext, RoundLearner, Section
 from netsim.log import F64, I64, TableSchema
+from netsim.privacy.linear import LinearRound, LinearRun
 from netsim.privacy.mechanisms import analytic_gaussian_sigma, gaussian_epsilon
 from netsim.privacy.pairwise import chebyshev_gamma, metropolis_from_edges, pairwise_epsilons
 from netsim.privacy.threat import (
@@ -196,6 +197,28 @@ class MuffliatoAveraging(RoundLearner):
         errors = ((self.state[online] - truth) ** 2).sum(axis=1)
         self.rmse = float(np.sqrt(errors.mean())) if errors.size else math.nan
         self.rounds_table.append(t, self.sim.now, int(online.sum()), int(src.size), self.rmse)
+
+    def linear_run(self) -> LinearRun:
+        """The rounds that ran as a run of the linear accountant
+        (:mod:`netsim.privacy.linear`): one input at round 0, the noisy value (sensitivity Δ,
+        noise σ), then only averaging; round t's messages are the neighbours' states over the
+        links it used. Its pairs equal ``privacy_pairs`` (``tests/test_linear_accountant.py``).
+        Like ``privacy_pairs``, it leaves out a message that arrived over a link left unused
+        because the other way's message was lost: under loss both understate what the
+        receiver saw."""
+        run = LinearRun(self.n)
+        ones = np.ones(self.n)
+        for t, weights in enumerate(self.mixing):
+            links = sp.coo_matrix(weights)
+            off = links.row != links.col
+            src, dst = links.col[off].astype(np.int64), links.row[off].astype(np.int64)
+            run.rounds.append(LinearRound(
+                mixing=sp.csr_matrix(weights), step=ones * (t == 0),
+                noise_std=ones * self.config.sigma, sensitivity=ones * self.config.sensitivity,
+                batch=np.zeros(self.n, np.int64), sent_src=src, sent_dst=dst,
+                delivered=np.ones(src.size, bool), gamma=self.gamma if t > 0 else None,
+            ))  # fmt: skip
+        return run
 
     def finish(self) -> None:
         """The pairwise accounting of the rounds that ran, and the summary."""

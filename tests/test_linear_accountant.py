@@ -1,0 +1,211 @@
+"""The linear accountant (``netsim/privacy/linear.py``): an observer's view as O = A·G + B·Z,
+held to the Muffliato accountant it generalises, to the path 0 – 1 – 2, to a Monte-Carlo of a
+DECOR view, to itself by its two numerical paths (factor and Gram) and its two views of every
+message (messages and revealed increments), and to its rank decision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from netsim.privacy import linear
+from netsim.privacy.linear import (
+    LinearRound,
+    LinearRun,
+    increment_losses,
+    ldp_view,
+    pndp_view,
+    secldp_view,
+    view_losses,
+    whitening,
+)
+from netsim.privacy.pairwise import metropolis_from_edges, metropolis_weights
+from netsim.scenario.loader import load_scenario
+from netsim.scenario.runner import run_in_memory
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def decor_run(
+    n: int = 8, rounds: int = 6, *, churn: float = 0.75, loss: float = 0.1, seed: int = 3,
+    sigma: float = 1.0, sigma_cor: float = 2.0, step: float = 0.5,
+) -> LinearRun:  # fmt: skip
+    """A DECOR-like run on a ring with a chord: each round a random set of nodes is online,
+    the links between online nodes carry a message each way (some lost), every topology link
+    has a secret (added by each end that stepped), and records cycle through two batches."""
+    rng = np.random.default_rng(seed)
+    graph = nx.cycle_graph(n)
+    graph.add_edge(0, n // 2)
+    edges = np.array(graph.edges())
+    a, b = edges.min(axis=1), edges.max(axis=1)
+    run = LinearRun(n)
+    for t in range(rounds):
+        online = rng.random(n) < churn
+        both = online[a] & online[b]
+        src = np.concatenate([a[both], b[both]])
+        dst = np.concatenate([b[both], a[both]])
+        delivered = rng.random(src.size) >= loss
+        used = delivered[: both.sum()] & delivered[both.sum() :]
+        weights = metropolis_from_edges(n, a[both][used], b[both][used])
+        run.rounds.append(LinearRound(
+            mixing=weights, step=np.where(online, step, 0.0),
+            noise_std=np.where(online, sigma, 0.0), sensitivity=np.full(n, 2.0),
+            batch=np.full(n, t % 2), sent_src=src, sent_dst=dst, delivered=delivered,
+            secret_a=a, secret_b=b, secret_std=np.full(a.size, sigma_cor),
+            secret_a_added=online[a], secret_b_added=online[b],
+        ))  # fmt: skip
+    return run
+
+
+def as_dict(losses: linear.UnitLosses) -> dict[tuple[int, int], float]:
+    triples = zip(losses.node, losses.group, losses.mu_squared, strict=True)
+    return {(int(u), int(g)): float(m) for u, g, m in triples}
+
+
+def test_muffliatos_pairs_are_a_case_of_the_linear_accountant() -> None:
+    """The shipped 256-node scenario: every accounted pair's λ from the linear accountant
+    equals ``privacy_pairs`` (netsim.privacy.pairwise) to 1e-10."""
+    scenario = load_scenario(REPO / "scenarios/muffliato/averaging.yaml")
+    built, tables = run_in_memory(scenario)
+    pairs = tables["privacy_pairs"]
+    run = built["muffliato"].linear_run()
+    observers = sorted(set(pairs["observer"]))[::37]  # 7 observers: the SVDs take a second
+    for observer in observers:
+        losses = view_losses(run, pndp_view(run, [observer]), unit="node")
+        expected = pairs[pairs["observer"] == observer].set_index("record")["local_share"]
+        assert losses.exact.all()
+        np.testing.assert_allclose(
+            losses.mu_squared, expected.loc[losses.node].to_numpy(), rtol=0, atol=1e-10
+        )
+
+
+def test_the_path_observer_unmixes_its_neighbour_when_it_knows_its_noise() -> None:
+    """Path 0 – 1 – 2, two rounds of averaging: observer 0 against node 2 has λ = 1 knowing its
+    own noise and 1/2 not knowing it (the per-message sum gives 1/3:
+    tests/test_published_bounds.py)."""
+    weights = metropolis_weights(nx.to_numpy_array(nx.path_graph(3)))
+    run = LinearRun(3)
+    for t in range(2):
+        run.rounds.append(LinearRound(
+            mixing=metropolis_from_edges(3, np.array([0, 1]), np.array([1, 2])),
+            step=np.full(3, float(t == 0)), noise_std=np.ones(3), sensitivity=np.ones(3),
+            batch=np.zeros(3, np.int64), sent_src=np.array([1, 0, 2, 1]),
+            sent_dst=np.array([0, 1, 1, 2]), delivered=np.ones(4, bool),
+        ))  # fmt: skip
+    assert np.allclose(run.rounds[0].mixing.toarray(), weights)
+    knowing = view_losses(run, pndp_view(run, [0]), unit="node", nodes=[2])
+    forgetting = view_losses(run, pndp_view(run, [0], knows_noise=False), unit="node", nodes=[2])
+    assert knowing.mu_squared[0] == pytest.approx(1.0, abs=1e-12)
+    assert forgetting.mu_squared[0] == pytest.approx(0.5, abs=1e-12)
+
+
+@pytest.mark.parametrize("unit", ["record", "node"])
+def test_the_factor_and_the_gram_paths_agree(unit: str) -> None:
+    run = decor_run(n=12, rounds=8)
+    for members in ([0], [3, 7]):
+        view = pndp_view(run, members)
+        factor = as_dict(view_losses(run, view, unit=unit, force="factor"))
+        gram = as_dict(view_losses(run, view, unit=unit, force="gram"))
+        assert factor.keys() == gram.keys()
+        for key, value in factor.items():
+            assert gram[key] == pytest.approx(value, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("unit", ["record", "node"])
+def test_every_message_seen_is_its_revealed_increments(unit: str) -> None:
+    """SecLDP and local DP from the revealed increments equal the message-level view on a
+    lossy, churned DECOR run (offline ends leave secrets uncancelled)."""
+    run = decor_run()
+    for members in ([], [3], [2, 5]):
+        messages = as_dict(view_losses(run, secldp_view(run, members), unit=unit))
+        increments = as_dict(increment_losses(run, members, unit=unit))
+        assert messages.keys() == increments.keys()
+        for key, value in messages.items():
+            assert increments[key] == pytest.approx(value, rel=1e-9, abs=1e-12)
+    for node in (0, 4):
+        messages = as_dict(view_losses(run, ldp_view(run, node), unit=unit))
+        increments = as_dict(increment_losses(run, local=node, unit=unit))
+        assert messages == pytest.approx(increments, rel=1e-9)
+
+
+def test_local_dp_is_the_sum_over_uses_and_secldp_is_below_it() -> None:
+    """With every other noise known, each use is a Gaussian release at σ: μ² = Σ (Δ/σ)²; hidden
+    secrets can only lower it."""
+    run = decor_run(churn=1.0, loss=0.0)
+    local = linear.local_mu_squared(run, "node")
+    for node in range(run.n):
+        mu2 = increment_losses(run, local=node, unit="node").mu_squared[0]
+        assert mu2 == pytest.approx(local[(node, -1)], rel=1e-12)
+        assert mu2 == pytest.approx(len(run.rounds) * (2.0 / 1.0) ** 2, rel=1e-12)
+    secldp = as_dict(increment_losses(run, unit="node"))
+    assert all(value < local[key] for key, value in secldp.items())
+
+
+def test_a_secret_the_observer_holds_is_no_noise_to_it() -> None:
+    """A coalition holding a pair's secret sees more than the eavesdropper alone: its view of
+    every other unit loses at least nothing."""
+    run = decor_run(churn=1.0, loss=0.0)
+    alone = as_dict(increment_losses(run, [], unit="node"))
+    holding = as_dict(increment_losses(run, [1], unit="node"))
+    assert all(holding[key] >= alone[key] - 1e-12 for key in holding)
+    assert any(holding[key] > alone[key] + 1e-6 for key in holding)
+
+
+def test_the_view_is_a_monte_carlo_of_the_protocol() -> None:
+    """Observer 0's received messages, simulated by running the protocol model itself with its
+    own noise and secrets fixed (it knows them) on two data sets where node u's inputs differ by
+    their sensitivity at every use (aligned): the squared Mahalanobis distance of the two view
+    distributions, estimated from samples alone, is the accountant's μ²."""
+    run = decor_run(n=6, rounds=3, churn=1.0, loss=0.0, sigma_cor=1.5)
+    observer, target, samples = 0, 2, 60_000
+    exact = view_losses(run, pndp_view(run, [observer]), unit="node", nodes=[target])
+    rng = np.random.default_rng(5)
+    fixed_own = rng.normal(size=(len(run.rounds),))
+    fixed_secret = rng.normal(size=(len(run.rounds), run.rounds[0].secret_a.size))
+
+    def views(shift: float) -> np.ndarray:
+        state = np.zeros((run.n, samples))
+        seen = []
+        for t, this in enumerate(run.rounds):
+            noise = rng.normal(size=(run.n, samples)) * this.noise_std[:, None]
+            noise[observer] = fixed_own[t] * this.noise_std[observer]
+            secret = rng.normal(size=(this.secret_a.size, samples)) * this.secret_std[:, None]
+            mine = (this.secret_a == observer) | (this.secret_b == observer)
+            secret[mine] = fixed_secret[t, mine][:, None] * this.secret_std[mine][:, None]
+            np.add.at(noise, this.secret_a, secret * this.secret_a_added[:, None])
+            np.subtract.at(noise, this.secret_b, secret * this.secret_b_added[:, None])
+            gradient = np.zeros((run.n, 1))
+            gradient[target] = shift * this.sensitivity[target]
+            h = state + this.step[:, None] * (gradient + noise)
+            received = this.sent_src[this.delivered & (this.sent_dst == observer)]
+            seen.append(h[received])
+            state = this.mixing @ h
+        return np.concatenate(seen)
+
+    zero, moved = views(0.0), views(1.0)
+    difference = moved.mean(axis=1) - zero.mean(axis=1)
+    covariance = 0.5 * (np.cov(zero) + np.cov(moved))
+    estimate = float(difference @ np.linalg.solve(covariance, difference))
+    rows = zero.shape[0]
+    # the estimate's relative error: about √(2/samples·(1 + 2·rows/μ²)) for means and covariance
+    tolerance = 4 * np.sqrt(2.0 / samples * (1 + 2 * rows / exact.mu_squared[0]))
+    assert estimate == pytest.approx(exact.mu_squared[0], rel=tolerance)
+
+
+def test_the_rank_cut_keeps_a_small_but_real_direction() -> None:
+    """A view whose noise is 10⁻⁷ of the largest in one direction: the shift along it is
+    hidden by that noise, μ² = (1/10⁻⁷)². A cut of 10⁻⁶ (looser) drops the direction and
+    calls the shift revealed (infinite loss); the Gram path with its 10⁻¹² eigenvalue cut
+    keeps it. Both cuts are what the docs state."""
+    factor = np.diag([1.0, 1e-7])
+    shift = np.array([[0.0], [1.0]])
+    white = whitening(factor)
+    assert white.rank == 2
+    value = float((white.whiten_from(shift, 0) ** 2).sum())
+    assert value == pytest.approx(1e14, rel=1e-9)
+    assert linear.RANK_TOLERANCE <= 1e-8 and linear.GRAM_TOLERANCE <= 1e-12
+    loose = np.linalg.svd(factor)[1] > 1e-6
+    assert not loose.all()  # a looser cut would lose the direction
