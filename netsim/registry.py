@@ -62,6 +62,7 @@ BUILTIN: tuple[str, ...] = (
     "dola = netsim.algorithms.dola.rounds:DolaRounds",
     "mi_ogd = netsim.algorithms.mi_ogd.rounds:MiOgdRounds",
     "muffliato = netsim.algorithms.muffliato.averaging:MuffliatoAveraging",
+    "dsgd = netsim.algorithms.dsgd.learner:DecentralisedSGD",
     "l1 = netsim.privacy.mechanisms:LaplaceMechanism",
     "l2_paper = netsim.privacy.mechanisms:PaperL2Mechanism",
     "k_norm_l2 = netsim.privacy.mechanisms:KNormL2Mechanism",

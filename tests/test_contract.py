@@ -128,6 +128,9 @@ EXAMPLES: dict[tuple[str, str], Keys] = {
     ),
     ("learner", "mi_ogd"): _none,
     ("learner", "muffliato"): _none,
+    ("learner", "dsgd"): _keys(
+        dataset={"name": "breast_cancer"}, clip=1.0, records_per_node=4, batch=2
+    ),
     ("mechanism", "l1"): _none,
     ("mechanism", "l2_paper"): _none,
     ("mechanism", "k_norm_l2"): _none,

@@ -48,7 +48,7 @@ def test_the_top_level_keys_are_the_core_keys_and_the_declared_sections():
     sections = list(REGISTRY.sections())
     assert sections == [
         "topology", "links", "churn", "privacy", "learning", "gossip", "broadcast",
-        "walk", "gossip_learning", "dola", "mi_ogd", "muffliato",
+        "walk", "gossip_learning", "dola", "mi_ogd", "muffliato", "dsgd",
     ]  # fmt: skip
     core = ["name", "description", "seed", "nodes", "duration"]
     assert list(Scenario.model_fields) == [*core, *sections, "components", "metrics"]
