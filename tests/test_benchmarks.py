@@ -23,6 +23,7 @@ SMOKE = {
     "broadcast_rounds": (["--quick", "--repeat", "1"], "PeerSim CD"),
     "gossip_learning_rounds": (["--quick"], "× exact mode"),
     "event_queue": (["--live", "100", "--steps", "20000"], '"same_order": true'),
+    "linear_accountant": (["--quick"], "s CPU per observer"),
 }
 
 
