@@ -201,11 +201,18 @@ class View:
     """An observer's view of a run: which messages it sees (``rows``: per round, indices into
     that round's messages) and which noise it knows (``known_nodes``: their independent and
     per-message noise, and every secret with an end among them; ``known_secrets``: every
-    secret, for local DP)."""
+    secret, for local DP). ``secret_holders``, when given, replaces ``known_nodes`` as the
+    nodes whose secrets are known (an accountant told wrongly what the observer holds, in the
+    audit that must catch it)."""
 
     rows: list[np.ndarray]
     known_nodes: np.ndarray
     known_secrets: bool = False
+    secret_holders: np.ndarray | None = None
+
+    def holders(self, n: int) -> np.ndarray:
+        """The mask of nodes whose secrets the observer knows."""
+        return _mask(n, self.known_nodes if self.secret_holders is None else self.secret_holders)
 
 
 def pndp_view(run: LinearRun, members: Sequence[int], *, knows_noise: bool = True) -> View:
@@ -293,6 +300,7 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
     offsets = np.cumsum([0] + [rows.size for rows in view.rows])
     total = int(offsets[-1])
     known = _mask(n, view.known_nodes)
+    holders = view.holders(n)
     use_factor = (
         force == "factor"
         or (force is None and (run.temporal is not None
@@ -323,11 +331,11 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
         for block in _message_noise(this, gamma, after[lo:], own, known):
             _add_noise(block, lo, blocks, gram)
         if run.temporal is None and gram is not None:
-            covariance = _input_covariance(this, known, view.known_secrets)
+            covariance = _input_covariance(this, known, holders, view.known_secrets)
             spread = np.asarray(covariance @ inputs[r].T)
             gram[lo:, lo:] += inputs[r] @ spread
         elif run.temporal is None:
-            for block in _round_input_noise(this, inputs[r], known, view.known_secrets):
+            for block in _round_input_noise(this, inputs[r], known, holders, view.known_secrets):
                 _add_noise(block, lo, blocks, gram)
         after2, after = after, current
     if run.temporal is not None:
@@ -392,14 +400,18 @@ def _message_noise(
 
 
 def _round_input_noise(
-    this: LinearRound, coefficient: np.ndarray, known: np.ndarray, known_secrets: bool
+    this: LinearRound,
+    coefficient: np.ndarray,
+    known: np.ndarray,
+    holders: np.ndarray,
+    known_secrets: bool,
 ) -> list[np.ndarray]:
     """The factor columns of round r's independent input noise and secrets that the observer
     does not know (``coefficient``: the inputs' coefficients, rows of round r on)."""
     own = np.flatnonzero(~known & (this.noise_std > 0) & (this.step != 0))
     blocks = [coefficient[:, own] * this.noise_std[own][None, :]]
     if this.secret_std.size and not known_secrets:
-        secret = ~(known[this.secret_a] | known[this.secret_b]) & (this.secret_std > 0)
+        secret = ~(holders[this.secret_a] | holders[this.secret_b]) & (this.secret_std > 0)
         a, b = this.secret_a[secret], this.secret_b[secret]
         plus = coefficient[:, a] * this.secret_a_added[secret][None, :]
         minus = coefficient[:, b] * this.secret_b_added[secret][None, :]
@@ -407,7 +419,9 @@ def _round_input_noise(
     return blocks
 
 
-def _input_covariance(this: LinearRound, known: np.ndarray, known_secrets: bool) -> sp.csr_matrix:
+def _input_covariance(
+    this: LinearRound, known: np.ndarray, holders: np.ndarray, known_secrets: bool
+) -> sp.csr_matrix:
     """The covariance (n × n, sparse) of round r's input noise that the observer does not know,
     in units of the inputs' coefficients: its independent noise on the diagonal, and each
     hidden secret's ±std on its two ends (the same parts :func:`_round_input_noise` gives as
@@ -416,7 +430,7 @@ def _input_covariance(this: LinearRound, known: np.ndarray, known_secrets: bool)
     hidden = ~known & (this.noise_std > 0) & (this.step != 0)
     covariance = sp.diags(np.where(hidden, this.noise_std, 0.0) ** 2, format="csr")
     if this.secret_std.size and not known_secrets:
-        secret = np.flatnonzero(~(known[this.secret_a] | known[this.secret_b])
+        secret = np.flatnonzero(~(holders[this.secret_a] | holders[this.secret_b])
                                 & (this.secret_std > 0))  # fmt: skip
         rows = np.concatenate([np.arange(secret.size)] * 2)
         columns = np.concatenate([this.secret_a[secret], this.secret_b[secret]])
