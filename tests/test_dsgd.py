@@ -528,3 +528,29 @@ def test_decor_on_adult_learns_beyond_the_majority_class() -> None:
     summary = result.tables["dsgd_summary"].iloc[0]
     assert summary["average_accuracy"] > summary["majority_accuracy"] + 0.03
     assert (result.tables["dsgd_rounds"]["uncancelled"] <= 1e-12).all()
+
+
+@pytest.mark.parametrize(
+    ("noise", "trust"),
+    [(DECOR, "pndp"), (DECOR, "secldp"), ({"kind": "local", "noise_multiplier": 1.0}, "ldp")],
+)
+def test_calibration_meets_the_target_on_a_run_that_goes_as_planned(noise, trust) -> None:
+    """Every node online and every message delivered: the worst accounted pair of the run is
+    the target ε, and the multipliers keep their ratio."""
+    target = {"epsilon": 2.0, "delta": 1e-5}
+    privacy = {"model": "network", "trust": trust, "observers": 3, "delta": 1e-5}
+    data = scenario({"noise": noise, "unit": "node", "calibrate": target}, privacy=privacy)
+    _, _, tables = built(data, trace=False)
+    assert tables["privacy_summary"].iloc[0]["network_epsilon"] == pytest.approx(2.0, rel=1e-6)
+    summary = tables["dsgd_summary"].iloc[0]
+    assert summary["noise_multiplier"] == pytest.approx(
+        summary["calibration"] * noise["noise_multiplier"]
+    )
+    if noise["kind"] == "decor":
+        assert summary["correlated_multiplier"] == pytest.approx(4.0 * summary["calibration"])
+
+
+def test_calibration_needs_noise_to_scale() -> None:
+    assert "give dsgd.noise a kind" in problem(
+        scenario({"calibrate": {"epsilon": 1.0, "delta": 1e-5}})
+    )

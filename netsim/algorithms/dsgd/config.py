@@ -140,6 +140,13 @@ NoiseConfig = Annotated[
 ]
 
 
+class CalibrateConfig(CheckedModel):
+    """``dsgd.calibrate``: the target (ε, δ) of the worst accounted pair of the planned run."""
+
+    epsilon: float = Field(gt=0.0, allow_inf_nan=False)
+    delta: float = Field(gt=0.0, lt=1.0, allow_inf_nan=False)
+
+
 class DsgdConfig(RoundsConfig):
     """Decentralised SGD with gossip averaging: every ``period`` each online node takes one
     step on the mean of its batch's clipped per-example gradients plus its noise, then the
@@ -176,6 +183,11 @@ class DsgdConfig(RoundsConfig):
     unit: Literal["record", "node"] = "record"
     #: Test accuracy and training loss every this many rounds (and at the last).
     evaluate_every: int = Field(default=10, ge=1)
+    #: Scale every multiplier of ``noise`` by the one factor that gives the worst accounted
+    #: pair of the planned run (every node online, every link used) this (ε, δ), under the
+    #: privacy section's trust and observers (local DP without one); the multipliers given
+    #: fix the noise's shape (DECOR's σ_cor/σ). None: the multipliers as given.
+    calibrate: CalibrateConfig | None = None
 
     @field_validator("noise", mode="before")
     @classmethod
@@ -198,11 +210,21 @@ class DsgdConfig(RoundsConfig):
                 f"({self.records_per_node}): a node's k-th step uses batch k mod "
                 "(records_per_node // batch) of its shard"
             )
+        if self.calibrate is not None and self.noise.kind == "none":
+            out.append("dsgd.calibrate scales the noise's multipliers: give dsgd.noise a kind "
+                       "with noise (local, decor, zip or correlated)")  # fmt: skip
         if isinstance(self.noise, CorrelatedNoise) and self.rounds is not None:
             problem = self.noise.rows_problem(self.rounds)
             if problem:
                 out.append(problem)
         return out
+
+    def scaled_noise(self, factor: float) -> NoiseConfig:
+        """``noise`` with every multiplier times ``factor``."""
+        update = {key: getattr(self.noise, key) * factor
+                  for key in ("noise_multiplier", "correlated_multiplier", "message_multiplier")
+                  if key in type(self.noise).model_fields}  # fmt: skip
+        return self.noise.model_copy(update=update)
 
     @property
     def batches(self) -> int:

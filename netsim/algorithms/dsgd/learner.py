@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from netsim.algorithms.dsgd import privacy
+from netsim.algorithms.dsgd import calibration, privacy
 from netsim.algorithms.dsgd.config import CorrelatedNoise, DsgdConfig
 from netsim.algorithms.dsgd.noise import NoisePolicy, noise_policy
 from netsim.contracts import (
@@ -124,6 +124,7 @@ SUMMARY_TABLE = TableSchema(
         ("learning_rate", F64),
         ("unit", STR),
         ("sensitivity", F64),
+        ("calibration", F64),
     ),
     description=(
         "One row at the end of decentralised SGD: rounds run; test accuracy, the mean over "
@@ -133,8 +134,9 @@ SUMMARY_TABLE = TableSchema(
         "regression on the whole training split; the final consensus (RMS distance of all "
         "models to their mean); the noise kind and its multipliers σ (independent), σ_cor "
         "(DECOR's pairs) and Zip-DL's message multiplier (in units of C/b; NaN where the "
-        "kind has none); the clip C, batch b, step size η, privacy unit and the sensitivity "
-        "of one step's mean clipped gradient to it (2C/b or 2C)."
+        "kind has none; after dsgd.calibrate, the scaled ones); the clip C, batch b, step "
+        "size η, privacy unit and the sensitivity of one step's mean clipped gradient to it "
+        "(2C/b or 2C); and the factor dsgd.calibrate scaled every multiplier by (NaN: none)."
     ),
     role="summary",
 )
@@ -226,8 +228,16 @@ class DecentralisedSGD(RoundLearner):
         self.steps = np.zeros(n, dtype=np.int64)
         self.offsets = np.arange(b)
         self.link_a, self.link_b = undirected_links(topology.indptr, topology.indices)
+        self.threat = ctx.find("privacy")
+        #: The factor dsgd.calibrate scaled the noise by (NaN: not calibrated).
+        self.calibration = math.nan
+        #: The noise the run adds: dsgd.noise, scaled when calibrated.
+        self.noise = config.noise
+        if config.calibrate is not None:
+            self.calibration = self.calibrate(config.calibrate.epsilon, config.calibrate.delta)
+            self.noise = config.scaled_noise(self.calibration)
         self.policy: NoisePolicy = noise_policy(
-            config.noise, n=n, dimension=self.dimension, scale=config.gradient_scale,
+            self.noise, n=n, dimension=self.dimension, scale=config.gradient_scale,
             link_a=self.link_a, link_b=self.link_b, rounds=self.total_rounds,
             streams=ctx.stream,
         )  # fmt: skip
@@ -242,10 +252,23 @@ class DecentralisedSGD(RoundLearner):
         self.baselines = learning_baselines(data.x_train, data.y_train, data.x_test, data.y_test)
         every = -(-self.x.shape[0] // LOSS_RECORDS)
         self.loss_x, self.loss_y = self.x[::every], self.y[::every]
-        self.threat = ctx.find("privacy")
         self.warn = ctx.warn
         self.rounds_table = self.sim.log.table(ROUNDS_TABLE)
         self.consensus = math.nan
+
+    def calibrate(self, epsilon: float, delta: float) -> float:
+        """The factor that gives the planned run's worst accounted pair (ε, δ)
+        (:mod:`netsim.algorithms.dsgd.calibration`)."""
+        shape = noise_policy(
+            self.config.noise, n=self.n, dimension=self.dimension,
+            scale=self.config.gradient_scale, link_a=self.link_a, link_b=self.link_b,
+            rounds=self.total_rounds, streams=lambda name: np.random.default_rng(0),
+        )  # fmt: skip
+        planned = calibration.planned_run(
+            self.config, shape, self.n, self.link_a, self.link_b, self.total_rounds
+        )
+        worst = calibration.worst_mu_squared(planned, self.threat, self.config.unit)
+        return calibration.calibration_factor(worst, epsilon, delta)
 
     @classmethod
     def build(cls, config: DsgdConfig, ctx: BuildContext) -> DecentralisedSGD:
@@ -404,7 +427,7 @@ class DecentralisedSGD(RoundLearner):
 
     def finish(self) -> None:
         """The summary row, then :meth:`account_privacy`."""
-        config, noise = self.config, self.config.noise
+        config, noise = self.config, self.noise
         accuracies = model_test_accuracies(self.model, self.theta, self.x_test, self.y_test)
         average = self.model.accuracy(self.theta.mean(axis=0), self.x_test, self.y_test)
         self.sim.log.table(SUMMARY_TABLE).append(
@@ -415,6 +438,7 @@ class DecentralisedSGD(RoundLearner):
             float(getattr(noise, "correlated_multiplier", math.nan)),
             float(getattr(noise, "message_multiplier", math.nan)),
             config.clip, config.batch, config.learning_rate, config.unit, config.sensitivity,
+            self.calibration,
         )  # fmt: skip
         self.account_privacy()
 
@@ -426,7 +450,7 @@ class DecentralisedSGD(RoundLearner):
         threat = self.threat
         if threat is None or not threat.network:
             return
-        config, noise = self.config, self.config.noise
+        config, noise = self.config, self.noise
         delta = threat.delta_for(DEFAULT_DELTA)
         accounted = privacy.account(self.linear, threat, config.unit)
         topology = self.network.topology
