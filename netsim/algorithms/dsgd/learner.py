@@ -63,6 +63,7 @@ from netsim.learning.datasets import Dataset, load_dataset, preprocess
 from netsim.learning.models import build_model, model_test_accuracies
 from netsim.learning.sensitivity import clip_rows
 from netsim.log import F64, I64, STR, TableSchema
+from netsim.privacy.bounds import AUDIT_TABLE
 from netsim.privacy.linear import LinearRound, LinearRun
 from netsim.privacy.pairwise import metropolis_from_edges
 from netsim.privacy.threat import PAIRS_TABLE, hops_from
@@ -200,7 +201,7 @@ class DecentralisedSGD(RoundLearner):
     section = Section("dsgd", 97)
     tables = (
         ROUNDS_TABLE, SUMMARY_TABLE, privacy.UNITS_TABLE, PAIRS_TABLE, PRIVACY_SUMMARY_TABLE,
-        privacy.AUDIT_TABLE,
+        AUDIT_TABLE,
     )  # fmt: skip
     figures = (ACCURACY_FIGURE,)
     optional: ClassVar[dict[str, str]] = {  # type: ignore[assignment]
@@ -469,7 +470,7 @@ class DecentralisedSGD(RoundLearner):
         rows = privacy.audit_rows(self.linear, threat, accounted, setting, config.unit)
         if rows:
             columns = [list(column) for column in zip(*rows, strict=True)]
-            log.table(privacy.AUDIT_TABLE).extend(columns)
+            log.table(AUDIT_TABLE).extend(columns)
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:

@@ -23,8 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.log import BOOL, F64, I64, STR, TableSchema
-from netsim.privacy.bounds import decor_epsilon, decor_secldp_slope, mfdl_corrected_muffliato
+from netsim.log import BOOL, F64, I64, TableSchema
+from netsim.privacy.bounds import (
+    BELOW_TOLERANCE,
+    decor_epsilon,
+    decor_secldp_slope,
+    mfdl_corrected_muffliato,
+)
 from netsim.privacy.linear import (
     LinearRun,
     UnitLosses,
@@ -67,35 +72,6 @@ UNITS_TABLE = TableSchema(
     role="ledger",
     metrics=("mu", "rho", "epsilon", "local_share"),
 )
-
-AUDIT_TABLE = TableSchema(
-    name="bound_audit",
-    columns=(
-        ("observer", I64),
-        ("record", I64),
-        ("bound", STR),
-        ("exact_rho", F64),
-        ("bound_rho", F64),
-        ("exact_epsilon", F64),
-        ("bound_epsilon", F64),
-        ("below", BOOL),
-    ),
-    description=(
-        "A published bound beside the exact loss of the same pair: observer and unit as in "
-        "linear_pairs (record: the unit id), the bound's name (muffliato_sgd_corrected: "
-        "Muffliato-SGD's Thm 11 as MFDL's code computes it, under trust pndp with local noise "
-        "on a static graph; decor_secldp: DECOR's accountant under trust secldp with decor "
-        "noise), the exact and the bound's RDP slopes, the exact epsilon (Gaussian profile) "
-        "and the bound's epsilon as its authors convert it, and whether the bound is below "
-        "the exact loss (slopes compared)."
-    ),
-    role="ledger",
-    metrics=("exact_rho", "bound_rho"),
-)
-
-#: A published slope this far below the exact one (relative) counts as below it.
-BELOW_TOLERANCE = 1e-9
-
 
 @dataclass(frozen=True)
 class Accounted:

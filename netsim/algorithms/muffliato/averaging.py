@@ -36,6 +36,7 @@ from scipy.sparse.csgraph import shortest_path
 from netsim.algorithms.muffliato.config import MAX_ALL_OBSERVERS, MuffliatoConfig
 from netsim.contracts import BuildContext, RoundLearner, Section
 from netsim.log import F64, I64, TableSchema
+from netsim.privacy.bounds import AUDIT_TABLE, BELOW_TOLERANCE, muffliato_message_sums
 from netsim.privacy.linear import LinearRound, LinearRun
 from netsim.privacy.mechanisms import analytic_gaussian_sigma, gaussian_epsilon
 from netsim.privacy.pairwise import chebyshev_gamma, metropolis_from_edges, pairwise_epsilons
@@ -94,7 +95,7 @@ class MuffliatoAveraging(RoundLearner):
 
     Config = MuffliatoConfig
     section = Section("muffliato", 95)
-    tables = (ROUNDS_TABLE, PAIRS_TABLE, PRIVACY_SUMMARY_TABLE, SUMMARY_TABLE)
+    tables = (ROUNDS_TABLE, PAIRS_TABLE, PRIVACY_SUMMARY_TABLE, SUMMARY_TABLE, AUDIT_TABLE)
     optional: ClassVar[dict[str, str]] = {  # type: ignore[assignment]
         "privacy": "the threat model: with model network, its observers, coalitions and delta"
     }
@@ -247,6 +248,7 @@ class MuffliatoAveraging(RoundLearner):
             pairs["leverage"].to_numpy(float), pairs["rho"].to_numpy(float),
             pairs["epsilon"].to_numpy(float),
         ])  # fmt: skip
+        self.audit_bounds(pairs)
         epsilons = pairs["epsilon"].to_numpy(float)
         local = gaussian_epsilon(config.sigma, config.sensitivity, self.delta)
         network, median, p90 = pair_quantiles(epsilons)
@@ -262,6 +264,30 @@ class MuffliatoAveraging(RoundLearner):
             curator = analytic_gaussian_sigma(config.sensitivity / self.n, network, self.delta)
             central = curator * math.sqrt(config.dimension)
         log.table(SUMMARY_TABLE).append(config.sigma, config.sensitivity, self.rmse, central)
+
+    def audit_bounds(self, pairs: pd.DataFrame) -> None:
+        """The ``bound_audit`` rows: each single observer's pairs beside Muffliato's
+        per-message sum as its authors' code computes it
+        (:func:`netsim.privacy.bounds.muffliato_message_sums`), the Gaussian profile of its
+        slope as its ε. Acceleration changes the messages, which the sum does not follow: no
+        rows then."""
+        if self.gamma is not None:
+            return
+        single = pairs[pairs["observer"] >= 0]
+        observers = np.unique(single["observer"].to_numpy(np.int64))
+        if not observers.size:
+            return
+        config = self.config
+        sums = muffliato_message_sums(self.mixing, observers, config.sigma, config.sensitivity)
+        observer = single["observer"].to_numpy(np.int64)
+        record = single["record"].to_numpy(np.int64)
+        bound = sums[np.searchsorted(observers, observer), record]
+        exact = single["rho"].to_numpy(float)
+        epsilon = [gaussian_epsilon(1.0, math.sqrt(2.0 * b), self.delta) for b in bound]
+        self.sim.log.table(AUDIT_TABLE).extend([
+            observer, record, ["muffliato_message_sum"] * observer.size, exact, bound,
+            single["epsilon"].to_numpy(float), epsilon, bound < exact * (1.0 - BELOW_TOLERANCE),
+        ])  # fmt: skip
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
