@@ -848,3 +848,20 @@ def test_report_draws_privacy_per_observer_against_distance(tmp_path):
          "privacy_by_distance.png"},
     )  # fmt: skip
     assert "### Privacy per observer against distance" in markdown
+
+
+def test_the_report_has_a_bound_audit_section_with_the_runs_shares(tmp_path):
+    """A small Muffliato run: the section's counts are the bound_audit table's."""
+    data = yaml.safe_load(
+        (REPO / "scenarios" / "muffliato" / "averaging.yaml").read_text(encoding="utf-8")
+    )
+    data.update(nodes=40)
+    data["muffliato"]["rounds"] = 4
+    scenario = validate_scenario(data, source="muffliato", base_dir=REPO / "scenarios")
+    run = run_scenario(scenario, out=tmp_path).directory
+    audit = read_table(run, "bound_audit")
+    below = int(audit["below"].sum())
+    assert 0 < below < len(audit)
+    markdown = write_report(run).read_text(encoding="utf-8")
+    row = f"| muffliato_message_sum | {len(audit):,} | {below:,} | {100 * below / len(audit):.1f} %"
+    assert "## Bound audit" in markdown and row in markdown

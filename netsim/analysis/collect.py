@@ -704,6 +704,32 @@ def pair_distance_samples(source: SweepSource, status: pd.DataFrame) -> pd.DataF
     return samples.merge(source.plan, on="run", how="left", validate="many_to_one")
 
 
+def bound_audit_shares(source: SweepSource, status: pd.DataFrame) -> pd.DataFrame:
+    """Per complete run that has a ``bound_audit`` table and per published bound in it: the
+    pairs it covers, how many of them it puts below the exact loss and that share, and the
+    worst exact ε beside the worst bound ε (columns ``run``, ``run_id``, ``bound``,
+    ``pairs``, ``below``, ``share``, ``exact_epsilon``, ``bound_epsilon``)."""
+    complete = status.loc[status["status"] == "complete", ["run", "run_id"]]
+    rows = []
+    for run, run_id in complete.itertuples(index=False):
+        directory = source.run_directory(run_id)
+        if "bound_audit" not in load_manifest(directory).get("tables", {}):
+            continue
+        try:
+            audit = read_table(directory / "bound_audit.parquet").to_pandas()
+        except (OSError, pa.ArrowException) as exc:
+            raise RunDirectoryError(f"{directory}: cannot read the bound audit ({exc})") from None
+        for bound, part in audit.groupby("bound", sort=True):
+            below = int(part["below"].sum())
+            rows.append((int(run), str(run_id), str(bound), len(part), below,
+                         below / len(part) if len(part) else float("nan"),
+                         float(part["exact_epsilon"].max()),
+                         float(part["bound_epsilon"].max())))  # fmt: skip
+    columns = ["run", "run_id", "bound", "pairs", "below", "share", "exact_epsilon",
+               "bound_epsilon"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
 def _write_parquet(frame: pd.DataFrame, file: Path) -> None:
     """Write ``frame`` to ``file`` atomically: never a partial file that looks complete."""
     try:

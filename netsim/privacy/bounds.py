@@ -19,6 +19,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from netsim.log import BOOL, F64, I64, STR, TableSchema
@@ -53,6 +54,18 @@ AUDIT_TABLE = TableSchema(
 
 #: A published slope this far below the exact one (relative) counts as below it.
 BELOW_TOLERANCE = 1e-9
+
+
+def audit_lines(audit: pd.DataFrame | None) -> list[str]:
+    """A run summary's lines on its ``bound_audit`` table: per published bound, the pairs it
+    puts below their exact loss."""
+    if audit is None or not len(audit):
+        return []
+    return [
+        f"bound audit: {bound} is below the exact loss for {int(part['below'].sum()):,} of "
+        f"{len(part):,} pairs"
+        for bound, part in audit.groupby("bound", sort=True)
+    ]
 
 
 def _dense(weights: Mixing) -> np.ndarray:

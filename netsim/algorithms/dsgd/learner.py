@@ -63,7 +63,7 @@ from netsim.learning.datasets import Dataset, load_dataset, preprocess
 from netsim.learning.models import build_model, model_test_accuracies
 from netsim.learning.sensitivity import clip_rows
 from netsim.log import F64, I64, STR, TableSchema
-from netsim.privacy.bounds import AUDIT_TABLE
+from netsim.privacy.bounds import AUDIT_TABLE, audit_lines
 from netsim.privacy.linear import LinearRound, LinearRun
 from netsim.privacy.pairwise import metropolis_from_edges
 from netsim.privacy.threat import PAIRS_TABLE, hops_from
@@ -479,12 +479,22 @@ class DecentralisedSGD(RoundLearner):
         if summary is None or not len(summary):
             return []
         row = summary.iloc[0]
-        return [
+        lines = [
             f"dsgd ({row['noise']} noise, {int(row['rounds'])} rounds): test accuracy "
             f"{row['node_accuracy']:.3f} (mean of the nodes' models), {row['average_accuracy']:.3f}"
             f" (their average); majority class {row['majority_accuracy']:.3f}, centralised "
             f"non-private {row['centralised_accuracy']:.3f}"
         ]
+        privacy = tables.get("privacy_summary")
+        if privacy is not None and len(privacy):
+            p = privacy.iloc[0]
+            lines.append(
+                f"privacy ({p['view']}) at δ = {p['delta']:g}: worst pair ε = "
+                f"{p['network_epsilon']:.3g}, median {p['epsilon_median']:.3g}; local DP ε = "
+                f"{p['local_epsilon']:.3g} ({int(p['pairs'])} pairs, {int(p['observers'])} "
+                "observers)"
+            )
+        return [*lines, *audit_lines(tables.get("bound_audit"))]
 
 
 def rms_to_mean(models: np.ndarray) -> float:

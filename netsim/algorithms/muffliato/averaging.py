@@ -36,7 +36,12 @@ from scipy.sparse.csgraph import shortest_path
 from netsim.algorithms.muffliato.config import MAX_ALL_OBSERVERS, MuffliatoConfig
 from netsim.contracts import BuildContext, RoundLearner, Section
 from netsim.log import F64, I64, TableSchema
-from netsim.privacy.bounds import AUDIT_TABLE, BELOW_TOLERANCE, muffliato_message_sums
+from netsim.privacy.bounds import (
+    AUDIT_TABLE,
+    BELOW_TOLERANCE,
+    audit_lines,
+    muffliato_message_sums,
+)
 from netsim.privacy.linear import LinearRound, LinearRun
 from netsim.privacy.mechanisms import analytic_gaussian_sigma, gaussian_epsilon
 from netsim.privacy.pairwise import chebyshev_gamma, metropolis_from_edges, pairwise_epsilons
@@ -303,6 +308,7 @@ class MuffliatoAveraging(RoundLearner):
             f"{row['network_epsilon']:.3g}, median {row['epsilon_median']:.3g}, 90th percentile "
             f"{row['epsilon_p90']:.3g}; local DP ε = {row['local_epsilon']:.3g} "
             f"({int(row['pairs'])} pairs, {int(row['observers'])} observers)",
+            *audit_lines(tables.get("bound_audit")),
         ]
 
 
