@@ -6,6 +6,7 @@ linear view the run records (netsim.privacy.linear) reproduces the models it com
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -180,19 +181,29 @@ def test_the_mixing_is_doubly_stochastic_on_the_links_used_under_churn_and_loss(
         assert (record.batch[~trace["online"]] == -1).all()
 
 
-def test_the_recorded_view_reproduces_the_models() -> None:
+EXACT = {"mode": "exact", "deadline": "0.5s", "period": "1s"}
+DELAYED = {"loss": 0.15, "delay": {"dist": "uniform", "low": "0.1s", "high": "0.9s"}}
+
+
+@pytest.mark.parametrize("mode", ["rounds", "exact"])
+def test_the_recorded_view_reproduces_the_models(mode: str) -> None:
     """Rebuild θ round by round from the LinearRun alone (mixing, step, secrets, messages) and
     the inputs the trace kept (clipped gradients, independent noise, secrets, message noise):
     x' = M (x − step (g + n)) + Σ_messages M[j, i] ξ_ij / c_i (netsim.privacy.linear's model),
     for DECOR and Zip-DL with regularisation (mixing W·diag(c)) and temporally correlated noise,
-    under churn and loss."""
+    under churn and loss; in exact mode with transfer times, some messages arriving after the
+    deadline."""
     for noise, regularisation in (
         ({"kind": "decor", "noise_multiplier": 0.5, "correlated_multiplier": 3.0}, 0.05),
         ({"kind": "zip", "message_multiplier": 2.0, "noise_multiplier": 0.3}, 0.02),
         ({"kind": "correlated", "noise_multiplier": 1.0}, 0.0),
     ):
-        data = scenario({"noise": noise, "regularisation": regularisation},
-                        links={"loss": 0.15}, churn=CHURN)  # fmt: skip
+        section = {"noise": noise, "regularisation": regularisation}
+        links = {"loss": 0.15}
+        if mode == "exact":
+            section |= EXACT
+            links = DELAYED
+        data = scenario(section, links=links, churn=CHURN)
         _, learner, _ = built(data)
         eta = learner.config.learning_rate
         x = np.zeros_like(learner.theta)
@@ -553,4 +564,40 @@ def test_calibration_meets_the_target_on_a_run_that_goes_as_planned(noise, trust
 def test_calibration_needs_noise_to_scale() -> None:
     assert "give dsgd.noise a kind" in problem(
         scenario({"calibrate": {"epsilon": 1.0, "delta": 1e-5}})
+    )
+
+
+def test_exact_mode_without_transfer_times_is_rounds_mode() -> None:
+    """Zero delay and no churn: every message arrives at once, so averaging at the deadline
+    gives the rounds mode's tables."""
+    rounds = netsim.run(scenario({"noise": DECOR}))
+    exact = netsim.run(scenario({"noise": DECOR, **EXACT}))
+    for name in ("dsgd_rounds", "dsgd_summary"):
+        pd.testing.assert_frame_equal(rounds.tables[name], exact.tables[name])
+
+
+def test_in_exact_mode_a_message_after_the_deadline_is_not_averaged() -> None:
+    """Transfer times uniform in [0.1, 0.9] s and a 0.5 s deadline: about half the messages are
+    late, so a link (both messages in time) is used about a quarter of the time; a late message
+    is not lost (the transport delivered it) and its receiver saw it."""
+    delay = {"dist": "uniform", "low": "0.1s", "high": "0.9s"}
+    data = scenario({"noise": DECOR, **EXACT, "rounds": 30}, links={"delay": delay})
+    _, learner, tables = built(data, trace=False)
+    rounds = tables["dsgd_rounds"]
+    links = len(learner.link_a) * len(rounds)
+    assert rounds["lost"].sum() == 0
+    share = rounds["links"].sum() / links
+    assert (
+        0.25 - 4 * math.sqrt(0.25 * 0.75 / links)
+        < share
+        < 0.25 + 4 * math.sqrt(0.25 * 0.75 / links)
+    )
+    assert all(r.delivered.all() for r in learner.linear.rounds)
+    assert (rounds["time"] == np.arange(len(rounds)) * 1.0).all()
+
+
+def test_a_deadline_needs_exact_mode_and_fits_in_a_period() -> None:
+    assert "set dsgd.mode exact" in problem(scenario({"deadline": "0.5s"}))
+    assert "must be at most dsgd.period" in problem(
+        scenario({"mode": "exact", "deadline": "2s", "period": "1s"})
     )

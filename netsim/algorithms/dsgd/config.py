@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from netsim.contracts import RoundsConfig
+from netsim.distributions import PositiveDuration
 from netsim.fields import CheckedModel
 from netsim.learning.models import ModelSpec
 from netsim.learning.sgd_agent import DatasetConfig
@@ -188,6 +189,14 @@ class DsgdConfig(RoundsConfig):
     #: privacy section's trust and observers (local DP without one); the multipliers given
     #: fix the noise's shape (DECOR's σ_cor/σ). None: the multipliers as given.
     calibrate: CalibrateConfig | None = None
+    #: ``rounds``: a round's messages take no time (their loss and link failures are decided
+    #: at the round's instant). ``exact``: each message takes its transfer time through the
+    #: transport (links.delay, plus its size over links.bandwidth), and the nodes average at
+    #: ``deadline`` after the round's start over the links whose two messages arrived by then
+    #: and whose two ends are still online; a late message is dropped by its receiver.
+    mode: Literal["rounds", "exact"] = "rounds"
+    #: Exact mode: how long after a round's start the nodes average (default: the period).
+    deadline: PositiveDuration | None = None
 
     @field_validator("noise", mode="before")
     @classmethod
@@ -210,6 +219,14 @@ class DsgdConfig(RoundsConfig):
                 f"({self.records_per_node}): a node's k-th step uses batch k mod "
                 "(records_per_node // batch) of its shard"
             )
+        if self.deadline is not None and self.mode != "exact":
+            out.append("dsgd.deadline is when exact mode averages: set dsgd.mode exact, or "
+                       "leave deadline out")  # fmt: skip
+        if self.deadline is not None and self.deadline > self.period * (1 + 1e-12):
+            out.append(
+                f"dsgd.deadline ({self.deadline:g} s) must be at most dsgd.period "
+                f"({self.period:g} s): a round averages before the next one starts"
+            )
         if self.calibrate is not None and self.noise.kind == "none":
             out.append("dsgd.calibrate scales the noise's multipliers: give dsgd.noise a kind "
                        "with noise (local, decor, zip or correlated)")  # fmt: skip
@@ -225,6 +242,13 @@ class DsgdConfig(RoundsConfig):
                   for key in ("noise_multiplier", "correlated_multiplier", "message_multiplier")
                   if key in type(self.noise).model_fields}  # fmt: skip
         return self.noise.model_copy(update=update)
+
+    @property
+    def averaging_delay(self) -> float:
+        """How long after a round's start the nodes average (0 in rounds mode)."""
+        if self.mode == "rounds":
+            return 0.0
+        return self.period if self.deadline is None else self.deadline
 
     @property
     def batches(self) -> int:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -161,6 +162,27 @@ ACCURACY_FIGURE = FigureSpec(
         Curve("dsgd_rounds", "consensus", "round", "consensus (RMS distance to the mean)"),
     ),
 )
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What a round sent, for its averaging: the round, who was online and stepped, the step
+    size and decay, each node's batch, gradient, noise and state after its step, and every
+    message's ends, loss and lateness (forth over the links, then back)."""
+
+    t: int
+    online: np.ndarray
+    stepped: np.ndarray
+    rate: float
+    decay: float
+    batch: np.ndarray
+    gradient: np.ndarray
+    noise: Any
+    h: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    lost: np.ndarray
+    late: np.ndarray
 
 
 def undirected_links(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -313,8 +335,9 @@ class DecentralisedSGD(RoundLearner):
         return clipped.reshape(stepped.size, b, self.dimension).mean(axis=1), batch
 
     def round(self, t: int) -> None:
-        """Round ``t``: every online node steps, then the online nodes average over the links
-        whose two messages arrive."""
+        """Round ``t``: every online node steps and sends its state to its online neighbours;
+        the nodes then average (at once in rounds mode, at the deadline in exact mode) over
+        the links whose two messages arrived."""
         config, n = self.config, self.n
         online = self.network.nodes.online.copy()
         stepped = np.flatnonzero(online)
@@ -334,51 +357,85 @@ class DecentralisedSGD(RoundLearner):
         forth_src, forth_dst = self.link_a[both], self.link_b[both]
         src = np.concatenate([forth_src, forth_dst])
         dst = np.concatenate([forth_dst, forth_src])
-        lost = np.zeros(src.size, dtype=bool)
-        used_a, used_b = forth_src, forth_dst
-        if forth_src.size:
-            if self.network.lossy:
-                forth = self.network.send_batch(forth_src, forth_dst, kind="dsgd",
-                                                rng=self.loss_rng)  # fmt: skip
-                back = self.network.send_batch(forth_dst, forth_src, kind="dsgd",
-                                               rng=self.loss_rng)  # fmt: skip
-                lost = np.concatenate([forth.lost, back.lost])
-                used = ~(forth.lost | back.lost)
-                used_a, used_b = forth_src[used], forth_dst[used]
-            else:
-                self.network.deliver_reliably(2 * int(forth_src.size))
+        lost, late = self.send(forth_src, forth_dst)
+        self.steps[stepped] += 1
+        sent = Sent(t, online, stepped, rate, decay, batch, gradient, noise, h, src, dst, lost,
+                    late)  # fmt: skip
+        delay = config.averaging_delay
+        if delay == 0.0:
+            self.average(sent)
+        else:
+            self.sim.call_later(delay, self.average, sent)
+
+    def send(self, forth_src: np.ndarray, forth_dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Send a round's messages both ways over the links (forth_src[k], forth_dst[k]), forth
+        then back: whether each is lost (the transport decides) and, in exact mode, whether it
+        arrives after the deadline (its transfer time: links.delay plus the model's size over
+        links.bandwidth, a float64 a parameter)."""
+        count = 2 * int(forth_src.size)
+        lost, late = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)
+        if not forth_src.size:
+            return lost, late
+        exact = self.config.mode == "exact"
+        if not (self.network.lossy or exact):
+            self.network.deliver_reliably(count)
+            return lost, late
+        deadline = self.config.averaging_delay
+        size = 8.0 * self.dimension if exact else None
+        send = self.network.send_batch
+        fates = [
+            send(a, b, kind="dsgd", rng=self.loss_rng, window=deadline, size=size)
+            for a, b in ((forth_src, forth_dst), (forth_dst, forth_src))
+        ]
+        lost = np.concatenate([fate.lost for fate in fates])
+        if exact:
+            late = np.concatenate([fate.delays for fate in fates]) > deadline  # type: ignore[misc]
+        return lost, late
+
+    def average(self, sent: Sent) -> None:
+        """Average over the links whose two messages arrived in time and whose two ends are
+        online (in exact mode, at the deadline); a node in no such link keeps its state."""
+        config, n = self.config, self.n
+        src, dst, h, noise, rate = sent.src, sent.dst, sent.h, sent.noise, sent.rate
+        online_now = self.network.nodes.online
+        received = ~sent.lost & online_now[dst]
+        arrived = received & ~sent.late
+        half = sent.src.size // 2
+        used = arrived[:half] & arrived[half:] & online_now[src[:half]] & online_now[dst[:half]]
+        used_a, used_b = src[:half][used], dst[:half][used]
         weights = metropolis_from_edges(n, used_a, used_b)
         mixed = weights @ h
         message_std = self.policy.message_std(rate)
         shares = self.policy.message_noise(src, message_std) if message_std > 0 else None
         uncancelled = 0.0
         if noise.pairwise is not None:
-            uncancelled = float(np.linalg.norm(noise.pairwise[stepped].sum(axis=0)))
+            uncancelled = float(np.linalg.norm(noise.pairwise[sent.stepped].sum(axis=0)))
         per_message = np.zeros(src.size)
         if shares is not None:
             xi, per_message = shares
             at = np.asarray(weights[dst, src]).ravel() if src.size else np.zeros(0)
             spread = sp.csr_matrix((at, (dst, np.arange(src.size))), shape=(n, src.size))
-            arrived = np.asarray(spread @ xi)
-            mixed += arrived
-            uncancelled = float(np.linalg.norm(arrived.sum(axis=0))) / rate
+            reached = np.asarray(spread @ xi)
+            mixed += reached
+            uncancelled = float(np.linalg.norm(reached.sum(axis=0))) / rate
         self.theta = mixed
-        self._record(t, online, stepped, rate, decay, batch, weights, src, dst, lost,
-                     per_message)  # fmt: skip
+        self._record(sent.t, sent.online, sent.stepped, rate, sent.decay, sent.batch, weights,
+                     src, dst, ~received, per_message)  # fmt: skip
         if self.trace is not None:
             self.trace.append({
-                "online": online, "gradient": gradient, "independent": noise.independent,
-                "pairwise": noise.pairwise, "secrets": noise.secrets,
+                "online": sent.online, "gradient": sent.gradient,
+                "independent": noise.independent, "pairwise": noise.pairwise,
+                "secrets": noise.secrets,
                 "message_noise": None if shares is None else shares[0], "h": h,
             })  # fmt: skip
-        self.steps[stepped] += 1
-        self.consensus = rms_to_mean(self.theta[online])
+        self.consensus = rms_to_mean(self.theta[online_now])
         loss = accuracy = math.nan
+        t = sent.t
         if t % config.evaluate_every == 0 or t == self.total_rounds:
-            loss, accuracy = self.evaluate(online)
+            loss, accuracy = self.evaluate(online_now)
         self.rounds_table.append(
-            t, self.sim.now, int(stepped.size), int(used_a.size), int(lost.sum()), uncancelled,
-            self.consensus, loss, accuracy,
+            t, self.sim.now - config.averaging_delay, int(sent.stepped.size), int(used_a.size),
+            int(sent.lost.sum()), uncancelled, self.consensus, loss, accuracy,
         )  # fmt: skip
 
     def _record(
