@@ -138,3 +138,34 @@ def test_the_scripts_core_runs_on_florentine_in_seconds() -> None:
     negative = frame[frame["negative_k"]]
     assert (negative["worst_low"] <= negative["worst_high"] + 1e-9).all()
     assert (negative["worst_high"] <= mfdl_accounting.STEPS + 1e-9).all()
+
+
+def test_decors_accountant_gives_its_codes_numbers_and_the_exact_loss_on_a_static_ring() -> None:
+    """DECOR's ring of 16 users (its code's example: C = 1, σ = 17.8271, σ_cor = 188, T = 3,500,
+    δ = 1e-5) charges ρ = 4.6563e-4 a round and reports ε = 10.293. On a static ring every node
+    is alike, so its max over nodes is each node's loss: netsim's exact SecLDP loss of a node
+    unit over T rounds (revealed increments) is T·ρ, and its exact (ε, δ) is below DECOR's."""
+    from netsim.privacy.bounds import decor_epsilon, decor_secldp_slope
+    from netsim.privacy.linear import LinearRound, LinearRun, epsilon_of, increment_losses
+    from netsim.privacy.pairwise import metropolis_from_edges
+
+    n, rounds = 16, 40
+    nodes = np.arange(n)
+    a, b = np.minimum(nodes, (nodes + 1) % n), np.maximum(nodes, (nodes + 1) % n)
+    slope = decor_secldp_slope(a, b, n, sigma=17.8271, sigma_cor=188.0, sensitivity=2.0)
+    assert slope == pytest.approx(4.6563e-4, rel=1e-4)
+    assert decor_epsilon(3500 * slope, 1e-5) == pytest.approx(10.293, abs=5e-4)
+    run = LinearRun(n)
+    src, dst = np.concatenate([a, b]), np.concatenate([b, a])
+    for _ in range(rounds):
+        run.rounds.append(LinearRound(
+            mixing=metropolis_from_edges(n, a, b), step=np.full(n, 0.1),
+            noise_std=np.full(n, 17.8271), sensitivity=np.full(n, 2.0),
+            batch=np.zeros(n, np.int64), sent_src=src, sent_dst=dst,
+            delivered=np.ones(src.size, bool), secret_a=a, secret_b=b,
+            secret_std=np.full(n, 188.0), secret_a_added=np.ones(n, bool),
+            secret_b_added=np.ones(n, bool),
+        ))  # fmt: skip
+    exact = increment_losses(run, unit="node").mu_squared / 2.0
+    np.testing.assert_allclose(exact, rounds * slope, rtol=1e-9)
+    assert epsilon_of(2 * 3500 * slope, 1e-5) < decor_epsilon(3500 * slope, 1e-5)
