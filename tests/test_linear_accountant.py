@@ -10,6 +10,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from netsim.privacy import linear
 from netsim.privacy.linear import (
@@ -236,3 +237,28 @@ def test_the_rank_cut_keeps_a_small_but_real_direction() -> None:
     assert linear.RANK_TOLERANCE <= 1e-8 and linear.GRAM_TOLERANCE <= 1e-12
     loose = np.linalg.svd(factor)[1] > 1e-6
     assert not loose.all()  # a looser cut would lose the direction
+
+
+def test_accelerated_averaging_is_a_case_too() -> None:
+    """Chebyshev-accelerated gossip (x' = γ W h + (1 − γ) x_prev) on a 4-regular graph of 64
+    nodes: the linear accountant's λ equals netsim.privacy.pairwise's."""
+    from netsim.privacy.pairwise import pairwise_epsilons
+
+    weights = metropolis_weights(nx.to_numpy_array(nx.random_regular_graph(4, 64, seed=2)))
+    mixing, gamma = [weights] * 6, 1.3
+    reference = pairwise_epsilons(mixing, sigma=1.0, sensitivity=1.0, delta=1e-5,
+                                  observers=[0, 9], acceleration=gamma)  # fmt: skip
+    run = LinearRun(64)
+    links = sp.coo_matrix(weights)
+    off = links.row != links.col
+    for t in range(len(mixing)):
+        run.rounds.append(LinearRound(
+            mixing=sp.csr_matrix(weights), step=np.full(64, float(t == 0)),
+            noise_std=np.ones(64), sensitivity=np.ones(64), batch=np.zeros(64, np.int64),
+            sent_src=links.col[off], sent_dst=links.row[off],
+            delivered=np.ones(int(off.sum()), bool), gamma=gamma if t > 0 else None,
+        ))  # fmt: skip
+    for observer in (0, 9):
+        losses = view_losses(run, pndp_view(run, [observer]), unit="node")
+        expected = reference[reference["observer"] == observer].set_index("record")["leverage"]
+        np.testing.assert_allclose(losses.mu_squared, expected.loc[losses.node], atol=1e-10)

@@ -308,28 +308,33 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
     )  # fmt: skip
     if run.temporal is not None and not use_factor:
         raise ValueError("a temporally correlated run is accounted from its factor")
-    after = np.zeros((total, n))  # q^{r+1}, every row
-    after2 = np.zeros((total, n))  # q^{r+2}
+    # q^{r+1} and q^{r+2}, each kept from the first row that depends on its round on, in
+    # Fortran order: the sparse product with W_r then reads each row's coefficients
+    # contiguously (four times faster than on C-ordered rows)
+    after = np.zeros((0, n), order="F")
+    after2 = np.zeros((0, n), order="F")
     inputs: list[np.ndarray] = [np.zeros((0, n))] * len(rounds)
     blocks: list[tuple[int, np.ndarray]] = []  # (first row, factor columns)
     gram = None if use_factor else np.zeros((total, total))
     for r in range(len(rounds) - 1, -1, -1):
         this = rounds[r]
-        lo = int(offsets[r])
+        lo, hi = int(offsets[r]), int(offsets[r + 1])
         gamma = 1.0 if this.gamma is None else this.gamma
-        current = np.zeros((total, n))
+        current = np.zeros((total - lo, n), order="F")
         # q^{r+1} W_r for the rows of round r + 1 on: (W_rᵀ q^{r+1}ᵀ)ᵀ, sparse from the right
-        hi = int(offsets[r + 1])
         if hi < total:
-            current[hi:] = gamma * np.asarray((this.mixing.T @ after[hi:].T).T)
+            current[hi - lo :] = gamma * np.asarray((this.mixing.T @ after.T).T)
         following = rounds[r + 1] if r + 1 < len(rounds) else None
-        if following is not None and following.gamma is not None:
-            current += (1.0 - following.gamma) * after2
+        if following is not None and following.gamma is not None and after2.shape[0]:
+            current[total - after2.shape[0] - lo :] += (1.0 - following.gamma) * after2
         own = view.rows[r]
-        current[lo + np.arange(own.size), this.sent_src[own]] += 1.0
-        inputs[r] = current[lo:] * this.step[None, :]
-        for block in _message_noise(this, gamma, after[lo:], own, known):
-            _add_noise(block, lo, blocks, gram)
+        current[np.arange(own.size), this.sent_src[own]] += 1.0
+        inputs[r] = current * this.step[None, :]
+        if this.message_std is not None and np.any(this.message_std > 0):
+            padded = np.zeros((total - lo, n))
+            padded[hi - lo :] = after
+            for block in _message_noise(this, gamma, padded, own, known):
+                _add_noise(block, lo, blocks, gram)
         if run.temporal is None and gram is not None:
             covariance = _input_covariance(this, known, holders, view.known_secrets)
             spread = np.asarray(covariance @ inputs[r].T)
