@@ -127,7 +127,8 @@ def unit_loss(gram: np.ndarray, revealed: np.ndarray, sensitivities: np.ndarray)
     floor = -SIGN_TOLERANCE * max(float(np.diag(scaled).max(initial=0.0)), 1e-300)
     if scaled.min(initial=0.0) >= floor:
         return UnitLoss(float(scaled.sum()), True)
-    return UnitLoss(float(np.abs(scaled).sum()), False)
+    spectral = float(np.linalg.eigvalsh(scaled)[-1]) * scaled.shape[0]
+    return UnitLoss(min(float(np.abs(scaled).sum()), spectral), False)
 
 
 def epsilon_of(mu_squared: float, delta: float) -> float:
@@ -569,11 +570,10 @@ def group_losses(
         below = np.einsum("urt,ru,tu->u", negative, weight, weight)
         top = (diagonal.T * weight**2).max(axis=0, initial=0.0)
         exact = below >= -SIGN_TOLERANCE * np.maximum(top, 1e-300)
-        for k in np.flatnonzero(has & ~exact):  # a bound: also λ_max(K)·(uses), often less
+        for k in np.flatnonzero(has & ~exact):  # a bound: unit_loss also tries λ_max(K)·uses
             pick = np.flatnonzero(member[:, k])
-            scaled = grams[k][np.ix_(pick, pick)] * np.outer(weight[pick, k], weight[pick, k])
-            spectral = float(np.linalg.eigvalsh(scaled)[-1]) * pick.size
-            bound[k] = min(bound[k], spectral)
+            no = np.zeros(pick.size, dtype=bool)
+            bound[k] = unit_loss(grams[k][np.ix_(pick, pick)], no, weight[pick, k]).mu_squared
         seen = (revealed & member).any(axis=0)
         mu2 = np.where(seen, math.inf, np.where(exact, aligned, bound))
         result["node"].append(chosen[has])
@@ -690,73 +690,81 @@ def increment_losses(
 
     if not increments_apply(run):
         raise ValueError("revealed increments need a run without per-message noise")
-    n = run.n
+    known = ~_mask(run.n, [local]) if local is not None else _mask(run.n, members)
+    holder, count = _block_holders(run, known)
+    covariance = _block_covariance(run, holder, count, known, secrets=local is None)
+    _, label = connected_components(covariance, directed=False)
+    components = _Components(covariance, label)
+    result: dict[str, list] = {"node": [], "group": [], "mu_squared": [], "exact": []}
+    for (node, group), uses in sorted(_unit_uses(run, holder, known, unit).items()):
+        loss = components.loss(uses)
+        result["node"].append(node)
+        result["group"].append(group)
+        result["mu_squared"].append(loss.mu_squared)
+        result["exact"].append(loss.exact)
+    return UnitLosses(
+        np.asarray(result["node"], np.int64), np.asarray(result["group"], np.int64),
+        np.asarray(result["mu_squared"], float), np.asarray(result["exact"], bool),
+    )  # fmt: skip
+
+
+def _block_holders(run: LinearRun, known: np.ndarray) -> tuple[np.ndarray, int]:
+    """The revealed block holding each (round, node) input (−1: never revealed, or a known
+    node's), numbering the unknown nodes' blocks of :func:`increment_blocks` from 0, and how
+    many there are."""
     block_node, block_first, block_last = increment_blocks(run)
-    known = _mask(n, members)
-    if local is not None:
-        known = ~_mask(n, [local])
     keep = ~known[block_node]
     block_node, block_first, block_last = block_node[keep], block_first[keep], block_last[keep]
-    count = block_node.size
-    # the block holding each (node, round) input: −1 when never revealed
-    holder = np.full((len(run.rounds), n), -1, dtype=np.int64)
-    for b in range(count):
+    holder = np.full((len(run.rounds), run.n), -1, dtype=np.int64)
+    for b in range(block_node.size):
         holder[block_first[b] : block_last[b] + 1, block_node[b]] = b
-    # hidden noise: independent parts (variance per block), secrets (a factor column each)
+    return holder, int(block_node.size)
+
+
+def _block_covariance(
+    run: LinearRun, holder: np.ndarray, count: int, known: np.ndarray, *, secrets: bool
+) -> sp.csr_matrix:
+    """The covariance of the revealed blocks' hidden noise (blocks × blocks, sparse): each
+    block's independent noise summed over its rounds, plus each hidden secret's factor column
+    (± std · step at the blocks of its two ends that added it)."""
     variance = np.zeros(count)
-    secret_rows: list[np.ndarray] = []
-    secret_values: list[np.ndarray] = []
+    rows: list[np.ndarray] = []
+    columns: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    width = 0
     for r, this in enumerate(run.rounds):
         stepped = (this.step != 0) & (this.noise_std > 0) & (holder[r] >= 0)
         np.add.at(variance, holder[r, stepped], (this.step[stepped] * this.noise_std[stepped]) ** 2)
-        if local is None and this.secret_std.size:
-            a, b = this.secret_a, this.secret_b
-            hidden = ~(known[a] | known[b]) & (this.secret_std > 0)
-            for end, added, sign in ((a, this.secret_a_added, 1.0), (b, this.secret_b_added, -1.0)):
-                on = hidden & added & (holder[r, end] >= 0)
-                column = np.flatnonzero(hidden)
-                rows = np.full(column.size, -1, dtype=np.int64)
-                values = np.zeros(column.size)
-                inside = on[column]
-                rows[inside] = holder[r, end[column[inside]]]
-                values[inside] = (
-                    sign * this.step[end[column[inside]]] * this.secret_std[column[inside]]
-                )
-                secret_rows.append(rows)
-                secret_values.append(values)
-    # pair up each secret's two ends (appended a-side then b-side per round)
-    links_a, links_b, columns = [], [], []
-    column_base = 0
-    for k in range(0, len(secret_rows), 2):
-        ra, rb = secret_rows[k], secret_rows[k + 1]
-        both = (ra >= 0) & (rb >= 0)
-        links_a.append(ra[both])
-        links_b.append(rb[both])
-        columns.append((column_base, ra, secret_values[k], rb, secret_values[k + 1]))
-        column_base += ra.size
-    adjacency = sp.coo_matrix(
-        (np.ones(sum(x.size for x in links_a)),
-         (np.concatenate(links_a) if links_a else np.zeros(0, np.int64),
-          np.concatenate(links_b) if links_b else np.zeros(0, np.int64))),
-        shape=(count, count),
+        if not secrets or not this.secret_std.size:
+            continue
+        hidden = np.flatnonzero(
+            ~(known[this.secret_a] | known[this.secret_b]) & (this.secret_std > 0)
+        )
+        ends = (
+            (this.secret_a, this.secret_a_added, 1.0),
+            (this.secret_b, this.secret_b_added, -1.0),
+        )
+        for end, added, sign in ends:
+            node = end[hidden]
+            on = added[hidden] & (holder[r, node] >= 0)
+            rows.append(holder[r, node[on]])
+            columns.append(width + np.flatnonzero(on))
+            values.append(sign * this.step[node[on]] * this.secret_std[hidden[on]])
+        width += hidden.size
+    factor = sp.csr_matrix(
+        (np.concatenate(values) if values else np.zeros(0),
+         (np.concatenate(rows) if rows else np.zeros(0, np.int64),
+          np.concatenate(columns) if columns else np.zeros(0, np.int64))),
+        shape=(count, width),
     )  # fmt: skip
-    components, label = connected_components(adjacency, directed=False)
-    # the factor of the hidden secrets, sparse: (blocks × secrets)
-    fr, fc, fv = [], [], []
-    for base, ra, va, rb, vb in columns:
-        for rows, values in ((ra, va), (rb, vb)):
-            on = rows >= 0
-            fr.append(rows[on])
-            fc.append(base + np.flatnonzero(on))
-            fv.append(values[on])
-    secrets = sp.csr_matrix(
-        (np.concatenate(fv) if fv else np.zeros(0),
-         (np.concatenate(fr) if fr else np.zeros(0, np.int64),
-          np.concatenate(fc) if fc else np.zeros(0, np.int64))),
-        shape=(count, column_base),
-    )  # fmt: skip
-    covariance = (sp.diags(variance) + secrets @ secrets.T).tocsr()
-    # each unit's uses: (block, sensitivity · step) per use
+    return (sp.diags(variance) + factor @ factor.T).tocsr()
+
+
+def _unit_uses(
+    run: LinearRun, holder: np.ndarray, known: np.ndarray, unit: str
+) -> dict[tuple[int, int], list[tuple[int, float]]]:
+    """Each unknown node's units (node, group) and their uses: the revealed block each use's
+    input falls in and how far the use moves it (sensitivity × step)."""
     units: dict[tuple[int, int], list[tuple[int, float]]] = {}
     for r, this in enumerate(run.rounds):
         for node in np.flatnonzero((this.step != 0) & (this.sensitivity > 0)).tolist():
@@ -765,53 +773,49 @@ def increment_losses(
             key = (node, int(this.batch[node]) if unit == "record" else -1)
             shift = float(this.sensitivity[node] * abs(this.step[node]))
             units.setdefault(key, []).append((int(holder[r, node]), shift))
-    order = np.argsort(label, kind="stable")
-    bounds = np.searchsorted(label[order], np.arange(components + 1))
-    whitened_cache: dict[int, Whitening] = {}
+    return units
 
-    def component_whitening(c: int) -> tuple[np.ndarray, Whitening]:
-        members_c = order[bounds[c] : bounds[c + 1]]
-        if c not in whitened_cache:
-            sigma = covariance[members_c][:, members_c].toarray()
+
+class _Components:
+    """The connected groups of revealed blocks (blocks sharing hidden noise), each whitened
+    once when a unit first needs it."""
+
+    def __init__(self, covariance: sp.csr_matrix, label: np.ndarray) -> None:
+        self.covariance, self.label = covariance, label
+        self.order = np.argsort(label, kind="stable")
+        self.bounds = np.searchsorted(label[self.order], np.arange(int(label.max(initial=-1)) + 2))
+        self.cache: dict[int, tuple[np.ndarray, Whitening]] = {}
+
+    def whitening(self, c: int) -> tuple[np.ndarray, Whitening]:
+        """The blocks of group ``c`` and the whitening of their covariance."""
+        if c not in self.cache:
+            members = self.order[self.bounds[c] : self.bounds[c + 1]]
+            sigma = self.covariance[members][:, members].toarray()
             values, vectors = np.linalg.eigh(sigma)
-            keepv = values > GRAM_TOLERANCE * max(float(values.max(initial=0.0)), 1e-300)
-            whitened_cache[c] = Whitening(vectors[:, keepv], np.sqrt(values[keepv]))
-        return members_c, whitened_cache[c]
+            keep = values > GRAM_TOLERANCE * max(float(values.max(initial=0.0)), 1e-300)
+            self.cache[c] = (members, Whitening(vectors[:, keep], np.sqrt(values[keep])))
+        return self.cache[c]
 
-    result: dict[str, list] = {"node": [], "group": [], "mu_squared": [], "exact": []}
-    for (node, group), uses in sorted(units.items()):
-        total, exact = 0.0, True
-        by_component: dict[int, dict[int, float]] = {}
+    def loss(self, uses: list[tuple[int, float]]) -> UnitLoss:
+        """A unit's loss: uses in one block add up (aligned is the worst case within a block);
+        the groups' losses add (their noises are independent)."""
+        by_group: dict[int, dict[int, float]] = {}
         for block, shift in uses:
-            if block < 0:
-                continue  # after the node's last send: never revealed
-            by_component.setdefault(int(label[block]), {}).setdefault(block, 0.0)
-            by_component[int(label[block])][block] += shift  # aligned within a block
-        for c, shifts in by_component.items():
-            members_c, white = component_whitening(c)
-            position = {int(b): i for i, b in enumerate(members_c.tolist())}
-            vectors = np.zeros((members_c.size, len(shifts)))
-            for k, (block, shift) in enumerate(shifts.items()):
-                vectors[position[block], k] = shift
+            if block >= 0:  # a use after the node's last send is never revealed
+                shifts = by_group.setdefault(int(self.label[block]), {})
+                shifts[block] = shifts.get(block, 0.0) + shift
+        total, exact = 0.0, True
+        for c, shifts in by_group.items():
+            members, white = self.whitening(c)
+            position = {int(b): i for i, b in enumerate(members.tolist())}
+            vectors = np.zeros((members.size, len(shifts)))
+            for k, block in enumerate(shifts):
+                vectors[position[block], k] = 1.0
             projected = white.basis.T @ vectors
             residual = vectors - white.basis @ projected
-            if np.any(np.abs(residual) > RANGE_TOLERANCE * np.abs(vectors).max()):
-                total = math.inf
-                break
-            unit_white = projected / white.scale[:, None]
-            gram = unit_white.T @ unit_white
-            floor = -SIGN_TOLERANCE * max(float(np.diag(gram).max(initial=0.0)), 1e-300)
-            if gram.min(initial=0.0) >= floor:
-                total += float(gram.sum())
-            else:
-                exact = False
-                spectral = float(np.linalg.eigvalsh(gram)[-1]) * gram.shape[0]
-                total += min(float(np.abs(gram).sum()), spectral)
-        result["node"].append(node)
-        result["group"].append(group)
-        result["mu_squared"].append(total)
-        result["exact"].append(exact)
-    return UnitLosses(
-        np.asarray(result["node"], np.int64), np.asarray(result["group"], np.int64),
-        np.asarray(result["mu_squared"], float), np.asarray(result["exact"], bool),
-    )  # fmt: skip
+            revealed = np.abs(residual).max(axis=0) > RANGE_TOLERANCE
+            unit = projected / white.scale[:, None]
+            loss = unit_loss(unit.T @ unit, revealed, np.array(list(shifts.values())))
+            total += loss.mu_squared
+            exact &= loss.exact
+        return UnitLoss(total, exact)
