@@ -19,18 +19,20 @@ Worst case over the uses' directions. With K[s, t] = Δ_sΔ_t e_sᵀAᵀΣ⁺Ae_
 uses' Gram), μ² = max over unit vectors d_s of Σ_{s,t} K[s,t]⟨d_s, d_t⟩. When every entry of K
 is non-negative, aligned uses (all d_s equal) attain it: μ² = Σ K, exact. Otherwise the pair
 says it is a bound: the smaller of Σ|K| (MFDL's sensitivity for repeated participation,
-Bellet et al. 2026, computes this sum) and λ_max(K)·(number of uses) (Σ⟨d_s, K d⟩ ≤ λ_max Σ‖d_s‖²),
-which is below Σ|K| where Σ|K| passes local DP.
+Bellet et al. 2026, computes this sum) and λ_max(K)·(number of uses) (the quadratic form is at
+most λ_max Σ‖d_s‖²), which is below Σ|K| where Σ|K| passes local DP.
 
-The view's rank. Σ⁺ keeps the singular values of B̃ above :data:`RANK_TOLERANCE` times the
-largest (the cut of :mod:`netsim.privacy.pairwise`, so Muffliato's pairs keep their numbers);
-a looser cut drops directions in which the observer does see noise and inflates μ (a test
-holds that). The singular values come from B̃ itself (its SVD, or the R of a QR of B̃ᵀ when B̃ is
-wide), never from B̃B̃ᵀ, whose eigenvalues square the condition number.
+The view's rank. A view small enough for its factor (:data:`FACTOR_LIMIT` entries) keeps the
+singular values of B̃ itself above :data:`RANK_TOLERANCE` times the largest (its SVD, after a QR
+of B̃ᵀ when B̃ is wide; the cut of :mod:`netsim.privacy.pairwise`, so Muffliato's pairs keep
+their numbers). A larger view accumulates Σ = B̃B̃ᵀ round by round and is whitened by its
+Cholesky factor when Σ has full rank at :data:`GRAM_TOLERANCE` (as decentralised SGD's views
+have: every message carries its sender's fresh noise), else by its eigenvectors above that
+cut. A looser cut drops directions in which the observer does see noise (a test holds that).
 
 Protocols hand the accountant a :class:`LinearRun`: per round, the mixing W_r, who stepped
 and with what step size and noise, the secrets, and every message's ends and fate. The
-protocol model, written once here for every built-in:
+protocol model, written once here for every built-in::
 
     h_i = x_i + y_i                    (node i's state after its step; y_i = −η (ḡ_i + n_i))
     m_{i→j} = h_i + ξ_{i→j}            (the message i sends j; ξ: per-message noise, Zip-DL)
