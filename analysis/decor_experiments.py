@@ -53,9 +53,11 @@ from experiments import (
     edge_list_file,
     guarded,
     load_result_tables,
+    mean_interval,
     planned_label,
     run_experiments,
     runner_from,
+    t_half_width,
     write_readme_tables,
 )
 
@@ -201,24 +203,6 @@ def _number(value: float, digits: int = 3) -> str:
     return "—" if not math.isfinite(value) else f"{value:.{digits}g}"
 
 
-def t_half_width(values: pd.Series) -> float:
-    """The half width of the 95% Student t interval of the mean over seeds (0 for one)."""
-    from scipy import stats
-
-    if len(values) < 2:
-        return 0.0
-    return float(stats.t.ppf(0.975, len(values) - 1) * values.std() / math.sqrt(len(values)))
-
-
-def _mean_interval(values: pd.Series) -> str:
-    """The mean, with a 95% Student t interval over seeds when there are several."""
-    mean = float(values.mean())
-    if len(values) < 2:
-        return _number(mean)
-    half = t_half_width(values)
-    return f"{_number(mean)} [{_number(mean - half)}, {_number(mean + half)}]"
-
-
 def static_table(runs: pd.DataFrame) -> str:
     static = runs[~runs["churn"]]
     first = static.iloc[0]
@@ -228,7 +212,7 @@ def static_table(runs: pd.DataFrame) -> str:
         f"over {SEEDS} seeds with its 95% interval. Yardsticks on the same split: majority class "
         f"{first['majority_accuracy']:.3f}, centralised non-private "
         f"{first['centralised_accuracy']:.3f}, **central DP at the same (ε, δ) "
-        f"{_mean_interval(cdp)}**.",
+        f"{mean_interval(cdp)}**.",
         "",
         "| topology | method (trust) | σ | σ_cor | accuracy: average model | mean of the nodes' "
         "models | worst record's ε (accounted) |",
@@ -240,8 +224,8 @@ def static_table(runs: pd.DataFrame) -> str:
             f"| {part['topology'].iloc[0]} | {method} | "
             f"{part['noise_multiplier'].mean():.3g} | "
             f"{_number(part['correlated_multiplier'].mean())} | "
-            f"{_mean_interval(part['average_accuracy'])} | "
-            f"{_mean_interval(part['node_accuracy'])} | "
+            f"{mean_interval(part['average_accuracy'])} | "
+            f"{mean_interval(part['node_accuracy'])} | "
             f"{_number(part['network_epsilon'].max(), 4)} |"
         )
     return "\n".join(lines)
@@ -262,11 +246,11 @@ def churn_table(runs: pd.DataFrame) -> str:
         method = "DECOR (SecLDP)" if part["method"].iloc[0] == "decor" else "local DP"
         lines.append(
             f"| {part['topology'].iloc[0]} | {method} | {part['online_mean'].mean():.1f} | "
-            f"{part['lost'].mean():.0f} | {_mean_interval(part['uncancelled_mean'])} | "
-            f"{_mean_interval(part['average_accuracy'])} | "
-            f"{_mean_interval(part['node_accuracy'])} | "
-            f"{_mean_interval(part['network_epsilon'])} | "
-            f"{_mean_interval(part['epsilon_median'])} |"
+            f"{part['lost'].mean():.0f} | {mean_interval(part['uncancelled_mean'])} | "
+            f"{mean_interval(part['average_accuracy'])} | "
+            f"{mean_interval(part['node_accuracy'])} | "
+            f"{mean_interval(part['network_epsilon'])} | "
+            f"{mean_interval(part['epsilon_median'])} |"
         )
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ import argparse
 import functools
 import io
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -364,3 +365,27 @@ def write_readme_tables(tables: Mapping[str, str], readme: Path = README) -> boo
     atomic_write_text(readme, updated)
     print(f"updated the generated tables of {readme.relative_to(REPO)}: {', '.join(tables)}")
     return True
+
+
+def t_half_width(values: pd.Series) -> float:
+    """The half width of the 95% Student t interval of the mean of ``values`` (seeds; 0 for
+    one value)."""
+    from scipy import stats
+
+    if len(values) < 2:
+        return 0.0
+    return float(stats.t.ppf(0.975, len(values) - 1) * values.std() / math.sqrt(len(values)))
+
+
+def mean_interval(values: pd.Series) -> str:
+    """The mean, with its 95% Student t interval over seeds when there are several (three
+    significant digits; "—" for a value that is not finite)."""
+
+    def number(value: float) -> str:
+        return "—" if not math.isfinite(value) else f"{value:.3g}"
+
+    mean = float(values.mean())
+    if len(values) < 2:
+        return number(mean)
+    half = t_half_width(values)
+    return f"{number(mean)} [{number(mean - half)}, {number(mean + half)}]"

@@ -52,6 +52,7 @@ from experiments import (
     edge_list_file,
     guarded,
     load_result_tables,
+    mean_interval,
     planned_label,
     run_directories,
     run_experiments,
@@ -241,17 +242,6 @@ def _number(value: float) -> str:
     return "—" if not math.isfinite(value) else f"{value:.3g}"
 
 
-def _mean_interval(values: pd.Series) -> str:
-    """The mean, with a 95% Student t interval over seeds when there are several."""
-    from scipy import stats
-
-    mean = float(values.mean())
-    if len(values) < 2:
-        return _number(mean)
-    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std() / math.sqrt(len(values)))
-    return f"{_number(mean)} [{_number(mean - half)}, {_number(mean + half)}]"
-
-
 def markdown_table(runs: pd.DataFrame | None = None) -> str:
     runs = load_results() if runs is None else runs
     lines = [
@@ -268,11 +258,11 @@ def markdown_table(runs: pd.DataFrame | None = None) -> str:
     for label, part in runs.groupby("row", sort=False):
         lines.append(
             f"| {label} | {len(part)} | {int(part['rounds'].iloc[0])} | "
-            f"{part['online_mean'].mean():.0f} | {_mean_interval(part['final_rmse'])} | "
+            f"{part['online_mean'].mean():.0f} | {mean_interval(part['final_rmse'])} | "
             f"{_number(part['central_rmse'].mean())} | "
-            f"{_mean_interval(part['loss_neighbours'])} | "
-            f"{_mean_interval(part['loss_least'])} ({int(part['least_at'].median())}) | "
-            f"{_mean_interval(part['loss_farthest'])} ({int(part['diameter'].max())}) | "
+            f"{mean_interval(part['loss_neighbours'])} | "
+            f"{mean_interval(part['loss_least'])} ({int(part['least_at'].median())}) | "
+            f"{mean_interval(part['loss_farthest'])} ({int(part['diameter'].max())}) | "
             f"{_number(part['network_epsilon'].max())}; "
             f"{_number(part['epsilon_median'].mean())} |"
         )
