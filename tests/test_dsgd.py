@@ -549,7 +549,9 @@ def test_calibration_meets_the_target_on_a_run_that_goes_as_planned(noise, trust
     """Every node online and every message delivered: the worst accounted pair of the run is
     the target ε, and the multipliers keep their ratio."""
     target = {"epsilon": 2.0, "delta": 1e-5}
-    privacy = {"model": "network", "trust": trust, "observers": 3, "delta": 1e-5}
+    privacy = {"model": "network", "trust": trust, "delta": 1e-5}
+    if trust == "pndp":
+        privacy["observers"] = 3
     data = scenario({"noise": noise, "unit": "node", "calibrate": target}, privacy=privacy)
     _, _, tables = built(data, trace=False)
     assert tables["privacy_summary"].iloc[0]["network_epsilon"] == pytest.approx(2.0, rel=1e-6)
@@ -601,3 +603,9 @@ def test_a_deadline_needs_exact_mode_and_fits_in_a_period() -> None:
     assert "must be at most dsgd.period" in problem(
         scenario({"mode": "exact", "deadline": "2s", "period": "1s"})
     )
+
+
+def test_observers_are_refused_where_the_observer_sees_every_message() -> None:
+    for trust in ("secldp", "ldp"):
+        message = problem(scenario(privacy={"model": "network", "trust": trust, "observers": 2}))
+        assert "privacy.observers chooses observers of what they receive" in message

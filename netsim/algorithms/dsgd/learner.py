@@ -307,6 +307,14 @@ class DecentralisedSGD(RoundLearner):
             if problem is not None:
                 raise ValueError(problem)
         threat = ctx.config_of("privacy")
+        if threat is not None and threat.model == "network" and threat.trust != "pndp":
+            for key in ("observers", "links"):
+                if getattr(threat, key):
+                    raise ValueError(
+                        f"privacy.{key} chooses observers of what they receive (trust pndp); "
+                        f"under trust {threat.trust} the observer sees every message: leave "
+                        f"privacy.{key} out (coalitions are still accounted)"
+                    )
         if threat is not None and threat.model == "network" and threat.budget == "network":
             raise ValueError(
                 "privacy.budget network bounds the uses of the learning section's records; "
