@@ -469,6 +469,8 @@ def test_the_pairs_under_pndp_are_the_linear_accountants(unit: str) -> None:
     assert (units["distance"] == ring).all()
     summary = tables["privacy_summary"].iloc[0]
     assert summary["view"] == "linear_pndp" and summary["delta"] == 1e-6
+    central = tables["dsgd_summary"].iloc[0]["central_dp_accuracy"]
+    assert 0.0 < central <= 1.0  # central DP at the worst pair's (ε, δ), beside the run
     assert summary["network_epsilon"] == pytest.approx(pairs["epsilon"].max())
     assert summary["local_epsilon"] >= summary["network_epsilon"]
 

@@ -63,6 +63,7 @@ from netsim.learning.baselines import learning_baselines
 from netsim.learning.datasets import Dataset, load_dataset, preprocess
 from netsim.learning.models import build_model, model_test_accuracies
 from netsim.learning.sensitivity import clip_rows
+from netsim.learning.sgd_agent import central_dp_accuracy
 from netsim.log import F64, I64, STR, TableSchema
 from netsim.privacy.bounds import AUDIT_TABLE, audit_lines
 from netsim.privacy.linear import LinearRound, LinearRun
@@ -127,6 +128,7 @@ SUMMARY_TABLE = TableSchema(
         ("unit", STR),
         ("sensitivity", F64),
         ("calibration", F64),
+        ("central_dp_accuracy", F64),
     ),
     description=(
         "One row at the end of decentralised SGD: rounds run; test accuracy, the mean over "
@@ -138,7 +140,9 @@ SUMMARY_TABLE = TableSchema(
         "(DECOR's pairs) and Zip-DL's message multiplier (in units of C/b; NaN where the "
         "kind has none; after dsgd.calibrate, the scaled ones); the clip C, batch b, step "
         "size η, privacy unit and the sensitivity of one step's mean clipped gradient to it "
-        "(2C/b or 2C); and the factor dsgd.calibrate scaled every multiplier by (NaN: none)."
+        "(2C/b or 2C); the factor dsgd.calibrate scaled every multiplier by (NaN: none); and "
+        "central DP's test accuracy on the same split at the worst accounted pair's (ε, δ) "
+        "(netsim.learning.central_dp; NaN without a network privacy section)."
     ),
     role="summary",
 )
@@ -146,6 +150,7 @@ SUMMARY_TABLE = TableSchema(
 BASELINES = (
     Baseline("dsgd_summary", "majority_accuracy", "majority class"),
     Baseline("dsgd_summary", "centralised_accuracy", "centralised non-private"),
+    Baseline("dsgd_summary", "central_dp_accuracy", "central DP at the worst pair's ε"),
 )
 
 ACCURACY_FIGURE = FigureSpec(
@@ -273,6 +278,7 @@ class DecentralisedSGD(RoundLearner):
         #: message noise), or None (the default: nothing kept).
         self.trace: list[dict[str, Any]] | None = None
         self.baselines = learning_baselines(data.x_train, data.y_train, data.x_test, data.y_test)
+        self.data = data
         every = -(-self.x.shape[0] // LOSS_RECORDS)
         self.loss_x, self.loss_y = self.x[::every], self.y[::every]
         self.warn = ctx.warn
@@ -492,7 +498,12 @@ class DecentralisedSGD(RoundLearner):
         return loss, self.model.accuracy(average, self.x_test, self.y_test)
 
     def finish(self) -> None:
-        """The summary row, then :meth:`account_privacy`."""
+        """:meth:`account_privacy`, then the summary row with central DP at the worst pair's
+        (ε, δ) beside it."""
+        epsilon, delta = self.account_privacy()
+        central = math.nan
+        if math.isfinite(epsilon) and epsilon > 0:
+            central = central_dp_accuracy(self.data, epsilon, delta)
         config, noise = self.config, self.noise
         accuracies = model_test_accuracies(self.model, self.theta, self.x_test, self.y_test)
         average = self.model.accuracy(self.theta.mean(axis=0), self.x_test, self.y_test)
@@ -504,18 +515,18 @@ class DecentralisedSGD(RoundLearner):
             float(getattr(noise, "correlated_multiplier", math.nan)),
             float(getattr(noise, "message_multiplier", math.nan)),
             config.clip, config.batch, config.learning_rate, config.unit, config.sensitivity,
-            self.calibration,
+            self.calibration, central,
         )  # fmt: skip
-        self.account_privacy()
 
-    def account_privacy(self) -> None:
+    def account_privacy(self) -> tuple[float, float]:
         """What each observer of the ``privacy`` section (model network) learned, from the
         run's linear view (:attr:`linear`) under its ``trust``: ``linear_pairs``,
         ``privacy_pairs``, ``privacy_summary`` and the ``bound_audit``
-        (:mod:`netsim.algorithms.dsgd.privacy`)."""
+        (:mod:`netsim.algorithms.dsgd.privacy`). Returns the worst pair's (ε, δ) (NaN, NaN
+        without a network threat model)."""
         threat = self.threat
         if threat is None or not threat.network:
-            return
+            return math.nan, math.nan
         config, noise = self.config, self.noise
         delta = threat.delta_for(DEFAULT_DELTA)
         accounted = privacy.account(self.linear, threat, config.unit)
@@ -527,15 +538,17 @@ class DecentralisedSGD(RoundLearner):
         log = self.sim.log
         log.table(privacy.UNITS_TABLE).extend(linear)
         log.table(PAIRS_TABLE).extend(pairs)
-        log.table(PRIVACY_SUMMARY_TABLE).append(*privacy.summary(
-            self.linear, accounted, threat.config.trust, delta, config.unit, linear[6],
-            linear[8],
-        ))  # fmt: skip
+        summary = privacy.summary(
+            self.linear, accounted, threat.config.trust, delta, config.unit, linear[6], linear[8]
+        )
+        log.table(PRIVACY_SUMMARY_TABLE).append(*summary)
         setting = privacy.Setting(noise.kind, self.link_a, self.link_b, delta)
         rows = privacy.audit_rows(self.linear, threat, accounted, setting, config.unit)
         if rows:
             columns = [list(column) for column in zip(*rows, strict=True)]
             log.table(AUDIT_TABLE).extend(columns)
+        worst = float(linear[6].max(initial=0.0))
+        return worst, delta
 
     @classmethod
     def summary_lines(cls, tables: Mapping[str, pd.DataFrame]) -> list[str]:
@@ -549,7 +562,9 @@ class DecentralisedSGD(RoundLearner):
             f"{row['node_accuracy']:.3f} (mean of the nodes' models), {row['average_accuracy']:.3f}"
             f" (their average); majority class {row['majority_accuracy']:.3f}, centralised "
             f"non-private {row['centralised_accuracy']:.3f}"
-        ]
+            + (f", central DP at the worst pair's ε {row['central_dp_accuracy']:.3f}"
+               if math.isfinite(row["central_dp_accuracy"]) else "")
+        ]  # fmt: skip
         privacy = tables.get("privacy_summary")
         if privacy is not None and len(privacy):
             p = privacy.iloc[0]
