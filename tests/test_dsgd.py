@@ -611,3 +611,21 @@ def test_observers_are_refused_where_the_observer_sees_every_message() -> None:
     for trust in ("secldp", "ldp"):
         message = problem(scenario(privacy={"model": "network", "trust": trust, "observers": 2}))
         assert "privacy.observers chooses observers of what they receive" in message
+
+
+def test_gossip_rounds_average_again_without_noise_and_are_accounted() -> None:
+    """Three passes a round: the recorded run has three linear rounds per round, the step in
+    the first only, and the calibrated target still holds for the run that goes as planned."""
+    target = {"epsilon": 2.0, "delta": 1e-5}
+    privacy = {"model": "network", "observers": 2, "delta": 1e-5}
+    three = scenario({"noise": DECOR, "unit": "node", "calibrate": target, "gossip_rounds": 3},
+                     privacy=privacy)  # fmt: skip
+    _, learner, tables = built(three, trace=False)
+    rounds = learner.linear.rounds
+    assert len(rounds) == 3 * 12 and len(tables["dsgd_rounds"]) == 12
+    assert all((r.step != 0).any() == (k % 3 == 0) for k, r in enumerate(rounds))
+    assert tables["privacy_summary"].iloc[0]["network_epsilon"] == pytest.approx(2.0, rel=1e-6)
+    assert tables["dsgd_rounds"]["links"].iloc[0] == 3 * 8  # a ring of 8, three passes
+    assert "gossip_rounds > 1 runs in rounds mode" in problem(
+        scenario({"gossip_rounds": 2, **EXACT})
+    )

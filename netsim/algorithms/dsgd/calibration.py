@@ -3,12 +3,12 @@ multiplier of ``dsgd.noise`` is scaled so that the worst accounted pair of the p
 meets a target (ε, δ).
 
 The planned run is the run the scenario describes when nothing fails: every node online every
-round, every topology link used both ways with Metropolis–Hastings weights, every message
-delivered. It is accounted exactly as the run will be (:mod:`netsim.algorithms.dsgd.privacy`:
-the privacy section's trust and observers; without a network privacy section, local DP of
-every unit). Scaling all noise by c scales every view's covariance by c², so every unit's μ²
-by 1/c²: c = μ_worst(1) / μ*, with μ* the sensitivity at which a Gaussian mechanism of unit noise
-has exactly ε at δ (Balle & Wang 2018). The run that happens may differ (churn, loss): its own
+round, every topology link used both ways with Metropolis–Hastings weights in each of the
+round's gossip passes, every message delivered. It is accounted exactly as the run will be
+(:mod:`netsim.algorithms.dsgd.privacy`: the privacy section's trust and observers; without a
+network privacy section, local DP of every unit). Scaling all noise by c scales every view's
+covariance by c², so every unit's μ² by 1/c²: c = μ_worst(1) / μ*, with μ* the sensitivity at
+which a Gaussian mechanism of unit noise has exactly ε at δ (Balle & Wang 2018). The run that happens may differ (churn, loss): its own
 accounting says what it spent.
 """
 
@@ -64,6 +64,12 @@ def planned_run(
             sent_src=src, sent_dst=dst, delivered=np.ones(src.size, dtype=bool),
             **secrets, **message,
         ))  # fmt: skip
+        for _ in range(1, config.gossip_rounds):  # further passes: averaging only
+            run.rounds.append(LinearRound(
+                mixing=weights, step=np.zeros(n), noise_std=np.zeros(n),
+                sensitivity=np.zeros(n), batch=np.full(n, -1, dtype=np.int64),
+                sent_src=src, sent_dst=dst, delivered=np.ones(src.size, dtype=bool),
+            ))  # fmt: skip
     return run
 
 

@@ -197,6 +197,10 @@ class DsgdConfig(RoundsConfig):
     mode: Literal["rounds", "exact"] = "rounds"
     #: Exact mode: how long after a round's start the nodes average (default: the period).
     deadline: PositiveDuration | None = None
+    #: Averaging passes a round (rounds mode): the step and its noise go with the first, the
+    #: others average the models again over the links up (Muffliato-GD's gossip between
+    #: gradient steps). Each pass's messages go through the transport.
+    gossip_rounds: int = Field(default=1, ge=1)
 
     @field_validator("noise", mode="before")
     @classmethod
@@ -227,6 +231,9 @@ class DsgdConfig(RoundsConfig):
                 f"dsgd.deadline ({self.deadline:g} s) must be at most dsgd.period "
                 f"({self.period:g} s): a round averages before the next one starts"
             )
+        if self.gossip_rounds > 1 and self.mode == "exact":
+            out.append("dsgd.gossip_rounds > 1 runs in rounds mode: exact mode averages once a "
+                       "round, at its deadline")  # fmt: skip
         if self.calibrate is not None and self.noise.kind == "none":
             out.append("dsgd.calibrate scales the noise's multipliers: give dsgd.noise a kind "
                        "with noise (local, decor, zip or correlated)")  # fmt: skip

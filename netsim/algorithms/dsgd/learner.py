@@ -188,6 +188,8 @@ class Sent:
     dst: np.ndarray
     lost: np.ndarray
     late: np.ndarray
+    #: The gossip pass of the round (0: the one carrying the step's noise and message noise).
+    gossip_pass: int = 0
 
 
 def undirected_links(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -284,6 +286,9 @@ class DecentralisedSGD(RoundLearner):
         self.warn = ctx.warn
         self.rounds_table = self.sim.log.table(ROUNDS_TABLE)
         self.consensus = math.nan
+        #: Links used and messages lost over a round's gossip passes, and its uncancelled noise.
+        self.pass_links = self.pass_lost = 0
+        self.uncancelled = 0.0
 
     def calibrate(self, epsilon: float, delta: float) -> float:
         """The factor that gives the planned run's worst accounted pair (ε, δ)
@@ -378,8 +383,25 @@ class DecentralisedSGD(RoundLearner):
         delay = config.averaging_delay
         if delay == 0.0:
             self.average(sent)
+            for gossip_pass in range(1, config.gossip_rounds):
+                self.average(self.gossip_pass(t, gossip_pass))
         else:
             self.sim.call_later(delay, self.average, sent)
+
+    def gossip_pass(self, t: int, gossip_pass: int) -> Sent:
+        """A further averaging pass of round ``t`` (``dsgd.gossip_rounds``): no step and no
+        noise, the online nodes' current models sent over the links between online nodes."""
+        online = self.network.nodes.online.copy()
+        both = online[self.link_a] & online[self.link_b]
+        forth_src, forth_dst = self.link_a[both], self.link_b[both]
+        lost, late = self.send(forth_src, forth_dst)
+        none = np.zeros(0, dtype=np.int64)
+        return Sent(
+            t, online, none, self.config.rate(t), 1.0, np.full(self.n, -1, dtype=np.int64),
+            np.zeros_like(self.theta), None, self.theta.copy(),
+            np.concatenate([forth_src, forth_dst]), np.concatenate([forth_dst, forth_src]),
+            lost, late, gossip_pass,
+        )  # fmt: skip
 
     def send(self, forth_src: np.ndarray, forth_dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Send a round's messages both ways over the links (forth_src[k], forth_dst[k]), forth
@@ -419,10 +441,11 @@ class DecentralisedSGD(RoundLearner):
         used_a, used_b = src[:half][used], dst[:half][used]
         weights = metropolis_from_edges(n, used_a, used_b)
         mixed = weights @ h
-        message_std = self.policy.message_std(rate)
+        noisy = sent.gossip_pass == 0
+        message_std = self.policy.message_std(rate) if noisy else 0.0
         shares = self.policy.message_noise(src, message_std) if message_std > 0 else None
         uncancelled = 0.0
-        if noise.pairwise is not None:
+        if noisy and noise.pairwise is not None:
             uncancelled = float(np.linalg.norm(noise.pairwise[sent.stepped].sum(axis=0)))
         per_message = np.zeros(src.size)
         if shares is not None:
@@ -433,31 +456,39 @@ class DecentralisedSGD(RoundLearner):
             mixed += reached
             uncancelled = float(np.linalg.norm(reached.sum(axis=0))) / rate
         self.theta = mixed
+        if noisy:
+            self.uncancelled = uncancelled
         self._record(sent.t, sent.online, sent.stepped, rate, sent.decay, sent.batch, weights,
-                     src, dst, ~received, per_message)  # fmt: skip
-        if self.trace is not None:
+                     src, dst, ~received, per_message, noisy=noisy)  # fmt: skip
+        self.pass_links += int(used_a.size)
+        self.pass_lost += int(sent.lost.sum())
+        if self.trace is not None and noisy:
             self.trace.append({
                 "online": sent.online, "gradient": sent.gradient,
                 "independent": noise.independent, "pairwise": noise.pairwise,
                 "secrets": noise.secrets,
                 "message_noise": None if shares is None else shares[0], "h": h,
             })  # fmt: skip
+        if sent.gossip_pass < config.gossip_rounds - 1:
+            return  # the round's row follows its last pass
         self.consensus = rms_to_mean(self.theta[online_now])
         loss = accuracy = math.nan
         t = sent.t
         if t % config.evaluate_every == 0 or t == self.total_rounds:
             loss, accuracy = self.evaluate(online_now)
         self.rounds_table.append(
-            t, self.sim.now - config.averaging_delay, int(sent.stepped.size), int(used_a.size),
-            int(sent.lost.sum()), uncancelled, self.consensus, loss, accuracy,
+            t, self.sim.now - config.averaging_delay, int(sent.online.sum()), self.pass_links,
+            self.pass_lost, self.uncancelled, self.consensus, loss, accuracy,
         )  # fmt: skip
+        self.pass_links = self.pass_lost = 0
 
     def _record(
         self, t: int, online: np.ndarray, stepped: np.ndarray, rate: float, decay: float,
         batch: np.ndarray, weights: sp.csr_matrix, src: np.ndarray, dst: np.ndarray,
-        lost: np.ndarray, per_message: np.ndarray,
+        lost: np.ndarray, per_message: np.ndarray, *, noisy: bool = True,
     ) -> None:  # fmt: skip
-        """Append round ``t`` to :attr:`linear` (see the module docstring for λ > 0)."""
+        """Append round ``t`` (one gossip pass of it) to :attr:`linear` (see the module
+        docstring for λ > 0); a pass after the first (``noisy`` false) has no secrets."""
         config, n = self.config, self.n
         took = np.zeros(n, dtype=bool)
         took[stepped] = True
@@ -465,7 +496,7 @@ class DecentralisedSGD(RoundLearner):
         mixing = weights if decay == 1.0 else (weights @ sp.diags(scale)).tocsr()
         policy = self.policy
         secrets: dict[str, Any] = {}
-        if policy.secret_std > 0:
+        if policy.secret_std > 0 and noisy:
             count = self.link_a.size
             secrets = {
                 "secret_a": self.link_a, "secret_b": self.link_b,
@@ -473,7 +504,7 @@ class DecentralisedSGD(RoundLearner):
                 "secret_a_added": took[self.link_a], "secret_b_added": took[self.link_b],
             }  # fmt: skip
         message: dict[str, Any] = {}
-        if policy.message_std(rate) > 0:
+        if policy.message_std(rate) > 0 and noisy:
             message = {"message_std": per_message / scale[src], "zero_sum": True}
         self.mixing.append(weights)
         self.linear.rounds.append(LinearRound(
