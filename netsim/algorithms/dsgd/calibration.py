@@ -8,8 +8,8 @@ round's gossip passes, every message delivered. It is accounted exactly as the r
 (:mod:`netsim.algorithms.dsgd.privacy`: the privacy section's trust and observers; without a
 network privacy section, local DP of every unit). Scaling all noise by c scales every view's
 covariance by c², so every unit's μ² by 1/c²: c = μ_worst(1) / μ*, with μ* the sensitivity at
-which a Gaussian mechanism of unit noise has exactly ε at δ (Balle & Wang 2018). The run that happens may differ (churn, loss): its own
-accounting says what it spent.
+which a Gaussian mechanism of unit noise has exactly ε at δ (Balle & Wang 2018). The run that
+happens may differ (churn, loss): its own accounting says what it spent.
 """
 
 from __future__ import annotations
