@@ -266,8 +266,8 @@ GRAM_TOLERANCE = 1e-12
 class ViewSystem:
     """A view as a linear system. Rows are the view's messages in round order; ``first[r]``
     is the first row of round r or later (the rows before it do not depend on round r's
-    inputs). ``inputs[r]`` (rows from ``first[r]`` × n): the coefficient of each node's
-    gradient input at round r (the columns of A). The noise the observer does not know, as its
+    inputs). ``inputs[r]`` (rows from ``first[r]`` × n; no rows for a round without a step):
+    the coefficient of each node's gradient input at round r (the columns of A). The noise the observer does not know, as its
     factor B̃ (``noise``, rows × k) or its Gram Σ = B̃B̃ᵀ (``gram``)."""
 
     inputs: list[np.ndarray]
@@ -332,13 +332,17 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
             current[total - after2.shape[0] - lo :] += (1.0 - following.gamma) * after2
         own = view.rows[r]
         current[np.arange(own.size), this.sent_src[own]] += 1.0
-        inputs[r] = current * this.step[None, :]
+        stepped = bool(np.any(this.step != 0))
+        # a round without a step (a gossip pass) moves no input: its coefficients are not kept
+        inputs[r] = current * this.step[None, :] if stepped else np.zeros((0, n))
         if this.message_std is not None and np.any(this.message_std > 0):
             padded = np.zeros((total - lo, n))
             padded[hi - lo :] = after
             for block in _message_noise(this, gamma, padded, own, known):
                 _add_noise(block, lo, blocks, gram)
-        if run.temporal is None and gram is not None:
+        if not stepped:
+            pass  # a gossip pass without a step: no input noise
+        elif run.temporal is None and gram is not None:
             covariance = _input_covariance(this, known, holders, view.known_secrets)
             spread = np.asarray(covariance @ inputs[r].T)
             gram[lo:, lo:] += inputs[r] @ spread
@@ -467,6 +471,8 @@ def _temporal_noise(
     correlated = np.zeros((total, run.n, depth))
     for r, (coefficient, this) in enumerate(zip(inputs, run.rounds, strict=True)):
         stepped = np.flatnonzero(index[r] >= 0)
+        if not stepped.size:
+            continue
         scaled = coefficient[:, stepped] * this.noise_std[stepped][None, :]
         correlated[int(offsets[r]) :, stepped, :] += (
             scaled[:, :, None] * run.temporal[index[r, stepped]][None]
@@ -493,20 +499,22 @@ NODE_CHUNK = 256
 
 
 def input_grams(
-    system: ViewSystem, white: Whitening, nodes: np.ndarray
+    system: ViewSystem, white: Whitening, nodes: np.ndarray, stepping: Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray]:
     """For every node of ``nodes``: the Gram of its inputs' whitened shifts over the rounds
-    (nodes × rounds × rounds, entry [r, t] = a_rᵀΣ⁺a_t for unit moves of the node's input at
-    rounds r and t), and whether a_r has a part outside Σ's range (rounds × nodes)."""
-    rounds = len(system.inputs)
+    ``stepping`` (those with a step: nodes × steps × steps, entry [r, t] = a_rᵀΣ⁺a_t for unit
+    moves of the node's input at the r-th and t-th of them), and whether a_r has a part outside
+    Σ's range (steps × nodes)."""
+    rounds = len(stepping)
     grams = np.zeros((nodes.size, rounds, rounds))
     revealed = np.zeros((rounds, nodes.size), dtype=bool)
     deficient = white.lower is None and white.rank < system.rows
     for start in range(0, nodes.size, NODE_CHUNK):
         chunk = nodes[start : start + NODE_CHUNK]
         whitened = np.zeros((chunk.size, rounds, white.rank))
-        for r, coefficient in enumerate(system.inputs):
-            lo = int(system.first[r])
+        for r, round_index in enumerate(stepping):
+            coefficient = system.inputs[round_index]
+            lo = int(system.first[round_index])
             shifts = coefficient[:, chunk]
             unit = white.whiten_from(shifts, lo)
             whitened[:, r, :] = unit.T
@@ -538,10 +546,13 @@ def view_losses(
     white = system.whitening()
     known = _mask(run.n, view.known_nodes)
     chosen = np.flatnonzero(~known) if nodes is None else np.asarray(list(nodes), np.int64)
-    grams, revealed = input_grams(system, white, chosen)
-    batches = np.array([r.batch for r in run.rounds]).reshape(len(run.rounds), run.n)[:, chosen]
-    sens = np.array([r.sensitivity * (r.step != 0) for r in run.rounds]).reshape(
-        len(run.rounds), run.n
+    # the rounds with a step: gossip passes without one move no input
+    stepping = [k for k, r in enumerate(run.rounds) if np.any(r.step != 0)]
+    grams, revealed = input_grams(system, white, chosen, stepping)
+    taken = [run.rounds[k] for k in stepping]
+    batches = np.array([r.batch for r in taken]).reshape(len(taken), run.n)[:, chosen]
+    sens = np.array([r.sensitivity * (r.step != 0) for r in taken]).reshape(
+        len(taken), run.n
     )[:, chosen]
     return group_losses(grams, revealed, sens, batches, chosen, unit)
 
