@@ -267,8 +267,9 @@ class ViewSystem:
     """A view as a linear system. Rows are the view's messages in round order; ``first[r]``
     is the first row of round r or later (the rows before it do not depend on round r's
     inputs). ``inputs[r]`` (rows from ``first[r]`` × n; no rows for a round without a step):
-    the coefficient of each node's gradient input at round r (the columns of A). The noise the observer does not know, as its
-    factor B̃ (``noise``, rows × k) or its Gram Σ = B̃B̃ᵀ (``gram``)."""
+    the coefficient of each node's gradient input at round r (the columns of A). The noise the
+    observer does not know, as its factor B̃ (``noise``, rows × k) or its Gram Σ = B̃B̃ᵀ
+    (``gram``)."""
 
     inputs: list[np.ndarray]
     first: np.ndarray
