@@ -305,9 +305,13 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
     total = int(offsets[-1])
     known = _mask(n, view.known_nodes)
     holders = view.holders(n)
+    # every message a node sends right after its own step carries that step's fresh noise, so
+    # the view's Σ is well conditioned; messages of gossip passes without a step (or of
+    # Muffliato's rounds after the first) mix old noise only and need the factor's rank cut
+    fresh = all(np.any(r.step != 0) for r, own in zip(rounds, view.rows, strict=True) if own.size)
     use_factor = (
         force == "factor"
-        or (force is None and (run.temporal is not None
+        or (force is None and (run.temporal is not None or not fresh
                                or total * _column_estimate(run, view) <= FACTOR_LIMIT))
     )  # fmt: skip
     if run.temporal is not None and not use_factor:

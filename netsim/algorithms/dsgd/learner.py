@@ -539,7 +539,7 @@ class DecentralisedSGD(RoundLearner):
         accuracies = model_test_accuracies(self.model, self.theta, self.x_test, self.y_test)
         average = self.model.accuracy(self.theta.mean(axis=0), self.x_test, self.y_test)
         self.sim.log.table(SUMMARY_TABLE).append(
-            len(self.linear.rounds), float(np.mean(accuracies)), average,
+            self.round_index, float(np.mean(accuracies)), average,
             self.baselines.majority, self.baselines.centralised, rms_to_mean(self.theta),
             noise.kind,
             float(noise.noise_multiplier) if noise.kind != "none" else math.nan,
