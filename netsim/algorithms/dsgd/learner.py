@@ -91,6 +91,7 @@ ROUNDS_TABLE = TableSchema(
         ("consensus", F64),
         ("loss", F64),
         ("accuracy", F64),
+        ("node_accuracy", F64),
     ),
     description=(
         "One row per round of decentralised SGD (1-based round t): online nodes (each took "
@@ -101,8 +102,9 @@ ROUNDS_TABLE = TableSchema(
         "used, over η_t, non-zero when weights differ or a message was lost; 0 otherwise), "
         "consensus (the RMS L2 distance of the online nodes' models to their mean, after "
         "averaging), and every dsgd.evaluate_every rounds and at the last (NaN otherwise) "
-        "the mean training loss (on every k-th of the nodes' records, at most 4,096) and the "
-        "test accuracy of the online nodes' average model."
+        "the mean training loss (on every k-th of the nodes' records, at most 4,096), the "
+        "test accuracy of the online nodes' average model and the mean of the online nodes' "
+        "own models' test accuracies."
     ),
     role="rounds",
     time="time",
@@ -472,13 +474,13 @@ class DecentralisedSGD(RoundLearner):
         if sent.gossip_pass < config.gossip_rounds - 1:
             return  # the round's row follows its last pass
         self.consensus = rms_to_mean(self.theta[online_now])
-        loss = accuracy = math.nan
+        loss = accuracy = node_accuracy = math.nan
         t = sent.t
         if t % config.evaluate_every == 0 or t == self.total_rounds:
-            loss, accuracy = self.evaluate(online_now)
+            loss, accuracy, node_accuracy = self.evaluate(online_now)
         self.rounds_table.append(
             t, self.sim.now - config.averaging_delay, int(sent.online.sum()), self.pass_links,
-            self.pass_lost, self.uncancelled, self.consensus, loss, accuracy,
+            self.pass_lost, self.uncancelled, self.consensus, loss, accuracy, node_accuracy,
         )  # fmt: skip
         self.pass_links = self.pass_lost = 0
 
@@ -519,14 +521,15 @@ class DecentralisedSGD(RoundLearner):
 
     # --- evaluation ---------------------------------------------------------------------------
 
-    def evaluate(self, online: np.ndarray) -> tuple[float, float]:
-        """The training loss and test accuracy of the online nodes' average model (NaN when
-        nobody is online)."""
+    def evaluate(self, online: np.ndarray) -> tuple[float, float, float]:
+        """The training loss and test accuracy of the online nodes' average model, and the
+        mean test accuracy of their own models (NaN when nobody is online)."""
         if not online.any():
-            return math.nan, math.nan
+            return math.nan, math.nan, math.nan
         average = self.theta[online].mean(axis=0)
         loss = float(np.mean(self.model.losses(average, self.loss_x, self.loss_y)))
-        return loss, self.model.accuracy(average, self.x_test, self.y_test)
+        nodes = model_test_accuracies(self.model, self.theta[online], self.x_test, self.y_test)
+        return loss, self.model.accuracy(average, self.x_test, self.y_test), float(np.mean(nodes))
 
     def finish(self) -> None:
         """:meth:`account_privacy`, then the summary row with central DP at the worst pair's
