@@ -262,3 +262,15 @@ def test_accelerated_averaging_is_a_case_too() -> None:
         losses = view_losses(run, pndp_view(run, [observer]), unit="node")
         expected = reference[reference["observer"] == observer].set_index("record")["leverage"]
         np.testing.assert_allclose(losses.mu_squared, expected.loc[losses.node], atol=1e-10)
+
+
+@pytest.mark.parametrize("unit", ["record", "node"])
+def test_every_nodes_local_dp_at_once_is_each_nodes_alone(unit: str) -> None:
+    run = decor_run()
+    together = as_dict(increment_losses(run, unit=unit, every_local=True))
+    alone: dict[tuple[int, int], float] = {}
+    for node in range(run.n):
+        alone |= as_dict(increment_losses(run, local=node, unit=unit))
+    assert together.keys() == alone.keys()
+    for key, value in alone.items():
+        assert together[key] == pytest.approx(value, rel=1e-12)

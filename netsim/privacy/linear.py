@@ -696,6 +696,7 @@ def increment_losses(
     *,
     unit: str = "record",
     local: int | None = None,
+    every_local: bool = False,
 ) -> UnitLosses:
     """Every unit's loss against an observer of every message (SecLDP: the coalition
     ``members`` knows its own noise and the secrets it holds, the secrets of pairs outside it
@@ -703,14 +704,18 @@ def increment_losses(
     its own independent noise known). Exact per block structure: blocks that share no hidden
     noise are independent, so a unit's μ² adds over the connected groups of blocks, each a
     small Gaussian view (a round's n increments, for a run where every node sends every
-    round)."""
+    round). ``every_local``: every node's units under local DP at once — with every secret
+    known a node's blocks hold only its own noise, so each node's view is its own blocks."""
     from scipy.sparse.csgraph import connected_components
 
     if not increments_apply(run):
         raise ValueError("revealed increments need a run without per-message noise")
     known = ~_mask(run.n, [local]) if local is not None else _mask(run.n, members)
+    if every_local:
+        known = np.zeros(run.n, dtype=bool)
     holder, count = _block_holders(run, known)
-    covariance = _block_covariance(run, holder, count, known, secrets=local is None)
+    secrets = local is None and not every_local
+    covariance = _block_covariance(run, holder, count, known, secrets=secrets)
     _, label = connected_components(covariance, directed=False)
     components = _Components(covariance, label)
     result: dict[str, list] = {"node": [], "group": [], "mu_squared": [], "exact": []}

@@ -124,13 +124,10 @@ def account(run: LinearRun, threat: ThreatModel, unit: str) -> Accounted:
     trust = threat.config.trust
     observers, losses = [], []
     for observer, view, coalition in observer_views(run, threat):
-        if trust == "ldp":
-            parts = [
-                view_losses(run, ldp_view(run, node), unit=unit)
-                if not increments_apply(run)
-                else increment_losses(run, local=node, unit=unit)
-                for node in range(run.n)
-            ]
+        if trust == "ldp" and increments_apply(run):
+            losses.append(increment_losses(run, unit=unit, every_local=True))
+        elif trust == "ldp":
+            parts = [view_losses(run, ldp_view(run, node), unit=unit) for node in range(run.n)]
             losses.append(concatenate(parts))
         elif view is None:
             losses.append(increment_losses(run, coalition, unit=unit))
