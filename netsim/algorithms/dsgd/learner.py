@@ -17,7 +17,10 @@ after the step as well. At round t (1-based) every online node i
    of the links used (doubly stochastic).
 
 An offline node keeps its model, takes no step and adds no noise. Every node starts at the
-same θ₀ (drawn once from the stream ``model``).
+same θ₀ (drawn once from the stream ``model``). In ``mode: rounds`` the messages take no time;
+in ``mode: exact`` each takes its transfer time and step 4 happens at ``deadline`` over the
+links whose two messages arrived by then (a late message is seen, not averaged). With
+``gossip_rounds`` k > 1, steps 3–4 repeat k times, the step and its noise in the first.
 
 **The linear view.** Each round appends a :class:`~netsim.privacy.linear.LinearRound` to
 :attr:`DecentralisedSGD.linear` in that module's conventions: ``step`` η_t (0 for a node that
@@ -31,9 +34,11 @@ models, and messages that are c_i times the recorded ones (a known scale: the sa
 
 **Tables.** ``dsgd_rounds``: one row per round (online nodes, links used, messages lost, the
 correlated noise left uncancelled, consensus, and every ``evaluate_every`` rounds and at the
-last the training loss and test accuracy of the online nodes' average model). ``dsgd_summary``:
-one row at the end (each node's and the average model's test accuracy beside the
-majority-class and centralised non-private yardsticks on the same split, and the noise).
+last the training loss and test accuracy of the online nodes' average model and the mean of
+their own models'). ``dsgd_summary``: one row at the end (each node's and the average model's
+test accuracy beside the majority-class, centralised non-private and central-DP yardsticks on
+the same split, and the noise). With a network ``privacy`` section, the accounting of
+:mod:`netsim.algorithms.dsgd.privacy`.
 """
 
 from __future__ import annotations
