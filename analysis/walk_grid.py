@@ -116,7 +116,7 @@ def never_recovered(runs: pd.DataFrame) -> pd.Series:
     restart. Only a timeout restarts a walk, and a node times out only on an update it holds, so
     such a run had no update that could time out — under the authors' rules the starter makes
     no step-0 update, and a first walk killed at its first step leaves none — and had no walk
-    from then to the end (issue 30)."""
+    from then to the end."""
     return (runs["restarts_per_hour"] == 0) & (runs["time_none"] > 0)
 
 

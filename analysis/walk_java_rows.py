@@ -1,10 +1,10 @@
 """The authors' walk (``walk.preset: authors``) against the numbers of the authors' own code
-on the four configurations of issue 30, in both gossip modes (this script runs no simulation).
+on the four configurations whose Java numbers it records, in both gossip modes (this script runs no simulation).
 
     netsim sweep scenarios/walk/java-rows-sweep.yaml --workers 2 --out analysis/sweeps
     python analysis/walk_java_rows.py analysis/sweeps/walk-java-rows
 
-The reference is what issue 30 reports for the authors' Java code (the Gossip Learning
+The reference is the authors' Java code's numbers, recorded here, (the Gossip Learning
 Framework, branch ``featureexse``: ``SoloWalkerProtocol`` with ``MobilTraceChurnForSoloWalker``
 and the ``DummySoloWalker`` configuration) on the STUNner trace ``peersim_session_100.txt``:
 N = 1,000, 50 out-neighbours, Δ = 100 ms, one hour, 5 seeds, mean ± standard error.
@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: uniform over half a unit of the last digit either way (standard deviation 0.01 / √12).
 ROUNDING = 0.01 / math.sqrt(12)
 
-#: The Java code's numbers (issue 30): (δ_rw, δ − δ_rw) in units of Δ and the kill
+#: The Java code's numbers: (δ_rw, δ − δ_rw) in units of Δ and the kill
 #: probability -> metric -> (mean, standard error over 5 seeds).
 JAVA: dict[tuple[float, float, float], dict[str, tuple[float, float]]] = {
     (100.0, 10.0, 0.0): {"walks": (1.45, 0.015), "restarts": (157, 5), "drops": (156, 5)},
@@ -115,7 +115,7 @@ def never_recovered(runs: pd.DataFrame) -> pd.Series:
     restart. Under the authors' rules no update exists before the first walk's first step, so
     a first walk killed there leaves nothing that can time out (``walk_grid.never_recovered``;
     the Java code behaves the same). Such runs measure how the run started, not the protocol,
-    and are reported apart (issue 30)."""
+    and are reported apart."""
     return (runs["restarts"] == 0) & (runs["time_none"] > 0)
 
 
@@ -181,7 +181,7 @@ def markdown(rows: list[dict[str, object]]) -> str:
             seen.add(config)
             cells = " | ".join(cell(m, java[m]) for m in METRICS)
             label = config_label(config)  # type: ignore[arg-type]
-            lines.append(f"| {label} | Java (issue 30) | 5 | {cells} | | not given |")
+            lines.append(f"| {label} | Java (authors' code) | 5 | {cells} | | not given |")
         cells = " | ".join(cell(m, row[m]) for m in METRICS)  # type: ignore[arg-type]
         z = ", ".join(f"{row[f'z_{m}']:+.1f}" for m in METRICS if f"z_{m}" in row)
         steps = cell("max_steps", row["max_steps"])  # type: ignore[arg-type]

@@ -301,7 +301,7 @@ def test_a_failed_run_of_a_plan_holding_some_of_its_runs_is_recorded(tmp_path, c
 def test_runs_whose_walk_never_came_back_are_reported_apart(tmp_path, capsys):
     """A run with time without a walk and no restart at all (its first walk died before any
     update existed) is listed apart and left out of its group's mean and interval; a run
-    with no walk for a while that restarted stays in (issue 30)."""
+    with no walk for a while that restarted stays in."""
     base = {"walk.kill_probability": 0.05, "walk.preset": "authors", "delta_rw": 100.0,
             "delta_extra": 10.0, "time_several": 0.1, "progress": 0.9}  # fmt: skip
     rows = [
@@ -325,7 +325,7 @@ def test_runs_whose_walk_never_came_back_are_reported_apart(tmp_path, capsys):
 
 def test_the_java_rows_summary_compares_each_mode_with_the_java_figures(tmp_path, capsys):
     """The per-configuration means and standard errors, and each difference from the Java
-    figures of issue 30 in standard errors of the difference; a figure more than two of them
+    figures in standard errors of the difference; a figure more than two of them
     away is named (walk_java_rows.py)."""
     base = {"delta_rw": 100.0, "delta_extra": 10.0, "kill": 0.0, "killed": 0.0,
             "max_steps": 358.0, "mean_walks": 1.4, "time_none": 0.0}  # fmt: skip
@@ -343,7 +343,7 @@ def test_the_java_rows_summary_compares_each_mode_with_the_java_figures(tmp_path
     assert walk_java_rows.main(["--runs", str(table)]) == 0
     out = capsys.readouterr().out
     assert "- 100Δ / 10Δ / 0%, rounds, seed 9: no walk 99.990% of the time" in out
-    assert "| 100Δ / 10Δ / 0% | Java (issue 30) | 5 | 1.450 ± 0.015 | 157.0 ± 5.0 |" in out
+    assert "| 100Δ / 10Δ / 0% | Java (authors' code) | 5 | 1.450 ± 0.015 | 157.0 ± 5.0 |" in out
     # rounds: restarts 155 ± 5 against 157 ± 5: z = -2 / √50 = -0.3
     assert "| | netsim, rounds | 2 | 1.450 ± 0.010 | 155.0 ± 5.0 | 154.0 ± 5.0 | +0.0, -0.3" in out
     assert "| +0.0, -0.3, -0.3 | 358 ± 0 |" in out  # and the largest step count
@@ -400,7 +400,7 @@ def test_the_walk_grid_keeps_the_readme_from_runs_of_the_fallback_trace(
     tmp_path, capsys, monkeypatch
 ):
     """--readme refuses a per-run table with a run of the synthetic fallback trace, naming
-    how many: analysis/README.md states §5.3's figures on the STUNner trace (issue 30)."""
+    how many: analysis/README.md states §5.3's figures on the STUNner trace."""
     written = []
     monkeypatch.setattr(walk_grid, "write_readme_tables", written.append)
     row = {"walk.kill_probability": 0.0, "walk.preset": "paper", "delta_rw": 1.0,

@@ -542,7 +542,7 @@ class UndeclaredGaussian(Mechanism):
 
 
 def test_a_run_whose_mechanism_is_refused_on_every_use_says_so(tmp_path):
-    """The silent run of issue 28: a Gaussian that does not declare its δ, under DP-SGD with
+    """A run that once went silently: a Gaussian that does not declare its δ, under DP-SGD with
     no δ budget, makes no update; the manifest counts every refusal and the run warns."""
     outcome = netsim.run(
         learning_with(noise="tests.test_components:UndeclaredGaussian"), out=tmp_path

@@ -15,7 +15,7 @@ from tests.test_components import EXAMPLE, REPO, example_paths  # noqa: F401  (a
 GUIDE = REPO / "docs" / "components.md"
 SECTION = "## 5. One worked example per slot"
 SOURCES = EXAMPLE / "src" / "netsim_examples"
-#: The slots issue 28 asks a worked example of (protocols have gossip learning in netsim),
+#: The slots that get a worked example (protocols have gossip learning in netsim),
 #: and the transport, gossip engine and observer slots of its named instances.
 SLOTS = {
     "Walk", "Walk agent", "Gossip application", "Churn model", "Topology", "Noise mechanism",

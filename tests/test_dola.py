@@ -680,7 +680,7 @@ def test_the_manifest_states_the_budget_and_the_guarantee_reached(tmp_path):
     assert report["uses"] == 200 * 16  # one example per node and round
 
 
-# --- DOLA on real data, beside its yardsticks (issue 26) ------------------------------------
+# --- DOLA on real data, beside its yardsticks ------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]
 ADULT = REPO.parent / "shared" / "data" / "uci" / "adult-complete-rows.csv"

@@ -1,5 +1,5 @@
 """The simulation core's timers against simpy's own scheduling: the per-message paths of exact
-mode push their events onto simpy's queue themselves (issue 29), and must order them exactly
+mode push their events onto simpy's queue themselves, and must order them exactly
 as simpy would order a timeout scheduled at the same moment."""
 
 import numpy as np

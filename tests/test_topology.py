@@ -21,7 +21,7 @@ def test_k_out_degrees_exact_values_and_connectivity():
 
 @pytest.mark.parametrize(("n", "k"), [(2, 1), (7, 6), (300, 5), (2000, 50)])
 def test_k_out_is_what_from_edges_makes_of_the_same_draws(n, k):
-    # the directed k_out builds its CSR directly (10⁶ × 50 in 200 MB, issue 29); it must be
+    # the directed k_out builds its CSR directly (10⁶ × 50 in 200 MB); it must be
     # exactly the general path's result: each node's draws, sorted, int32
     built = t.k_out(n, k, np.random.default_rng(n))
     rng = np.random.default_rng(n)

@@ -1,4 +1,4 @@
-"""A scenario as named component instances wired by name (issue 28, item 6): the transport,
+"""A scenario as named component instances wired by name: the transport,
 the gossip engine and the observers are instances like the others, a scenario may hold several
 of a kind, ``uses`` wires an instance to chosen ones, and every message goes through a
 transport. Scenarios written before all this keep their run ids and tables."""
