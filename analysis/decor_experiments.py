@@ -35,10 +35,8 @@ row per run).
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -49,14 +47,12 @@ import numpy as np
 import pandas as pd
 from experiments import (
     SweepRunner,
-    add_runner_arguments,
     edge_list_file,
-    guarded,
+    experiment_main,
     load_result_tables,
     mean_interval,
     planned_label,
     run_experiments,
-    runner_from,
     t_half_width,
     write_readme_tables,
 )
@@ -298,29 +294,20 @@ def draw(out: Path = FIGURE) -> Path:
     return save_figure(figure, out)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_runner_arguments(commands.add_parser("run", help="run the experiment (resumes)"))
-    tables = commands.add_parser("tables", help="print the tables from analysis/results")
-    tables.add_argument("--readme", action="store_true")
-    commands.add_parser("figures", help=f"draw {FIGURE.relative_to(REPO)}")
-    args = parser.parse_args(argv)
+def print_tables(readme: bool) -> None:
+    """Print the generated tables, or write them into analysis/README.md."""
+    generated = generated_tables()
+    if readme:
+        write_readme_tables(generated)
+    else:
+        print("\n\n".join(generated.values()))
 
-    def act() -> int:
-        if args.command == "run":
-            return 1 if run(runner_from(args)) else 0
-        if args.command == "tables":
-            generated = generated_tables()
-            if args.readme:
-                write_readme_tables(generated)
-            else:
-                print("\n\n".join(generated.values()))
-            return 0
-        print(draw())
-        return 0
 
-    return guarded(Path(sys.argv[0]).name, act)
+def main(argv: list[str] | None = None) -> int:
+    return experiment_main(
+        __doc__.splitlines()[0], [NAME], lambda only, runner: run(runner),
+        lambda: print(draw()), argv, print_tables,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The authors' walk (``walk.preset: authors``) against the numbers of the authors' own code
-on the four configurations whose Java numbers it records, in both gossip modes (this script runs no simulation).
+on the four configurations whose Java numbers it records, in both gossip modes (this script
+runs no simulation).
 
     netsim sweep scenarios/walk/java-rows-sweep.yaml --workers 2 --out analysis/sweeps
     python analysis/walk_java_rows.py analysis/sweeps/walk-java-rows
