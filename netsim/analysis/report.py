@@ -1274,11 +1274,18 @@ def bound_audit_lines(shares: pd.DataFrame, labels: Mapping[int, str]) -> list[s
          f"{100 * row.share:.1f} %", _number(row.exact_epsilon), _number(row.bound_epsilon)]
         for row in shares.itertuples(index=False)
     ]  # fmt: skip
+    walk = (
+        " For `walk_path_secret` the exact loss is that of an observer that knows the walk's "
+        "path: a pair below it is protected only while the path stays secret."
+        if (shares["bound"] == "walk_path_secret").any()
+        else ""
+    )
     return [
         "## Bound audit",
         "",
         "Published per-pair bounds beside the exact loss of the same run's pairs "
-        "(`bound_audit`): a bound below the exact loss understates what the observer learns.",
+        "(`bound_audit`): a bound below the exact loss understates what the observer learns."
+        + walk,
         "",
         *_table(AUDIT_HEADER, rows),
         "",

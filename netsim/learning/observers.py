@@ -17,6 +17,7 @@ import numpy as np
 from netsim.contracts import BuildContext
 from netsim.learning.private_sgd import PrivateSGD
 from netsim.learning.state import ModelState
+from netsim.privacy.bounds import AUDIT_TABLE, BELOW_TOLERANCE
 from netsim.privacy.ceiling import LineageCeiling
 from netsim.privacy.lineage import Lineage
 from netsim.privacy.threat import (
@@ -32,6 +33,8 @@ from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 from netsim.privacy.walk_pairwise import (
     epsilons_of_slopes,
+    gaussian_epsilons,
+    path_known_exact_mu_squared,
     path_known_slopes,
     path_secret_exposure,
     path_secret_slopes,
@@ -183,9 +186,10 @@ class ObserverAccounting:
         units = self.sgd.accountant.records
         coalitions = threat.coalitions()
         links = threat.links()
+        receptions = lineage.receptions(coalitions)
         slopes = path_known_slopes(
             **lineage.arrays(),
-            receptions=lineage.receptions(coalitions) + lineage.transfers(links),
+            receptions=receptions + lineage.transfers(links),
             coalitions=coalitions + [[] for _ in links], units=units, amplified=self.amplified,
         )  # fmt: skip
         # divided, not multiplied by contribution_slope: the same floats as before
@@ -220,7 +224,9 @@ class ObserverAccounting:
             log.table(VIEWS_TABLE).extend(list(lineage.views()))
         local = float(epsilons_of_slopes(local_slope.max(initial=0.0), delta))
         network, median, p90 = pair_quantiles(epsilon)
-        closed_form = self._closed_form_epsilon(units, delta, steps, walk_law)
+        closed_form, closed_slopes = self._closed_form(units, delta, steps, walk_law)
+        if closed_slopes is not None:
+            self._write_bound_audit(delta, closed_slopes, receptions)
         claim = (
             "RDP bound: amplification by iteration (contractive updates)"
             if self.amplified
@@ -285,19 +291,63 @@ class ObserverAccounting:
             network_epsilon_se=spread,
         ))  # fmt: skip
 
-    def _closed_form_epsilon(self, units: int, delta: float, steps: int, walk_law: Any) -> float:
+    def _closed_form(
+        self, units: int, delta: float, steps: int, walk_law: Any
+    ) -> tuple[float, np.ndarray | None]:
         """The worst pair of the papers' path-secret closed form for this run's walk
         (:func:`~netsim.privacy.walk_pairwise.path_secret_slopes`: as many steps as the run's
         visits, every node contributing as often as the most-used unit did), when the walk
         has a fixed law, the unit is the node (or one record per node) and the network is at
-        most :data:`~netsim.privacy.threat.MAX_ALL_OBSERVERS` nodes; NaN otherwise."""
+        most :data:`~netsim.privacy.threat.MAX_ALL_OBSERVERS` nodes; NaN otherwise. With it,
+        the closed form's slopes (nodes × nodes, [u, v] of u's unit against v) when there
+        were steps and contributions, else None."""
         law, sgd, lineage = walk_law, self.sgd, self.lineage
         if law is None or law.shape[0] > MAX_ALL_OBSERVERS:
-            return math.nan
+            return math.nan, None
         if sgd.unit == "record" and sgd.records_per_node > 1:
-            return math.nan
+            return math.nan, None
         uses = int(lineage.contributions(units).max(initial=0))
         if steps < 1 or uses == 0:
-            return 0.0
+            return 0.0, None
         slopes = path_secret_slopes(law, steps, self.contribution_slope, contributions=uses)
-        return float(epsilons_of_slopes(slopes.max(), delta))
+        return float(epsilons_of_slopes(slopes.max(), delta)), slopes
+
+    def _write_bound_audit(
+        self, delta: float, closed_slopes: np.ndarray, receptions: list[np.ndarray]
+    ) -> None:
+        """The ``bound_audit`` rows of the walk (bound ``walk_path_secret``): every accounted
+        pair of a single observer v (alone, or a one-member coalition) and a unit u of
+        another node, the papers' path-secret closed form for u → v beside the exact
+        Gaussian loss of v's view when v knows the realised path
+        (:func:`~netsim.privacy.walk_pairwise.path_known_exact_mu_squared`, from the lineage;
+        not the amplified bound of ``privacy_pairs``). The closed form is per single node: no
+        rows for larger coalitions or link eavesdroppers. The bound's ε is the walk's RDP
+        conversion of its slope, as ``closed_form_epsilon``; the exact ε the Gaussian
+        profile, as the other audits (:func:`~netsim.privacy.linear.epsilon_of`, for every
+        pair at once)."""
+        threat, lineage = self.threat, self.lineage
+        coalitions = threat.coalitions()
+        single = [k for k, members in enumerate(coalitions) if len(members) == 1]
+        if not single:
+            return
+        units = self.sgd.accountant.records
+        nodes = [coalitions[k][0] for k in single]
+        made = lineage.arrays()
+        mu_squared, _ = path_known_exact_mu_squared(
+            parent=made["parent"], unit=made["unit"], shift=made["shift"],
+            noise_std=made["noise_std"], holder=lineage.holders(),
+            receptions=[receptions[k] for k in single], observers=nodes, units=units,
+        )  # fmt: skip
+        owner = self.owner
+        keep = owner[None, :] != np.asarray(nodes, dtype=np.int64)[:, None]
+        rows, record = np.nonzero(keep)
+        observer = threat.observer_ids()[np.asarray(single, dtype=np.int64)][rows]
+        node = np.asarray(nodes, dtype=np.int64)[rows]
+        exact_mu2 = mu_squared[rows, record]
+        exact = exact_mu2 / 2.0
+        bound = closed_slopes[owner[record], node]
+        self.sim.log.table(AUDIT_TABLE).extend([
+            observer, record, ["walk_path_secret"] * record.size, exact, bound,
+            gaussian_epsilons(exact_mu2, delta),
+            epsilons_of_slopes(bound, delta), bound < exact * (1.0 - BELOW_TOLERANCE),
+        ])  # fmt: skip

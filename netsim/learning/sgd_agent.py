@@ -55,6 +55,7 @@ from netsim.privacy.accountant import (
     ledger_sink,
     policy_by_name,
 )
+from netsim.privacy.bounds import AUDIT_TABLE, audit_lines
 from netsim.privacy.events import Guarantee
 from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.privacy.threat import (
@@ -304,7 +305,7 @@ class SGDAgent(Component):
     section = Section("learning", 30)
     tables = (
         VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE,
-        PRIVACY_PAIRS_TABLE, PRIVACY_SUMMARY_TABLE, LINEAGE_TABLE, VIEWS_TABLE,
+        PRIVACY_PAIRS_TABLE, PRIVACY_SUMMARY_TABLE, LINEAGE_TABLE, VIEWS_TABLE, AUDIT_TABLE,
     )  # fmt: skip
     figures = (ACCURACY_FIGURE,)
     optional: ClassVar[dict[str, str]] = {  # type: ignore[assignment]
@@ -607,7 +608,7 @@ class SGDAgent(Component):
                     f"a bound): worst pair ε = {row['network_epsilon']:.3g} ± "
                     f"{row['network_epsilon_se']:.2g}, median {row['epsilon_median']:.3g}"
                 )
-        return lines
+        return [*lines, *audit_lines(tables.get("bound_audit"))]
 
 
 def baseline_text(summary: pd.DataFrame) -> str:

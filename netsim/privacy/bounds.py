@@ -43,10 +43,16 @@ AUDIT_TABLE = TableSchema(
         "Muffliato's per-message sum as its authors' code computes it, for gossip averaging; "
         "muffliato_sgd_corrected: Muffliato-SGD's Thm 11 as MFDL's code computes it, under "
         "trust pndp with local noise on a static graph; decor_secldp: DECOR's accountant "
-        "under trust secldp with decor noise), the exact and the bound's RDP slopes, the "
-        "exact epsilon (Gaussian profile) and the bound's epsilon (as its authors convert "
-        "it; the Gaussian profile of its slope where they state RDP only), and whether the "
-        "bound is below the exact loss (slopes compared)."
+        "under trust secldp with decor noise; walk_path_secret: the path-secret closed form "
+        "of Cyffers, Bellet, Upadhyay for DP-SGD on a walk with a fixed law, per single "
+        "observer, whose exact side is the exact Gaussian loss of the path-known view, an "
+        "observer that knows the realised path, e.g. from timing: the closed form assumes "
+        "the path secret, so below counts the pairs whose protection under it rests on the "
+        "path staying secret, not an arithmetic error), the exact and the bound's RDP "
+        "slopes, the exact epsilon (Gaussian profile) and the bound's epsilon (as its "
+        "authors convert it; the Gaussian profile of its slope where they state RDP only; "
+        "netsim's RDP conversion for walk_path_secret), and whether the bound is below the "
+        "exact loss (slopes compared)."
     ),
     role="ledger",
     metrics=("exact_rho", "bound_rho"),
@@ -58,14 +64,22 @@ BELOW_TOLERANCE = 1e-9
 
 def audit_lines(audit: pd.DataFrame | None) -> list[str]:
     """A run summary's lines on its ``bound_audit`` table: per published bound, the pairs it
-    puts below their exact loss."""
+    puts below their exact loss (for the walk's path-secret closed form, the loss of an
+    observer that knows the path)."""
     if audit is None or not len(audit):
         return []
     return [
         f"bound audit: {bound} is below the exact loss for {int(part['below'].sum()):,} of "
-        f"{len(part):,} pairs"
+        f"{len(part):,} pairs{PATH_KNOWN_CLAUSE if bound == 'walk_path_secret' else ''}"
         for bound, part in audit.groupby("bound", sort=True)
     ]
+
+
+#: What ``below`` means for the walk's closed form, said where the audit is printed.
+PATH_KNOWN_CLAUSE = (
+    " (exact: an observer that knows the walk's path; a pair below is protected only while "
+    "the path stays secret)"
+)
 
 
 def _dense(weights: Mixing) -> np.ndarray:

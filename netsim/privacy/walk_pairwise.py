@@ -57,8 +57,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
+from scipy.special import log_ndtr, ndtr
 
 from netsim.privacy.composition import RDP_ORDERS, rdp_epsilons
+from netsim.privacy.linear import RANGE_TOLERANCE, group_losses, whitening
+from netsim.privacy.mechanisms import check_delta
 
 if TYPE_CHECKING:
     from netsim.component import OnlineSchedule
@@ -358,6 +361,239 @@ def path_known_slopes(
         int(units),
         nodes,
     )
+
+
+@njit(cache=True)
+def _view_segments(
+    parent: np.ndarray,
+    unit: np.ndarray,
+    shift: np.ndarray,
+    noise_var: np.ndarray,
+    holder: np.ndarray,
+    received: np.ndarray,
+    observer: int,
+    seen: np.ndarray,
+    children: np.ndarray,
+    touched: np.ndarray,
+    key_of: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One observer's view of the lineage in segments (see
+    :func:`path_known_exact_mu_squared`): the key states (the ``received`` states, distinct,
+    and the states where two received lineages part), each key's segment (the key and its
+    ancestors up to the nearest key, exclusive), the variance of the segment's noise that the
+    observer did not add, and the contributions in each segment. Returns (indicator: received
+    × keys, 1 where the key is the received state or one of its ancestors; variance per key;
+    the contributions' key, unit and shift; the key of each received state). ``seen``,
+    ``children``, ``touched`` and ``key_of`` (−1 throughout) are scratch arrays of one entry
+    per state, left as they were found."""
+    marked = _observed_closure(parent, received, 0, received.size, seen, children, touched)
+    for i in range(received.size):
+        key_of[received[i]] = 0
+    key_state = np.empty(marked, dtype=np.int64)
+    keys = 0
+    for i in range(marked):
+        x = touched[i]
+        if key_of[x] == 0 or children[x] >= 2:
+            key_of[x] = keys + 1  # shifted by one until every key is numbered
+            key_state[keys] = x
+            keys += 1
+    for i in range(keys):
+        key_of[key_state[i]] -= 1
+    up = np.full(keys, -1, dtype=np.int64)
+    variance = np.zeros(keys)
+    c_key = np.empty(marked, dtype=np.int64)
+    c_unit = np.empty(marked, dtype=np.int64)
+    c_shift = np.empty(marked)
+    count = 0
+    for k in range(keys):
+        x = key_state[k]
+        while x >= 0 and (x == key_state[k] or key_of[x] < 0):
+            if holder[x] != observer:
+                variance[k] += noise_var[x]
+            if unit[x] >= 0 and shift[x] > 0:
+                c_key[count] = k
+                c_unit[count] = unit[x]
+                c_shift[count] = shift[x]
+                count += 1
+            x = parent[x]
+        if x >= 0:
+            up[k] = key_of[x]
+    indicator = np.zeros((received.size, keys))
+    row_key = np.empty(received.size, dtype=np.int64)
+    for i in range(received.size):
+        k = key_of[received[i]]
+        row_key[i] = k
+        while k >= 0:
+            indicator[i, k] = 1.0
+            k = up[k]
+    for i in range(marked):
+        x = touched[i]
+        seen[x] = False
+        children[x] = 0
+        key_of[x] = -1
+    return indicator, variance, c_key[:count], c_unit[:count], c_shift[:count], row_key
+
+
+#: Units × keys² of one observer's use Grams formed at a time (bounds the memory of a long
+#: view: :func:`~netsim.privacy.linear.group_losses` forms the Gram of every unit).
+GRAM_CHUNK = 4_000_000
+
+
+def path_known_exact_mu_squared(
+    *,
+    parent: np.ndarray,
+    unit: np.ndarray,
+    shift: np.ndarray,
+    noise_std: np.ndarray,
+    holder: np.ndarray,
+    receptions: Sequence[np.ndarray],
+    observers: Sequence[int],
+    units: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact Gaussian loss, μ² (ρ(α) = α μ²/2), of every privacy unit against each single
+    observer that knows the realised path: the lineage's view as a linear-Gaussian system
+    (SPEC §9.3, :mod:`netsim.privacy.linear`), not a bound by amplification by iteration.
+
+    The lineage is that of :func:`path_known_slopes` (``parent``, ``unit``, ``shift`` = η·Δ,
+    ``noise_std`` = η·σ per coordinate) with ``holder[x]``, the node whose visit made state x
+    and added its noise (−1: an initial model). State x's value is the sum over x and its
+    ancestors y of shift_y·g_y + z_y, z_y ~ N(0, noise_std_y² I) independent, and g_y any
+    vector of norm at most 1 (the clipped gradients are adversarial within the clip: every
+    other unit's gradients are fixed, unit u's chosen to move the view most). Observer
+    ``observers[k]`` sees the states ``receptions[k]`` (repeats allowed) and knows the noise
+    of the states it made (holder = observer). Given that, its view is Gaussian with
+    covariance Σ[o, o'] = the variance of the unknown noise of the common ancestors
+    (inclusive) of o and o', and u's contribution c moves it by shift_c·g_c along a_c (a_c[o]
+    = 1 when c is o or one of its ancestors). With K[c, c'] = a_cᵀΣ⁺a_c' scaled by the
+    shifts, μ² follows netsim's rule (:func:`~netsim.privacy.linear.unit_loss`, through
+    :func:`~netsim.privacy.linear.group_losses`): ΣK, exact, when K has no negative entry
+    (aligned gradients are then the worst case), else the smaller of Σ|K| and λ_max(K)·uses,
+    a bound. Σ⁺ is taken as linear.py takes it (:func:`~netsim.privacy.linear.whitening`:
+    singular values above ``RANK_TOLERANCE`` of the largest), and a shift with a part outside
+    Σ's range (above ``RANGE_TOLERANCE``) is revealed exactly: μ² = ∞.
+
+    What it guarantees: the exact loss of an observer that knows the path (e.g. from timing),
+    with the gradients adversarial within the clip and no amplification by iteration
+    assumed: no contractivity of the updates, so it holds for any loss — but it treats each
+    gradient as an input the adversary fixes, as the linear accountant does, not as a
+    function of the state it is taken at. It is at most the path-known figure without
+    amplification (:func:`path_known_slopes` with ``amplified=False``, 2·slope = μ²): each
+    contribution that reaches the observer is one Gaussian release, and the view is their
+    post-processing.
+
+    How: the received states and the states where two received lineages part are the keys;
+    the states from a key up to the next key form its segment, whose noise is one column of
+    Σ's factor (its unknown variance on the received states below the key) and whose
+    contributions of one unit move the view along one column (so they add: one use). The
+    view is then at most (received states) × (2 × received states), whatever the run's
+    length. Returns (μ², exact), each observers × units; 0 (exact) for a unit none of whose
+    contributions reaches the observer. The observer's own units are computed as any other:
+    leave them out."""
+    parent = np.ascontiguousarray(parent, dtype=np.int64)
+    if np.any(parent >= np.arange(parent.size)):
+        raise ValueError("parent[x] must come before x (states in the order they were made)")
+    unit = np.ascontiguousarray(unit, dtype=np.int64)
+    shift = np.ascontiguousarray(shift, dtype=np.float64)
+    noise_var = np.ascontiguousarray(noise_std, dtype=np.float64) ** 2
+    holder = np.ascontiguousarray(holder, dtype=np.int64)
+    mu_squared = np.zeros((len(observers), units))
+    exact = np.ones((len(observers), units), dtype=bool)
+    seen = np.zeros(parent.size, dtype=np.bool_)
+    children = np.zeros(parent.size, dtype=np.int64)
+    touched = np.empty(parent.size, dtype=np.int64)
+    key_of = np.full(parent.size, -1, dtype=np.int64)
+    for k, (observer, states) in enumerate(zip(observers, receptions, strict=True)):
+        received = np.unique(np.asarray(states, dtype=np.int64))
+        if not received.size:
+            continue
+        indicator, variance, c_key, c_unit, c_shift, _ = _view_segments(
+            parent, unit, shift, noise_var, holder, received, int(observer), seen, children,
+            touched, key_of,
+        )  # fmt: skip
+        if not c_key.size:
+            continue
+        white = whitening(indicator * np.sqrt(variance)[None, :])
+        projected = white.basis.T @ indicator
+        residual = indicator - white.basis @ projected
+        revealed = np.abs(residual).max(axis=0, initial=0.0) > RANGE_TOLERANCE
+        whitened = projected / white.scale[:, None]
+        gram = whitened.T @ whitened
+        # each unit's uses: its shifts summed per segment (one column each)
+        keys = indicator.shape[1]
+        weights = np.bincount(c_key * units + c_unit, weights=c_shift, minlength=keys * units)
+        weights = weights.reshape(keys, units)
+        present = np.flatnonzero(weights.any(axis=0))
+        weights = weights[:, present]
+        chunk = max(1, GRAM_CHUNK // max(gram.size, 1))
+        for lo in range(0, present.size, chunk):
+            part = slice(lo, lo + chunk)
+            size = present[part].size
+            losses = group_losses(
+                np.broadcast_to(gram, (size, *gram.shape)), revealed[:, None],
+                weights[:, part], np.full((gram.shape[0], size), -1, dtype=np.int64),
+                present[part], "node",
+            )  # fmt: skip
+            mu_squared[k, losses.node] = losses.mu_squared
+            exact[k, losses.node] = losses.exact
+    return mu_squared, exact
+
+
+def gaussian_epsilons(mu_squared: np.ndarray, delta: float) -> np.ndarray:
+    """:func:`netsim.privacy.linear.epsilon_of` of every entry of ``mu_squared`` at once: ε at
+    ``delta`` of the Gaussian mechanism of sensitivity μ = √μ² and unit noise, the root of its
+    exact privacy profile δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Balle & Wang 2018, Thm 8;
+    :func:`~netsim.privacy.mechanisms.gaussian_delta`), 0 where δ(0) ≤ ``delta`` and ``inf``
+    past 10⁶ as :func:`~netsim.privacy.mechanisms.gaussian_epsilon` gives them. The root is
+    found for all entries together by Newton's method (δ′(ε) = −e^ε Φ(−μ/2 − ε/μ)) kept
+    inside a bracket that bisection shrinks where a step leaves it, to 1e-13 relative: the
+    one-by-one bisection's ε to within its 1e-12 (``tests/test_walk_bound_audit.py``), for
+    the 10⁵ pairs of a walk's bound audit at some 40 µs each one by one."""
+    check_delta(delta)
+    mu2 = np.asarray(mu_squared, dtype=np.float64)
+    flat = mu2.reshape(-1)
+    out = np.where(np.isinf(flat), math.inf, 0.0)
+    mu = np.sqrt(np.maximum(flat, 0.0))
+
+    def excess(m: np.ndarray, epsilon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """δ(ε) − delta and −δ′(ε)."""
+        a, b = m / 2.0, epsilon / m
+        tail = np.exp(epsilon + log_ndtr(-a - b))
+        return np.maximum(ndtr(a - b) - tail, 0.0) - delta, tail
+
+    at = np.flatnonzero((mu > 0) & np.isfinite(flat))
+    at = at[excess(mu[at], np.zeros(at.size))[0] > 0]
+    m = mu[at]
+    low, high = np.zeros(at.size), np.ones(at.size)
+    growing = excess(m, high)[0] > 0
+    while growing.any():  # a bracket: δ(low) > delta ≥ δ(high)
+        low[growing] = high[growing]
+        high[growing] *= 2.0
+        growing &= high <= 1e6
+        growing[growing] = excess(m[growing], high[growing])[0] > 0
+    beyond = high > 1e6
+    epsilon = low.copy()
+    active = np.flatnonzero(~beyond)
+    for _ in range(200):
+        if not active.size:
+            break
+        e = epsilon[active]
+        value, slope = excess(m[active], e)
+        above = value > 0
+        low[active[above]] = e[above]
+        high[active[~above]] = e[~above]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            step = np.where(slope > 0, value / slope, math.inf)
+        guess = e + step
+        lo, hi = low[active], high[active]
+        inside = (guess > lo) & (guess < hi)
+        guess = np.where(inside, guess, 0.5 * (lo + hi))
+        epsilon[active] = guess
+        done = (np.abs(guess - e) < 1e-13 * np.maximum(guess, 1.0)) | (
+            hi - lo < 1e-13 * np.maximum(hi, 1.0)
+        )
+        active = active[~done]
+    out[at] = np.where(beyond, math.inf, epsilon)
+    return out.reshape(mu2.shape)
 
 
 def expected_first_reception_slopes(
