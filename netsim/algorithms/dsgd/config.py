@@ -22,6 +22,10 @@ from netsim.learning.models import ModelSpec
 from netsim.learning.sgd_agent import DatasetConfig
 
 #: The noise kinds, in the order error messages list them.
+#: The longest run MAFALDA's correlation is optimised for (each optimiser iteration solves
+#: T × T systems: T = 100 takes seconds, 1,000 minutes).
+MAFALDA_MAX_ROUNDS = 1_000
+
 NOISE_KINDS = ("none", "local", "decor", "zip", "correlated")
 
 
@@ -77,13 +81,15 @@ class ZipNoise(CheckedModel):
 class CorrelatedNoise(CheckedModel):
     """``correlated``: temporally correlated noise (MFDL / MAFALDA-SGD, Bellet et al. 2026):
     a node's k-th step adds Σ_m M[k, m] z_m, z_m i.i.d. N(0, (σ·C/b)² I) per node. ``matrix``:
-    ``identity`` (= local), ``anti_pgd`` (z_k − z_{k−1}) or an explicit lower-triangular
-    matrix as a list of rows (row k may stop after its diagonal entry), with at least as many
-    rows as the run has rounds."""
+    ``identity`` (= local), ``anti_pgd`` (z_k − z_{k−1}), ``mafalda`` (MAFALDA-SGD: the M
+    that minimises the noise left in the models after averaging on the planned graph, at
+    sensitivity 1 under the run's cyclic participation; :mod:`netsim.algorithms.dsgd.mafalda`)
+    or an explicit lower-triangular matrix as a list of rows (row k may stop after its
+    diagonal entry), with at least as many rows as the run has rounds."""
 
     kind: Literal["correlated"] = "correlated"
     noise_multiplier: float = Field(gt=0.0)
-    matrix: Literal["identity", "anti_pgd"] | list[list[float]] = "anti_pgd"
+    matrix: Literal["identity", "anti_pgd", "mafalda"] | list[list[float]] = "anti_pgd"
 
     @field_validator("matrix")
     @classmethod
@@ -109,9 +115,11 @@ class CorrelatedNoise(CheckedModel):
 
     def temporal(self, rounds: int) -> np.ndarray | None:
         """M as a square (rounds × rounds) lower-triangular array (None for ``identity``:
-        independent steps)."""
+        independent steps). ``mafalda`` depends on the graph: its noise policy computes it."""
         if self.matrix == "identity":
             return None
+        if self.matrix == "mafalda":
+            raise ValueError("MAFALDA's matrix depends on the graph: see noise.Correlated")
         if self.matrix == "anti_pgd":
             return np.eye(rounds) - np.eye(rounds, k=-1)
         assert isinstance(self.matrix, list)
@@ -121,7 +129,14 @@ class CorrelatedNoise(CheckedModel):
         return out
 
     def rows_problem(self, rounds: int) -> str | None:
-        """Why the explicit matrix cannot serve ``rounds`` rounds (None if it can)."""
+        """Why the explicit matrix cannot serve ``rounds`` rounds, or MAFALDA's be optimised
+        for them (None if it can)."""
+        if self.matrix == "mafalda" and rounds > MAFALDA_MAX_ROUNDS:
+            return (
+                f"dsgd.noise.matrix mafalda optimises a {rounds} × {rounds} correlation: at "
+                f"most {MAFALDA_MAX_ROUNDS} rounds (anti_pgd or an explicit matrix serve "
+                "longer runs)"
+            )
         if isinstance(self.matrix, list) and len(self.matrix) < rounds:
             return (
                 f"dsgd.noise.matrix has {len(self.matrix)} rows but the run has {rounds} "

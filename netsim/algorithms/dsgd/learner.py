@@ -54,6 +54,7 @@ import scipy.sparse as sp
 
 from netsim.algorithms.dsgd import calibration, privacy
 from netsim.algorithms.dsgd.config import CorrelatedNoise, DsgdConfig
+from netsim.algorithms.dsgd.mafalda import StepPlan
 from netsim.algorithms.dsgd.noise import NoisePolicy, noise_policy
 from netsim.contracts import (
     Baseline,
@@ -276,7 +277,7 @@ class DecentralisedSGD(RoundLearner):
         self.policy: NoisePolicy = noise_policy(
             self.noise, n=n, dimension=self.dimension, scale=config.gradient_scale,
             link_a=self.link_a, link_b=self.link_b, rounds=self.total_rounds,
-            streams=ctx.stream,
+            streams=ctx.stream, plan=self.step_plan(),
         )  # fmt: skip
         self.loss_rng = ctx.stream("loss")
         #: The run as a linear system (netsim.privacy.linear), one LinearRound per round.
@@ -304,12 +305,26 @@ class DecentralisedSGD(RoundLearner):
             self.config.noise, n=self.n, dimension=self.dimension,
             scale=self.config.gradient_scale, link_a=self.link_a, link_b=self.link_b,
             rounds=self.total_rounds, streams=lambda name: np.random.default_rng(0),
+            plan=self.step_plan(),
         )  # fmt: skip
         planned = calibration.planned_run(
             self.config, shape, self.n, self.link_a, self.link_b, self.total_rounds
         )
         worst = calibration.worst_mu_squared(planned, self.threat, self.config.unit)
         return calibration.calibration_factor(worst, epsilon, delta)
+
+    def step_plan(self) -> StepPlan:
+        """The planned steps as MAFALDA's workload reads them: each round's step size and
+        decay, the gossip passes, and how often a privacy unit's batch comes back (every
+        step for ``unit: node``)."""
+        config = self.config
+        rates = tuple(config.rate(t) for t in range(1, self.total_rounds + 1))
+        return StepPlan(
+            rates=rates,
+            decays=tuple(1.0 - rate * config.regularisation for rate in rates),
+            gossip_rounds=config.gossip_rounds,
+            interval=config.batches if config.unit == "record" else 1,
+        )
 
     @classmethod
     def build(cls, config: DsgdConfig, ctx: BuildContext) -> DecentralisedSGD:

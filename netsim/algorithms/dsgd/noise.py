@@ -37,6 +37,7 @@ from netsim.algorithms.dsgd.config import (
     NoNoise,
     ZipNoise,
 )
+from netsim.algorithms.dsgd.mafalda import StepPlan, mafalda_matrix
 
 Streams = Callable[[str], np.random.Generator]
 
@@ -74,8 +75,11 @@ class NoisePolicy:
         link_b: np.ndarray,
         rounds: int,
         streams: Streams,
+        plan: StepPlan | None = None,
     ) -> None:
         self.config = config
+        #: The planned steps (MAFALDA's workload; None where no policy needs it).
+        self.plan = plan
         self.n, self.dimension = n, dimension
         #: σ·C/b: the independent noise's standard deviation in gradient units.
         self.std = float(config.noise_multiplier) * scale
@@ -219,15 +223,22 @@ def zero_sum_shares(
 
 class Correlated(NoisePolicy):
     """``correlated`` (MFDL / MAFALDA-SGD, Bellet et al. 2026): a node's k-th step adds
-    Σ_m M[k, m] z_m with z_m i.i.d. N(0, (σ·C/b)² I) drawn at the node's m-th step. Only the
-    draws M reaches back to are kept (a ring of the matrix's bandwidth + 1 per node)."""
+    Σ_m M[k, m] z_m with z_m i.i.d. N(0, (σ·C/b)² I) drawn at the node's m-th step (MFDL's
+    ``MFDLSGD``: C⁻¹ times the draws, C⁻¹ = M). Only the draws M reaches back to are kept (a
+    ring of the matrix's bandwidth + 1 per node). ``mafalda``: M optimised for the planned
+    graph and steps (:mod:`netsim.algorithms.dsgd.mafalda`), the same M for every node."""
 
     kind = "correlated"
 
     def __init__(self, config: NoiseConfig, **kwargs: object) -> None:
         super().__init__(config, **kwargs)  # type: ignore[arg-type]
         assert isinstance(config, CorrelatedNoise)
-        self.temporal = config.temporal(self.rounds)
+        if config.matrix == "mafalda":
+            if self.plan is None:
+                raise ValueError("MAFALDA's correlation needs the planned steps (plan=)")
+            self.temporal = mafalda_matrix(self.n, self.link_a, self.link_b, self.plan)
+        else:
+            self.temporal = config.temporal(self.rounds)
         if self.temporal is None:
             self.depth = 1
         else:
