@@ -316,33 +316,28 @@ class ObserverAccounting:
         self, delta: float, closed_slopes: np.ndarray, receptions: list[np.ndarray]
     ) -> None:
         """The ``bound_audit`` rows of the walk (bound ``walk_path_secret``): every accounted
-        pair of a single observer v (alone, or a one-member coalition) and a unit u of
-        another node, the papers' path-secret closed form for u → v beside the exact
-        Gaussian loss of v's view when v knows the realised path
-        (:func:`~netsim.privacy.walk_pairwise.path_known_exact_mu_squared`, from the lineage;
-        not the amplified bound of ``privacy_pairs``). The closed form is per single node: no
-        rows for larger coalitions or link eavesdroppers. The bound's ε is the walk's RDP
-        conversion of its slope, as ``closed_form_epsilon``; the exact ε the Gaussian
-        profile, as the other audits (:func:`~netsim.privacy.linear.epsilon_of`, for every
-        pair at once)."""
-        threat, lineage = self.threat, self.lineage
-        coalitions = threat.coalitions()
-        single = [k for k, members in enumerate(coalitions) if len(members) == 1]
-        if not single:
+        pair of a single observer v and a unit u of another node, the papers' path-secret
+        closed form for u → v beside the exact Gaussian loss of v's view when v knows the
+        realised path (:func:`~netsim.privacy.walk_pairwise.path_known_exact_mu_squared`,
+        from the lineage; not the amplified bound of ``privacy_pairs``). The closed form is
+        per single node: no rows for coalitions or link eavesdroppers. The bound's ε is the
+        walk's RDP conversion of its slope, as ``closed_form_epsilon``; the exact ε the
+        Gaussian profile, as the other audits (:func:`~netsim.privacy.linear.epsilon_of`,
+        for every pair at once)."""
+        lineage = self.lineage
+        nodes = self.threat.observers  # the first views of ``receptions``, one node each
+        if not nodes.size:
             return
-        units = self.sgd.accountant.records
-        nodes = [coalitions[k][0] for k in single]
         made = lineage.arrays()
         mu_squared, _ = path_known_exact_mu_squared(
             parent=made["parent"], unit=made["unit"], shift=made["shift"],
             noise_std=made["noise_std"], holder=lineage.holders(),
-            receptions=[receptions[k] for k in single], observers=nodes, units=units,
+            receptions=receptions[: nodes.size], observers=nodes,
+            units=self.sgd.accountant.records,
         )  # fmt: skip
         owner = self.owner
-        keep = owner[None, :] != np.asarray(nodes, dtype=np.int64)[:, None]
-        rows, record = np.nonzero(keep)
-        observer = threat.observer_ids()[np.asarray(single, dtype=np.int64)][rows]
-        node = np.asarray(nodes, dtype=np.int64)[rows]
+        rows, record = np.nonzero(owner[None, :] != nodes[:, None])
+        observer = node = nodes[rows]
         exact_mu2 = mu_squared[rows, record]
         exact = exact_mu2 / 2.0
         bound = closed_slopes[owner[record], node]

@@ -468,17 +468,20 @@ def path_known_exact_mu_squared(
     shifts, μ² follows netsim's rule (:func:`~netsim.privacy.linear.unit_loss`, through
     :func:`~netsim.privacy.linear.group_losses`): ΣK, exact, when K has no negative entry
     (aligned gradients are then the worst case), else the smaller of Σ|K| and λ_max(K)·uses,
-    a bound. Σ⁺ is taken as linear.py takes it (:func:`~netsim.privacy.linear.whitening`:
+    a bound (a view of two branches without the state where they part can have one; a
+    chain, the walk without restarts, never has: its increments are independent). Σ⁺ is
+    taken as linear.py takes it (:func:`~netsim.privacy.linear.whitening`:
     singular values above ``RANK_TOLERANCE`` of the largest), and a shift with a part outside
     Σ's range (above ``RANGE_TOLERANCE``) is revealed exactly: μ² = ∞.
 
     What it guarantees: the exact loss of an observer that knows the path (e.g. from timing),
-    with the gradients adversarial within the clip and no amplification by iteration
-    assumed: no contractivity of the updates, so it holds for any loss — but it treats each
-    gradient as an input the adversary fixes, as the linear accountant does, not as a
-    function of the state it is taken at. It is at most the path-known figure without
-    amplification (:func:`path_known_slopes` with ``amplified=False``, 2·slope = μ²): each
-    contribution that reaches the observer is one Gaussian release, and the view is their
+    the gradients adversarial within the clip, no amplification by iteration assumed (no
+    contractivity of the updates is needed). Like the linear accountant it takes each
+    gradient as an input fixed in advance, not as a function of the hidden state it is taken
+    at: exact for that linear view, which is what a published bound for the same pair is put
+    beside. Its exact pairs are at most the path-known figure without amplification
+    (:func:`path_known_slopes` with ``amplified=False``, μ² = 2·slope): each contribution
+    that reaches the observer is one Gaussian release, and the view is their
     post-processing.
 
     How: the received states and the states where two received lineages part are the keys;
