@@ -48,10 +48,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
+from numba import njit
+from threadpoolctl import ThreadpoolController
 
 from netsim.privacy.mechanisms import gaussian_epsilon
 from netsim.privacy.pairwise import RANK_TOLERANCE
@@ -261,6 +264,13 @@ FACTOR_LIMIT = 30_000_000
 #: eigenvalues carry about 1e-16 of the largest in error, so the factor's cut cannot be used).
 GRAM_TOLERANCE = 1e-12
 
+#: A view with fresh noise in every round it sees whose factor would hold more entries than
+#: this (up to :data:`FACTOR_LIMIT`) first forms its Gram, and keeps it when Σ has full rank at
+#: :data:`GRAM_TOLERANCE` (Cholesky whitening; the factor's cut would keep every direction too,
+#: its singular values then being above 10⁻⁶ of the largest); otherwise it is accounted from
+#: its factor. The factor's QR dominates such a view (a 600 × 50,000 factor: seconds).
+GRAM_FIRST = 4_000_000
+
 
 @dataclass
 class ViewSystem:
@@ -276,10 +286,13 @@ class ViewSystem:
     rows: int
     noise: np.ndarray | None = None
     gram: np.ndarray | None = None
+    #: the Gram stands in for a factor (:data:`GRAM_FIRST`): only a full-rank Σ is whitened
+    gram_first: bool = False
 
-    def whitening(self) -> Whitening:
+    def whitening(self) -> Whitening | None:
         """Σ⁺ in factored form, from the factor (its SVD) or from the Gram (its eigenvectors
-        above :data:`GRAM_TOLERANCE`)."""
+        above :data:`GRAM_TOLERANCE`); None for a Gram in place of a factor
+        (:attr:`gram_first`) whose Σ has not full rank."""
         if self.noise is not None:
             return whitening(self.noise)
         assert self.gram is not None
@@ -289,6 +302,8 @@ class ViewSystem:
         if values.min() > GRAM_TOLERANCE * values.max():
             lower = scipy.linalg.cholesky(self.gram, lower=True, check_finite=False)
             return Whitening(np.zeros((self.rows, 0)), np.zeros(0), lower)
+        if self.gram_first:
+            return None
         values, vectors = np.linalg.eigh(self.gram)
         keep = values > GRAM_TOLERANCE * max(float(values.max(initial=0.0)), 1e-300)
         return Whitening(vectors[:, keep], np.sqrt(values[keep]))
@@ -308,11 +323,13 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
     # every message a node sends right after its own step carries that step's fresh noise, so
     # the view's Σ is well conditioned; messages of gossip passes without a step (or of
     # Muffliato's rounds after the first) mix old noise only and need the factor's rank cut
-    fresh = all(np.any(r.step != 0) for r, own in zip(rounds, view.rows, strict=True) if own.size)
+    fresh = _fresh(run, view)
+    gram_first = force is None and _gram_first(run, view)
     use_factor = (
         force == "factor"
         or (force is None and (run.temporal is not None or not fresh
-                               or total * _column_estimate(run, view) <= FACTOR_LIMIT))
+                               or total * _column_estimate(run, view) <= FACTOR_LIMIT)
+            and not gram_first)
     )  # fmt: skip
     if run.temporal is not None and not use_factor:
         raise ValueError("a temporally correlated run is accounted from its factor")
@@ -347,6 +364,13 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
                 _add_noise(block, lo, blocks, gram)
         if not stepped:
             pass  # a gossip pass without a step: no input noise
+        elif (
+            gram is not None
+            and gram_first
+            and (std := _input_std(this, known, holders, view.known_secrets)) is not None
+        ):
+            scaled = inputs[r] * std[None, :]  # independent noise only: Σ's part is a SYRK
+            gram[lo:, lo:] += scaled @ scaled.T
         elif run.temporal is None and gram is not None:
             covariance = _input_covariance(this, known, holders, view.known_secrets)
             spread = np.asarray(covariance @ inputs[r].T)
@@ -359,13 +383,54 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
         blocks.append((0, _temporal_noise(run, inputs, offsets, total, known)))
     first = offsets[:-1].astype(np.int64)
     if gram is not None:
-        return ViewSystem(inputs, first, total, gram=gram)
+        return ViewSystem(inputs, first, total, gram=gram, gram_first=gram_first)
     noise = np.zeros((total, sum(b.shape[1] for _, b in blocks)))
     column = 0
     for lo, block in blocks:
         noise[lo:, column : column + block.shape[1]] = block
         column += block.shape[1]
     return ViewSystem(inputs, first, total, noise=noise)
+
+
+def _fresh(run: LinearRun, view: View) -> bool:
+    """Whether every round the view sees a message of had a step (fresh noise in it)."""
+    return all(
+        np.any(r.step != 0) for r, own in zip(run.rounds, view.rows, strict=True) if own.size
+    )
+
+
+def _gram_first(run: LinearRun, view: View) -> bool:
+    """Whether the view forms its Gram in place of its factor (:data:`GRAM_FIRST`): fresh noise,
+    no per-message noise, acceleration or temporal correlation (:func:`recursive_grams`
+    applies), and a factor of more than :data:`GRAM_FIRST` entries up to :data:`FACTOR_LIMIT`."""
+    if not (increments_apply(run) and _fresh(run, view)):
+        return False
+    return (
+        GRAM_FIRST
+        < sum(rows.size for rows in view.rows) * _column_estimate(run, view)
+        <= FACTOR_LIMIT
+    )
+
+
+def _input_std(
+    this: LinearRound, known: np.ndarray, holders: np.ndarray, known_secrets: bool
+) -> np.ndarray | None:
+    """The standard deviation (n) of round r's input noise the observer does not know when it
+    is independent across nodes (no hidden secret; :func:`_input_covariance`'s diagonal), else
+    None."""
+    if (
+        this.secret_std.size
+        and not known_secrets
+        and np.any(~(holders[this.secret_a] | holders[this.secret_b]) & (this.secret_std > 0))
+    ):
+        return None
+    return np.where(~known & (this.noise_std > 0) & (this.step != 0), this.noise_std, 0.0)
+
+
+@cache
+def _thread_pools() -> ThreadpoolController:
+    """The process's native thread pools (found once: the scan takes milliseconds)."""
+    return ThreadpoolController()
 
 
 def _column_estimate(run: LinearRun, view: View) -> int:
@@ -536,6 +601,92 @@ def input_grams(
     return grams, revealed
 
 
+def recursive_grams(
+    run: LinearRun,
+    view: View,
+    system: ViewSystem,
+    white: Whitening,
+    nodes: np.ndarray,
+    stepping: Sequence[int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`input_grams` for a view whitened by a Cholesky factor L of a run without
+    acceleration or per-message noise, by the backward recursion of the whitened coefficients
+    instead of one triangular solve per round. With Z_r = L_r⁻¹ q^r (L_r: L from the round's
+    first row on; q^r: the rows' coefficients on h^r, :func:`view_system`) and the rows of
+    round r first (E: their senders, one-hot), then those after (q^r = [E; q^{r+1} W_r]),
+    Z_r = [L₁₁⁻¹E; Z_{r+1} W_r − L₂₂⁻¹L₂₁ L₁₁⁻¹E]: a sparse product and a solve with as many
+    right-hand sides as the round has rows. A node's whitened shift is η_r Z_r[:, j], zero
+    before the round's first row, so its Gram sums over the rows both shifts reach
+    (:func:`_staircase_grams`)."""
+    lower, total, n = white.lower, system.rows, run.n
+    assert lower is not None
+    offsets = np.append(system.first, total)
+    position = {k: i for i, k in enumerate(stepping)}
+    sizes = np.array([total - int(offsets[k]) for k in stepping], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    packed = np.zeros((nodes.size, int(starts[-1])))  # each node's whitened shifts, end to end
+    after = np.zeros((0, n), order="F")  # Z_{r+1}, Fortran order as in view_system
+    for r in range(len(run.rounds) - 1, -1, -1):
+        this = run.rounds[r]
+        lo, hi = int(offsets[r]), int(offsets[r + 1])
+        current = np.zeros((total - lo, n), order="F")
+        if hi < total:
+            current[hi - lo :] = np.asarray((this.mixing.T @ after.T).T)
+        own = view.rows[r]
+        if own.size:
+            senders = this.sent_src[own]
+            columns = np.unique(senders)
+            unit = np.zeros((own.size, columns.size))
+            unit[np.arange(own.size), np.searchsorted(columns, senders)] = 1.0
+            solved = scipy.linalg.solve_triangular(
+                lower[lo:hi, lo:hi], unit, lower=True, check_finite=False
+            )
+            current[: hi - lo, columns] = solved
+            if hi < total:
+                coupling = scipy.linalg.solve_triangular(
+                    lower[hi:, hi:], lower[hi:, lo:hi], lower=True, check_finite=False
+                )
+                current[hi - lo :, columns] -= coupling @ solved
+        if r in position:
+            i = position[r]
+            scaled = current[:, nodes] * this.step[nodes][None, :]
+            packed[:, starts[i] : starts[i + 1]] = scaled.T
+        after = current
+    grams = np.zeros((nodes.size, len(stepping), len(stepping)))
+    _staircase_grams(packed, starts, sizes, grams)
+    return grams, np.zeros((len(stepping), nodes.size), dtype=bool)
+
+
+@njit(cache=True)
+def _staircase_grams(
+    packed: np.ndarray, starts: np.ndarray, sizes: np.ndarray, grams: np.ndarray
+) -> None:
+    """grams[u, i, t] = the dot product of node u's whitened shifts i and t over the rows
+    both reach (shift t's rows are the last ``sizes[t]`` of shift i's, for t ≥ i), summed in
+    four interleaved parts (the same order on every machine)."""
+    for u in range(grams.shape[0]):
+        row = packed[u]
+        for i in range(grams.shape[1]):
+            for t in range(i, grams.shape[1]):
+                length = sizes[t]
+                a = starts[i] + sizes[i] - length
+                b = starts[t]
+                s0 = s1 = s2 = s3 = 0.0
+                k = 0
+                while k + 4 <= length:
+                    s0 += row[a + k] * row[b + k]
+                    s1 += row[a + k + 1] * row[b + k + 1]
+                    s2 += row[a + k + 2] * row[b + k + 2]
+                    s3 += row[a + k + 3] * row[b + k + 3]
+                    k += 4
+                while k < length:
+                    s0 += row[a + k] * row[b + k]
+                    k += 1
+                value = (s0 + s1) + (s2 + s3)
+                grams[u, i, t] = value
+                grams[u, t, i] = value
+
+
 def view_losses(
     run: LinearRun,
     view: View,
@@ -547,18 +698,30 @@ def view_losses(
     """The loss of every unit of ``nodes`` (default: every node the view does not know) against
     ``view``. ``unit`` ``record``: the records of one use group of a node (a record is used at
     the steps whose ``batch`` is its group); ``node``: all of a node's records (every step)."""
-    system = view_system(run, view, force=force)
-    white = system.whitening()
     known = _mask(run.n, view.known_nodes)
     chosen = np.flatnonzero(~known) if nodes is None else np.asarray(list(nodes), np.int64)
     # the rounds with a step: gossip passes without one move no input
     stepping = [k for k, r in enumerate(run.rounds) if np.any(r.step != 0)]
-    grams, revealed = input_grams(system, white, chosen, stepping)
+    white: Whitening | None = None
+    gram_first = force is None and _gram_first(run, view)
+    if gram_first:
+        # products of a few hundred rows: on two BLAS threads they cost several times the CPU
+        # when the other core is busy (5 instead of 1.1 s a 600-row view)
+        with _thread_pools().limit(limits=1, user_api="blas"):
+            system = view_system(run, view)
+            white = system.whitening()
+            if white is not None:
+                grams, revealed = recursive_grams(run, view, system, white, chosen, stepping)
+    if white is None:  # not a Gram in place of a factor, or its Σ has not full rank
+        system = view_system(run, view, force="factor" if gram_first else force)
+        white = system.whitening()
+        assert white is not None
+        grams, revealed = input_grams(system, white, chosen, stepping)
     taken = [run.rounds[k] for k in stepping]
     batches = np.array([r.batch for r in taken]).reshape(len(taken), run.n)[:, chosen]
-    sens = np.array([r.sensitivity * (r.step != 0) for r in taken]).reshape(
-        len(taken), run.n
-    )[:, chosen]
+    sens = np.array([r.sensitivity * (r.step != 0) for r in taken]).reshape(len(taken), run.n)[
+        :, chosen
+    ]
     return group_losses(grams, revealed, sens, batches, chosen, unit)
 
 
