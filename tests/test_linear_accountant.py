@@ -274,3 +274,51 @@ def test_every_nodes_local_dp_at_once_is_each_nodes_alone(unit: str) -> None:
     assert together.keys() == alone.keys()
     for key, value in alone.items():
         assert together[key] == pytest.approx(value, rel=1e-12)
+
+
+def without_secrets(run: LinearRun) -> LinearRun:
+    """The run with independent noise only (decentralised SGD's ``local`` noise)."""
+    for this in run.rounds:
+        this.secret_a = this.secret_b = np.zeros(0, np.int64)
+        this.secret_std = np.zeros(0)
+        this.secret_a_added = this.secret_b_added = np.zeros(0, bool)
+    return run
+
+
+@pytest.mark.parametrize("secrets", [True, False])
+def test_a_gram_formed_in_place_of_the_factor_agrees_with_it(
+    secrets: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every view above ``GRAM_FIRST`` (here all) whose Σ has full rank is whitened by its
+    Cholesky factor with the recursed whitened coefficients: the losses equal the factor's SVD
+    to 1e-12 (with and without DECOR's secrets: the Σ of independent noise is a SYRK)."""
+    run = decor_run(n=12, rounds=8)
+    if not secrets:
+        run = without_secrets(run)
+    monkeypatch.setattr(linear, "GRAM_FIRST", 0)
+    for members in ([0], [6], [3, 7]):
+        view = pndp_view(run, members)
+        assert linear._gram_first(run, view)
+        system = linear.view_system(run, view)
+        assert system.gram is not None and system.whitening() is not None
+        for unit in ("record", "node"):
+            fast = as_dict(view_losses(run, view, unit=unit))
+            factor = as_dict(view_losses(run, view, unit=unit, force="factor"))
+            assert fast.keys() == factor.keys()
+            for key, value in factor.items():
+                assert fast[key] == pytest.approx(value, rel=1e-12, abs=1e-300)
+
+
+def test_a_gram_in_place_of_the_factor_without_full_rank_falls_back_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nodes 3 and 5 both receive node 4's messages: two equal rows, Σ singular. The Gram
+    formed first is not whitened; the factor's SVD cuts the rank, the numbers its own."""
+    run = without_secrets(decor_run(n=12, rounds=8, churn=1.0, loss=0.0))
+    monkeypatch.setattr(linear, "GRAM_FIRST", 0)
+    view = pndp_view(run, [3, 5])
+    assert linear.view_system(run, view).whitening() is None
+    fast = view_losses(run, view, unit="node")
+    factor = view_losses(run, view, unit="node", force="factor")
+    np.testing.assert_array_equal(fast.mu_squared, factor.mu_squared)
+    np.testing.assert_array_equal(fast.exact, factor.exact)

@@ -29,6 +29,13 @@ their numbers). A larger view accumulates Σ = B̃B̃ᵀ round by round and is w
 Cholesky factor when Σ has full rank at :data:`GRAM_TOLERANCE` (as decentralised SGD's views
 have: every message carries its sender's fresh noise), else by its eigenvectors above that
 cut. A looser cut drops directions in which the observer does see noise (a test holds that).
+A view of fresh noise whose factor would hold more than :data:`GRAM_FIRST` entries (up to
+:data:`FACTOR_LIMIT`; decentralised SGD's 600-row views of a 500-node run) forms its Gram
+first: when Σ has full rank at :data:`GRAM_TOLERANCE` the factor's SVD would keep every
+direction as well (its singular values are then above 10⁻⁶ of the largest), so the view is
+whitened by Σ's Cholesky factor, its whitened coefficients recursed backwards through the
+rounds (:func:`recursive_grams`; the losses agree with the factor's to about 10⁻¹⁴); otherwise
+the factor is formed and cut as above.
 
 Protocols hand the accountant a :class:`LinearRun`: per round, the mixing W_r, who stepped
 and with what step size and noise, the secrets, and every message's ends and fate. The
