@@ -709,9 +709,12 @@ def view_losses(
     chosen = np.flatnonzero(~known) if nodes is None else np.asarray(list(nodes), np.int64)
     # the rounds with a step: gossip passes without one move no input
     stepping = [k for k, r in enumerate(run.rounds) if np.any(r.step != 0)]
-    white: Whitening | None = None
-    gram_first = force is None and _gram_first(run, view)
-    if gram_first:
+    taken = [run.rounds[k] for k in stepping]
+    batches = np.array([r.batch for r in taken]).reshape(len(taken), run.n)[:, chosen]
+    sens = np.array([r.sensitivity * (r.step != 0) for r in taken]).reshape(len(taken), run.n)[
+        :, chosen
+    ]
+    if force is None and _gram_first(run, view):
         # products of a few hundred rows: on two BLAS threads they cost several times the CPU
         # when the other core is busy (5 instead of 1.1 s a 600-row view)
         with _thread_pools().limit(limits=1, user_api="blas"):
@@ -719,16 +722,28 @@ def view_losses(
             white = system.whitening()
             if white is not None:
                 grams, revealed = recursive_grams(run, view, system, white, chosen, stepping)
-    if white is None:  # not a Gram in place of a factor, or its Σ has not full rank
-        system = view_system(run, view, force="factor" if gram_first else force)
-        white = system.whitening()
-        assert white is not None
-        grams, revealed = input_grams(system, white, chosen, stepping)
-    taken = [run.rounds[k] for k in stepping]
-    batches = np.array([r.batch for r in taken]).reshape(len(taken), run.n)[:, chosen]
-    sens = np.array([r.sensitivity * (r.step != 0) for r in taken]).reshape(len(taken), run.n)[
-        :, chosen
-    ]
+                return group_losses(grams, revealed, sens, batches, chosen, unit)
+        # Σ has not full rank: the factor, cut by its SVD
+        return _factor_losses(run, view, "factor", chosen, stepping, sens, batches, unit)
+    return _factor_losses(run, view, force, chosen, stepping, sens, batches, unit)
+
+
+def _factor_losses(
+    run: LinearRun,
+    view: View,
+    force: str | None,
+    chosen: np.ndarray,
+    stepping: Sequence[int],
+    sens: np.ndarray,
+    batches: np.ndarray,
+    unit: str,
+) -> UnitLosses:
+    """:func:`view_losses` by :func:`input_grams` (the factor's SVD, or the Gram's
+    eigenvectors or Cholesky factor)."""
+    system = view_system(run, view, force=force)
+    white = system.whitening()
+    assert white is not None
+    grams, revealed = input_grams(system, white, chosen, stepping)
     return group_losses(grams, revealed, sens, batches, chosen, unit)
 
 
