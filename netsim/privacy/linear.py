@@ -60,7 +60,7 @@ from functools import cache
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
-from numba import njit
+from numba import njit, prange
 from threadpoolctl import ThreadpoolController
 
 from netsim.privacy.mechanisms import gaussian_epsilon
@@ -363,6 +363,16 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
         current[np.arange(own.size), this.sent_src[own]] += 1.0
         stepped = bool(np.any(this.step != 0))
         # a round without a step (a gossip pass) moves no input: its coefficients are not kept
+        if (
+            stepped
+            and gram_first
+            and (std := _input_std(this, known, holders, view.known_secrets)) is not None
+        ):
+            # independent noise only: Σ's part is a SYRK, and recursive_grams needs no inputs
+            scaled = current * (this.step * std)[None, :]
+            gram[lo:, lo:] += scaled @ scaled.T
+            after2, after = after, current
+            continue
         inputs[r] = current * this.step[None, :] if stepped else np.zeros((0, n))
         if this.message_std is not None and np.any(this.message_std > 0):
             padded = np.zeros((total - lo, n))
@@ -371,13 +381,6 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
                 _add_noise(block, lo, blocks, gram)
         if not stepped:
             pass  # a gossip pass without a step: no input noise
-        elif (
-            gram is not None
-            and gram_first
-            and (std := _input_std(this, known, holders, view.known_secrets)) is not None
-        ):
-            scaled = inputs[r] * std[None, :]  # independent noise only: Σ's part is a SYRK
-            gram[lo:, lo:] += scaled @ scaled.T
         elif run.temporal is None and gram is not None:
             covariance = _input_covariance(this, known, holders, view.known_secrets)
             spread = np.asarray(covariance @ inputs[r].T)
@@ -664,14 +667,14 @@ def recursive_grams(
     return grams, np.zeros((len(stepping), nodes.size), dtype=bool)
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _staircase_grams(
     packed: np.ndarray, starts: np.ndarray, sizes: np.ndarray, grams: np.ndarray
 ) -> None:
     """grams[u, i, t] = the dot product of node u's whitened shifts i and t over the rows
     both reach (shift t's rows are the last ``sizes[t]`` of shift i's, for t ≥ i), summed in
     four interleaved parts (the same order on every machine)."""
-    for u in range(grams.shape[0]):
+    for u in prange(grams.shape[0]):  # one node a thread: the same sums on any number
         row = packed[u]
         for i in range(grams.shape[1]):
             for t in range(i, grams.shape[1]):
