@@ -293,7 +293,8 @@ class ViewSystem:
     rows: int
     noise: np.ndarray | None = None
     gram: np.ndarray | None = None
-    #: the Gram stands in for a factor (:data:`GRAM_FIRST`): only a full-rank Σ is whitened
+    #: the Gram stands in for a factor (:data:`GRAM_FIRST`): only a full-rank Σ is whitened,
+    #: and the rounds of independent noise keep no ``inputs`` (:func:`recursive_grams`)
     gram_first: bool = False
 
     def whitening(self) -> Whitening | None:
