@@ -19,7 +19,8 @@ nT × nT workload and sums its n Grams (``build_local_DL_gram_workload``), which
 **The constraints** (MFDL's ``MatrixFactorizer``, after Choquette-Choo et al.'s multi-epoch
 factorisation): a record of batch group β is used at the steps k ≡ β (mod r/b), its
 participation class. X_kl = 0 for two different steps of one class and X's diagonal sums to 1
-over each class, so every record's sensitivity of C·G, √(max_class Σ|X_class|), is exactly 1.
+over each class, so every record's sensitivity of C·G, the square root of the
+largest sum of absolute entries of X over a class's steps, is exactly 1.
 ``unit: node`` makes every step one class: X is diagonal, and the optimum adds no temporal
 correlation. The problem is convex (tr(G X⁻¹) on the positive definite cone, an affine set);
 netsim solves it by L-BFGS projected on the affine set with a backtracking line search that
@@ -136,7 +137,7 @@ def _objective(x: np.ndarray, gram: np.ndarray) -> tuple[float, np.ndarray] | No
 def optimal_gram(gram: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """X* = argmin tr(G X⁻¹) over positive definite X with X_kl = 0 for k ≠ l of one class
     and each class's diagonal summing to 1 (module docstring), by L-BFGS on the affine set.
-    Starts from the scaled identity (1/|class| on the diagonal)."""
+    Starts from the scaled identity (one over the size of the step's class on the diagonal)."""
     rounds = gram.shape[0]
     classes = np.asarray(classes, dtype=np.int64)
     same = (classes[:, None] == classes[None, :]) & ~np.eye(rounds, dtype=bool)
@@ -252,7 +253,8 @@ def _dense(weights: sp.spmatrix) -> np.ndarray:
 
 
 def sensitivity(x: np.ndarray, classes: np.ndarray) -> float:
-    """MFDL's sensitivity of C·G under cyclic participation: √(max over classes of Σ|X_class|)
+    """MFDL's sensitivity of C·G under cyclic participation: the square root of the largest
+    sum of absolute entries of X over one class's steps
     (exact when X has no negative entry within a class)."""
     classes = np.asarray(classes)
     worst = max(
