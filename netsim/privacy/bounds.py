@@ -200,24 +200,39 @@ def mfdl_corrected_muffliato(
     carry self-loops (``utils.get_graph``), so ``G.neighbors(v)`` includes v; the sum clipped at
     T (the local-DP composition of T steps, as MFDL does after discussing it with Muffliato's
     authors). The (T − s) form equals the double sum (``tests/test_published_bounds.py``)."""
+    (epsilon,) = mfdl_corrected_muffliato_observers(W, [v], T, alpha, sigma, sensitivity)
+    if np.ndim(u) == 0:
+        return float(epsilon[int(u)])  # type: ignore[arg-type]
+    return epsilon[np.asarray(u, dtype=np.int64)]
+
+
+def mfdl_corrected_muffliato_observers(
+    W: Mixing,
+    observers: Sequence[int] | np.ndarray,
+    T: int,
+    alpha: float,
+    sigma: float,
+    sensitivity: float,
+) -> np.ndarray:
+    """:func:`mfdl_corrected_muffliato` of every record against each of ``observers``
+    (observers × n): the powers W^s and their column norms are computed once for all of them,
+    and each observer's sum is formed exactly as for one."""
     if sigma <= 0 or sensitivity < 0 or alpha <= 1 or T < 0:
         raise ValueError("need sigma > 0, sensitivity ≥ 0, alpha > 1 and T ≥ 0")
     weights = _dense(W)
     n = weights.shape[0]
-    if weights.shape != (n, n) or not 0 <= v < n:
-        raise ValueError(f"W must be square and v a node, got {weights.shape} and {v}")
-    neighbours = np.flatnonzero(weights[v] > 0)
-    total = np.zeros(n)
+    observers = np.asarray(observers, dtype=np.int64).reshape(-1)
+    if weights.shape != (n, n) or ((observers < 0) | (observers >= n)).any():
+        raise ValueError(f"W must be square and each observer a node, got {weights.shape}")
+    neighbours = [np.flatnonzero(weights[v] > 0) for v in observers]
+    total = np.zeros((observers.size, n))
     power = np.eye(n)  # W^s
     for s in range(T):
-        columns = power[:, neighbours]
-        norms = (columns**2).sum(axis=0)
-        total += (T - s) * (columns / norms[None, :]).sum(axis=1)
+        norms = (power**2).sum(axis=0)
+        for k, around in enumerate(neighbours):
+            total[k] += (T - s) * (power[:, around] / norms[None, around]).sum(axis=1)
         power = power @ weights
-    epsilon = alpha * sensitivity**2 / (2.0 * sigma**2) * np.minimum(total, T)
-    if np.ndim(u) == 0:
-        return float(epsilon[int(u)])  # type: ignore[arg-type]
-    return epsilon[np.asarray(u, dtype=np.int64)]
+    return alpha * sensitivity**2 / (2.0 * sigma**2) * np.minimum(total, T)
 
 
 # ----- DECOR's SecLDP bound (Allouah, Koloskova, El Firdoussi, Jaggi, Guerraoui, ICML 2024) -----

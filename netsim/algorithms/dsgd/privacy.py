@@ -28,7 +28,7 @@ from netsim.privacy.bounds import (
     BELOW_TOLERANCE,
     decor_epsilon,
     decor_secldp_slope,
-    mfdl_corrected_muffliato,
+    mfdl_corrected_muffliato_observers,
 )
 from netsim.privacy.linear import (
     LinearRun,
@@ -72,6 +72,7 @@ UNITS_TABLE = TableSchema(
     role="ledger",
     metrics=("mu", "rho", "epsilon", "local_share"),
 )
+
 
 @dataclass(frozen=True)
 class Accounted:
@@ -183,6 +184,16 @@ def audit_rows(
         uses += (this.step != 0) & (this.sensitivity > 0)
     rows: list[tuple] = []
     everyone = -1 - len(threat.config.coalitions) - len(threat.config.links)
+    alpha = 2.0  # Muffliato's bound is linear in α: its slope is the value over α
+    corrected: dict[int, np.ndarray] = {}
+    if trust == "pndp" and setting.noise == "local" and static(run, setting.link_a,
+                                                               setting.link_b):  # fmt: skip
+        singles = [observer for observer in accounted.observers if observer >= 0]
+        full = metropolis_from_edges(n, setting.link_a, setting.link_b)
+        values = mfdl_corrected_muffliato_observers(
+            full, singles, len(run.rounds), alpha, sigma, sensitivity
+        )
+        corrected = dict(zip(singles, values, strict=True))
     for observer, losses in zip(accounted.observers, accounted.losses, strict=True):
         if trust == "secldp" and setting.noise == "decor" and observer == everyone:
             per_round = decor_secldp_slope(
@@ -192,14 +203,8 @@ def audit_rows(
             slopes = per_round * uses[losses.node]
             epsilons = [decor_epsilon(float(x), setting.delta) for x in slopes]
             name = "decor_secldp"
-        elif (trust == "pndp" and setting.noise == "local" and observer >= 0
-              and static(run, setting.link_a, setting.link_b)):  # fmt: skip
-            full = metropolis_from_edges(n, setting.link_a, setting.link_b)
-            alpha = 2.0  # the bound is linear in α: its slope is the value over α
-            value = mfdl_corrected_muffliato(
-                full, losses.node, observer, len(run.rounds), alpha, sigma, sensitivity,
-            )  # fmt: skip
-            slopes = np.asarray(value) / alpha
+        elif observer in corrected:
+            slopes = corrected[observer][losses.node] / alpha
             epsilons = [epsilon_of(2.0 * float(x), setting.delta) for x in slopes]
             name = "muffliato_sgd_corrected"
         else:
