@@ -181,3 +181,16 @@ def test_every_record_costs_one_uses_local_dp_loss() -> None:
 def test_too_long_a_run_for_the_optimiser_is_refused() -> None:
     message = problem(scenario({"noise": MAFALDA, "rounds": 1001}, duration="2000s"))
     assert "dsgd.noise.matrix mafalda" in message and "at most 1000 rounds" in message
+
+
+def test_an_observer_that_received_nothing_learns_nothing_under_temporal_noise() -> None:
+    """A node never online with a neighbour receives no message: its view has no rows, and
+    with temporally correlated noise every unit's loss is 0 (not an error)."""
+    from netsim.privacy.linear import pndp_view, view_losses
+
+    _, learner, _ = built(scenario({"noise": MAFALDA}, churn=CHURN), trace=False)
+    run = learner.linear
+    view = pndp_view(run, [0])
+    empty = type(view)([np.zeros(0, np.int64) for _ in run.rounds], view.known_nodes)
+    losses = view_losses(run, empty, unit="record")
+    assert losses.node.size and not losses.mu_squared.any()

@@ -558,7 +558,8 @@ def _temporal_noise(
         correlated[int(offsets[r]) :, stepped, :] += (
             scaled[:, :, None] * run.temporal[index[r, stepped]][None]
         )
-    return correlated[:, ~known, :].reshape(total, -1)
+    # an explicit width: a view with no rows (an observer that received nothing) has total 0
+    return correlated[:, ~known, :].reshape(total, int((~known).sum()) * depth)
 
 
 # ----- losses ---------------------------------------------------------------------------------
