@@ -194,3 +194,21 @@ def test_an_observer_that_received_nothing_learns_nothing_under_temporal_noise()
     empty = type(view)([np.zeros(0, np.int64) for _ in run.rounds], view.known_nodes)
     losses = view_losses(run, empty, unit="record")
     assert losses.node.size and not losses.mu_squared.any()
+
+
+def test_local_dp_of_correlated_noise_is_every_steps_input_public() -> None:
+    """The run's local-DP figure (``local_mu_squared``, the summary's local ε and every pair's
+    local share) under temporal correlation equals the accountant's own LDP views on a run
+    where every step is sent (no churn: each message reveals one step's input): one use's
+    loss for MAFALDA, not the sum over its uses as for independent draws."""
+    from netsim.privacy.linear import local_mu_squared
+
+    for matrix in ("mafalda", "anti_pgd"):
+        _, learner, _ = built(scenario({"noise": {**MAFALDA, "matrix": matrix}}), trace=False)
+        run = learner.linear
+        pairs = account_views(run, [(n, ldp_view(run, n)) for n in range(8)], delta=1e-5)
+        local = local_mu_squared(run)
+        expected = [local[(int(n), int(g))] for n, g in zip(pairs["node"], pairs["group"])]
+        np.testing.assert_allclose(pairs["mu_squared"], expected, rtol=1e-9)
+        if matrix == "mafalda":
+            np.testing.assert_allclose(expected, 1.0, rtol=1e-9)

@@ -799,7 +799,10 @@ def group_losses(
 def local_mu_squared(run: LinearRun, unit: str = "record") -> dict[tuple[int, int], float]:
     """Each unit's μ² with every use public but for its own independent noise (local DP: the
     sum over its uses of (sensitivity / noise std)²; ∞ for a use without noise), keyed by
-    (node, group) as :func:`view_losses` names units."""
+    (node, group) as :func:`view_losses` names units. With temporally correlated noise, every
+    step's input public instead (:func:`_temporal_local_mu_squared`)."""
+    if run.temporal is not None:
+        return _temporal_local_mu_squared(run, unit)
     totals: dict[tuple[int, int], float] = {}
     for this in run.rounds:
         stepped = np.flatnonzero((this.step != 0) & (this.sensitivity > 0))
@@ -808,6 +811,46 @@ def local_mu_squared(run: LinearRun, unit: str = "record") -> dict[tuple[int, in
             std = float(this.noise_std[node])
             share = math.inf if std == 0 else (float(this.sensitivity[node]) / std) ** 2
             totals[key] = totals.get(key, 0.0) + share
+    return totals
+
+
+def _temporal_local_mu_squared(run: LinearRun, unit: str) -> dict[tuple[int, int], float]:
+    """Local DP of a temporally correlated run: every step's input y = g + M_K D z public (K
+    the node's steps, M_K the leading K × K block of ``temporal``, D its draws' standard
+    deviations), every other noise known. The inputs' precision is (D⁻¹C_K)ᵀ(D⁻¹C_K) with C_K
+    = M_K⁻¹, and a unit used at steps S moves them by Δ_s along e_s: its μ² follows
+    :func:`unit_loss` on the precision's S × S block (exact when it has no negative entry; for
+    MFDL's factorisations with the cyclic constraints, Σ_S X = 1 per draw variance: one use's
+    loss). Not the sum over uses: correlated draws are not independent releases."""
+    assert run.temporal is not None
+    index = run.step_index()
+    totals: dict[tuple[int, int], float] = {}
+    for node in range(run.n):
+        rounds = np.flatnonzero(index[:, node] >= 0)
+        if not rounds.size:
+            continue
+        steps = rounds.size
+        std = np.array([run.rounds[r].noise_std[node] for r in rounds], dtype=np.float64)
+        sensitivity = np.array([run.rounds[r].sensitivity[node] for r in rounds])
+        group = (np.array([run.rounds[r].batch[node] for r in rounds], dtype=np.int64)
+                 if unit == "record" else np.full(steps, -1, dtype=np.int64))  # fmt: skip
+        used = sensitivity > 0
+        if np.any(std[used] == 0):
+            precision = None
+        else:
+            encoder = scipy.linalg.solve_triangular(
+                run.temporal[:steps, :steps], np.eye(steps), lower=True, check_finite=False
+            )
+            whitened = encoder / np.where(std > 0, std, 1.0)[:, None]
+            precision = whitened.T @ whitened
+        for key in np.unique(group[used]).tolist():
+            uses = np.flatnonzero(used & (group == key))
+            if precision is None:  # a draw without noise: some input is seen exactly
+                totals[(node, key)] = math.inf
+                continue
+            loss = unit_loss(precision[np.ix_(uses, uses)], np.zeros(uses.size, dtype=bool),
+                             sensitivity[uses])  # fmt: skip
+            totals[(node, key)] = loss.mu_squared
     return totals
 
 
