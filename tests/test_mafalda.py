@@ -15,7 +15,9 @@ import pytest
 from netsim.algorithms.dsgd import mafalda
 from netsim.privacy.linear import account_views, ldp_view
 from netsim.privacy.pairwise import metropolis_from_edges
-from tests.test_dsgd import CHURN, built, problem, scenario
+from tests.test_dsgd import CHURN, REPO, built, problem, scenario
+
+FLORENTINE_FILE = REPO / "scenarios" / "dsgd" / "florentine-families.txt"
 
 
 def florentine() -> tuple[int, np.ndarray, np.ndarray]:
@@ -146,6 +148,11 @@ def test_mfdls_surrogate_workload_is_not_the_decentralised_gram() -> None:
     assert np.abs(surrogate.T @ surrogate - gram).max() > 0.1 * np.abs(gram).max()
 
 
+def local_of(local: dict[tuple[int, int], float], node: Any, group: Any) -> np.ndarray:
+    """Each (node, group)'s local-DP μ² from ``local_mu_squared``'s dictionary."""
+    return np.array([local[(int(n), int(g))] for n, g in zip(node, group, strict=True)])
+
+
 MAFALDA: dict[str, Any] = {"kind": "correlated", "noise_multiplier": 2.0, "matrix": "mafalda"}
 
 
@@ -208,7 +215,31 @@ def test_local_dp_of_correlated_noise_is_every_steps_input_public() -> None:
         run = learner.linear
         pairs = account_views(run, [(n, ldp_view(run, n)) for n in range(8)], delta=1e-5)
         local = local_mu_squared(run)
-        expected = [local[(int(n), int(g))] for n, g in zip(pairs["node"], pairs["group"])]
+        expected = local_of(local, pairs["node"], pairs["group"])
         np.testing.assert_allclose(pairs["mu_squared"], expected, rtol=1e-9)
         if matrix == "mafalda":
             np.testing.assert_allclose(expected, 1.0, rtol=1e-9)
+
+
+def test_no_pair_is_stated_above_local_dp() -> None:
+    """Every view is a post-processing of the view of every step's input: a pair whose uses'
+    Gram has a negative entry (a bound) is capped at the unit's local-DP loss. On the
+    Florentine families with MAFALDA's noise (16 rounds) two bounds pass it before the cap."""
+    from netsim.algorithms.dsgd import privacy as dsgd_privacy
+    from netsim.privacy.linear import local_mu_squared, pndp_view, view_losses
+
+    privacy = {"model": "network", "trust": "pndp", "delta": 1e-5}
+    topology = {"kind": "edge_list", "path": str(FLORENTINE_FILE)}
+    data = scenario({"noise": MAFALDA, "rounds": 16}, privacy=privacy, topology=topology,
+                    nodes=15)  # fmt: skip
+    run_, learner, _ = built(data, trace=False)
+    run = learner.linear
+    local = local_mu_squared(run)
+    raw = [view_losses(run, pndp_view(run, [v]), unit="record") for v in range(15)]
+    above = sum(int(np.sum(~r.exact & (r.mu_squared > local_of(local, r.node, r.group))))
+                for r in raw)  # fmt: skip
+    assert above > 0
+    accounted = dsgd_privacy.account(run, run_["privacy"], "record")
+    for losses in accounted.losses:
+        base = local_of(local, losses.node, losses.group)
+        assert (losses.mu_squared <= base * (1 + 1e-9)).all()

@@ -20,7 +20,9 @@ uses' Gram), μ² = max over unit vectors d_s of Σ_{s,t} K[s,t]⟨d_s, d_t⟩. 
 is non-negative, aligned uses (all d_s equal) attain it: μ² = Σ K, exact. Otherwise the pair
 says it is a bound: the smaller of Σ|K| (MFDL's sensitivity for repeated participation,
 Bellet et al. 2026, computes this sum) and λ_max(K)·(number of uses) (the quadratic form is at
-most λ_max Σ‖d_s‖²), which is below Σ|K| where Σ|K| passes local DP.
+most λ_max Σ‖d_s‖²), which is below Σ|K| where Σ|K| passes local DP — and at most the unit's
+local-DP loss, since every view is a post-processing of the view of every step's input
+(:func:`capped_by_local`).
 
 The view's rank. A view small enough for its factor (:data:`FACTOR_LIMIT` entries) keeps the
 singular values of B̃ itself above :data:`RANK_TOLERANCE` times the largest (its SVD, after a QR
@@ -854,6 +856,20 @@ def _temporal_local_mu_squared(run: LinearRun, unit: str) -> dict[tuple[int, int
     return totals
 
 
+def capped_by_local(losses: UnitLosses, local: dict[tuple[int, int], float]) -> UnitLosses:
+    """``losses`` with each bound (a unit whose uses' Gram has a negative entry) at most the
+    unit's local-DP μ² (:func:`local_mu_squared`): the view that sees every step's input with
+    every other noise known determines every message, so any observer's view is a
+    post-processing of it. Exact losses are left as they are (they are below it up to
+    rounding); a capped loss stays a bound."""
+    if losses.exact.all():
+        return losses
+    base = np.array([local.get((int(u), int(g)), math.inf)
+                     for u, g in zip(losses.node, losses.group, strict=True)])  # fmt: skip
+    mu_squared = np.where(losses.exact, losses.mu_squared, np.minimum(losses.mu_squared, base))
+    return UnitLosses(losses.node, losses.group, mu_squared, losses.exact)
+
+
 def account_views(
     run: LinearRun,
     views: Sequence[tuple[int, View]],
@@ -869,7 +885,7 @@ def account_views(
     columns: dict[str, list] = {key: [] for key in
                                 ("observer", "node", "group", "mu_squared", "exact")}  # fmt: skip
     for observer, view in views:
-        losses = view_losses(run, view, unit=unit)
+        losses = capped_by_local(view_losses(run, view, unit=unit), local)
         columns["observer"].append(np.full(losses.node.size, observer, dtype=np.int64))
         columns["node"].append(losses.node)
         columns["group"].append(losses.group)

@@ -34,6 +34,7 @@ from netsim.privacy.linear import (
     LinearRun,
     UnitLosses,
     View,
+    capped_by_local,
     epsilon_of,
     increment_losses,
     increments_apply,
@@ -121,9 +122,11 @@ def link_view(run: LinearRun, a: int, b: int) -> View:
 
 
 def account(run: LinearRun, threat: ThreatModel, unit: str) -> Accounted:
-    """Every accounted view's unit losses (:func:`observer_views`)."""
+    """Every accounted view's unit losses (:func:`observer_views`), each bound capped at the
+    unit's local-DP loss (:func:`~netsim.privacy.linear.capped_by_local`)."""
     trust = threat.config.trust
     observers, losses = [], []
+    local = local_mu_squared(run, unit)
     for observer, view, coalition in observer_views(run, threat):
         if trust == "ldp" and increments_apply(run):
             losses.append(increment_losses(run, unit=unit, every_local=True))
@@ -134,6 +137,7 @@ def account(run: LinearRun, threat: ThreatModel, unit: str) -> Accounted:
             losses.append(increment_losses(run, coalition, unit=unit))
         else:
             losses.append(view_losses(run, view, unit=unit))
+        losses[-1] = capped_by_local(losses[-1], local)
         observers.append(observer)
     return Accounted(observers, losses)
 
