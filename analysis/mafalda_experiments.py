@@ -295,7 +295,7 @@ def draw(out: Path = FIGURE) -> Path:
     plt = _pyplot()
     runs = load_results()
     static = runs[~runs["churn"]]
-    figure, axis = plt.subplots(figsize=(8, 4.8))
+    figure, axis = plt.subplots(figsize=(8, 5.4))
     width = 0.25
     for k, method in enumerate(METHODS):
         means, halves = [], []
@@ -308,8 +308,9 @@ def draw(out: Path = FIGURE) -> Path:
                  label=METHODS[method])  # fmt: skip
     central = [static[static["epsilon_target"] == e]["central_dp_accuracy"].mean()
                for e in EPSILONS]  # fmt: skip
-    axis.plot(np.arange(len(EPSILONS)), central, "k_", markersize=40, mew=2,
-              label="central DP at the same (ε, δ)")  # fmt: skip
+    positions = np.arange(len(EPSILONS))
+    axis.hlines(central, positions - 1.5 * width, positions + 1.5 * width, colors="black",
+                linestyles="--", label="central DP at the same (ε, δ)")  # fmt: skip
     first = runs.iloc[0]
     axis.axhline(first["majority_accuracy"], color="grey", ls=":", label="majority class")
     axis.axhline(first["centralised_accuracy"], color="black", ls="-",
@@ -318,10 +319,11 @@ def draw(out: Path = FIGURE) -> Path:
     axis.set_xlabel(f"worst pair's pairwise network DP (δ = {DELTA:g}), calibrated before the run")
     axis.set_ylabel("test accuracy of the average model")
     axis.set_ylim(0.5, 0.95)
-    axis.legend(loc="upper left", fontsize=8)
+    handles, names = axis.get_legend_handles_labels()
+    figure.legend(handles, names, loc="lower center", ncol=3, fontsize=8)
     axis.set_title("Spambase, Florentine families (15 nodes), 160 rounds; mean over seeds, 95% "
                    "intervals", fontsize=10)  # fmt: skip
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.12, 1, 1))
     return save_figure(figure, out)
 
 
