@@ -330,19 +330,8 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
     total = int(offsets[-1])
     known = _mask(n, view.known_nodes)
     holders = view.holders(n)
-    # every message a node sends right after its own step carries that step's fresh noise, so
-    # the view's Σ is well conditioned; messages of gossip passes without a step (or of
-    # Muffliato's rounds after the first) mix old noise only and need the factor's rank cut
-    fresh = _fresh(run, view)
     gram_first = force is None and _gram_first(run, view)
-    use_factor = (
-        force == "factor"
-        or (force is None and (run.temporal is not None or not fresh
-                               or total * _column_estimate(run, view) <= FACTOR_LIMIT)
-            and not gram_first)
-    )  # fmt: skip
-    if run.temporal is not None and not use_factor:
-        raise ValueError("a temporally correlated run is accounted from its factor")
+    use_factor = _uses_factor(run, view, total, force, gram_first)
     # q^{r+1} and q^{r+2}, each kept from the first row that depends on its round on, in
     # Fortran order: the sparse product with W_r then reads each row's coefficients
     # contiguously (four times faster than on C-ordered rows)
@@ -397,12 +386,35 @@ def view_system(run: LinearRun, view: View, *, force: str | None = None) -> View
     first = offsets[:-1].astype(np.int64)
     if gram is not None:
         return ViewSystem(inputs, first, total, gram=gram, gram_first=gram_first)
+    return ViewSystem(inputs, first, total, noise=_stacked_factor(blocks, total))
+
+
+def _uses_factor(
+    run: LinearRun, view: View, total: int, force: str | None, gram_first: bool
+) -> bool:
+    """Whether :func:`view_system` forms the view's factor (else its Gram). Every message a
+    node sends right after its own step carries that step's fresh noise, so the view's Σ is
+    well conditioned; messages of gossip passes without a step (or of Muffliato's rounds
+    after the first) mix old noise only and need the factor's rank cut."""
+    use_factor = (
+        force == "factor"
+        or (force is None and (run.temporal is not None or not _fresh(run, view)
+                               or total * _column_estimate(run, view) <= FACTOR_LIMIT)
+            and not gram_first)
+    )  # fmt: skip
+    if run.temporal is not None and not use_factor:
+        raise ValueError("a temporally correlated run is accounted from its factor")
+    return use_factor
+
+
+def _stacked_factor(blocks: list[tuple[int, np.ndarray]], total: int) -> np.ndarray:
+    """The view's factor B̃ (total rows): each block's columns from its first row on."""
     noise = np.zeros((total, sum(b.shape[1] for _, b in blocks)))
     column = 0
     for lo, block in blocks:
         noise[lo:, column : column + block.shape[1]] = block
         column += block.shape[1]
-    return ViewSystem(inputs, first, total, noise=noise)
+    return noise
 
 
 def _fresh(run: LinearRun, view: View) -> bool:

@@ -51,7 +51,7 @@ T·π_u times and the stationary part is π_v ln T.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -60,7 +60,7 @@ from numba import njit
 from scipy.special import log_ndtr, ndtr
 
 from netsim.privacy.composition import RDP_ORDERS, rdp_epsilons
-from netsim.privacy.linear import RANGE_TOLERANCE, group_losses, whitening
+from netsim.privacy.linear import RANGE_TOLERANCE, UnitLosses, group_losses, whitening
 from netsim.privacy.mechanisms import check_delta
 
 if TYPE_CHECKING:
@@ -515,30 +515,45 @@ def path_known_exact_mu_squared(
         )  # fmt: skip
         if not c_key.size:
             continue
-        white = whitening(indicator * np.sqrt(variance)[None, :])
-        projected = white.basis.T @ indicator
-        residual = indicator - white.basis @ projected
-        revealed = np.abs(residual).max(axis=0, initial=0.0) > RANGE_TOLERANCE
-        whitened = projected / white.scale[:, None]
-        gram = whitened.T @ whitened
-        # each unit's uses: its shifts summed per segment (one column each)
-        keys = indicator.shape[1]
-        weights = np.bincount(c_key * units + c_unit, weights=c_shift, minlength=keys * units)
-        weights = weights.reshape(keys, units)
-        present = np.flatnonzero(weights.any(axis=0))
-        weights = weights[:, present]
-        chunk = max(1, GRAM_CHUNK // max(gram.size, 1))
-        for lo in range(0, present.size, chunk):
-            part = slice(lo, lo + chunk)
-            size = present[part].size
-            losses = group_losses(
-                np.broadcast_to(gram, (size, *gram.shape)), revealed[:, None],
-                weights[:, part], np.full((gram.shape[0], size), -1, dtype=np.int64),
-                present[part], "node",
-            )  # fmt: skip
+        for losses in _segment_losses(indicator, variance, c_key, c_unit, c_shift, units):
             mu_squared[k, losses.node] = losses.mu_squared
             exact[k, losses.node] = losses.exact
     return mu_squared, exact
+
+
+def _segment_losses(
+    indicator: np.ndarray,
+    variance: np.ndarray,
+    c_key: np.ndarray,
+    c_unit: np.ndarray,
+    c_shift: np.ndarray,
+    units: int,
+) -> Iterator[UnitLosses]:
+    """One observer's unit losses from its view in segments (:func:`_view_segments`): each
+    segment's noise is one column of Σ's factor, whitened as linear.py whitens; each unit's
+    contributions in a segment add (one use, one column); units are composed by
+    :func:`~netsim.privacy.linear.group_losses`, :data:`GRAM_CHUNK` entries at a time."""
+    white = whitening(indicator * np.sqrt(variance)[None, :])
+    projected = white.basis.T @ indicator
+    residual = indicator - white.basis @ projected
+    revealed = np.abs(residual).max(axis=0, initial=0.0) > RANGE_TOLERANCE
+    whitened = projected / white.scale[:, None]
+    gram = whitened.T @ whitened
+    # each unit's uses: its shifts summed per segment (one column each)
+    keys = indicator.shape[1]
+    weights = np.bincount(c_key * units + c_unit, weights=c_shift, minlength=keys * units)
+    weights = weights.reshape(keys, units)
+    present = np.flatnonzero(weights.any(axis=0))
+    weights = weights[:, present]
+    chunk = max(1, GRAM_CHUNK // max(gram.size, 1))
+    for lo in range(0, present.size, chunk):
+        part = slice(lo, lo + chunk)
+        size = present[part].size
+        yield group_losses(
+            np.broadcast_to(gram, (size, *gram.shape)), revealed[:, None],
+            weights[:, part], np.full((gram.shape[0], size), -1, dtype=np.int64),
+            present[part], "node",
+        )  # fmt: skip
 
 
 def gaussian_epsilons(mu_squared: np.ndarray, delta: float) -> np.ndarray:
