@@ -268,7 +268,16 @@ def _run_timeout(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: a time limit is a duration > 0")
+    if seconds > MAX_RUN_TIMEOUT_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a time limit is at most {MAX_RUN_TIMEOUT_SECONDS:.0e} s (about 30 "
+            "years; the operating system's timer holds no more); leave the option out for none"
+        )
     return seconds
+
+
+#: The longest ``--run-timeout`` (the interval timer's range holds it on every platform).
+MAX_RUN_TIMEOUT_SECONDS = 1e9
 
 
 RUN_TIMEOUT_HELP = (

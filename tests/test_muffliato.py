@@ -111,6 +111,19 @@ def test_with_every_message_lost_nothing_mixes_and_nobody_learns() -> None:
     assert (pairs["local_share"] == 0).all() and (pairs["epsilon"] == 0).all()
 
 
+def test_noise_too_small_for_any_budget_is_stated_as_infinite_loss() -> None:
+    """σ = 1e-300 Δ: every pair's ε is infinite; the summary says so (median and 90th
+    percentile infinite, not NaN) and states no central yardstick, where it used to end in a
+    traceback."""
+    muffliato = {"period": "1s", "rounds": 6, "dimension": 2, "radius": 0.5,
+                 "noise_multiplier": 1e-300}  # fmt: skip
+    tables = netsim.run(scenario(muffliato=muffliato)).tables
+    summary = tables["privacy_summary"].iloc[0]
+    stated = summary[["network_epsilon", "epsilon_median", "epsilon_p90"]].astype(float)
+    assert np.isinf(stated).all()
+    assert np.isnan(tables["muffliato_summary"]["central_rmse"].iloc[0])
+
+
 def test_observers_are_sampled_at_scale_and_required_past_it() -> None:
     tables = netsim.run(scenario(muffliato={"period": "1s", "rounds": 3, "observers": 5})).tables
     assert tables["privacy_pairs"]["observer"].nunique() == 5

@@ -294,3 +294,7 @@ def test_a_run_timeout_must_be_a_positive_duration(capsys):
         main(["run", "s.yaml", "--run-timeout", "0"])
     assert stop.value.code == 2
     assert "argument --run-timeout: '0': a time limit is a duration > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "s.yaml", "--run-timeout", "1e300"])
+    assert stop.value.code == 2
+    assert "'1e300': a time limit is at most 1e+09 s" in capsys.readouterr().err

@@ -289,7 +289,11 @@ def pair_quantiles(epsilons: np.ndarray) -> tuple[float, float, float]:
     """(worst, median, 90th percentile) of the pairs' ε (0, NaN, NaN without pairs)."""
     if not epsilons.size:
         return 0.0, float("nan"), float("nan")
-    median, p90 = np.quantile(epsilons, [0.5, 0.9])
+    quantiles = np.quantile(epsilons, [0.5, 0.9])
+    if not np.isnan(epsilons).any():
+        # interpolating between two infinite pairs gives inf − inf: the quantile is infinite
+        quantiles = np.where(np.isnan(quantiles), np.inf, quantiles)
+    median, p90 = quantiles
     return float(epsilons.max()), float(median), float(p90)
 
 

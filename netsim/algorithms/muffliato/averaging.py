@@ -264,8 +264,8 @@ class MuffliatoAveraging(RoundLearner):
             local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=math.nan,
         ))  # fmt: skip
-        central = math.nan
-        if network > 0:
+        central = math.nan  # no curator's noise matches an infinite (or zero) network ε
+        if 0 < network < math.inf:
             curator = analytic_gaussian_sigma(config.sensitivity / self.n, network, self.delta)
             central = curator * math.sqrt(config.dimension)
         log.table(SUMMARY_TABLE).append(config.sigma, config.sensitivity, self.rmse, central)
