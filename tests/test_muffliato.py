@@ -124,6 +124,20 @@ def test_noise_too_small_for_any_budget_is_stated_as_infinite_loss() -> None:
     assert np.isnan(tables["muffliato_summary"]["central_rmse"].iloc[0])
 
 
+def test_chebyshev_acceleration_on_a_disconnected_topology_is_refused_in_one_message(
+    tmp_path,
+) -> None:
+    muffliato = {"period": "1s", "rounds": 6, "dimension": 2, "radius": 0.5,
+                 "acceleration": "chebyshev"}  # fmt: skip
+    data = scenario(topology={"kind": "ring", "k": 1}, muffliato=muffliato)
+    netsim.run(data)  # connected: runs
+    edges = tmp_path / "two-triangles.txt"
+    edges.write_text("0 1\n1 2\n0 2\n3 4\n4 5\n3 5\n", encoding="utf-8")
+    pieces = {"kind": "edge_list", "path": str(edges)}
+    with pytest.raises(ScenarioError, match="needs a connected topology: this one has 2 comp"):
+        netsim.run(scenario(nodes=6, topology=pieces, muffliato=muffliato))
+
+
 def test_observers_are_sampled_at_scale_and_required_past_it() -> None:
     tables = netsim.run(scenario(muffliato={"period": "1s", "rounds": 3, "observers": 5})).tables
     assert tables["privacy_pairs"]["observer"].nunique() == 5

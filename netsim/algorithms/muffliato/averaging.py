@@ -35,6 +35,7 @@ from scipy.sparse.csgraph import shortest_path
 
 from netsim.algorithms.muffliato.config import MAX_ALL_OBSERVERS, MuffliatoConfig
 from netsim.contracts import BuildContext, RoundLearner, Section
+from netsim.errors import ScenarioError
 from netsim.log import F64, I64, TableSchema
 from netsim.privacy.bounds import (
     AUDIT_TABLE,
@@ -118,7 +119,7 @@ class MuffliatoAveraging(RoundLearner):
         self.previous: np.ndarray | None = None
         #: γ of Chebyshev acceleration (None: plain gossip), from the whole topology.
         self.gamma = (
-            chebyshev_gamma(topology_gap(self.n, self.link_a, self.link_b))
+            chebyshev_gamma(connected_gap(self.n, self.link_a, self.link_b))
             if config.acceleration == "chebyshev"
             else None
         )
@@ -323,6 +324,22 @@ def topology_gap(n: int, link_a: np.ndarray, link_b: np.ndarray) -> float:
         return float(1.0 - values[-2])
     values = eigsh(weights, k=2, which="LA", return_eigenvectors=False)
     return float(1.0 - np.sort(values)[0])
+
+
+def connected_gap(n: int, link_a: np.ndarray, link_b: np.ndarray) -> float:
+    """:func:`topology_gap`, refused in one message when the topology is not connected
+    (Chebyshev acceleration is tuned by a gap that is then 0)."""
+    from scipy.sparse.csgraph import connected_components
+
+    adjacency = sp.csr_matrix((np.ones(link_a.size), (link_a, link_b)), shape=(n, n))
+    components = int(connected_components(adjacency, directed=False)[0])
+    if components > 1:
+        raise ScenarioError(
+            f"muffliato.acceleration chebyshev needs a connected topology: this one has "
+            f"{components} components (its spectral gap is 0); use acceleration: none or a "
+            "connected topology"
+        )
+    return topology_gap(n, link_a, link_b)
 
 
 def uniform_ball(count: int, dimension: int, radius: float, rng: np.random.Generator) -> np.ndarray:
