@@ -19,9 +19,9 @@ from netsim.analysis.report import write_report
 from netsim.learning.sgd_agent import SGDAgent
 from netsim.log import EventLog
 from netsim.privacy.linear import epsilon_of
+from netsim.privacy.mechanisms import gaussian_epsilons
 from netsim.privacy.walk_pairwise import (
     epsilons_of_slopes,
-    gaussian_epsilons,
     path_known_exact_mu_squared,
     path_known_slopes,
     path_secret_slopes,

@@ -20,6 +20,7 @@ from netsim.learning.state import ModelState
 from netsim.privacy.bounds import AUDIT_TABLE, BELOW_TOLERANCE
 from netsim.privacy.ceiling import LineageCeiling
 from netsim.privacy.lineage import Lineage
+from netsim.privacy.mechanisms import gaussian_epsilons
 from netsim.privacy.threat import (
     LINEAGE_TABLE,
     MAX_ALL_OBSERVERS,
@@ -33,7 +34,6 @@ from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 from netsim.privacy.walk_pairwise import (
     epsilons_of_slopes,
-    gaussian_epsilons,
     path_known_exact_mu_squared,
     path_known_slopes,
     path_secret_exposure,

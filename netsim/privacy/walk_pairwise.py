@@ -57,11 +57,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
-from scipy.special import log_ndtr, ndtr
 
 from netsim.privacy.composition import RDP_ORDERS, rdp_epsilons
 from netsim.privacy.linear import RANGE_TOLERANCE, UnitLosses, group_losses, whitening
-from netsim.privacy.mechanisms import check_delta
 
 if TYPE_CHECKING:
     from netsim.component import OnlineSchedule
@@ -554,64 +552,6 @@ def _segment_losses(
             weights[:, part], np.full((gram.shape[0], size), -1, dtype=np.int64),
             present[part], "node",
         )  # fmt: skip
-
-
-def gaussian_epsilons(mu_squared: np.ndarray, delta: float) -> np.ndarray:
-    """:func:`netsim.privacy.linear.epsilon_of` of every entry of ``mu_squared`` at once: ε at
-    ``delta`` of the Gaussian mechanism of sensitivity μ = √μ² and unit noise, the root of its
-    exact privacy profile δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Balle & Wang 2018, Thm 8;
-    :func:`~netsim.privacy.mechanisms.gaussian_delta`), 0 where δ(0) ≤ ``delta`` and ``inf``
-    past 10⁶ as :func:`~netsim.privacy.mechanisms.gaussian_epsilon` gives them. The root is
-    found for all entries together by Newton's method (δ′(ε) = −e^ε Φ(−μ/2 − ε/μ)) kept
-    inside a bracket that bisection shrinks where a step leaves it, to 1e-13 relative: the
-    one-by-one bisection's ε to within its 1e-12 (``tests/test_walk_bound_audit.py``), for
-    the 10⁵ pairs of a walk's bound audit at some 40 µs each one by one."""
-    check_delta(delta)
-    mu2 = np.asarray(mu_squared, dtype=np.float64)
-    flat = mu2.reshape(-1)
-    out = np.where(np.isinf(flat), math.inf, 0.0)
-    mu = np.sqrt(np.maximum(flat, 0.0))
-
-    def excess(m: np.ndarray, epsilon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """δ(ε) − delta and −δ′(ε)."""
-        a, b = m / 2.0, epsilon / m
-        tail = np.exp(epsilon + log_ndtr(-a - b))
-        return np.maximum(ndtr(a - b) - tail, 0.0) - delta, tail
-
-    at = np.flatnonzero((mu > 0) & np.isfinite(flat))
-    at = at[excess(mu[at], np.zeros(at.size))[0] > 0]
-    m = mu[at]
-    low, high = np.zeros(at.size), np.ones(at.size)
-    growing = excess(m, high)[0] > 0
-    while growing.any():  # a bracket: δ(low) > delta ≥ δ(high)
-        low[growing] = high[growing]
-        high[growing] *= 2.0
-        growing &= high <= 1e6
-        growing[growing] = excess(m[growing], high[growing])[0] > 0
-    beyond = high > 1e6
-    epsilon = low.copy()
-    active = np.flatnonzero(~beyond)
-    for _ in range(200):
-        if not active.size:
-            break
-        e = epsilon[active]
-        value, slope = excess(m[active], e)
-        above = value > 0
-        low[active[above]] = e[above]
-        high[active[~above]] = e[~above]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            step = np.where(slope > 0, value / slope, math.inf)
-        guess = e + step
-        lo, hi = low[active], high[active]
-        inside = (guess > lo) & (guess < hi)
-        guess = np.where(inside, guess, 0.5 * (lo + hi))
-        epsilon[active] = guess
-        done = (np.abs(guess - e) < 1e-13 * np.maximum(guess, 1.0)) | (
-            hi - lo < 1e-13 * np.maximum(hi, 1.0)
-        )
-        active = active[~done]
-    out[at] = np.where(beyond, math.inf, epsilon)
-    return out.reshape(mu2.shape)
 
 
 def expected_first_reception_slopes(
