@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as la
-import scipy.sparse as sp
 
 from netsim.algorithms.dsgd.config import MAFALDA_MAX_ROUNDS
 from netsim.privacy.pairwise import metropolis_from_edges
@@ -239,17 +238,12 @@ def _cached_matrix(n: int, link_a: bytes, link_b: bytes, plan: StepPlan) -> np.n
     weights = metropolis_from_edges(
         n, np.frombuffer(link_a, dtype=np.int64), np.frombuffer(link_b, dtype=np.int64)
     )
-    eigenvalues = np.linalg.eigvalsh(_dense(weights))
+    eigenvalues = np.linalg.eigvalsh(weights.toarray())  # W is exactly symmetric
     gram = workload_gram(eigenvalues, plan)
     x = optimal_gram(gram, participation_classes(len(plan.rates), plan.interval))
     matrix = noise_matrix(x)
     matrix.setflags(write=False)
     return matrix
-
-
-def _dense(weights: sp.spmatrix) -> np.ndarray:
-    dense = weights.toarray()
-    return (dense + dense.T) / 2.0
 
 
 def sensitivity(x: np.ndarray, classes: np.ndarray) -> float:
