@@ -559,7 +559,7 @@ def test_a_run_whose_mechanism_is_refused_on_every_use_says_so(tmp_path):
 def test_a_plugin_walk_and_an_epsilon_delta_mechanism_with_settings_sweep_in_parallel(
     example_paths, tmp_path
 ):
-    """Issue 28, done when: the example package's Metropolis–Hastings walk carrying DP-SGD
+    """The example package's Metropolis–Hastings walk carrying DP-SGD
     with its fixed_gaussian mechanism (a setting, σ, swept) runs on 2 worker processes and on
     a Dask LocalCluster, gives the tables of the in-process sweep, and every run spends and
     reports δ in its manifest."""

@@ -457,7 +457,8 @@ def test_a_run_past_the_stated_budget_is_refused_naming_both_numbers():
 
 
 def test_a_printed_gaussian_that_spends_more_than_stated_is_refused_with_the_fix():
-    """Issue 26: J² as printed, ε = 0.1, λ = 1, 1,000 rounds ran and reported ε = 0.2262."""
+    """J² as printed (scenarios/README.md, `dola.calibration`): ε = 0.1, λ = 1, 1,000
+    rounds ran and reported ε = 0.2262 before the calibration was checked."""
     data = tiny_data(n_train=64_000, features=10)
     config = dola(algorithm="gaussian", calibration="printed", epsilon=0.1, rounds=1000)
     with pytest.raises(DolaConfigError) as info:
