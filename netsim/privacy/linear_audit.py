@@ -12,7 +12,8 @@ sender's state after its step, and the states mix by W_r. The observer's own noi
 secrets it holds are drawn once and kept across samples (it knows them); everything else is
 drawn afresh. The two data sets differ in one node's gradients, by the sensitivity at every
 use, in one direction (aligned: the worst case where the uses' Gram has no negative entry).
-Runs with per-message noise, acceleration or temporal correlation are not simulated here.
+Temporally correlated noise (anti-PGD, MAFALDA) is simulated from its draws; runs with
+per-message noise or acceleration are not.
 """
 
 from __future__ import annotations
@@ -40,14 +41,18 @@ def sample_received(
     node's gradients moved by ``shift`` × its sensitivity at each use. ``noise_scale``
     multiplies every noise (0.5: the run with half the noise its record says). The observer's
     own noise and its secrets come from ``fixed`` (drawn once per call), the rest from ``rng``."""
-    if not increments_apply(run):
-        raise ValueError("the audit simulates runs without per-message noise or correlation")
+    if not increments_apply(run) and not _temporal_only(run):
+        raise ValueError("the audit simulates runs without per-message noise or acceleration")
     fixed = fixed if fixed is not None else np.random.default_rng(0)
     state = np.zeros((run.n, samples))
     seen = []
-    for this in run.rounds:
+    index = run.step_index() if run.temporal is not None else None
+    draws: list[np.ndarray] = []  # the independent draws z of each round (temporal runs)
+    for r, this in enumerate(run.rounds):
         noise = rng.normal(size=(run.n, samples)) * this.noise_std[:, None]
         noise[observer] = fixed.normal() * this.noise_std[observer]
+        if index is not None:
+            noise = _correlated(run, index, r, noise, draws)
         if this.secret_std.size:
             secret = rng.normal(size=(this.secret_std.size, samples)) * this.secret_std[:, None]
             mine = (this.secret_a == observer) | (this.secret_b == observer)
@@ -61,6 +66,32 @@ def sample_received(
         seen.append(h[received])
         state = this.mixing @ h
     return np.concatenate(seen)
+
+
+def _temporal_only(run: LinearRun) -> bool:
+    """A temporally correlated run with no per-message noise and no acceleration."""
+    return run.temporal is not None and all(
+        r.gamma is None and (r.message_std is None or not np.any(r.message_std > 0))
+        for r in run.rounds
+    )
+
+
+def _correlated(
+    run: LinearRun, index: np.ndarray, r: int, fresh: np.ndarray, draws: list[np.ndarray]
+) -> np.ndarray:
+    """Round ``r``'s noise of a temporally correlated run: node j at its k-th step adds
+    Σ_m temporal[k, m] z_{j,m}, z_{j,m} the draw of the round of its m-th step (``fresh``
+    this round's draws, appended to ``draws``)."""
+    assert run.temporal is not None
+    draws.append(fresh)
+    out = np.zeros_like(fresh)
+    for j in np.flatnonzero(index[r] >= 0):
+        k = int(index[r, j])
+        rounds = np.flatnonzero(index[: r + 1, j] >= 0)  # the rounds of j's steps 0 … k
+        for m, past in enumerate(rounds):
+            if run.temporal[k, m] != 0:
+                out[j] += run.temporal[k, m] * draws[past][j]
+    return out
 
 
 @dataclass(frozen=True)
