@@ -53,8 +53,8 @@ from experiments import (
     mean_interval,
     planned_label,
     run_experiments,
+    show_tables,
     t_half_width,
-    write_readme_tables,
 )
 
 from netsim.algorithms.dsgd.learner import dsgd_data
@@ -294,19 +294,11 @@ def draw(out: Path = FIGURE) -> Path:
     return save_figure(figure, out)
 
 
-def print_tables(readme: bool) -> None:
-    """Print the generated tables, or write them into analysis/README.md."""
-    generated = generated_tables()
-    if readme:
-        write_readme_tables(generated)
-    else:
-        print("\n\n".join(generated.values()))
-
-
 def main(argv: list[str] | None = None) -> int:
     return experiment_main(
         __doc__.splitlines()[0], [NAME], lambda only, runner: run(runner),
-        lambda: print(draw()), argv, print_tables,
+        lambda: print(draw()), argv,
+        lambda readme: show_tables(generated_tables(), readme),
     )  # fmt: skip
 
 

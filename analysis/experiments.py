@@ -355,6 +355,15 @@ def with_tables(text: str, tables: Mapping[str, str]) -> str:
     return text
 
 
+def show_tables(generated: Mapping[str, str], readme: bool) -> None:
+    """Print the generated tables, or with ``readme`` write them into analysis/README.md (an
+    experiment script's ``tables [--readme]``)."""
+    if readme:
+        write_readme_tables(generated)
+    else:
+        print("\n\n".join(generated.values()))
+
+
 def write_readme_tables(tables: Mapping[str, str], readme: Path = README) -> bool:
     """Rewrite the generated blocks ``tables`` names in ``readme`` (atomically); whether the
     file changed."""

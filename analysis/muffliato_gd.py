@@ -42,7 +42,7 @@ from experiments import (
     planned_label,
     run_directories,
     run_experiments,
-    write_readme_tables,
+    show_tables,
     write_results,
 )
 
@@ -184,19 +184,11 @@ def draw(out: Path = FIGURE) -> Path:
     return save_figure(figure, out)
 
 
-def print_tables(readme: bool) -> None:
-    """Print the generated tables, or write them into analysis/README.md."""
-    generated = generated_tables()
-    if readme:
-        write_readme_tables(generated)
-    else:
-        print("\n\n".join(generated.values()))
-
-
 def main(argv: list[str] | None = None) -> int:
     return experiment_main(
         __doc__.splitlines()[0], [NAME], lambda only, runner: run(runner),
-        lambda: print(draw()), argv, print_tables,
+        lambda: print(draw()), argv,
+        lambda readme: show_tables(generated_tables(), readme),
     )  # fmt: skip
 
 
