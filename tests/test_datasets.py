@@ -662,3 +662,52 @@ def test_dataset_checks_its_arrays() -> None:
     with pytest.raises(DataError, match="2 training features but 3 test features"):
         Dataset("bad", np.zeros((2, 2)), np.zeros(2), np.zeros((1, 3)), np.zeros(1), ("a", "b"),
                 "", "")  # fmt: skip
+
+
+def test_validation_split_is_drawn_from_training_rows_and_keeps_the_test_rows() -> None:
+    """A validation part leaves the test rows of the same seed as they were and takes
+    round(fraction · rows) of the others (spambase: 0.2 · 4,601 = 920.2 -> 920), disjoint
+    from both, every row in exactly one part, in file order; without one it has no rows."""
+    plain = load_dataset("spambase", split_seed=3)
+    held = load_dataset("spambase", split_seed=3, validation_fraction=0.2)
+    assert plain.n_validation == 0 and plain.x_validation.shape == (0, 57)
+    assert np.array_equal(plain.x_test, held.x_test)
+    assert np.array_equal(plain.y_test, held.y_test)
+    assert (held.n_train, held.n_validation, held.n_test) == (3220, 920, 461)
+    whole = [tuple(r) for r in plain.x_train.tolist()]
+    parts = [tuple(r) for r in np.vstack([held.x_train, held.x_validation]).tolist()]
+    assert sorted(whole) == sorted(parts)  # the training rows are split, none lost or repeated
+    # each part keeps the file order: its rows are a subsequence of the unsplit training rows
+    # (rows that occur once: Spambase repeats some)
+    position = {row: i for i, row in enumerate(whole) if whole.count(row) == 1}
+    for x in (held.x_train, held.x_validation):
+        at = [position[tuple(r)] for r in x.tolist() if tuple(r) in position]
+        assert at == sorted(at) and len(at) > 0.8 * len(x)
+    again = load_dataset("spambase", split_seed=3, validation_fraction=0.2)
+    assert np.array_equal(again.x_validation, held.x_validation)
+    other = load_dataset("spambase", split_seed=4, validation_fraction=0.2)
+    assert not np.array_equal(other.x_validation, held.x_validation)
+    assert "920 (validation_fraction 0.2" in held.split
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, "0.2", True])
+def test_validation_fraction_outside_the_unit_interval_is_refused(fraction: object) -> None:
+    with pytest.raises(DataError, match=r"validation_fraction must be a number in \(0, 1\)"):
+        load_dataset("wine", validation_fraction=fraction)  # type: ignore[arg-type]
+
+
+def test_validation_fraction_that_leaves_no_training_row_is_refused() -> None:
+    with pytest.raises(DataError, match=r"0.85 of 178 rows asks for 151 .* of the 142 that"):
+        load_dataset("wine", validation_fraction=0.85)  # 36 test, 151 validation of 142
+
+
+def test_validation_rows_are_preprocessed_as_the_test_rows() -> None:
+    from netsim.learning.datasets import preprocess
+
+    data = load_dataset("breast_cancer", validation_fraction=0.25)
+    scaled = preprocess(data, normalisation="global", norm="L2")
+    low, high = data.x_train.min(axis=0), data.x_train.max(axis=0)
+    span = np.where(high > low, high - low, 1.0)
+    minmax = np.where(high > low, (data.x_validation - low) / span, 0.0)
+    longest = np.linalg.norm(np.where(high > low, (data.x_train - low) / span, 0.0), axis=1).max()
+    assert np.allclose(scaled.x_validation, minmax / longest, rtol=1e-12, atol=0)

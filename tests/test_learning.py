@@ -452,3 +452,50 @@ def test_dp_sgd_inf_past_a_thousand_uses_keeps_the_model_finite_and_says_so():
     assert any(f"{len(left_out)} updates were left out" in w for w in built.warnings)
     records = frames["privacy_records"]
     assert (records["epsilon_spent"] <= 1.0).all()
+
+
+# --- the validation split in the summary ----------------------------------------------------
+
+
+def test_walk_summary_scores_the_last_samples_on_test_and_validation_rows():
+    """With learning.dataset.validation_fraction the summary's test accuracy is the mean of
+    the accuracy table's rows with the most visits, and its validation accuracy the same
+    models' accuracy on the validation rows, computed here from the data set independently."""
+    dataset = {"name": "spambase", "validation_fraction": 0.25}
+    built, frames = run(learning_scenario(nodes=300, steps=300, dataset=dataset, algorithm="sgd"))
+    summary, accuracy = frames["learning_summary"].iloc[0], frames["accuracy"]
+    last = accuracy[accuracy["visits"] == accuracy["visits"].max()]
+    assert summary["test_accuracy"] == last["accuracy"].mean()
+    data = preprocess(
+        load_dataset("spambase", validation_fraction=0.25), normalisation="local", norm="L2"
+    )
+    assert built["learning"].x_validation.shape == (1150, 57)
+    assert np.array_equal(built["learning"].x_validation, data.x_validation)
+    lines = type(built["learning"]).summary_lines(frames)
+    assert f"validation accuracy {summary['validation_accuracy']:.3f}" in "\n".join(lines)
+    assert 0.6 < summary["validation_accuracy"] < 1.0
+    # without a validation split: the same test rows, NaN for validation, no such line
+    _built, plain = run(learning_scenario(nodes=300, steps=300, algorithm="sgd"))
+    assert math.isnan(plain["learning_summary"].iloc[0]["validation_accuracy"])
+    assert plain["learning_summary"].iloc[0]["test_accuracy"] > 0.6
+
+
+@pytest.mark.parametrize("mode", ["exact", "rounds"])
+def test_gossip_summary_scores_the_evaluated_models_at_the_end(mode):
+    """Gossip learning: the summary's test accuracy is the final spread row's mean and its
+    validation accuracy the same models' mean on the validation rows."""
+    data = learning_scenario(
+        nodes=60, steps=12, algorithm="sgd", gossip_learning={"period": 1.0, "mode": mode},
+        dataset={"name": "spambase", "validation_fraction": 0.2},
+    )  # fmt: skip
+    data["metrics"] = {"sample_every": 4}
+    built, frames = run(data)
+    summary = frames["learning_summary"].iloc[0]
+    last = frames["gossip_learning_accuracy"].iloc[-1]
+    assert summary["test_accuracy"] == pytest.approx(last["accuracy_mean"], abs=1e-12)
+    agent, models = built["learning"], built["gossip_learning"].models
+    params = models.parameters_of(np.arange(60))
+    expected = np.mean(
+        [agent.sgd.model.accuracy(w, agent.x_validation, agent.y_validation) for w in params]
+    )
+    assert summary["validation_accuracy"] == pytest.approx(expected, abs=1e-12)

@@ -11,7 +11,7 @@ test accuracy of the models, the privacy ledger and the run's summary with its y
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -41,7 +41,7 @@ from netsim.learning.datasets import (
     preprocess,
     vector_norms,
 )
-from netsim.learning.models import ModelSpec, build_model
+from netsim.learning.models import ModelSpec, build_model, model_test_accuracies
 from netsim.learning.observers import ObserverAccounting
 from netsim.learning.private_sgd import PrivacyUnit, PrivateSGD, non_finite_explanation
 from netsim.learning.state import ModelState
@@ -122,6 +122,8 @@ SUMMARY_TABLE = TableSchema(
         ("central_dp_accuracy", F64),
         ("privacy_unit", STR),
         ("composition", STR),
+        ("test_accuracy", F64),
+        ("validation_accuracy", F64),
     ),
     description=(
         "One row at the end: visits and updates over all models, visits refused for lack of "
@@ -135,7 +137,11 @@ SUMMARY_TABLE = TableSchema(
         "centrally private one at the run's budget (ε, δ) per record (DP-GD with Gaussian "
         "noise and RDP for δ > 0, output perturbation for δ = 0; NaN for a run without a "
         "privacy budget); then what one budget protects (record or node) and how each "
-        "record's releases were composed (basic, rdp, pld, or rdp+basic / pld+basic)."
+        "record's releases were composed (basic, rdp, pld, or rdp+basic / pld+basic); last, the "
+        "final models' mean test accuracy and their mean accuracy on the validation split "
+        "(learning.dataset.validation_fraction; NaN without one): a walk's models at their "
+        "last sample with the most visits (the accuracy table's last rows), gossip learning's "
+        "evaluated nodes' models at the end of the run."
     ),
     role="summary",
 )
@@ -188,6 +194,9 @@ class DatasetConfig(ComponentConfig):
     label: str | int | None = None
     split_seed: int = Field(default=0, ge=0)
     test_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
+    #: The share of all rows held out of training as the validation split (none by default):
+    #: what a sweep's ``select`` tunes on, so the test rows are used once.
+    validation_fraction: float | None = Field(default=None, gt=0.0, lt=1.0)
 
     @field_validator("path")
     @classmethod
@@ -273,6 +282,7 @@ def learning_data(config: LearningConfig, n: int) -> Dataset:
             label=data_config.label,
             split_seed=data_config.split_seed,
             test_fraction=data_config.test_fraction,
+            validation_fraction=data_config.validation_fraction,
         ),
         normalisation=config.normalisation,
         norm=mechanism_norm,
@@ -321,6 +331,8 @@ class SGDAgent(Component):
         x_test: np.ndarray,
         y_test: np.ndarray,
         evaluate_every: int,
+        x_validation: np.ndarray | None = None,
+        y_validation: np.ndarray | None = None,
         baselines: LearningBaselines | None = None,
         central_dp: Callable[[], float] | None = None,
     ) -> None:
@@ -331,7 +343,20 @@ class SGDAgent(Component):
         self.rows = rows
         self.x_test = x_test
         self.y_test = y_test
+        #: The validation split (no rows without one): scored beside the test split.
+        self.x_validation = (
+            np.empty((0, x_test.shape[1])) if x_validation is None else x_validation
+        )
+        self.y_validation = (
+            np.empty(0, dtype=np.int64) if y_validation is None else y_validation
+        )
         self.evaluate_every = evaluate_every
+        #: The models the summary scores at the end, when the learner holds them (gossip
+        #: learning sets it); otherwise the walks' last samples (:attr:`final_scores`).
+        self.final_models: Callable[[], Sequence[np.ndarray]] | None = None
+        #: (visits, [(test, validation accuracy) of each model sampled at those visits]): the
+        #: samples with the most visits so far, as the accuracy table's final rows.
+        self.final_scores: tuple[int, list[tuple[float, float]]] = (-1, [])
         #: The split's majority-class and centralised accuracies (principle 9); NaN if unknown.
         self.baselines = baselines or LearningBaselines(math.nan, math.nan, "")
         #: The central-DP yardstick's test accuracy, computed when the run ends (None: the run
@@ -388,6 +413,8 @@ class SGDAgent(Component):
             x_test=data.x_test,
             y_test=data.y_test,
             evaluate_every=config.evaluate_every,
+            x_validation=data.x_validation,
+            y_validation=data.y_validation,
             baselines=learning_baselines(data.x_train, data.y_train, data.x_test, data.y_test),
             central_dp=(
                 partial(central_dp_accuracy, data, config.epsilon, config.delta)
@@ -481,6 +508,44 @@ class SGDAgent(Component):
     def accuracy(self, state: ModelState) -> float:
         return self.sgd.model.accuracy(state.parameters, self.x_test, self.y_test)
 
+    def validation_accuracy(self, parameters: np.ndarray) -> float:
+        """The accuracy of ``parameters`` on the validation split (NaN without one)."""
+        if not self.y_validation.size:
+            return math.nan
+        return self.sgd.model.accuracy(parameters, self.x_validation, self.y_validation)
+
+    def _keep_final_score(self, visits: int, test: float, parameters: np.ndarray) -> None:
+        """Keep a sample of a model among the final ones when it has the most visits so far
+        (the summary's test and validation accuracy are those samples' means)."""
+        most, scores = self.final_scores
+        if visits < most:
+            return
+        if visits > most:
+            scores = []
+            self.final_scores = (visits, scores)
+        scores.append((test, self.validation_accuracy(parameters)))
+
+    def final_accuracies(self) -> tuple[float, float]:
+        """The summary's (test, validation) accuracy: the mean over the final models (those
+        of :attr:`final_models`, or the samples of :attr:`final_scores`); NaN when none."""
+        if self.final_models is not None:
+            models = list(self.final_models())
+            if not models:
+                return math.nan, math.nan
+            model, params = self.sgd.model, np.stack(models)
+            test = float(np.mean(model_test_accuracies(model, params, self.x_test, self.y_test)))
+            if not self.y_validation.size:
+                return test, math.nan
+            validation = model_test_accuracies(
+                model, params, self.x_validation, self.y_validation
+            )
+            return test, float(np.mean(validation))
+        scores = self.final_scores[1]
+        if not scores:
+            return math.nan, math.nan
+        test, validation = np.mean(np.array(scores), axis=0)
+        return float(test), float(validation)
+
     def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
         """Eq. (8) with the record of ``node`` (the next mini-batch of its shard)."""
         observed = self.observed
@@ -496,7 +561,9 @@ class SGDAgent(Component):
             now, walk, node, row, new.visits, new.updates, updated, epsilon or 0.0
         )
         if new.visits % self.evaluate_every == 0:
-            self.accuracy_table.append(now, walk, new.visits, new.updates, self.accuracy(new))
+            test = self.accuracy(new)
+            self.accuracy_table.append(now, walk, new.visits, new.updates, test)
+            self._keep_final_score(new.visits, test, new.parameters)
         return new
 
     def guarantee(self) -> tuple[float, float, Guarantee]:
@@ -549,6 +616,7 @@ class SGDAgent(Component):
             math.nan if self.central_dp is None else self.central_dp(),
             self.sgd.unit,
             accountant.composition,
+            *self.final_accuracies(),
         )
 
     @classmethod
@@ -575,6 +643,12 @@ class SGDAgent(Component):
             f"privacy per {unit}: {guarantee}{how}"
         ]
         yardsticks = baseline_text(summary)
+        validation = summary.iloc[0].get("validation_accuracy", math.nan)
+        if not pd.isna(validation):
+            lines.append(
+                f"final models: test accuracy {summary.iloc[0]['test_accuracy']:.3f}, "
+                f"validation accuracy {validation:.3f} (the split's validation rows)"
+            )
         accuracy = tables.get("accuracy")
         if accuracy is not None and len(accuracy):
             last = accuracy[accuracy["visits"] == accuracy["visits"].max()]

@@ -130,6 +130,10 @@ class GossipLearningRule:
         """The size of one model message: 8 bytes per parameter."""
         return 8.0 * self.models[0].parameters.size
 
+    def parameters_of(self, nodes: np.ndarray) -> list[np.ndarray]:
+        """The current models' parameters of ``nodes``, one per node."""
+        return [self.models[int(i)].parameters for i in nodes]
+
     def accuracy_spread(self, nodes: np.ndarray) -> tuple[object, ...]:
         """A ``gossip_learning_accuracy`` row (without the time) for the models of ``nodes``
         (a model held by several nodes is scored once and counted for each)."""
@@ -206,6 +210,8 @@ class GossipLearning(NetworkProtocol):
         self.sample_every = float(ctx.metrics.sample_every)
         self.spread_table = ctx.table(ACCURACY_SPREAD_TABLE)
         self.last_evaluation = -1.0
+        # the learning summary scores the evaluated nodes' final models (test, validation)
+        agent.final_models = lambda: self.models.parameters_of(self.evaluated)
 
     def start(self) -> None:
         self.engine.start()

@@ -453,6 +453,10 @@ class GossipLearningRounds:
         """The size of one model message: 8 bytes per parameter."""
         return 8.0 * self.parameters.shape[1]
 
+    def parameters_of(self, nodes: np.ndarray) -> list[np.ndarray]:
+        """The current models' parameters of ``nodes``, one per node."""
+        return list(self.parameters[nodes])
+
     def accuracy_spread(self, nodes: np.ndarray) -> tuple[object, ...]:
         """A ``gossip_learning_accuracy`` row (without the time) for the models of ``nodes``:
         the test accuracies of those not scored since they last changed in one matrix

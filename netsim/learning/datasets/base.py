@@ -68,13 +68,15 @@ class TrainTestSplit:
 
 @dataclass(frozen=True, eq=False)
 class Dataset(TrainTestSplit):
-    """A labelled data set split into a training and a test part.
+    """A labelled data set split into a training, a test and (optionally) a validation part.
 
     ``x_*`` are float64 arrays of shape (rows, features); ``y_*`` are int64 class indices in
     ``[0, classes)``; ``class_names[k]`` is the original label of class ``k`` as text. ``source``
     says where the data came from (files, citation) and ``split`` in one sentence which split was
-    used. The constructor checks the shapes and converts the arrays to those dtypes. Instances
-    compare by identity (``eq=False``): the fields are arrays.
+    used. The validation part (``x_validation``, ``y_validation``) holds the rows a researcher
+    tunes on, so that the test rows are used once; without one it has no rows (``None`` is
+    made an empty part). The constructor checks the shapes and converts the arrays to those
+    dtypes. Instances compare by identity (``eq=False``): the fields are arrays.
     """
 
     name: str
@@ -85,11 +87,16 @@ class Dataset(TrainTestSplit):
     class_names: tuple[str, ...]
     source: str
     split: str
+    x_validation: np.ndarray | None = None
+    y_validation: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         names = tuple(str(c) for c in self.class_names)
         object.__setattr__(self, "class_names", names)
-        for part in ("train", "test"):
+        if self.x_validation is None or self.y_validation is None:
+            object.__setattr__(self, "x_validation", np.empty((0, np.shape(self.x_train)[1])))
+            object.__setattr__(self, "y_validation", np.empty(0, dtype=np.int64))
+        for part in ("train", "test", "validation"):
             x = np.ascontiguousarray(getattr(self, f"x_{part}"), dtype=np.float64)
             y = np.ascontiguousarray(getattr(self, f"y_{part}"), dtype=np.int64)
             if x.ndim != 2 or y.ndim != 1 or len(x) != len(y):
@@ -110,6 +117,11 @@ class Dataset(TrainTestSplit):
     def classes(self) -> int:
         """The number of classes, ``len(class_names)``."""
         return len(self.class_names)
+
+    @property
+    def n_validation(self) -> int:
+        """The number of validation rows (0 without a validation part)."""
+        return len(self.y_validation)  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Loading a data set by name: the registered loader reads it, its classes are numbered, and it is
-split at random into training and test rows (``numpy.random.default_rng(split_seed)``, never the
-global random state; each side keeps the file order of its rows)."""
+split at random into training, test and (optionally) validation rows
+(``numpy.random.default_rng(split_seed)``, never the global random state; each part keeps the
+file order of its rows)."""
 
 from __future__ import annotations
 
+import math
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -32,6 +34,7 @@ def load_dataset(
     label: str | int | None = None,
     split_seed: int = 0,
     test_fraction: float | None = None,
+    validation_fraction: float | None = None,
 ) -> Dataset:
     """Load the data set ``name`` (one of :data:`~netsim.learning.datasets.BUILTIN` or
     :data:`~netsim.learning.datasets.USER_FORMATS`), split.
@@ -41,7 +44,10 @@ def load_dataset(
     (``mnist_5k.csv.gz`` or its directory), ``csv`` and ``libsvm`` (the file), and refused for
     the others. ``label`` (the label column's name or 0-based index) is required for ``csv`` and
     refused for the others. ``split_seed`` seeds the random split; ``test_fraction`` (in (0, 1))
-    overrides the default share of test rows, rounded to the nearest whole row count. The
+    overrides the default share of test rows, rounded to the nearest whole row count;
+    ``validation_fraction`` (in (0, 1)) holds that share of all rows out of the training part as
+    a validation part (:func:`validation_rows`; none by default), so the test rows are those of
+    the same seed without one. The
     defaults: spambase 461 test rows (the paper's 4,140/461), segmentation 210 test rows out of
     the 2,100 of ``segmentation.test`` (see below), adult, mnist and mnist5k 0.1, digits,
     breast_cancer, wine, csv and libsvm 0.2.
@@ -63,6 +69,8 @@ def load_dataset(
         raise DataError(f"split_seed must be a non-negative integer, got {split_seed!r}")
     if test_fraction is not None:
         _check_fraction(test_fraction)
+    if validation_fraction is not None:
+        _check_fraction(validation_fraction, "validation_fraction", "tuning")
     loader = dataset_loader(name)
     file = Path(path) if path is not None else None
     loader.check_arguments(file, label)
@@ -80,16 +88,53 @@ def load_dataset(
     describe = (
         loader.describe_split if isinstance(loader, BuiltinDataset) else random_split_sentence
     )
+    split = describe(n, n_test, how, int(split_seed))
+    validation = np.zeros(n, dtype=bool)
+    if validation_fraction is not None:
+        validation = validation_rows(rng, test, validation_fraction, origin)
+        split += (
+            f" Of the training rows, {int(validation.sum()):,} (validation_fraction "
+            f"{float(validation_fraction):g} of all rows, drawn next from the same seed) are "
+            "the validation split, in file order."
+        )
+    train = ~test & ~validation
     return Dataset(
         name=name,
-        x_train=x[~test],
-        y_train=y[~test],
+        x_train=x[train],
+        y_train=y[train],
         x_test=x[test],
         y_test=y[test],
         class_names=classes,
         source=source,
-        split=describe(n, n_test, how, int(split_seed)),
+        split=split,
+        x_validation=x[validation],
+        y_validation=y[validation],
     )
+
+
+def validation_rows(
+    rng: np.random.Generator, test: np.ndarray, fraction: float, origin: str
+) -> np.ndarray:
+    """Which rows form the validation split: ``fraction`` of all rows (rounded to the nearest
+    row), drawn from the rows that are not ``test`` by the split's own generator ``rng`` after
+    the test rows were drawn, so a validation part never changes which rows are tested and
+    the training part is what is left.
+
+    Raises:
+        DataError: the fraction leaves no validation row or no training row.
+    """
+    n = test.size
+    rest = np.flatnonzero(~test)
+    n_validation = math.floor(fraction * n + 0.5)
+    if n_validation < 1 or rest.size - n_validation < 1:
+        raise DataError(
+            f"{origin}: validation_fraction {fraction:g} of {n} rows asks for {n_validation} "
+            f"validation rows of the {rest.size} that are not test rows; the training and the "
+            "validation part each need at least 1 row"
+        )
+    chosen = np.zeros(n, dtype=bool)
+    chosen[rest[rng.permutation(rest.size)[:n_validation]]] = True
+    return chosen
 
 
 def dataset_names() -> tuple[str, ...]:
@@ -150,14 +195,16 @@ def _numbered(name: str, loaded: LoadedData) -> Numbered:
     return x, y, classes, origin, loaded.source
 
 
-def _check_fraction(fraction: object) -> None:
-    """Refuse a ``test_fraction`` that is not a number in (0, 1)."""
+def _check_fraction(
+    fraction: object, key: str = "test_fraction", purpose: str = "testing"
+) -> None:
+    """Refuse a ``test_fraction`` (or ``validation_fraction``) that is not a number in (0, 1)."""
     if (
         isinstance(fraction, bool)
         or not isinstance(fraction, Real)
         or not 0.0 < float(fraction) < 1.0
     ):
         raise DataError(
-            f"test_fraction must be a number in (0, 1) (the share of rows held out for "
-            f"testing), got {fraction!r}"
+            f"{key} must be a number in (0, 1) (the share of rows held out for "
+            f"{purpose}), got {fraction!r}"
         )

@@ -25,12 +25,12 @@ def preprocess(
     1. Min–max scaling per feature, fitted on the training split only:
        ``(x - min) / (max - min)`` with the training minimum and maximum; a feature that is
        constant in the training split becomes 0. The same transform is applied to the test
-       split, whose values may therefore fall outside [0, 1] (they are left so).
-    2. ``normalisation="local"``: every vector, training and test, is scaled to unit length in
-       ``norm`` (zero vectors stay zero). ``"global"``: every vector is divided by the largest
-       training vector length in ``norm``, so that the longest training vector has length 1 and
-       the ratios of lengths are kept (an all-zero training split is left as it is). ``"none"``:
-       only step 1 (``norm`` is then not used).
+       and validation splits, whose values may therefore fall outside [0, 1] (they are left so).
+    2. ``normalisation="local"``: every vector, training, test and validation, is scaled to
+       unit length in ``norm`` (zero vectors stay zero). ``"global"``: every vector is divided
+       by the largest training vector length in ``norm``, so that the longest training vector
+       has length 1 and the ratios of lengths are kept (an all-zero training split is left as
+       it is). ``"none"``: only step 1 (``norm`` is then not used).
 
     After ``local`` or ``global`` every training row has length at most 1 (up to rounding,
     1e-12) in ``norm``. The result keeps ``name``, ``class_names``, ``source`` and ``split`` of
@@ -42,7 +42,8 @@ def preprocess(
     if normalisation not in ("local", "global", "none"):
         raise DataError(f"normalisation must be 'local', 'global' or 'none', got {normalisation!r}")
     _check_norm(norm)
-    for part, x in (("x_train", data.x_train), ("x_test", data.x_test)):
+    parts = (("x_train", data.x_train), ("x_test", data.x_test))
+    for part, x in (*parts, ("x_validation", data.x_validation)):
         if not np.isfinite(x).all():
             raise DataError(f"data set {data.name!r}: {part} holds NaN or infinite values")
     low = data.x_train.min(axis=0) if data.n_train else np.zeros(data.features)
@@ -60,13 +61,15 @@ def preprocess(
         return np.clip(out, -largest, largest, out=out)
 
     train, test = minmax(data.x_train), minmax(data.x_test)
+    validation = minmax(data.x_validation)
     if normalisation == "local":
         train, test = _unit_rows(train, norm), _unit_rows(test, norm)
+        validation = _unit_rows(validation, norm)
     elif normalisation == "global":
         longest = float(vector_norms(train, norm).max()) if len(train) else 0.0
         if longest > 0:
-            train, test = train / longest, test / longest
-    return replace(data, x_train=train, x_test=test)
+            train, test, validation = train / longest, test / longest, validation / longest
+    return replace(data, x_train=train, x_test=test, x_validation=validation)
 
 
 def vector_norms(x: np.ndarray, norm: Literal["L1", "L2"]) -> np.ndarray:
