@@ -77,10 +77,17 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     )
     if has_sweep(args.scenario):
         plan = plan_sweep(args.scenario)
+        select = plan.spec.select
+        runs = (
+            f"{len(plan.runs)} random trials of {plan.spec.points} points"
+            if select is not None and select.privacy == "random_trials"
+            else f"{plan.spec.points} points x {plan.spec.repetitions} repetitions = "
+            f"{len(plan.runs)} runs"
+        )
         print(
-            f"{args.scenario}: valid sweep {plan.spec.name!r}: {plan.spec.points} points x "
-            f"{plan.spec.repetitions} repetitions = {len(plan.runs)} runs over "
+            f"{args.scenario}: valid sweep {plan.spec.name!r}: {runs} over "
             f"{', '.join(plan.spec.parameters)}"
+            + (f"; selects by {select.metric} ({select.privacy})" if select else "")
         )
     return 0
 
@@ -147,7 +154,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(
             f"sweep {plan.spec.name}: {plan.spec.points} points x {plan.spec.repetitions} "
-            f"repetitions = {len(plan.runs)} runs on {backend.description}",
+            f"repetitions = {len(plan.runs)} runs on {backend.description}"
+            if plan.spec.select is None or plan.spec.select.privacy != "random_trials"
+            else f"sweep {plan.spec.name}: {len(plan.runs)} random trials of "
+            f"{plan.spec.points} points on {backend.description}",
             file=sys.stderr,
         )
     bar = None
@@ -185,10 +195,20 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if state.failed:
         print(
             f"netsim: error: {state.failed} of {state.total} runs failed; their errors are in "
-            f"{result.directory / SWEEP_FAILURES}",
+            f"{result.directory / SWEEP_FAILURES}"
+            + ("; no selection was made (it needs every run)" if plan.spec.select else ""),
             file=sys.stderr,
         )
         return 1
+    if plan.spec.select is not None:
+        from netsim.sweep.selection import select_sweep, write_selection
+
+        selection = select_sweep(plan, result.directory)
+        written = write_selection(result.directory, selection)
+        for line in selection.lines():
+            print(line, file=sys.stderr)
+        if not args.quiet:
+            print(f"selection: {written}", file=sys.stderr)
     return 0
 
 
