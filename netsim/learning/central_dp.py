@@ -88,6 +88,12 @@ DP_GD_REGULARISATION = 1e-4
 #: Output perturbation's grid of λ, solved from the largest down (each warm-starts the next).
 #: Larger λ shrinks the sensitivity 2G/(nλ) but biases the intercept towards 0.
 OUTPUT_PERTURBATION_GRID: tuple[float, ...] = (3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4)
+#: Output perturbation's final model is drawn this many times (streams ``central_dp.final.k``)
+#: and the yardstick is their mean test accuracy: one draw of its heavy-tailed noise swings
+#: the accuracy by a few points (Adult at ε = 1: 0.805 at seed 0 against 0.777 and 0.784 at
+#: seeds 1 and 2), which a yardstick should not. Each draw is an ε-DP model; their mean is
+#: what the method reaches in expectation, not a released model.
+FINAL_DRAWS = 10
 #: How close the solver must be to the exact minimiser, as a fraction of its sensitivity Δ; the
 #: noise is calibrated to Δ(1 + 2·tolerance), which covers the solver's error too.
 MINIMISER_TOLERANCE = 1e-4
@@ -107,7 +113,8 @@ class CentralDPBaseline:
     """
 
     accuracy: float
-    """Test accuracy of the private model trained on all training rows (NaN: no test rows)."""
+    """Test accuracy of the private model trained on all training rows (output perturbation:
+    the mean over :data:`FINAL_DRAWS` draws of its noise; NaN: no test rows)."""
     method: str
     """One sentence naming the method and its chosen hyper-parameters."""
     epsilon: float
@@ -181,7 +188,7 @@ def disk_key(
     the named streams) and the libraries it calls."""
     return yardstick_cache.record_key(
         "central_dp", (x_train, y_train, x_test, y_test),
-        {"epsilon": epsilon, "delta": delta, "seed": seed},
+        {"epsilon": epsilon, "delta": delta, "seed": seed, "final_draws": FINAL_DRAWS},
         (__name__, gradient_bound.__module__, k_norm_l2.__module__, RandomStreams.__module__),
         ("numpy", "scipy", "dp-accounting"),
     )  # fmt: skip
@@ -397,17 +404,22 @@ def _compute(
     best = int(np.argmax(scores))
     regularisation = OUTPUT_PERTURBATION_GRID[best]
     sensitivity = output_perturbation_sensitivity(x, classes, regularisation)
-    weights = output_perturbation(
-        regularised_minimiser(x, y_index, classes, regularisation, minimisers[best]),
-        sensitivity=sensitivity, epsilon=epsilon, rng=streams.get("central_dp.final"),
-    )  # fmt: skip
+    minimiser = regularised_minimiser(x, y_index, classes, regularisation, minimisers[best])
+    accuracies = [
+        _test_accuracy(x_test, y_test, labels, output_perturbation(
+            minimiser, sensitivity=sensitivity, epsilon=epsilon,
+            rng=streams.get(f"central_dp.final.{draw}"),
+        ))
+        for draw in range(FINAL_DRAWS)
+    ]  # fmt: skip
     method = (
         f"output perturbation (pure ε-DP, replace-one): exact minimiser of L2-regularised "
         f"logistic regression, λ={regularisation:g}, plus noise ∝ exp(−ε‖b‖₂/Δ), "
-        f"Δ={sensitivity:.4g}"
+        f"Δ={sensitivity:.4g}; test accuracy the mean of {FINAL_DRAWS} noise draws "
+        f"(range {min(accuracies):.3f}–{max(accuracies):.3f})"
     )
     return CentralDPBaseline(
-        _test_accuracy(x_test, y_test, labels, weights), method, epsilon, delta, regularisation,
+        float(np.mean(accuracies)), method, epsilon, delta, regularisation,
         sensitivity, scores[best], seed=seed,
     )  # fmt: skip
 
