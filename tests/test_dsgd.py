@@ -629,3 +629,20 @@ def test_gossip_rounds_average_again_without_noise_and_are_accounted() -> None:
     assert "gossip_rounds > 1 runs in rounds mode" in problem(
         scenario({"gossip_rounds": 2, **EXACT})
     )
+
+
+def test_the_summary_scores_the_final_models_on_the_validation_split() -> None:
+    """With dsgd.dataset.validation_fraction the summary's validation columns are the final
+    models' accuracy on the validation rows, computed here from the learner's own models."""
+    data = scenario({"dataset": {"name": "breast_cancer", "validation_fraction": 0.2}})
+    _run, learner, frames = built(data, trace=False)
+    row = frames["dsgd_summary"].iloc[0]
+    x, y = learner.data.x_validation, learner.data.y_validation
+    assert len(y) == round(0.2 * 569)
+    own = np.mean([learner.model.accuracy(theta, x, y) for theta in learner.theta])
+    assert row["node_validation_accuracy"] == pytest.approx(own, abs=1e-12)
+    assert row["average_validation_accuracy"] == learner.model.accuracy(
+        learner.theta.mean(axis=0), x, y
+    )
+    _run, _learner, plain = built(scenario(), trace=False)
+    assert math.isnan(plain["dsgd_summary"].iloc[0]["average_validation_accuracy"])

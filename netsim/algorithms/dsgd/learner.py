@@ -137,6 +137,8 @@ SUMMARY_TABLE = TableSchema(
         ("sensitivity", F64),
         ("calibration", F64),
         ("central_dp_accuracy", F64),
+        ("node_validation_accuracy", F64),
+        ("average_validation_accuracy", F64),
     ),
     description=(
         "One row at the end of decentralised SGD: rounds run; test accuracy, the mean over "
@@ -150,7 +152,9 @@ SUMMARY_TABLE = TableSchema(
         "size η, privacy unit and the sensitivity of one step's mean clipped gradient to it "
         "(2C/b or 2C); the factor dsgd.calibrate scaled every multiplier by (NaN: none); and "
         "central DP's test accuracy on the same split at the worst accounted pair's (ε, δ) "
-        "(netsim.learning.central_dp; NaN without a network privacy section)."
+        "(netsim.learning.central_dp; NaN without a network privacy section); last, the "
+        "nodes' and the average model's accuracy on the validation split "
+        "(dsgd.dataset.validation_fraction; NaN without one)."
     ),
     role="summary",
 )
@@ -216,7 +220,7 @@ def dsgd_data(config: DsgdConfig, n: int) -> Dataset:
     data = preprocess(
         load_dataset(
             where.name, path=where.path, label=where.label, split_seed=where.split_seed,
-            test_fraction=where.test_fraction,
+            test_fraction=where.test_fraction, validation_fraction=where.validation_fraction,
         ),
         normalisation=config.normalisation,
         norm="L2",
@@ -561,6 +565,13 @@ class DecentralisedSGD(RoundLearner):
         config, noise = self.config, self.noise
         accuracies = model_test_accuracies(self.model, self.theta, self.x_test, self.y_test)
         average = self.model.accuracy(self.theta.mean(axis=0), self.x_test, self.y_test)
+        validation = (math.nan, math.nan)
+        x_val, y_val = self.data.x_validation, self.data.y_validation
+        if y_val.size:
+            validation = (
+                float(np.mean(model_test_accuracies(self.model, self.theta, x_val, y_val))),
+                self.model.accuracy(self.theta.mean(axis=0), x_val, y_val),
+            )
         self.sim.log.table(SUMMARY_TABLE).append(
             self.round_index, float(np.mean(accuracies)), average,
             self.baselines.majority, self.baselines.centralised, rms_to_mean(self.theta),
@@ -569,7 +580,7 @@ class DecentralisedSGD(RoundLearner):
             float(getattr(noise, "correlated_multiplier", math.nan)),
             float(getattr(noise, "message_multiplier", math.nan)),
             config.clip, config.batch, config.learning_rate, config.unit, config.sensitivity,
-            self.calibration, central,
+            self.calibration, central, *validation,
         )  # fmt: skip
 
     def account_privacy(self) -> tuple[float, float]:
@@ -619,6 +630,12 @@ class DecentralisedSGD(RoundLearner):
             + (f", central DP at the worst pair's ε {row['central_dp_accuracy']:.3f}"
                if math.isfinite(row["central_dp_accuracy"]) else "")
         ]  # fmt: skip
+        validation = row.get("average_validation_accuracy", math.nan)
+        if not pd.isna(validation):
+            lines.append(
+                f"validation accuracy {row['node_validation_accuracy']:.3f} (nodes' models), "
+                f"{validation:.3f} (their average)"
+            )
         privacy = tables.get("privacy_summary")
         if privacy is not None and len(privacy):
             p = privacy.iloc[0]
