@@ -4,6 +4,7 @@
                                      [--out DIR] [--models logreg svm]
     python analysis/learning_grid.py figures
     python analysis/learning_grid.py baselines
+    python analysis/learning_grid.py tables [--readme]
 
 ``run`` varies ``scenarios/learning/<dataset>.yaml`` over the paper's grid — model (LogReg,
 SVM) × algorithm (DP-SGD-1, -5, -∞) × noise (L1, the paper's L2, the ε-DP K-norm L2) ×
@@ -42,6 +43,7 @@ from experiments import (
     guarded,
     run_experiments,
     runner_from,
+    show_tables,
 )
 
 from netsim.analysis.learning import (
@@ -235,6 +237,35 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def mnist_table(curves: pd.DataFrame) -> str:
+    """The MNIST grid as a Markdown table, generated from its results (one row per
+    configuration: the final accuracy, over the seeds that ran, its best point and the
+    configuration's yardsticks; SGD has no noise)."""
+    table = final_accuracies(curves[curves["dataset"] == "mnist"])
+    lines = [
+        "| algorithm | noise | normalisation | sampling | ε | final accuracy (n) | best "
+        "| majority | centralised |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    order = {name: k for k, name in enumerate(("sgd", *ALGORITHMS))}
+    table = table.sort_values(
+        ["algorithm", "epsilon", "noise", "normalisation", "sampling"],
+        key=lambda c: c.map(order) if c.name == "algorithm" else c,
+        ascending=[True, False, True, True, True],
+    )
+    for row in table.itertuples(False):
+        spread = "" if pd.isna(row.std) else f" ± {row.std:.3f}"
+        noise = "none" if row.algorithm == "sgd" else NOISE_LABELS.get(row.noise, row.noise)
+        lines.append(
+            f"| {ALGORITHM_LABELS.get(row.algorithm, row.algorithm)} | {noise} | "
+            f"{row.normalisation} | {row.sampling.replace('_', ' ')} | "
+            f"{'—' if row.algorithm == 'sgd' else f'{row.epsilon:g}'} | "
+            f"{row.mean:.3f}{spread} ({row.count}) | {row.best:.3f} | "
+            f"{row.majority_accuracy:.3f} | {row.centralised_accuracy:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def draw(curves: pd.DataFrame) -> list[Path]:
     """Fig. 4–6 (one per algorithm) and Fig. 7, each with the paper's L2 and with K-norm;
     dashed in every panel, its data set's majority class and centralised model (with the
@@ -282,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     add_runner_arguments(run)
     commands.add_parser("figures", help="draw the figures from analysis/results")
+    tables = commands.add_parser("tables", help="print the MNIST grid's table")
+    tables.add_argument("--readme", action="store_true", help="write it into the README")
     commands.add_parser(
         "baselines", help="print each data set's majority-class and centralised accuracy"
     )
@@ -293,6 +326,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if failed else 0
         if args.command == "baselines":
             print(markdown(dataset_baselines()))
+            return 0
+        if args.command == "tables":
+            mnist = RESULTS / "learning-mnist.parquet"
+            if not mnist.is_file():
+                raise NetsimError(f"no {mnist}: run `learning_grid.py run mnist` first")
+            show_tables({"learning-mnist": mnist_table(pd.read_parquet(mnist))}, args.readme)
             return 0
         files = sorted(RESULTS.glob("learning-*.parquet"))
         if not files:
