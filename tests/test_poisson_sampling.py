@@ -11,6 +11,7 @@ import math
 
 import dp_accounting
 import numpy as np
+import pandas as pd
 import pytest
 from dp_accounting import pld, rdp
 from scipy import stats
@@ -76,9 +77,7 @@ def test_a_poisson_run_spends_what_dp_accounting_composes_for_its_sampled_events
     np.testing.assert_allclose(ledger["sensitivity"], 0.5 / 2, rtol=1e-15)
     np.testing.assert_allclose(ledger["noise_scale"] / ledger["sensitivity"], z, rtol=1e-12)
     accountant = fresh_accountant(accounting)
-    accountant.compose(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)), 5
-    )
+    accountant.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)), 5)
     expected = accountant.get_epsilon(DELTA)
     np.testing.assert_allclose(records["epsilon_spent"], expected, rtol=1e-9)
     assert expected <= 1.0 + 1e-9 and expected > 1.0 - 1e-6  # calibrated to the budget
@@ -202,6 +201,7 @@ def test_a_private_poisson_step_charges_the_shard_with_the_sampled_event():
     for visit in range(4):
         state, epsilon, updated = sgd.step(state, 0, float(visit))
         assert updated == (visit < 3)  # DP-SGD-3: the fourth visit of the node is refused
+        assert (epsilon is None) == (visit == 3)
     accountant = sgd.accountant
     assert (accountant.uses[:8] == 3).all() and (accountant.refused[:8] == 1).all()
     assert accountant.composition == "rdp+poisson" and accountant.neighbours == "add-remove"
@@ -293,3 +293,36 @@ def test_audit_of_one_poisson_subsampled_gaussian_step(accounting):
     assert lower_bound(z / 2) > 1.0  # the audit has the power to catch half the noise
     claimed = c.calibrated_noise_multiplier(1, 1.0, DELTA, accounting, q / 8)
     assert lower_bound(claimed) > 1.0  # caught: 1.14 (rdp), 1.91 (pld)
+
+
+# --- the analysis table (analysis/poisson_sampling.py) -----------------------------------------
+
+
+def test_the_readme_poisson_table_is_generated_from_runs_that_are_what_their_labels_say():
+    import sys
+    from pathlib import Path
+
+    analysis = Path(__file__).resolve().parents[1] / "analysis"
+    sys.path.insert(0, str(analysis))  # the scripts import their shared module by name
+    try:
+        import experiments
+        import poisson_sampling
+    finally:
+        sys.path.remove(str(analysis))
+    runs = pd.read_parquet(poisson_sampling.RESULTS)
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = poisson_sampling.generated_tables(runs)
+    assert "<!-- generated: poisson-sampling -->" in text
+    assert experiments.with_tables(text, tables) == text  # no number typed by hand
+    q = poisson_sampling.sampling_rate()
+    expected = {
+        "cyclic": c.calibrated_noise_multiplier(1, 1.0, DELTA, "rdp"),
+        "poisson, amplified": c.calibrated_noise_multiplier(10, 1.0, DELTA, "rdp", q),
+        "poisson, charged unsampled": c.calibrated_noise_multiplier(10, 1.0, DELTA, "rdp"),
+    }
+    for label, z in expected.items():
+        of = runs[runs["row"] == label]
+        assert len(of) >= 3
+        np.testing.assert_allclose(of["noise_multiplier"], z, rtol=1e-9)
+        assert (of["epsilon_spent"] <= 1.0 + 1e-9).all()
+    assert (runs.loc[runs["row"] != "cyclic", "composition"] != "rdp").all()
