@@ -17,7 +17,7 @@ from dp_accounting import pld, rdp
 from scipy import stats
 
 import netsim
-from netsim.errors import PrivacyError, ScenarioError
+from netsim.errors import BudgetExhausted, PrivacyError, ScenarioError
 from netsim.learning.models import build_model
 from netsim.learning.private_sgd import PrivateSGD
 from netsim.learning.sgd_agent import SGDAgent
@@ -326,3 +326,31 @@ def test_the_readme_poisson_table_is_generated_from_runs_that_are_what_their_lab
         np.testing.assert_allclose(of["noise_multiplier"], z, rtol=1e-9)
         assert (of["epsilon_spent"] <= 1.0 + 1e-9).all()
     assert (runs.loc[runs["row"] != "cyclic", "composition"] != "rdp").all()
+
+
+def test_dp_sgd_uses_a_shard_while_the_subsampled_composition_fits():
+    z, q = 4.0, 0.25
+    accountant = PrivacyAccountant(
+        4, epsilon=1.0, delta=DELTA, policy=policy_by_name("dp-sgd"), accounting="rdp"
+    )
+    mechanism = gaussian(noise_multiplier=z)
+    rng = np.random.default_rng(0)
+    uses = 0
+    while True:
+        try:
+            accountant.release_sampled(
+                np.arange(4), np.zeros(2), sampling_rate=q, mechanism=mechanism,
+                sensitivity=1.0, rng=rng,
+            )  # fmt: skip
+        except BudgetExhausted:
+            break
+        uses += 1
+    allowed = 0  # the most uses dp-accounting composes within (1, 1e-5)
+    while True:
+        reference = fresh_accountant("rdp")
+        event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z))
+        reference.compose(event, allowed + 1)
+        if reference.get_epsilon(DELTA) > 1.0:
+            break
+        allowed += 1
+    assert uses == allowed and allowed > 5  # unsampled, one use alone needs z = 4.05 (RDP)
