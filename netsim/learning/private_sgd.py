@@ -29,6 +29,20 @@ Choices where the paper is silent:
   records (2R for the linear models, §3.2), and a model without one (the MLP) is refused for
   private runs.
 - η_t = ``learning_rate``/√t (the paper's η_t = t^(−1/2) at the default 1).
+
+How a visit chooses its records within the node's shard (``learning.sampling``):
+
+- ``cyclic`` (the default): the next ``batch`` records of the shard, cycling; the release is
+  their mean, replace-one sensitivity 2C/b, and every use is one full Gaussian release.
+- ``poisson``: every record of the shard is taken independently with probability
+  q = batch / records_per_node (draws from a stream of its own), and the release is the sum
+  of the taken records' clipped gradients divided by the expected batch size b, plus
+  Gaussian noise (Abadi et al. 2016, Alg. 1; an empty sample releases noise only). Every
+  record of the shard is charged ``PoissonSampledDpEvent(q, GaussianDpEvent(z))``
+  (:meth:`~netsim.privacy.accountant.PrivacyAccountant.release_sampled`) under add/remove
+  neighbours: a record's presence changes the sum by at most C, so the sensitivity is C/b
+  and σ = z·C/b. The amplification is that of the sampling within a shard only: which node
+  a walk or a gossip message visits is never counted as sampling (SPEC §8.3).
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ from typing import Literal
 
 import numpy as np
 
+from netsim.component import ComponentConfig
 from netsim.contracts import Mechanism, Model
 from netsim.errors import BudgetExhausted
 from netsim.learning.sensitivity import clip_rows
@@ -45,9 +60,69 @@ from netsim.learning.state import ModelState
 from netsim.privacy.accountant import BudgetPolicy, Halving, PrivacyAccountant
 from netsim.privacy.events import Norm, PrivacyEvent
 from netsim.privacy.mechanisms import no_noise
+from netsim.registry import spec_class
 
 #: What one privacy budget protects (SPEC §8.1): a training record, or all of a node's records.
 PrivacyUnit = Literal["record", "node"]
+#: How a visit chooses the records of the node's shard it uses (see the module docstring).
+Sampling = Literal["cyclic", "poisson"]
+SAMPLINGS: tuple[str, ...] = ("cyclic", "poisson")
+
+
+def sampling_problem(
+    sampling: str,
+    *,
+    algorithm: str,
+    accounting: str,
+    noise: str | ComponentConfig,
+    clip: float | None,
+    unit: str,
+) -> str:
+    """Why ``learning.sampling`` cannot run with the rest of the learning section ("" when
+    it can). Poisson subsampling is accounted as the amplified Gaussian of dp-accounting
+    (``PoissonSampledDpEvent``), which needs RDP or PLD composition at a noise multiplier
+    (the basic sum of shares would claim no amplification, and a share-calibrated noise has
+    no subsampled curve), clipping (C bounds one record's add/remove contribution whatever
+    the model) and the record as unit (sampling a node's records says nothing about a
+    replacement of its whole shard, and the node is in every visit to it)."""
+    if sampling not in SAMPLINGS:
+        return f"learning.sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}"
+    if sampling == "cyclic" or algorithm == "sgd":
+        return ""
+    cls = spec_class("mechanism", noise)
+    noise_at_multiplier = issubclass(cls, Mechanism) and cls.releases_at_multiplier()
+    fixed_multiplier = getattr(noise, "noise_multiplier", None) is not None
+    need = "learning.sampling poisson"
+    if unit != "record":
+        return (
+            f"{need} amplifies the privacy of a record by the secrecy of its being taken; with "
+            f"learning.privacy_unit {unit} every visit to the node uses its data, so nothing "
+            "is amplified: set learning.privacy_unit record, or learning.sampling cyclic"
+        )
+    if accounting not in ("rdp", "pld"):
+        return (
+            f"{need} is accounted with amplification by subsampling "
+            "(PoissonSampledDpEvent), which basic composition cannot express: set "
+            "learning.accounting rdp (or pld), or learning.sampling cyclic"
+        )
+    if not noise_at_multiplier:
+        return (
+            f"{need} needs Gaussian noise at a noise multiplier (learning.noise gaussian), "
+            "the mechanism whose subsampled privacy dp-accounting composes"
+        )
+    if algorithm == "dp-sgd-inf" and not fixed_multiplier:
+        return (
+            f"{need} with algorithm dp-sgd-inf needs a fixed noise multiplier (noise: {{kind: "
+            "gaussian, noise_multiplier: z}}): its halving shares of ε have no subsampled "
+            "calibration; or choose dp-sgd-<k> or dp-sgd"
+        )
+    if clip is None:
+        return (
+            f"{need} needs learning.clip: the clipping norm C bounds what one record's "
+            "presence adds to the sum (its add/remove sensitivity)"
+        )
+    return ""
+
 
 class PrivateSGD:
     """Eq. (8) at one record, with the noise and the budget of the accountant."""
@@ -68,6 +143,8 @@ class PrivateSGD:
         records_per_node: int = 1,
         batch: int = 1,
         unit: PrivacyUnit = "record",
+        sampling: Sampling = "cyclic",
+        sampling_rng: np.random.Generator | None = None,
     ) -> None:
         if not 1 <= batch <= records_per_node or x.shape[0] % records_per_node:
             raise ValueError(
@@ -81,9 +158,17 @@ class PrivateSGD:
                 f"need one accountant record per {unit}: {x.shape[0]} rows in shards of "
                 f"{records_per_node}, {accountant.records} accountant records"
             )
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
+        if sampling == "poisson" and (sampling_rng is None or unit != "record"):
+            raise ValueError("Poisson sampling needs its own random stream and the record as unit")
         self.records_per_node = records_per_node
         self.batch = batch
         self.unit: PrivacyUnit = unit
+        self.sampling: Sampling = sampling
+        #: The probability q = b/r that a visit takes each record of the shard (poisson).
+        self.sampling_rate = batch / records_per_node
+        self.sampling_rng = sampling_rng
         #: Where each node's next visit starts in its shard (it cycles through its records).
         self.cursor = np.zeros(nodes, dtype=np.int64)
         #: The first record the last :meth:`step` used.
@@ -150,6 +235,51 @@ class PrivateSGD:
         self.cursor[node] = (start + self.batch) % r
         return node * r + (start + np.arange(self.batch)) % r
 
+    def sample_records(self, node: int) -> np.ndarray:
+        """The records of ``node``'s shard a Poisson visit takes: each independently with
+        probability q = batch / records_per_node (one uniform draw per record of the shard
+        from the sampling stream, so the other streams are unchanged). The sample's size is
+        Binomial(r, q), possibly 0."""
+        assert self.sampling_rng is not None
+        r = self.records_per_node
+        taken = self.sampling_rng.random(r) < self.sampling_rate
+        return node * r + np.flatnonzero(taken)
+
+    def _poisson_step(
+        self, state: ModelState, node: int, now: float
+    ) -> tuple[ModelState, float | None, bool]:
+        """:meth:`step` with Poisson sampling: the sum of the taken records' clipped
+        gradients over the expected batch size b (zero for an empty sample, which releases
+        noise only), charged to every record of the shard (Abadi et al. 2016, Alg. 1)."""
+        w = state.parameters
+        r = self.records_per_node
+        shard = node * r + np.arange(r)
+        taken = self.sample_records(node)
+        self.last_record = int(taken[0]) if taken.size else int(shard[0])
+        total = np.zeros_like(w)
+        if taken.size:
+            gradients = self.model.per_example_gradients(w, self.x[taken], self.y[taken])
+            if self.clip is not None:
+                gradients = clip_rows(gradients, self.clip, self.norm)
+            total = gradients.sum(axis=0)
+        value = total / self.batch
+        accountant = self.accountant
+        try:
+            if not accountant.policy.private:  # the baseline: no noise, every record one use
+                noisy, event = accountant.release_batch(
+                    shard, value, mechanism=self.mechanism, sensitivity=0.0, rng=self.rng,
+                    time=now,
+                )  # fmt: skip
+            else:
+                assert self.clip is not None  # sampling_problem: poisson needs learning.clip
+                noisy, event = accountant.release_sampled(
+                    shard, value, sampling_rate=self.sampling_rate, mechanism=self.mechanism,
+                    sensitivity=self.clip / self.batch, rng=self.rng, time=now,
+                )  # fmt: skip
+        except BudgetExhausted:
+            return ModelState(w, state.updates, state.visits + 1), None, False
+        return self._updated(state, noisy, event.epsilon)
+
     def _release(
         self, node: int, records: np.ndarray, gradient: np.ndarray, now: float
     ) -> tuple[np.ndarray, PrivacyEvent]:
@@ -180,6 +310,8 @@ class PrivateSGD:
         (:func:`non_finite_explanation` says why under the run's policy).
         """
         w = state.parameters
+        if self.sampling == "poisson":
+            return self._poisson_step(state, node, now)
         if self.batch == 1:
             return self._step_one(state, node, now)
         records = self.visit_records(node)

@@ -43,7 +43,13 @@ from netsim.learning.datasets import (
 )
 from netsim.learning.models import ModelSpec, build_model, model_test_accuracies
 from netsim.learning.observers import ObserverAccounting
-from netsim.learning.private_sgd import PrivacyUnit, PrivateSGD, non_finite_explanation
+from netsim.learning.private_sgd import (
+    PrivacyUnit,
+    PrivateSGD,
+    Sampling,
+    non_finite_explanation,
+    sampling_problem,
+)
 from netsim.learning.state import ModelState
 from netsim.log import BOOL, F64, I32, I64, STR, TableSchema
 from netsim.privacy import mechanisms
@@ -234,6 +240,10 @@ class LearningConfig(ComponentConfig):
     #: What one budget protects: a ``record`` (example-level DP; a batch of b records has
     #: sensitivity 2C/b and charges each) or a ``node`` (user-level DP: all of its records).
     privacy_unit: PrivacyUnit = "record"
+    #: How a visit chooses the records of the node's shard: ``cyclic`` (the next ``batch``
+    #: ones) or ``poisson`` (each with probability batch / records_per_node, accounted with
+    #: amplification by subsampling under add/remove neighbours; netsim.learning.private_sgd).
+    sampling: Sampling = "cyclic"
     noise: MechanismSpec = "k_norm_l2"
     epsilon: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
     #: The δ budget of a record, split over its uses as ε is (0: only mechanisms that spend
@@ -256,6 +266,12 @@ class LearningConfig(ComponentConfig):
             problem = delta_budget_problem(
                 self.noise, self.delta, ("learning.noise", "learning.delta")
             )
+            if problem:
+                raise ValueError(problem)
+            problem = sampling_problem(
+                self.sampling, algorithm=self.algorithm, accounting=self.accounting,
+                noise=self.noise, unit=self.privacy_unit, clip=self.clip,
+            )  # fmt: skip
             if problem:
                 raise ValueError(problem)
             if self.clip is None:
@@ -405,6 +421,8 @@ class SGDAgent(Component):
             records_per_node=config.records_per_node,
             batch=config.batch,
             unit=config.privacy_unit,
+            sampling=config.sampling,
+            sampling_rng=ctx.stream("sampling") if config.sampling == "poisson" else None,
         )
         agent = cls(
             ctx.sim,
@@ -446,6 +464,12 @@ class SGDAgent(Component):
         if config.algorithm in ("sgd", "dp-sgd-inf") or config.accounting == "basic":
             raise ValueError(f"{need}; got algorithm {config.algorithm}, accounting "
                              f"{config.accounting}")  # fmt: skip
+        if config.sampling == "poisson":
+            raise ValueError(
+                "privacy.model network accounts each observer's view of a node's contributions"
+                " as full Gaussian releases under replace-one neighbours; learning.sampling "
+                "poisson is accounted under add/remove: use learning.sampling cyclic"
+            )
         noise = mechanism(config.noise)
         if not noise.releases_at_multiplier():
             raise ValueError(f"{need}; {spec_kind(config.noise)} cannot release at one")
@@ -638,6 +662,8 @@ class SGDAgent(Component):
         unit = row.get("privacy_unit", "record")
         composition = row.get("composition", "basic")
         how = f" ({composition} composition)" if row["guarantee"] != "non-private" else ""
+        if "poisson" in composition:  # the Poisson guarantee is not replace-one
+            how += " under add/remove neighbours (a record present or absent)"
         lines = [
             f"learning: {row['updates']} updates, {row['refused']} visits refused (budget spent); "
             f"privacy per {unit}: {guarantee}{how}"

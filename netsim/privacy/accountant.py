@@ -46,6 +46,8 @@ from netsim.privacy.composition import (
     Accounting,
     calibrated_noise_multiplier,
     check_accounting,
+    check_sampling_rate,
+    poisson_sampled_event,
 )
 from netsim.privacy.events import PrivacyEvent
 from netsim.privacy.ledger import LEDGER_TABLE as LEDGER_TABLE
@@ -56,7 +58,7 @@ from netsim.privacy.tight import (
     PendingCharge,
     TightComposition,
     basic_reason,
-    gaussian_multiplier,
+    gaussian_release,
 )
 from netsim.registry import spec_class, spec_kind
 
@@ -547,6 +549,14 @@ class RecordBudgets:
         return self._composition.composition
 
     @property
+    def neighbours(self) -> str:
+        """The neighbouring relation the run's guarantee is stated for (SPEC §8.1):
+        ``replace-one``, or ``add-remove`` once a Poisson-subsampled release was composed
+        (:meth:`PrivacyAccountant.release_sampled`)."""
+        sampled = self._composition is not None and bool(self._composition.sampled)
+        return "add-remove" if sampled else "replace-one"
+
+    @property
     def composition_reason(self) -> str:
         """A sentence for the run's summary and manifest on :attr:`composition`."""
         if not self.policy.private:
@@ -606,12 +616,15 @@ class PrivacyAccountant(RecordBudgets):
     budget δ, the δ at which its ``epsilon_spent`` is stated.
     """
 
-    def noise_multiplier_for(self, mechanism: str | Release | Mechanism) -> float | None:
+    def noise_multiplier_for(
+        self, mechanism: str | Release | Mechanism, sampling_rate: float = 1.0
+    ) -> float | None:
         """The noise multiplier σ/Δ :meth:`release` gives ``mechanism`` under rdp/pld: its
         fixed one, or for DP-SGD-k the one calibrated so that k uses compose to the budget
-        (ε, δ) exactly (:func:`~netsim.privacy.composition.calibrated_noise_multiplier`).
-        None: the mechanism is given a share of ε per use instead (basic accounting, a
-        mechanism that cannot release at a multiplier, or DP-SGD-∞)."""
+        (ε, δ) exactly (:func:`~netsim.privacy.composition.calibrated_noise_multiplier`;
+        k uses of the Poisson-subsampled Gaussian at ``sampling_rate`` q < 1, for
+        :meth:`release_sampled`). None: the mechanism is given a share of ε per use instead
+        (basic accounting, a mechanism that cannot release at a multiplier, or DP-SGD-∞)."""
         if not self.tight:
             return None
         at_multiplier = (isinstance(mechanism, str) and mechanism == "gaussian") or (
@@ -641,7 +654,11 @@ class PrivacyAccountant(RecordBudgets):
         cap = uses_cap(self.policy)
         if cap is None:
             return None
-        return calibrated_noise_multiplier(cap, self.epsilon, self.delta, self.accounting)
+        if sampling_rate == 1.0:  # the unsampled calibration, called as it always was
+            return calibrated_noise_multiplier(cap, self.epsilon, self.delta, self.accounting)
+        return calibrated_noise_multiplier(
+            cap, self.epsilon, self.delta, self.accounting, sampling_rate
+        )
 
     def _release_at_multiplier(
         self,
@@ -653,10 +670,13 @@ class PrivacyAccountant(RecordBudgets):
         sensitivity: float,
         rng: np.random.Generator,
         time: float,
+        sampling_rate: float | None = None,
     ) -> tuple[np.ndarray, PrivacyEvent]:
         """A Gaussian release at σ/Δ = ``multiplier`` charged as one use to each of the
         distinct ``records``, validated against the composed budget before any noise is
-        drawn."""
+        drawn. With ``sampling_rate`` q the release is of a Poisson sample of ``records``
+        (:meth:`release_sampled`): each is charged ``PoissonSampledDpEvent(q, ·)`` under
+        add/remove neighbours, ``sensitivity`` being the add/remove one."""
         for record in records:
             self._check_record(int(record))
             if self.policy.epsilon_for_use(self.epsilon, int(self.uses[record]) + 1) is None:
@@ -670,9 +690,12 @@ class PrivacyAccountant(RecordBudgets):
         local = self.admission is None
         one = np.ones(records.size, np.int64)
         expected: float | None = None
+        rate = 1.0 if sampling_rate is None else sampling_rate
         if sensitivity > 0:
             expected = multiplier * sensitivity / sensitivity  # the event's σ/Δ
-            pending = self._composed.evaluate(records, one, NO_EVENT, multiplier=expected)
+            pending = self._composed.evaluate(
+                records, one, NO_EVENT, multiplier=expected, sampling_rate=rate
+            )
             if local and pending.over.any():
                 self._refuse_all(records, self._composed.refusal(pending))
         if isinstance(mechanism, Mechanism):
@@ -686,7 +709,9 @@ class PrivacyAccountant(RecordBudgets):
                 value, sensitivity=sensitivity, noise_multiplier=multiplier, delta=self.delta,
                 rng=rng,
             )  # fmt: skip
-        if expected is None or gaussian_multiplier(event) != expected:
+        if sampling_rate is not None:
+            event = poisson_sampled_event(event, sampling_rate)
+        if expected is None or gaussian_release(event) != (rate, expected):
             pending = self._composed.evaluate(records, one, event)  # what it really declared
             if local and pending.over.any():
                 self._refuse_all(records, self._composed.refusal(pending))
@@ -845,6 +870,47 @@ class PrivacyAccountant(RecordBudgets):
             self._refuse_all(records, str(exc))
         return noisy, event
 
+    def release_sampled(
+        self,
+        records: np.ndarray,
+        value: np.ndarray,
+        *,
+        sampling_rate: float,
+        mechanism: str | Mechanism,
+        sensitivity: float,
+        rng: np.random.Generator,
+        time: float = math.nan,
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        """One Gaussian release of ``value``, computed from a Poisson sample of the distinct
+        ``records`` that took each with probability ``sampling_rate`` q (Abadi et al. 2016,
+        Alg. 1: the sum of the taken records' clipped gradients over the expected batch
+        size), charged as one use of ``PoissonSampledDpEvent(q, GaussianDpEvent(z))`` to
+        *every* one of ``records``, taken or not (which were taken is secret), all or
+        nothing (:class:`BudgetExhausted` as :meth:`release_batch`).
+
+        The guarantee is under add/remove neighbours (dp-accounting's ``RdpAccountant``
+        composes a ``PoissonSampledDpEvent`` under no other), so ``sensitivity`` is the
+        value's add/remove one (C/b for a sum of gradients clipped to C divided by b), and
+        the events say ``neighbours="add-remove"``. Needs rdp or pld accounting and a
+        mechanism released at a noise multiplier: its fixed one, or DP-SGD-k's calibrated
+        for k uses of the subsampled Gaussian (:meth:`noise_multiplier_for`)."""
+        check_sampling_rate(sampling_rate)
+        records = np.asarray(records, dtype=np.int64).reshape(-1)
+        if np.unique(records).size != records.size:
+            raise ValueError("release_sampled needs distinct records")
+        multiplier = self.noise_multiplier_for(mechanism, sampling_rate) if self.tight else None
+        if multiplier is None:
+            raise PrivacyError(
+                "a Poisson-subsampled release is accounted by RDP or PLD at a noise "
+                f"multiplier: got accounting {self.accounting}, policy {self.policy.name} and "
+                "a mechanism without one (learning.sampling poisson needs accounting rdp or "
+                "pld and Gaussian noise)"
+            )
+        return self._release_at_multiplier(
+            records, value, mechanism=mechanism, multiplier=multiplier, sensitivity=sensitivity,
+            rng=rng, time=time, sampling_rate=sampling_rate,
+        )  # fmt: skip
+
     # --- guarantees ------------------------------------------------------------------------
 
     def record_guarantee(self, record: int) -> PrivacySpent:
@@ -911,6 +977,7 @@ class PrivacyAccountant(RecordBudgets):
             "nominal_epsilon": None if guaranteed else number(run.epsilon),
             "spent_delta": number(run.delta),
             "accounting": self.accounting,
+            "neighbours": self.neighbours,
             "composition": self.composition,
             "composition_reason": self.composition_reason,
             "tight_mechanisms": sorted(self.tight_mechanisms),

@@ -11,6 +11,8 @@ on its privacy loss. The standard error of the log ratio of two counts c₀, c�
 For (ε, δ) mechanisms composed over many uses, :func:`threshold_epsilon_lower_bound` turns a
 threshold test's error rates, with Clopper–Pearson intervals, into a lower bound on ε at δ
 that holds with a stated confidence (SPEC §8.7): it must stay below the accounted ε.
+:func:`poisson_gaussian_scores` draws one Poisson-subsampled Gaussian release under
+add/remove neighbours for the same test.
 """
 
 from __future__ import annotations
@@ -165,6 +167,24 @@ def composed_gaussian_scores(
         noise = mechanisms.gaussian_noise(count, uses, noise_multiplier, rng)
         out[start : start + count] = uses * value + noise.sum(axis=1)
     return out
+
+
+def poisson_gaussian_scores(
+    sampling_rate: float,
+    noise_multiplier: float,
+    *,
+    present: bool,
+    samples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``samples`` draws of one Poisson-subsampled Gaussian release of a scalar sum (Abadi
+    et al. 2016, Alg. 1) under add/remove neighbours: the record of value 1 (sensitivity 1,
+    σ = ``noise_multiplier``) is absent, or ``present`` and taken with probability
+    ``sampling_rate`` (a uniform draw below q, as a Poisson visit takes a record). Its
+    likelihood ratio, ln(1 − q + q·e^{(2x − 1)/(2σ²)}), grows with the release x, so a
+    threshold on x is the most powerful test between the two (Neyman–Pearson)."""
+    taken = rng.random(samples) < sampling_rate if present else np.zeros(samples, dtype=bool)
+    return taken + mechanisms.gaussian_noise(samples, 1, noise_multiplier, rng)[:, 0]
 
 
 def main() -> None:

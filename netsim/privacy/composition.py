@@ -21,15 +21,30 @@ clipped to C). A Gaussian release's privacy loss between such neighbours is that
 by Δ, which is what dp-accounting composes for ``GaussianDpEvent(σ/Δ)`` under its default
 relation (``ADD_OR_REMOVE_ONE``, a shift by one unit of the multiplier). Its ``REPLACE_ONE``
 would shift by 2Δ, counting the replacement twice, so the accountants here keep the default.
-No amplification by subsampling is claimed (a walk's visits are not Poisson samples,
-SPEC §8.3): every use is one full Gaussian release.
+No amplification by subsampling is claimed for a walk's or gossip's choice of nodes (not
+Poisson samples, SPEC §8.3): every such use is one full Gaussian release.
+
+**Poisson subsampling within a node's shard** (``learning.sampling: poisson``) is the one
+exception: each record of the visited shard is taken independently with probability q and
+the release is Abadi et al.'s (2016, Alg. 1) noisy sum. Every record of the shard is then
+charged ``PoissonSampledDpEvent(q, GaussianDpEvent(z))`` (its taking is secret), whose RDP
+curve is the sampled Gaussian's (Mironov, Talwar & Zhang 2019) and whose PLD is the mixture
+pair of dp-accounting. dp-accounting's ``RdpAccountant`` composes that event only under
+``ADD_OR_REMOVE_ONE`` (or ``REPLACE_SPECIAL``); its ``PLDAccountant`` also has a
+``REPLACE_ONE`` pair. So that the two accountings state one guarantee, a Poisson release is
+accounted under **add/remove** adjacency (a record present or absent, the DP-SGD papers'
+unit): the sum's sensitivity is C (not 2C) and z = σ/C. Such releases are *keyed* by
+(q, z) (:data:`Release`); q = 1 is the unsampled ``GaussianDpEvent(z)``, exactly.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
+import logging
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Literal
 
 import dp_accounting
@@ -40,6 +55,7 @@ from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 
 from netsim.errors import PrivacyError
 from netsim.privacy import mechanisms
+from netsim.privacy.events import PrivacyEvent
 
 Accounting = Literal["basic", "rdp", "pld"]
 ACCOUNTINGS: tuple[str, ...] = ("basic", "rdp", "pld")
@@ -49,8 +65,17 @@ TIGHT_ACCOUNTINGS: tuple[str, ...] = ("rdp", "pld")
 RDP_ORDERS: np.ndarray = np.array(DEFAULT_RDP_ORDERS, dtype=np.float64)
 RDP_ORDERS.setflags(write=False)
 
+#: The ledger's name of a Poisson-subsampled Gaussian release (its sensitivity column is the
+#: add/remove one; :func:`composed_epsilon_from_ledger`).
+POISSON_MECHANISM = "gaussian_poisson"
+
 #: A record's Gaussian history for PLD: ((noise multiplier, uses), ...), sorted by multiplier.
 Signature = tuple[tuple[float, int], ...]
+#: One kind of Gaussian release: (sampling rate q, noise multiplier z); q = 1 is unsampled.
+Release = tuple[float, float]
+#: A record's history of Gaussian releases, sampled or not, for PLD: ((release, uses), ...),
+#: sorted by release.
+SampledSignature = tuple[tuple[Release, int], ...]
 
 
 def check_accounting(accounting: str) -> None:
@@ -75,6 +100,57 @@ def gaussian_event(noise_multiplier: float) -> dp_accounting.DpEvent:
     if math.isinf(noise_multiplier):
         return dp_accounting.NoOpDpEvent()
     return dp_accounting.GaussianDpEvent(noise_multiplier)
+
+
+@contextlib.contextmanager
+def quiet_dropped_orders() -> Iterator[None]:
+    """Silence dp-accounting's warning for a Rényi order whose sampled-Gaussian series does
+    not converge: it drops that order (ε is then the minimum over the others, still an upper
+    bound), and a calibration, which probes many multipliers, would print it by the
+    dozen."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def check_sampling_rate(sampling_rate: float) -> None:
+    """Raise ValueError unless ``sampling_rate`` is a probability in (0, 1]."""
+    if not 0 < sampling_rate <= 1:
+        raise ValueError(f"a sampling rate must be in (0, 1], got {sampling_rate}")
+
+
+def sampled_gaussian_event(sampling_rate: float, noise_multiplier: float) -> dp_accounting.DpEvent:
+    """``PoissonSampledDpEvent(q, GaussianDpEvent(z))``: a Gaussian release of a sum over a
+    Poisson sample that takes each record with probability q (Abadi et al. 2016, Alg. 1),
+    under add/remove adjacency. For q = 1 the unsampled :func:`gaussian_event` itself, so
+    that a sample of the whole shard is accounted exactly as one release of it (dp-accounting
+    would otherwise build the PLD of q = 1 another way, a few 1e-6 apart)."""
+    check_sampling_rate(sampling_rate)
+    if sampling_rate == 1.0 or math.isinf(noise_multiplier):
+        return gaussian_event(noise_multiplier)
+    return dp_accounting.PoissonSampledDpEvent(sampling_rate, gaussian_event(noise_multiplier))
+
+
+@functools.lru_cache(maxsize=1024)
+def _sampled_rdp_curve(sampling_rate: float, noise_multiplier: float) -> np.ndarray:
+    event = sampled_gaussian_event(sampling_rate, noise_multiplier)
+    with quiet_dropped_orders():
+        curve = rdp_accountant().compose(event).rdp
+    curve.setflags(write=False)
+    return curve
+
+
+def sampled_gaussian_rdp_curve(sampling_rate: float, noise_multiplier: float) -> np.ndarray:
+    """The RDP curve over :data:`RDP_ORDERS` of one Poisson-subsampled Gaussian release
+    (Mironov, Talwar & Zhang 2019, Sampled Gaussian Mechanism, as dp-accounting computes it
+    under add/remove adjacency); :func:`gaussian_rdp_curve` for q = 1. Read-only."""
+    if sampling_rate == 1.0:
+        return gaussian_rdp_curve(noise_multiplier)
+    return _sampled_rdp_curve(float(sampling_rate), float(noise_multiplier))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -141,6 +217,47 @@ def pld_epsilon(signature: Signature, delta: float) -> float:
     return float(accountant.get_epsilon(delta))
 
 
+@functools.lru_cache(maxsize=65536)
+def pld_epsilon_sampled(signature: SampledSignature, delta: float) -> float:
+    """ε at ``delta`` of the Gaussian releases, Poisson-subsampled or not, with the
+    (q, z) and counts of ``signature``, from dp-accounting's ``PLDAccountant`` (cached).
+    A signature whose releases are all unsampled is :func:`pld_epsilon`'s, to the bit."""
+    if all(rate == 1.0 for (rate, _), _ in signature):
+        return pld_epsilon(tuple((z, count) for (_, z), count in signature), delta)
+    if delta <= 0:
+        return math.inf
+    accountant = pld_accountant()
+    for (rate, noise_multiplier), count in signature:
+        accountant.compose(sampled_gaussian_event(rate, noise_multiplier), count)
+    return float(accountant.get_epsilon(delta))
+
+
+def poisson_sampled_event(event: PrivacyEvent, sampling_rate: float) -> PrivacyEvent:
+    """``event``, a Gaussian release at a noise multiplier z of a sum whose add/remove
+    sensitivity is its ``sensitivity`` (C, or C/b after dividing by the expected batch b),
+    restated as the release of a Poisson sample taking each record with probability q
+    (Abadi et al. 2016, Alg. 1): named :data:`POISSON_MECHANISM`, declaring
+    :func:`sampled_gaussian_event` (q, z), under add/remove neighbours, with the ε this one
+    release gives at its δ (dp-accounting's PLD; the exact Gaussian profile for q = 1)."""
+    release = event.accounting
+    if not isinstance(release, dp_accounting.GaussianDpEvent):
+        raise PrivacyError(
+            f"{event.mechanism} declares {type(release).__name__}, not a GaussianDpEvent: only "
+            "Gaussian releases can be Poisson-subsampled here"
+        )
+    z = float(release.noise_multiplier)
+    epsilon = event.epsilon
+    if sampling_rate < 1.0 and event.sensitivity > 0:
+        epsilon = pld_epsilon_sampled((((sampling_rate, z), 1),), event.delta)
+    return dataclasses.replace(
+        event,
+        mechanism=POISSON_MECHANISM,
+        epsilon=epsilon,
+        accounting=sampled_gaussian_event(sampling_rate, z),
+        neighbours="add-remove",
+    )
+
+
 def rdp_epsilon_of(signature: Signature, delta: float) -> float:
     """ε at ``delta`` of the Gaussian releases of ``signature`` from dp-accounting's own
     ``RdpAccountant`` over :data:`RDP_ORDERS` (the reference :func:`rdp_epsilons` matches)."""
@@ -162,15 +279,36 @@ def composed_epsilon(signature: Signature, delta: float, accounting: str) -> flo
     raise ValueError(f"composed_epsilon needs accounting rdp or pld, got {accounting!r}")
 
 
+def composed_sampled_epsilon(signature: SampledSignature, delta: float, accounting: str) -> float:
+    """:func:`composed_epsilon` of releases keyed by (q, z): Poisson-subsampled Gaussians
+    (add/remove adjacency) beside unsampled ones, as dp-accounting's accountant states it."""
+    if all(rate == 1.0 for (rate, _), _ in signature):
+        unsampled = tuple((z, count) for (_, z), count in signature)
+        return composed_epsilon(unsampled, delta, accounting)
+    if accounting == "pld":
+        return pld_epsilon_sampled(signature, delta)
+    if accounting != "rdp":
+        raise ValueError(f"composed_epsilon needs accounting rdp or pld, got {accounting!r}")
+    accountant = rdp_accountant()
+    with quiet_dropped_orders():
+        for (rate, noise_multiplier), count in signature:
+            accountant.compose(sampled_gaussian_event(rate, noise_multiplier), count)
+    return float(accountant.get_epsilon(delta))
+
+
 @functools.lru_cache(maxsize=256)
-def calibrated_noise_multiplier(uses: int, epsilon: float, delta: float, accounting: str) -> float:
+def calibrated_noise_multiplier(
+    uses: int, epsilon: float, delta: float, accounting: str, sampling_rate: float = 1.0
+) -> float:
     """The smallest noise multiplier z = σ/Δ (to 1e-9 relative) whose ``uses`` Gaussian
     releases compose to at most (``epsilon``, ``delta``) under ``accounting`` (``rdp`` or
     ``pld``): DP-SGD-k's noise, calibrated to the composed budget rather than to a share of
     it (Abadi et al. 2016 §3.1). ``dp_accounting.calibrate_dp_mechanism`` (Brent's method,
     never returning a z whose ε exceeds the target) on ``SelfComposedDpEvent(
     GaussianDpEvent(z), uses)``, within a bracket found by doubling; the accountant checks
-    the same ε, so k uses of z are never refused for want of budget."""
+    the same ε, so k uses of z are never refused for want of budget. With ``sampling_rate``
+    q < 1 the releases are Poisson-subsampled (:func:`sampled_gaussian_event`, add/remove
+    adjacency, Δ = C): k uses of ``PoissonSampledDpEvent(q, GaussianDpEvent(z))``."""
     if uses < 1:
         raise ValueError(f"uses must be >= 1, got {uses}")
     if not (epsilon > 0 and math.isfinite(epsilon)):
@@ -178,13 +316,18 @@ def calibrated_noise_multiplier(uses: int, epsilon: float, delta: float, account
     mechanisms.check_delta(delta)
     if accounting not in TIGHT_ACCOUNTINGS:
         raise ValueError(f"calibration needs accounting rdp or pld, got {accounting!r}")
+    check_sampling_rate(sampling_rate)
 
     def fits(z: float) -> bool:
-        return composed_epsilon(((z, uses),), delta, accounting) <= epsilon
+        return composed_sampled_epsilon((((sampling_rate, z), uses),), delta, accounting) <= epsilon
 
     # PLD is never looser than RDP, so its z lies below RDP's: a narrow bracket for the
     # slower accountant
-    high = 1.0 if accounting == "rdp" else calibrated_noise_multiplier(uses, epsilon, delta, "rdp")
+    high = (
+        1.0
+        if accounting == "rdp"
+        else calibrated_noise_multiplier(uses, epsilon, delta, "rdp", sampling_rate)
+    )
     low = high / 2.0
     while not fits(high):
         low, high = high, high * 2.0
@@ -195,16 +338,19 @@ def calibrated_noise_multiplier(uses: int, epsilon: float, delta: float, account
         if low < 1e-9:
             return high
     fresh = rdp_accountant if accounting == "rdp" else pld_accountant
-    z = float(
-        dp_accounting.calibrate_dp_mechanism(
-            fresh,
-            lambda z: dp_accounting.SelfComposedDpEvent(gaussian_event(z), uses),
-            epsilon,
-            delta,
-            dp_accounting.ExplicitBracketInterval(low, high),
-            tol=1e-9 * high,
+    with quiet_dropped_orders():
+        z = float(
+            dp_accounting.calibrate_dp_mechanism(
+                fresh,
+                lambda z: dp_accounting.SelfComposedDpEvent(
+                    sampled_gaussian_event(sampling_rate, z), uses
+                ),
+                epsilon,
+                delta,
+                dp_accounting.ExplicitBracketInterval(low, high),
+                tol=1e-9 * high,
+            )
         )
-    )
     return z if fits(z) else high  # calibrate_dp_mechanism's ε never exceeds the target
 
 
@@ -222,6 +368,7 @@ def composed_epsilon_from_ledger(
     accounting: str,
     *,
     gaussian_mechanisms: Collection[str] | None = None,
+    sampling_rate: float | None = None,
 ) -> pd.Series:
     """ε per record rebuilt from a ``privacy_ledger`` table with dp-accounting's own
     accountants, independently of :class:`~netsim.privacy.accountant.PrivacyAccountant`.
@@ -231,8 +378,12 @@ def composed_epsilon_from_ledger(
     composed tightly in its report's ``tight_mechanisms``) are composed as
     ``GaussianDpEvent(noise_scale / sensitivity)`` by a fresh ``RdpAccountant`` (over
     :data:`RDP_ORDERS`) or ``PLDAccountant`` and converted at ``delta`` minus the record's
-    other rows' δ; the other rows add their ε (basic composition). Under ``basic`` every row
-    adds its ε. Indexed by record (records without a row are absent)."""
+    other rows' δ; the other rows add their ε (basic composition). Rows of
+    :data:`POISSON_MECHANISM` (a Poisson-subsampled release, add/remove adjacency) are
+    composed as ``PoissonSampledDpEvent(sampling_rate, GaussianDpEvent(noise_scale /
+    sensitivity))``: the run's q = batch / records_per_node, which the ledger does not hold,
+    so such a ledger needs ``sampling_rate``. Under ``basic`` every row adds its ε. Indexed
+    by record (records without a row are absent)."""
     check_accounting(accounting)
     if accounting == "basic":
         return ledger.groupby("record")["epsilon"].sum().rename("epsilon")
@@ -241,28 +392,36 @@ def composed_epsilon_from_ledger(
         tight = names.str.startswith("gaussian").to_numpy()
     else:
         tight = names.isin(list(gaussian_mechanisms)).to_numpy()
+    sampled = (names == POISSON_MECHANISM).to_numpy()
+    if sampled.any() and sampling_rate is None:
+        raise PrivacyError(
+            f"the ledger has {POISSON_MECHANISM} rows (Poisson-subsampled releases): give "
+            "composed_epsilon_from_ledger the run's sampling_rate (batch / records_per_node)"
+        )
     frame = pd.DataFrame(
         {
             "record": ledger["record"].to_numpy(),
+            "rate": np.where(sampled, sampling_rate or 1.0, 1.0),
             "multiplier": ledger_multipliers(ledger),
-            "tight": tight,
+            "tight": tight | sampled,
             "epsilon": ledger["epsilon"].to_numpy(dtype=np.float64),
             "delta": ledger["delta"].to_numpy(dtype=np.float64),
         }
     )
     fresh = {"rdp": rdp_accountant, "pld": pld_accountant}[accounting]
-    by_history: dict[tuple[Signature, float], float] = {}  # records sharing a history
+    by_history: dict[tuple[SampledSignature, float], float] = {}  # records sharing a history
     result = {}
     for record, rows in frame.groupby("record", sort=True):
-        gaussian = rows.loc[rows["tight"], "multiplier"].value_counts().sort_index()
-        signature = tuple((float(z), int(n)) for z, n in gaussian.items())
+        gaussian = rows.loc[rows["tight"]].value_counts(["rate", "multiplier"]).sort_index()
+        signature = tuple(((float(q), float(z)), int(n)) for (q, z), n in gaussian.items())
         other = rows[~rows["tight"]]
         target = delta - float(other["delta"].sum())
         key = (signature, target)
         if key not in by_history:
             accountant = fresh()
-            for noise_multiplier, count in signature:
-                accountant.compose(gaussian_event(noise_multiplier), count)
+            with quiet_dropped_orders():
+                for (rate, noise_multiplier), count in signature:
+                    accountant.compose(sampled_gaussian_event(rate, noise_multiplier), count)
             by_history[key] = (
                 0.0 if not signature
                 else float(accountant.get_epsilon(target)) if target > 0 else math.inf

@@ -25,6 +25,12 @@ import dp_accounting
 
 from netsim.errors import InvalidPrivacyEventError, UnaccountableEventError
 
+#: The neighbouring relation a release's guarantee is stated for (SPEC §8.1): data sets that
+#: differ in one record's value (``replace-one``, netsim's default: Δ is the replace-one
+#: distance, 2C for a gradient clipped to C), or in one record's presence (``add-remove``:
+#: Poisson-subsampled releases, Δ = C).
+Neighbours = Literal["replace-one", "add-remove"]
+NEIGHBOURS: tuple[str, ...] = ("replace-one", "add-remove")
 Guarantee = Literal["epsilon-DP", "(epsilon,delta)-DP", "mutual-information", "none", "non-private"]
 Norm = Literal["L1", "L2"]
 
@@ -51,6 +57,8 @@ class PrivacyEvent:
     #: The release in ``dp_accounting``'s vocabulary, declared by the mechanism (``None``:
     #: none, so only basic composition applies). It describes the noise, whatever the claim.
     accounting: dp_accounting.DpEvent | None = None
+    #: The neighbouring relation the guarantee and ``sensitivity`` are stated for.
+    neighbours: Neighbours = "replace-one"
 
     def __post_init__(self) -> None:
         problem = event_problem(self)
@@ -100,6 +108,8 @@ def event_problem(event: PrivacyEvent) -> str | None:
         return f"mutual-information bound {event.mutual_information} (a bound is ≥ 0)"
     if not (event.sensitivity >= 0 and event.noise_scale >= 0):
         return f"sensitivity {event.sensitivity}, noise scale {event.noise_scale} (each is ≥ 0)"
+    if event.neighbours not in NEIGHBOURS:
+        return f"neighbours {event.neighbours!r} (one of {', '.join(NEIGHBOURS)})"
     if event.dimension < 1:
         return f"dimension {event.dimension} (at least 1)"
     return None

@@ -1,8 +1,10 @@
 """The per-record state of tight composition: with ``accounting`` ``rdp`` or ``pld`` a
-record's Gaussian releases (events that declare a ``GaussianDpEvent``) are composed by Rényi DP
-(Mironov 2017) or by their privacy-loss distribution (dp-accounting's ``PLDAccountant``) and
-converted to ε at the budget δ; its other releases keep the basic sum, whose δ comes off the δ
-the Gaussian part is converted at (:mod:`netsim.privacy.composition` computes the curves).
+record's Gaussian releases (events that declare a ``GaussianDpEvent``, or a
+``PoissonSampledDpEvent`` of one) are composed by Rényi DP (Mironov 2017; Mironov, Talwar &
+Zhang 2019 for the sampled ones) or by their privacy-loss distribution (dp-accounting's
+``PLDAccountant``) and converted to ε at the budget δ; its other releases keep the basic
+sum, whose δ comes off the δ the Gaussian part is converted at
+(:mod:`netsim.privacy.composition` computes the curves).
 
 :class:`TightComposition` evaluates a charge before anything changes (a
 :class:`PendingCharge`), says why it is refused, and applies it; the
@@ -19,10 +21,11 @@ import numpy as np
 from netsim.errors import BudgetExhausted
 from netsim.privacy.composition import (
     RDP_ORDERS,
-    Signature,
-    gaussian_rdp_curve,
-    pld_epsilon,
+    Release,
+    SampledSignature,
+    pld_epsilon_sampled,
     rdp_epsilons,
+    sampled_gaussian_rdp_curve,
 )
 from netsim.privacy.events import PrivacyEvent
 
@@ -55,6 +58,19 @@ def gaussian_multiplier(event: PrivacyEvent) -> float | None:
     return None
 
 
+def gaussian_release(event: PrivacyEvent) -> Release | None:
+    """(q, z) of an event that declares ``GaussianDpEvent(z)`` (q = 1) or
+    ``PoissonSampledDpEvent(q, GaussianDpEvent(z))`` (None: any other event)."""
+    declared = event.accounting
+    if isinstance(declared, dp_accounting.GaussianDpEvent):
+        return 1.0, float(declared.noise_multiplier)
+    if isinstance(declared, dp_accounting.PoissonSampledDpEvent) and isinstance(
+        declared.event, dp_accounting.GaussianDpEvent
+    ):
+        return float(declared.sampling_probability), float(declared.event.noise_multiplier)
+    return None
+
+
 def basic_reason(mechanism: str, guarantee: str, accounting: str) -> str:
     """Why releases of ``mechanism`` with ``guarantee`` keep basic composition under
     ``accounting``."""
@@ -69,8 +85,9 @@ def basic_reason(mechanism: str, guarantee: str, accounting: str) -> str:
 class TightComposition:
     """The RDP/PLD side of ``records`` records' budgets (ε, δ): per record its basic part
     (releases without a ``GaussianDpEvent``) and its Gaussian history, RDP curves over
-    :data:`~netsim.privacy.composition.RDP_ORDERS` (rdp) or counts per noise multiplier
-    (pld); and which mechanisms were composed which way."""
+    :data:`~netsim.privacy.composition.RDP_ORDERS` (rdp) or counts per release (q, z) (pld:
+    q = 1 unsampled, q < 1 Poisson-subsampled); and which mechanisms were composed which
+    way."""
 
     def __init__(
         self,
@@ -90,11 +107,15 @@ class TightComposition:
         self.basic_delta = np.zeros(records)
         self.tight_uses = np.zeros(records, dtype=np.int64)
         self.rdp = np.zeros((records, RDP_ORDERS.size) if accounting == "rdp" else (0, 0))
-        self.multipliers: list[float] = []
+        #: The releases (q, z) of the PLD counts' columns, in order of first use.
+        self.multipliers: list[Release] = []
         self.counts = np.zeros((records if accounting == "pld" else 0, 0), dtype=np.int64)
         #: Names of the mechanisms composed by RDP/PLD, and of the others with their reason.
         self.tight_mechanisms: set[str] = set()
         self.basic_mechanisms: dict[str, str] = {}
+        #: The sampling rates q of the Poisson-subsampled releases composed (add/remove
+        #: adjacency; empty: none was).
+        self.sampled: set[float] = set()
 
     def evaluate(
         self,
@@ -102,12 +123,14 @@ class TightComposition:
         counts: np.ndarray,
         event: PrivacyEvent,
         multiplier: float | None = None,
+        sampling_rate: float = 1.0,
     ) -> PendingCharge:
         """The state of distinct ``records`` after ``counts`` more releases like ``event``
-        (or, with ``multiplier`` and no event, Gaussian releases at that σ/Δ), and whether
-        it would pass the budget. Nothing changes here."""
-        if multiplier is None:
-            multiplier = gaussian_multiplier(event)
+        (or, with ``multiplier`` and no event, Gaussian releases at that σ/Δ, Poisson-
+        subsampled at ``sampling_rate`` when it is below 1), and whether it would pass the
+        budget. Nothing changes here."""
+        release = gaussian_release(event) if multiplier is None else (sampling_rate, multiplier)
+        multiplier = None if release is None else release[1]
         tight_uses = self.tight_uses[records]
         basic_epsilon = self.basic_epsilon[records]
         basic_delta = self.basic_delta[records]
@@ -118,7 +141,7 @@ class TightComposition:
             tight_uses = tight_uses + counts
         # the δ the Gaussian part is converted at: the budget less the basic part's δ
         target = np.maximum(self.delta - basic_delta, 0.0)
-        history, tight_epsilon = self._composed(records, counts, multiplier, target)
+        history, tight_epsilon = self._composed(records, counts, release, target)
         epsilon = np.where(tight_uses > 0, tight_epsilon, 0.0) + basic_epsilon
         delta = np.where(tight_uses > 0, self.delta, basic_delta)
         over = (epsilon > self.epsilon_limit) | (basic_delta > self.delta_limit)
@@ -130,50 +153,50 @@ class TightComposition:
         self,
         records: np.ndarray,
         counts: np.ndarray,
-        multiplier: float | None,
+        release: Release | None,
         target: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The Gaussian history of ``records`` after ``counts`` more releases at
-        ``multiplier`` (None: no Gaussian release) and its ε at the ``target`` δ."""
+        """The Gaussian history of ``records`` after ``counts`` more releases ``release``
+        (q, z) (None: no Gaussian release) and its ε at the ``target`` δ."""
         if self.accounting == "rdp":
             history = self.rdp[records]
-            if multiplier is not None:
-                history = history + counts[:, None] * gaussian_rdp_curve(multiplier)
+            if release is not None:
+                history = history + counts[:, None] * sampled_gaussian_rdp_curve(*release)
             return history, rdp_epsilons(history, target)
-        if multiplier is not None:
-            column = self._multiplier_column(multiplier)
+        if release is not None:
+            column = self._multiplier_column(release)
         history = self.counts[records]
-        if multiplier is not None:
+        if release is not None:
             history[:, column] += counts  # fancy indexing copied the rows
         return history, self._pld_epsilons(history, target)
 
-    def _multiplier_column(self, multiplier: float) -> int:
-        """The column of ``multiplier`` in the PLD counts (added, all zeros, when new)."""
+    def _multiplier_column(self, release: Release) -> int:
+        """The column of ``release`` (q, z) in the PLD counts (added, all zeros, when new)."""
         try:
-            return self.multipliers.index(multiplier)
+            return self.multipliers.index(release)
         except ValueError:
-            self.multipliers.append(multiplier)
+            self.multipliers.append(release)
             self.counts = np.hstack([self.counts, np.zeros((self.records, 1), np.int64)])
             return len(self.multipliers) - 1
 
-    def _signature(self, counts: np.ndarray) -> Signature:
-        """A record's Gaussian history for PLD from its row of counts per multiplier."""
+    def _signature(self, counts: np.ndarray) -> SampledSignature:
+        """A record's Gaussian history for PLD from its row of counts per release."""
         return tuple(sorted((self.multipliers[j], int(counts[j])) for j in np.flatnonzero(counts)))
 
     def _pld_epsilons(self, counts: np.ndarray, target: np.ndarray) -> np.ndarray:
         """PLD ε of each row of ``counts`` at its ``target`` δ, one dp-accounting
-        computation per distinct history (:func:`~netsim.privacy.composition.pld_epsilon`
-        caches them across calls)."""
+        computation per distinct history (:func:`~netsim.privacy.composition.pld_epsilon_sampled`,
+        the unsampled ``pld_epsilon`` when every q is 1, caches them across calls)."""
         if counts.shape[0] == 1:
-            return np.array([pld_epsilon(self._signature(counts[0]), float(target[0]))])
+            return np.array([pld_epsilon_sampled(self._signature(counts[0]), float(target[0]))])
         if (target == target[0]).all():
             distinct, inverse = np.unique(counts, axis=0, return_inverse=True)
             values = np.array(
-                [pld_epsilon(self._signature(row), float(target[0])) for row in distinct]
+                [pld_epsilon_sampled(self._signature(row), float(target[0])) for row in distinct]
             )
             return values[inverse.reshape(-1)]
         pairs = zip(counts, target, strict=True)
-        return np.array([pld_epsilon(self._signature(row), float(t)) for row, t in pairs])
+        return np.array([pld_epsilon_sampled(self._signature(row), float(t)) for row, t in pairs])
 
     def raise_if_over(self, pending: PendingCharge) -> None:
         """:class:`BudgetExhausted` naming the first record ``pending`` takes past its
@@ -212,8 +235,11 @@ class TightComposition:
             self.rdp[records] = pending.history
         else:
             self.counts[records] = pending.history
-        if gaussian_multiplier(event) is not None:
+        release = gaussian_release(event)
+        if release is not None:
             self.tight_mechanisms.add(event.mechanism)
+            if release[0] < 1.0 or event.neighbours == "add-remove":
+                self.sampled.add(release[0])
         elif event.mechanism not in self.basic_mechanisms:
             self.basic_mechanisms[event.mechanism] = basic_reason(
                 event.mechanism, event.guarantee, self.accounting
@@ -225,7 +251,8 @@ class TightComposition:
         and some not, ``basic`` when none was (before any release: the accounting)."""
         if self.basic_mechanisms and not self.tight_mechanisms:
             return "basic"
-        return self.accounting + ("+basic" if self.basic_mechanisms else "")
+        sampled = "+poisson" if self.sampled else ""
+        return self.accounting + sampled + ("+basic" if self.basic_mechanisms else "")
 
     @property
     def reason(self) -> str:
@@ -236,6 +263,13 @@ class TightComposition:
             parts.append(
                 f"{self.accounting.upper()} composition of {names} per record, converted to ε "
                 f"at the budget δ {self.delta:g}"
+            )
+        if self.sampled:
+            rates = ", ".join(f"{rate:g}" for rate in sorted(self.sampled))
+            parts.append(
+                f"Poisson subsampling of each node's shard at q = {rates}: every record of a "
+                "visited shard charged one PoissonSampledDpEvent(q, GaussianDpEvent(σ/C)), "
+                "under add/remove neighbours (a record present or absent), not replace-one"
             )
         if self.basic_mechanisms:
             parts.append(

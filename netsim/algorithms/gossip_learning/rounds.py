@@ -185,6 +185,8 @@ class GossipLearningRounds:
         accountant = sgd.accountant
         if sgd.batch != 1:
             raise ScenarioError("gossip_learning.mode rounds needs learning.batch 1")
+        if sgd.sampling != "cyclic":  # its fused round takes each node's next record
+            raise ScenarioError("gossip_learning.mode rounds needs learning.sampling cyclic")
         if accountant.tight:
             raise ScenarioError(
                 "gossip_learning.mode rounds runs basic accounting only (learning.accounting)"
