@@ -19,7 +19,9 @@ How the slot's methods are computed (``docs/jax-models.md``):
 - The loss is the softmax cross-entropy of the logits. Per-example gradients are
   ``jax.vmap(jax.grad(loss))`` over the rows (JAX documentation, "Automatic vectorization" and
   "Per-example gradients"), jit-compiled; :meth:`~JaxModel.batch_gradients` (rounds mode:
-  many nodes' steps at once) vmaps over the models, each at its own record.
+  many nodes' steps at once) vmaps over the models, each at its own record. ``batching: map``
+  computes them with ``jax.lax.map`` instead (``jax_cnn``'s default: on CPU, vmap of a
+  convolution's gradient is a grouped convolution, several times slower than the loop).
 - A batch is padded to the next power of two rows (copies of its first row, dropped from the
   result), so a run whose batch sizes vary (rounds mode steps the nodes a round reaches)
   compiles a handful of shapes, not one per size.
@@ -40,7 +42,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -87,54 +89,60 @@ class Network:
     params: Any
 
 
+def _is_parameter(leaf: Any, jax: ModuleType) -> bool:
+    """Whether ``leaf`` is a floating array (or the shape of one, under ``eval_shape``)."""
+    kinds = (jax.Array, np.ndarray, jax.ShapeDtypeStruct)
+    return isinstance(leaf, kinds) and bool(jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating))
+
+
 def as_network(made: Any, jax: ModuleType) -> Network:
     """What a factory returned as a :class:`Network`: an Equinox module (called on one
-    example; its inexact arrays are the parameters, ``eqx.partition``) or a pair
+    example; its floating arrays are the parameters, ``eqx.partition``) or a pair
     ``(apply, params)`` of a pure function called on a batch (rows, features) → (rows, K)
-    and its parameter pytree. Floating leaves become float64."""
+    and its parameter pytree. The arrays may be shapes (``eqx.filter_eval_shape``)."""
     import equinox as eqx
 
     if isinstance(made, eqx.Module):
-        params, static = eqx.partition(made, eqx.is_inexact_array)
+        params, static = eqx.partition(made, lambda leaf: _is_parameter(leaf, jax))
 
         def apply_module(p: Any, x: Any) -> Any:
             return eqx.combine(p, static)(x)
 
-        network = Network(apply_module, params)
-    elif isinstance(made, tuple) and len(made) == 2 and callable(made[0]):
-        batched = made[0]
+        return Network(apply_module, params)
+    if isinstance(made, tuple) and len(made) == 2 and callable(made[0]):
+        batched, params = made
 
         def apply_function(p: Any, x: Any) -> Any:
             return batched(p, x[None, :])[0]  # a batch of one: the Flax convention
 
-        network = Network(apply_function, made[1])
-    else:
-        raise ComponentError(
-            f"a JAX model's factory returned {type(made).__name__}; return an Equinox module "
-            "(called on one example) or a pair (apply, params) with apply(params, x) -> logits "
-            "for a batch x of shape (rows, features)"
-        )
-    leaves = jax.tree.leaves(network.params)
-    if not leaves or not all(jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating)
-                             for leaf in leaves):  # fmt: skip
-        raise ComponentError(
-            "a JAX model's parameters must be a pytree of floating arrays (at least one); got "
-            f"{[str(getattr(leaf, 'dtype', type(leaf).__name__)) for leaf in leaves]}"
-        )
-    params = jax.tree.map(lambda leaf: jax.numpy.asarray(leaf, jax.numpy.float64), network.params)
-    return Network(network.apply, params)
+        leaves = jax.tree.leaves(params)
+        if not leaves or not all(_is_parameter(leaf, jax) for leaf in leaves):
+            raise ComponentError(
+                "a JAX model's parameters must be a pytree of floating arrays (at least one); "
+                f"got {[str(getattr(leaf, 'dtype', type(leaf).__name__)) for leaf in leaves]}"
+            )
+        return Network(apply_function, params)
+    raise ComponentError(
+        f"a JAX model's factory returned {type(made).__name__}; return an Equinox module "
+        "(called on one example) or a pair (apply, params) with apply(params, x) -> logits "
+        "for a batch x of shape (rows, features)"
+    )
 
 
 @dataclass(frozen=True)
 class Compiled:
-    """The jit-compiled functions of one network shape, on the flat parameter vector."""
+    """The jit-compiled functions of one network shape, on the flat parameter vector, and
+    the shapes of its parameter arrays (in the flat vector's order)."""
 
-    size: int
-    leaves: int
+    shapes: tuple[tuple[int, ...], ...]
     losses: Callable[..., Any]
     gradients: Callable[..., Any]
     batch_gradients: Callable[..., Any]
     predict: Callable[..., Any]
+
+    @property
+    def size(self) -> int:
+        return sum(math.prod(shape) for shape in self.shapes)
 
 
 def clip_leaves(tree: Any, bound: float, jax: ModuleType) -> Any:
@@ -150,24 +158,33 @@ def clip_leaves(tree: Any, bound: float, jax: ModuleType) -> Any:
 
 
 def compile_network(
-    network: Network, classes: int, features: int, layer_clip: float | None, jax: ModuleType
+    network: Network,
+    classes: int,
+    features: int,
+    layer_clip: float | None,
+    jax: ModuleType,
+    batching: str = "vmap",
 ) -> Compiled:
-    """The slot's functions of ``network``: the cross-entropy −log softmax(f_θ(x))_y per
-    example, its gradient ``jax.vmap(jax.grad(loss))`` over the rows (JAX documentation,
-    "Per-example gradients"), over the models for :meth:`JaxModel.batch_gradients`, and the
-    argmax of the logits, all jit-compiled on the flat parameters."""
+    """The slot's functions of ``network`` (its parameters may be shapes only): the
+    cross-entropy −log softmax(f_θ(x))_y per example, its gradient ``jax.vmap(jax.grad(loss))``
+    over the rows (JAX documentation, "Per-example gradients"), over the models for
+    :meth:`JaxModel.batch_gradients`, and the argmax of the logits, all jit-compiled on the
+    flat float64 parameters (``jax.flatten_util.ravel_pytree``'s layout)."""
     from jax.flatten_util import ravel_pytree
 
     jnp = jax.numpy
-    logits = jax.eval_shape(network.apply, network.params, jnp.zeros(features))
+    # float64 zeros of the parameters' shapes: the layout of the flat vector, whatever dtype
+    # the network was made in
+    zeros = jax.tree.map(lambda leaf: np.zeros(leaf.shape), network.params)
+    logits = jax.eval_shape(network.apply, zeros, jnp.zeros(features))
     if tuple(logits.shape) != (classes,):
         raise ComponentError(
             f"a JAX model's network returns logits of shape {tuple(logits.shape)} for one "
             f"example of {features} features; expected ({classes},), one per class"
         )
-    flat, unravel = ravel_pytree(network.params)
-    leaves = len(jax.tree.leaves(network.params))
-    per_leaf = None if layer_clip is None else layer_clip / math.sqrt(leaves)
+    _, unravel = ravel_pytree(zeros)
+    shapes = tuple(tuple(leaf.shape) for leaf in jax.tree.leaves(zeros))
+    per_leaf = None if layer_clip is None else layer_clip / math.sqrt(len(shapes))
 
     def loss(tree: Any, x: Any, y: Any) -> Any:
         return -jax.nn.log_softmax(network.apply(tree, x))[y]
@@ -186,12 +203,23 @@ def compile_network(
     def predict(theta: Any, x: Any) -> Any:
         return jnp.argmax(network.apply(unravel(theta), x))
 
+    if batching == "vmap":
+        gradients = jax.vmap(example_gradient, in_axes=(None, 0, 0))
+        batch_gradients = jax.vmap(example_gradient, in_axes=(0, 0, 0))
+    else:
+        # one example after another in one compiled loop: on CPU, vmap turns a convolution's
+        # per-example gradient into a grouped convolution, several times slower than the loop
+        def gradients(theta: Any, x: Any, y: Any) -> Any:
+            return jax.lax.map(lambda row: example_gradient(theta, *row), (x, y))
+
+        def batch_gradients(theta: Any, x: Any, y: Any) -> Any:
+            return jax.lax.map(lambda row: example_gradient(*row), (theta, x, y))
+
     return Compiled(
-        size=int(flat.size),
-        leaves=leaves,
+        shapes=shapes,
         losses=jax.jit(jax.vmap(example_loss, in_axes=(None, 0, 0))),
-        gradients=jax.jit(jax.vmap(example_gradient, in_axes=(None, 0, 0))),
-        batch_gradients=jax.jit(jax.vmap(example_gradient, in_axes=(0, 0, 0))),
+        gradients=jax.jit(gradients),
+        batch_gradients=jax.jit(batch_gradients),
         predict=jax.jit(jax.vmap(predict, in_axes=(None, 0))),
     )
 
@@ -206,6 +234,10 @@ class JaxModelConfig(ComponentConfig):
     #: so the whole has L2 norm ≤ layer_clip: the model then declares that bound and runs
     #: privately without learning.clip (None: no clipping of its own).
     layer_clip: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    #: How a batch's per-example gradients are computed: ``vmap`` (vectorised, JAX's
+    #: per-example recipe) or ``map`` (jax.lax.map: one example after another in one compiled
+    #: loop; faster for convolutions on CPU).
+    batching: Literal["vmap", "map"] = "vmap"
 
 
 class JaxModel(Model):
@@ -226,12 +258,19 @@ class JaxModel(Model):
         (:func:`as_network`)."""
 
     def setup(self, classes: int, features: int) -> None:
+        """Compile the network's functions for this shape (its shapes only are made, by
+        ``eqx.filter_eval_shape``: running a network's initialisation op by op would compile
+        each of its random draws)."""
+        import equinox as eqx
+
         super().setup(classes, features)
         cache = (type(self), self.config.model_dump_json(), classes, features)
         compiled = _COMPILED.get(cache)
         if compiled is None:
-            network = as_network(self.network(self.jax.random.key(0)), self.jax)
-            compiled = compile_network(network, classes, features, self.layer_clip, self.jax)
+            made = eqx.filter_eval_shape(self.network, self.jax.random.key(0))
+            network = as_network(made, self.jax)
+            compiled = compile_network(network, classes, features, self.layer_clip, self.jax,
+                                        self.config.batching)  # fmt: skip
             if len(_COMPILED) >= _COMPILED_LIMIT:
                 _COMPILED.pop(next(iter(_COMPILED)))
             _COMPILED[cache] = compiled
@@ -242,18 +281,17 @@ class JaxModel(Model):
         return self.compiled.size
 
     def initial_parameters(self, rng: np.random.Generator) -> np.ndarray:
-        """The network's parameters drawn from a JAX key seeded by one draw of ``rng`` (JAX's
+        """The network the factory makes from a JAX key seeded by one draw of ``rng`` (JAX's
         default generator, threefry, gives the same numbers on every platform), flattened."""
-        from jax.flatten_util import ravel_pytree
-
         key = self.jax.random.key(int(rng.integers(0, 2**32)))
-        flat, _ = ravel_pytree(as_network(self.network(key), self.jax).params)
-        if flat.size != self.size:
+        leaves = self.jax.tree.leaves(as_network(self.network(key), self.jax).params)
+        shapes = tuple(tuple(leaf.shape) for leaf in leaves)
+        if shapes != self.compiled.shapes:
             raise ComponentError(
-                f"a JAX model's network has {flat.size} parameters for one key and {self.size} "
-                "for another: its shape must not depend on the key"
+                f"a JAX model's network has parameter arrays of shapes {shapes} for one key "
+                f"and {self.compiled.shapes} for another: its shape must not depend on the key"
             )
-        return np.array(flat, dtype=np.float64)
+        return np.concatenate([np.ravel(np.asarray(leaf, dtype=np.float64)) for leaf in leaves])
 
     def _padded(self, function: Callable[..., Any], shared: tuple[np.ndarray, ...],
                 *rows: np.ndarray) -> np.ndarray:  # fmt: skip
@@ -263,7 +301,7 @@ class JaxModel(Model):
         padded = bucket(n)
         if padded != n:
             rows = tuple(np.concatenate([r, np.repeat(r[:1], padded - n, axis=0)]) for r in rows)
-        return np.array(function(*shared, *rows))[:n]
+        return np.array(np.asarray(function(*shared, *rows))[:n])  # a copy of n rows only
 
     def losses(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Cross-entropy −log softmax(f_θ(x))_y per row."""
@@ -320,14 +358,37 @@ def _labels(y: np.ndarray) -> np.ndarray:
 # --- the slot's JAX components ---------------------------------------------------------------
 
 
+def fan_in_uniform(shapes: tuple[tuple[int, ...], ...], rng: np.random.Generator) -> np.ndarray:
+    """Flat parameters of layers given as (weight, bias) shape pairs, in order: each layer's
+    weights and biases uniform in ±1/√fan_in, fan_in = the weight's size over its outputs
+    (inputs × kernel size for a convolution): Equinox's default initialisation (and
+    PyTorch's), drawn from ``rng`` so the run's ``learning.model`` stream decides it."""
+    parts = []
+    for weight, bias in zip(shapes[0::2], shapes[1::2], strict=True):
+        limit = 1.0 / math.sqrt(math.prod(weight[1:]))
+        parts.append(rng.uniform(-limit, limit, math.prod(weight)))
+        parts.append(rng.uniform(-limit, limit, math.prod(bias)))
+    return np.concatenate(parts)
+
+
+class _BuiltinJaxModel(JaxModel):
+    """A built-in network (:mod:`netsim.learning.jax_networks`): layers of a weight and a
+    bias each, initialised with numpy (:func:`fan_in_uniform`)."""
+
+    def initial_parameters(self, rng: np.random.Generator) -> np.ndarray:
+        """Equinox's initialisation from ``rng`` (:func:`fan_in_uniform`; making the network
+        in JAX would compile each of its random draws, seconds on a small machine)."""
+        return fan_in_uniform(self.compiled.shapes, rng)
+
+
 class JaxMLPConfig(JaxModelConfig, MLPConfig):
     """The ``jax_mlp`` model's settings: those of ``mlp`` and ``layer_clip``."""
 
 
-class JaxMLP(JaxModel):
+class JaxMLP(_BuiltinJaxModel):
     """``jax_mlp``: the fully connected network of ``mlp`` in Equinox
     (:class:`~netsim.learning.jax_networks.DenseNetwork`: the same flat layout, so the same
-    function of the same parameters), initialised by Equinox (uniform in ±1/√fan_in)."""
+    function of the same parameters), initialised as Equinox does (:func:`fan_in_uniform`)."""
 
     Config = JaxMLPConfig
 
@@ -350,6 +411,8 @@ class JaxCNNConfig(JaxModelConfig):
     hidden: int = Field(default=32, ge=0)
     #: (height, width) of an image (default: a square, 784 → 28 × 28, else one row).
     image: tuple[int, int] | None = None
+    #: ``map`` by default: vmap of a convolution's gradient is several times slower on CPU.
+    batching: Literal["vmap", "map"] = "map"
 
     def model_post_init(self, context: object, /) -> None:
         if any(width < 1 for width in self.channels):
@@ -358,7 +421,7 @@ class JaxCNNConfig(JaxModelConfig):
             raise ValueError(f"image: height and width must be at least 1, got {self.image}")
 
 
-class JaxCNN(JaxModel):
+class JaxCNN(_BuiltinJaxModel):
     """``jax_cnn``: a small convolutional network for images such as MNIST's 28 × 28
     (:class:`~netsim.learning.jax_networks.ConvNetwork`: strided 3 × 3 convolutions of 8 and 16
     channels, 32 ReLU units, the logits; about 26,700 parameters on MNIST)."""

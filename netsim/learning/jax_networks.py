@@ -28,8 +28,7 @@ class DenseNetwork(eqx.Module):
     Its parameters flatten (``jax.flatten_util.ravel_pytree``) as each layer's weight matrix
     (outputs × inputs, row-major) then its biases, input layer first: the layout of the numpy
     ``mlp`` model (:class:`netsim.learning.models.MLP`), so the two compute the same function of
-    the same flat vector. Equinox's default initialisation: weights and biases uniform in
-    ±1/√fan_in."""
+    the same flat vector."""
 
     layers: list[eqx.nn.Linear]
     activation: str = eqx.field(static=True)
@@ -71,7 +70,10 @@ class ConvNetwork(eqx.Module):
     """A small convolutional network for images: ``channels`` 3 × 3 (``kernel``) convolutions of
     stride 2 with "same" padding and ReLU (each halves the image: 28 → 14 → 7), then a
     ``hidden`` layer of ReLU units (none when 0) and the logits. Strided convolutions stand in
-    for pooling, so an image of any size (one pixel high, too) keeps a valid shape."""
+    for pooling, so an image of any size (one pixel high, too) keeps a valid shape. The image
+    is multiplied by √(height·width): netsim normalises a record to length 1, which leaves
+    pixels of about 1/√features, and the initialisation assumes inputs of order 1 (without it
+    the network barely learns in the steps a private run affords)."""
 
     convs: list[eqx.nn.Conv2d]
     dense: list[eqx.nn.Linear]
@@ -106,7 +108,9 @@ class ConvNetwork(eqx.Module):
         ]
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        h = x.reshape(1, *self.shape)  # one input channel
+        # netsim normalises a record to norm 1, so a pixel is about 1/√features: rescaled to
+        # pixels of mean square 1, as the convolutions' initialisation assumes
+        h = x.reshape(1, *self.shape) * math.sqrt(self.shape[0] * self.shape[1])
         for conv in self.convs:
             h = jax.nn.relu(conv(h))
         h = h.ravel()
