@@ -7,8 +7,8 @@ For each model — ``mlp`` (32 tanh units, numpy), ``jax_mlp`` (the same network
 ``jax_cnn`` (two strided convolutions of 8 and 16 channels, 32 ReLU units; with ``batching``
 ``map``, its default, and ``vmap``) — on 784 features and 10 classes:
 
-1. **compile**: the wall time of its first calls (``setup`` and the first call of each
-   function at each shape below; 0 for numpy);
+1. **first**: the wall time of its first calls, compilation included (``setup`` and the
+   first call of each function at each shape below);
 2. **visit**: a walk's visit of ``scenarios/learning/mnist-jax-cnn.yaml``, the per-example
    gradients of a node's 50 images (the mean of which, clipped, is its step), in ms;
 3. **round**: a gossip-learning round in rounds mode, ``batch_gradients`` of ``--models``
@@ -86,7 +86,7 @@ def main() -> None:
     rows, models, repeat = (4, 4, 2) if args.quick else (args.rows, args.models, args.repeat)
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}; "
           f"{rows} images per visit, {models} models per round, median of {repeat}")  # fmt: skip
-    print(f"{'model':16} {'params':>7} {'compile s':>9} {'visit ms':>9} {'round ms':>9} "
+    print(f"{'model':16} {'params':>7} {'first s':>9} {'visit ms':>9} {'round ms':>9} "
           f"{'evaluate ms':>11} {'s per cycle':>11}")  # fmt: skip
     for label, (name, settings) in MODELS.items():
         r = measure(name, settings, rows, models, repeat)
