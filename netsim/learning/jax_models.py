@@ -449,8 +449,8 @@ class JaxCNN(_BuiltinJaxModel):
 class JaxFactoryConfig(JaxModelConfig):
     """The ``jax`` model's settings: a factory of yours and its options."""
 
-    #: ``package.module:function`` called as factory(key=…, classes=K, features=d,
-    #: **options); it returns an Equinox module or a pair (apply, params).
+    #: ``package.module:function``, called as ``factory(key=…, classes=K, features=d,
+    #: **options)``; it returns an Equinox module or a pair (apply, params).
     factory: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
     #: Keyword arguments of the factory (plain values, as YAML gives them).
     options: dict[str, Any] = Field(default_factory=dict)
