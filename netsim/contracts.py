@@ -652,6 +652,15 @@ class Model(Component):
         run needs ``learning.clip``)."""
         return None
 
+    @classmethod
+    def bounds_gradient(cls, config: ComponentConfig | None) -> bool:
+        """Whether a model built from ``config`` (``None``: the defaults) declares a bound in
+        :meth:`gradient_bound`, so that a private run can calibrate its noise without
+        ``learning.clip`` (asked when the scenario is validated, before any model is built). By
+        default, whether the class overrides :meth:`gradient_bound`; a model whose bound
+        depends on its settings (a clip of its own) answers from ``config``."""
+        return cls.gradient_bound is not Model.gradient_bound
+
     def sensitivity(self, norm: str) -> float | None:
         """The replace-one sensitivity of one unclipped per-example gradient in ``norm``:
         2G for the bound G of :meth:`gradient_bound` (``None`` without one)."""

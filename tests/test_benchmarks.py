@@ -24,6 +24,7 @@ SMOKE = {
     "gossip_learning_rounds": (["--quick"], "× exact mode"),
     "event_queue": (["--live", "100", "--steps", "20000"], '"same_order": true'),
     "linear_accountant": (["--quick"], "s CPU per observer"),
+    "jax_models": (["--quick"], "s per cycle"),
 }
 
 

@@ -138,6 +138,14 @@ EXAMPLES: dict[tuple[str, str], Keys] = {
     ("model", "logreg"): _none,
     ("model", "svm"): _none,
     ("model", "mlp"): _keys(hidden=[6]),
+    # small networks: the finite-difference check takes two losses per parameter
+    ("model", "jax_mlp"): _keys(hidden=[6]),
+    ("model", "jax_cnn"): _keys(channels=[2, 3], hidden=4),
+    # an Equinox module class is a factory: called with key, classes, features and the options
+    ("model", "jax"): _keys(
+        factory="netsim.learning.jax_networks:DenseNetwork",
+        options={"hidden": [4], "activation": "relu"},
+    ),
     ("dataset", "spambase"): _none,
     ("dataset", "segmentation"): _none,
     ("dataset", "digits"): _none,
@@ -179,6 +187,8 @@ def test_every_registered_component_is_covered():
 
 @pytest.mark.parametrize(("slot", "name"), sorted(EXAMPLES))
 def test_component_contract(slot, name, tmp_path):
+    if name.startswith("jax"):
+        pytest.importorskip("jax", reason="JAX models need the jax extra")
     # the privacy audit of mechanisms is its own test below
     assert_component_contract(name, slot=slot, keys=EXAMPLES[slot, name](tmp_path),
                               audit_mechanism=False)  # fmt: skip

@@ -276,7 +276,8 @@ class LearningConfig(ComponentConfig):
                 raise ValueError(problem)
             if self.clip is None:
                 cls = spec_class("model", self.model)
-                if issubclass(cls, Model) and cls.gradient_bound is Model.gradient_bound:
+                settings = None if isinstance(self.model, str) else self.model
+                if issubclass(cls, Model) and not cls.bounds_gradient(settings):
                     raise ValueError(
                         f"learning.model {spec_kind(self.model)} cannot bound its per-example "
                         f"gradient, so {self.algorithm} cannot calibrate its noise: set "
