@@ -376,6 +376,29 @@ def write_readme_tables(tables: Mapping[str, str], readme: Path = README) -> boo
     return True
 
 
+#: Yardsticks the tables compute from a data set rather than read from runs (the central-DP
+#: accuracy at a row's stated budget), kept so that the tables need no data to be printed.
+YARDSTICKS = REPO / "analysis" / "results" / "yardsticks.parquet"
+
+
+def stored_yardstick(key: str, compute: Callable[[], float]) -> float:
+    """The yardstick ``key`` as :data:`YARDSTICKS` holds it, or ``compute()``d and added
+    (atomically) when it holds none: the value a table prints is the committed one, the same
+    in every checkout, whether or not the data set is there."""
+    table = (
+        pd.read_parquet(YARDSTICKS)
+        if YARDSTICKS.is_file()
+        else pd.DataFrame({"key": pd.Series(dtype=str), "value": pd.Series(dtype=float)})
+    )
+    found = table.loc[table["key"] == key, "value"]
+    if len(found):
+        return float(found.iloc[0])
+    value = float(compute())
+    table = pd.concat([table, pd.DataFrame({"key": [key], "value": [value]})], ignore_index=True)
+    write_results(table.sort_values("key", ignore_index=True), YARDSTICKS)
+    return value
+
+
 def t_half_width(values: pd.Series) -> float:
     """The half width of the 95% Student t interval of the mean of ``values`` (seeds; 0 for
     one value)."""

@@ -64,6 +64,7 @@ from experiments import (
     planned_label,
     run_experiments,
     runner_from,
+    stored_yardstick,
     write_readme_tables,
 )
 
@@ -179,12 +180,17 @@ def central_dp_at_budget(name: str) -> float:
     from netsim.learning.sgd_agent import learning_data
     from netsim.scenario.loader import load_scenario
 
-    scenario = load_scenario(base_of(name))
-    data = learning_data(scenario.learning, scenario.nodes)
     epsilon, delta = BUDGETS[name]
-    return central_dp_baseline(
-        data.x_train, data.y_train, data.x_test, data.y_test, epsilon=epsilon, delta=delta
-    ).accuracy
+
+    def compute() -> float:
+        scenario = load_scenario(base_of(name))
+        data = learning_data(scenario.learning, scenario.nodes)
+        return central_dp_baseline(
+            data.x_train, data.y_train, data.x_test, data.y_test, epsilon=epsilon, delta=delta
+        ).accuracy
+
+    key = f"central DP, {base_of(name).relative_to(REPO)}, ε={epsilon:g}, δ={delta:g}"
+    return stored_yardstick(key, compute)
 
 
 @cache

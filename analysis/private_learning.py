@@ -61,6 +61,7 @@ from experiments import (
     planned_label,
     run_experiments,
     runner_from,
+    stored_yardstick,
     write_readme_tables,
 )
 from scipy import stats
@@ -265,12 +266,19 @@ def pure_central_dp(name: str, mechanism: str, epsilon: float) -> float:
     from netsim.learning.central_dp import central_dp_baseline
     from netsim.learning.sgd_agent import learning_data
 
-    scenario = load_scenario(BASES[name], [f"learning.noise={mechanism}"])
-    assert scenario.learning is not None
-    data = learning_data(scenario.learning, 1)
-    return central_dp_baseline(
-        data.x_train, data.y_train, data.x_test, data.y_test, epsilon=epsilon, delta=0.0
-    ).accuracy
+    def compute() -> float:
+        scenario = load_scenario(BASES[name], [f"learning.noise={mechanism}"])
+        assert scenario.learning is not None
+        data = learning_data(scenario.learning, 1)
+        return central_dp_baseline(
+            data.x_train, data.y_train, data.x_test, data.y_test, epsilon=epsilon, delta=0.0
+        ).accuracy
+
+    key = (
+        f"central DP, {BASES[name].relative_to(REPO)} with learning.noise={mechanism}, "
+        f"ε={epsilon:g}, δ=0"
+    )
+    return stored_yardstick(key, compute)
 
 
 def run(names: Sequence[str], runner: SweepRunner, reps: int = DEFAULT_REPS) -> int:

@@ -166,16 +166,22 @@ def generated_tables() -> dict[str, str]:
         "|---|---|---|---|---|---|",
     ]
     for protocol, group in frame.groupby("protocol", sort=False):
-        settings = sorted({(r.learning_rate, r.clip) for r in group.itertuples()})
+        settings = sorted(
+            {(r.learning_rate, None if pd.isna(r.clip) else r.clip) for r in group.itertuples()},
+            key=lambda pair: (pair[0], -1.0 if pair[1] is None else pair[1]),
+        )
         chosen = "; ".join(
-            f"{lr:g}, {'—' if clip is None or pd.isna(clip) else f'{clip:g}'}"
+            f"{lr:g}, {'—' if clip is None else f'{clip:g}'}"
             for lr, clip in settings
         )
         if protocol == "random-trials":
             eps = group["selection_epsilon"]
+            spread = f"{eps.min():.3g}" if eps.min() == eps.max() else (
+                f"{eps.min():.3g}–{eps.max():.3g}"
+            )
             privacy = (
-                f"counted: ε = {eps.min():.3g}–{eps.max():.3g} at δ = 1e-5 over "
-                f"{int(group['candidates'].min())}–{int(group['candidates'].max())} trials"
+                f"counted: ε = {spread} at δ = 1e-5 per record (K drawn: "
+                f"{', '.join(str(int(k)) for k in group['candidates'])} trials)"
             )
         elif protocol == "untuned":
             privacy = "none needed: nothing chosen (ε = 1, δ = 1e-5 per run)"

@@ -393,3 +393,30 @@ def test_muffliatos_averaging_reproduces_the_papers_shape() -> None:
         assert (part["final_rmse"] < 0.1).all()
     cube = distance[(distance["row"] == "hypercube 2^11") & (distance["distance"] == 11)]
     assert cube["mean"].to_numpy() == pytest.approx(1.0, rel=1e-9)
+
+
+# --- tuned on a validation split (analysis/tuned_learning.py) ----------------------------------
+
+
+def test_the_readme_tuned_learning_table_is_the_generated_one() -> None:
+    import tuned_learning
+
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = tuned_learning.generated_tables()
+    assert "<!-- generated: tuned-learning -->" in text
+    assert experiments.with_tables(text, tables) == text
+    runs = pd.read_parquet(tuned_learning.RESULTS)
+    tuned = runs[runs["protocol"] == "unaccounted"]
+    assert len(tuned) == 5 and tuned["test_accuracy"].mean() >= 0.79
+    counted = runs[runs["protocol"] == "random-trials"]
+    assert len(counted) == 5 and (counted["selection_epsilon"] > 1.0).all()
+
+
+def test_the_yardsticks_the_tables_compute_are_stored() -> None:
+    """The central-DP yardsticks the tables compute at a row's stated budget are committed,
+    so the tables print without the data set."""
+    stored = pd.read_parquet(experiments.YARDSTICKS)
+    assert stored["key"].is_unique and stored["value"].between(0.5, 1.0).all()
+    for name in network_privacy.EXPERIMENTS:
+        epsilon, delta = network_privacy.BUDGETS[name]
+        assert stored["key"].str.contains(f"ε={epsilon:g}, δ={delta:g}").any(), name
