@@ -11,7 +11,7 @@ the Gaussian part is converted at (:mod:`netsim.privacy.composition` computes th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import dp_accounting
 import numpy as np
@@ -41,6 +41,10 @@ class PendingCharge:
     tight_uses: np.ndarray
     history: np.ndarray  # RDP curves (rdp) or multiplier counts (pld) after the charge
     over: np.ndarray  # bool: past the budget
+
+    def rows(self, keep: np.ndarray) -> PendingCharge:
+        """The charge of the records where ``keep`` is True only (the others left out)."""
+        return PendingCharge(*(getattr(self, field.name)[keep] for field in fields(self)))
 
 
 #: A placeholder event for a budget check of Gaussian releases at a given multiplier.

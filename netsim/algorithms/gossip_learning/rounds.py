@@ -29,8 +29,11 @@ from threadpoolctl import ThreadpoolController
 
 from netsim.errors import ScenarioError
 from netsim.learning.models import model_test_accuracies
+from netsim.learning.private_sgd import PrivateSGD
 from netsim.learning.sensitivity import clip_rows
 from netsim.learning.sgd_agent import SGDAgent
+from netsim.privacy.events import PrivacyEvent
+from netsim.privacy.mechanisms import GaussianMechanism, gaussian_noise
 
 #: The walk id gossip-learning visits are logged with (models are not walks).
 GOSSIP_LEARNING_WALK = -1
@@ -175,6 +178,31 @@ def keep_last(
             node_accuracy[node] = accuracy[i]
 
 
+def gaussian_release(sgd: PrivateSGD) -> PrivacyEvent:
+    """The event of every release of a rounds-mode run under rdp/pld accounting: Gaussian
+    noise at the noise multiplier z the accountant gives the run's policy (fixed for
+    ``dp-sgd``, calibrated to k uses for ``dp-sgd-<k>``), σ = z·Δ (Mironov 2017 composes
+    these per record), made once from a zero vector and a scratch generator; refused for
+    any other noise or policy, whose noise rounds mode cannot draw in blocks."""
+    accountant = sgd.accountant
+    mechanism = sgd.mechanism
+    multiplier = accountant.noise_multiplier_for(mechanism)
+    if multiplier is None or not isinstance(mechanism, GaussianMechanism):
+        raise ScenarioError(
+            f"gossip_learning.mode rounds under learning.accounting {accountant.accounting} "
+            "runs Gaussian noise at a noise multiplier (learning.noise gaussian with "
+            "learning.algorithm dp-sgd or dp-sgd-<k>); got noise "
+            f"{type(mechanism).__name__} with algorithm {accountant.policy.name}: use "
+            "gossip_learning.mode exact, or accounting basic with l1, l2_paper or k_norm_l2"
+        )
+    with mechanism.claims_checked():
+        _, event = mechanism.release_at_multiplier(
+            np.zeros(sgd.initial.size), sensitivity=sgd.sensitivity,
+            noise_multiplier=multiplier, delta=accountant.delta, rng=np.random.default_rng(0),
+        )  # fmt: skip
+    return event
+
+
 class GossipLearningRounds:
     """The fused round rule of gossip learning: the models of all nodes as one matrix."""
 
@@ -185,13 +213,13 @@ class GossipLearningRounds:
         accountant = sgd.accountant
         if sgd.batch != 1:
             raise ScenarioError("gossip_learning.mode rounds needs learning.batch 1")
-        if accountant.tight:
-            raise ScenarioError(
-                "gossip_learning.mode rounds runs basic accounting only (learning.accounting)"
-            )
         d = sgd.initial.size
         scratch = np.random.default_rng(0)
-        if accountant.policy.private and sgd.mechanism.noise(1, d, 1.0, scratch) is None:
+        #: Under rdp/pld: the event of every release (Gaussian at the run's noise multiplier),
+        #: whose σ = z·Δ the noise is drawn at; None: a share of ε per use (basic accounting).
+        self._gaussian = gaussian_release(sgd) if accountant.tight else None
+        blocks = not accountant.policy.private or accountant.tight
+        if not blocks and sgd.mechanism.noise(1, d, 1.0, scratch) is None:
             raise ScenarioError(
                 f"gossip_learning.mode rounds needs noise drawn in blocks; "
                 f"{type(sgd.mechanism).__name__} cannot (use l1, l2_paper or k_norm_l2)"
@@ -310,6 +338,9 @@ class GossipLearningRounds:
         if not accountant.policy.private:
             accountant.charge_batch(units, sgd.free_event, time=now, ranks=ranks)
             return np.zeros(units.size), np.ones(units.size, dtype=bool)
+        if self._gaussian is not None:
+            allowed = accountant.charge_at_multiplier(units, ranks, self._gaussian, time=now)
+            return np.where(allowed, self._gaussian.epsilon, 0.0), allowed
         use = accountant.uses[units] + 1 + ranks
         epsilon = np.full(units.size, math.nan)
         lowest = int(use.min())
@@ -398,8 +429,12 @@ class GossipLearningRounds:
         return (~kept).astype(np.int64)
 
     def _add_noise(self, g: np.ndarray, shares: np.ndarray) -> None:
-        """Add the mechanism's noise at scale Δ/ε to each row of ``g``, one block per share."""
+        """Add the mechanism's noise at scale Δ/ε to each row of ``g``, one block per share;
+        under rdp/pld N(0, σ²I) at the release's σ = z·Δ to every row, in one block."""
         sgd = self.agent.sgd
+        if self._gaussian is not None:
+            g += gaussian_noise(g.shape[0], g.shape[1], self._gaussian.noise_scale, sgd.rng)
+            return
         for share in np.unique(shares):
             at = shares == share
             scale = sgd.sensitivity / share
