@@ -140,10 +140,12 @@ class TightComposition:
         """The Gaussian history of ``records`` after ``counts`` more releases at
         ``multiplier`` (None: no Gaussian release) and its ε at the ``target`` δ."""
         if self.accounting == "rdp":
-            history = self.rdp[records]
+            history = self.rdp[records]  # a copy (fancy indexing): added to in place
             if multiplier is not None:
-                history = history + counts[:, None] * gaussian_rdp_curve(multiplier)
-            return history, rdp_epsilons(history, target)
+                history += counts[:, None] * gaussian_rdp_curve(multiplier)
+            # one δ for all (the usual case): the conversion's order terms once, not per row
+            uniform = target.size > 1 and bool((target == target[0]).all())
+            return history, rdp_epsilons(history, target[:1] if uniform else target)
         if multiplier is not None:
             column = self._multiplier_column(multiplier)
         history = self.counts[records]
