@@ -2,18 +2,33 @@
 an (N × d) parameter matrix (Hegedűs, Berta, Jelasity 2016 Alg. 1; eq. 8 row by row).
 
 Every Δ the round-based gossip engine (:class:`~netsim.protocols.rounds.RoundGossip`, push
-only) pairs every online node with a random online neighbour, in a random order; each pushed
-model (the one its sender holds at its turn in that order: :func:`chain_levels`) is stepped
-with the receiver's record through the model slot's
-:meth:`~netsim.contracts.Model.batch_gradients`, its noise drawn in blocks (one block per
-share of ε: :meth:`~netsim.contracts.Mechanism.noise` at scale Δ/ε), and the accountant is
-charged once per round per share (:meth:`~netsim.privacy.accountant.RecordBudgets.charge_batch`)
-with the policy's refusals: the t-th use of a record in arrival order gets the policy's t-th
-share, none past its cap. What this approximates is listed in :mod:`netsim.protocols.rounds`.
+only; its rounds at (k + ½)Δ) pairs every online node with a random online neighbour, in a
+random order; each pushed model (the one its sender holds at its turn in that order:
+:func:`chain_levels`) is stepped with the receiver's record through the model slot's
+:meth:`~netsim.contracts.Model.batch_gradients`, its noise drawn in blocks, and the accountant
+is charged once per round with exact mode's refusals, in arrival order:
+
+- under basic accounting, one block and one
+  :meth:`~netsim.privacy.accountant.RecordBudgets.charge_batch` per share of ε
+  (:meth:`~netsim.contracts.Mechanism.noise` at scale Δ/ε): the t-th use of a record in
+  arrival order gets the policy's t-th share, none past its cap;
+- under ``accounting: rdp`` or ``pld`` (Gaussian noise at the run's noise multiplier z: fixed
+  for ``dp-sgd``, calibrated to k uses for ``dp-sgd-<k>``), one block of N(0, σ²I) at
+  σ = z·Δ and one :meth:`~netsim.privacy.accountant.PrivacyAccountant.charge_at_multiplier`:
+  a record's uses are composed by RDP (Mironov 2017) or PLD one at a time, as exact mode's
+  releases compose them, and a use that would take its record past the budget is refused,
+  as are the record's later arrivals that round. The ledger and records tables mean what
+  exact mode's mean (tests/test_gossip_learning_private_rounds.py checks the batched charges
+  against exact mode's releases one after the other, and the accuracy curve against exact
+  mode's with a paired test that sees a lag of 0.007).
+
+What this approximates is listed in :mod:`netsim.protocols.rounds`.
 
 Rounds mode runs the basic-composition policies (sgd, dp-sgd-k, dp-sgd-1, dp-sgd-inf) with a
-mechanism that draws its noise in blocks (``l1``, ``l2_paper``, ``k_norm_l2``) and one record
-per visit; anything else is refused when the run is built.
+mechanism that draws its noise in blocks (``l1``, ``l2_paper``, ``k_norm_l2``), and under rdp
+or pld ``gaussian`` with dp-sgd or dp-sgd-k, one record per visit; anything else (another
+noise under rdp/pld, DP-SGD-∞'s halving shares of Gaussian noise, ``batch`` > 1, the
+network threat model) is refused when the run is built.
 """
 
 from __future__ import annotations
