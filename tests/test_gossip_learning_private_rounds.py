@@ -152,6 +152,22 @@ def test_rounds_mode_refuses_what_it_cannot_draw_in_blocks_under_rdp(
         netsim.run(data)
 
 
+@pytest.mark.parametrize("every", ["1s", "2s", "3s"])
+def test_a_sample_at_t_sees_the_sends_exact_mode_made_before_t(every: str) -> None:
+    """Rounds fall at (k + ½)Δ, the mean instant of exact mode's k-th sends (node i's at
+    kΔ + φ_i): a sample at t = mΔ follows exactly m rounds, whatever the sample period. With
+    rounds at kΔ a sample at a round's instant came first when its timeout was the older
+    (a sample period longer than Δ) and saw one round fewer."""
+    data = _private_data("rounds", 2, algorithm="sgd")
+    data.update(nodes=60, duration="9s", metrics={"sample_every": every})
+    tables = netsim.run(data).tables
+    rounds = np.unique(tables["sgd_visits"]["time"].to_numpy())
+    np.testing.assert_allclose(rounds, np.arange(9) + 0.5)
+    for t in tables["gossip_learning_accuracy"]["time"]:
+        assert np.count_nonzero(rounds < t) == round(t), t
+        assert not np.isclose(rounds, t).any(), t
+
+
 # --- the accuracy curve: a paired test that sees a lag of 0.007 ------------------------------
 
 #: The lag of rounds mode behind exact mode's mean accuracy the full test must see.
