@@ -74,8 +74,8 @@ def test_exact_and_rounds_agree(algorithm: str, merge: str) -> None:
         o = np.array([r["accuracy"][sample] for r in rounds])
         allowed = 4 * math.sqrt((e.var() + o.var()) / len(SEEDS)) + floor
         assert abs(e.mean() - o.mean()) <= allowed, f"mean accuracy at {time:g} s"
-        # rounds start one period after the run, exact mode's first ticks fall in [0, Δ):
-        # one period's growth of slack
+        # rounds fall at (k + ½)Δ, exact mode's ticks anywhere in [kΔ, (k + 1)Δ): one
+        # period's growth of slack
         e_age = np.mean([r["age"][sample] for r in exact])
         o_age = np.mean([r["age"][sample] for r in rounds])
         growth = np.mean([r["age"][-1] for r in exact]) / exact[0]["times"][-1]

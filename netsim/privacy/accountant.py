@@ -58,6 +58,7 @@ from netsim.privacy.tight import (
     PendingCharge,
     TightComposition,
     basic_reason,
+    gaussian_multiplier,
     gaussian_release,
 )
 from netsim.registry import spec_class, spec_kind
@@ -318,6 +319,10 @@ class RecordBudgets:
         self.admission: Callable[[int], bool] | None = None
         #: Why :attr:`admission` refuses (the refusal's reason in the run's warning).
         self.admission_refusal = ""
+        #: Per record, its uses when a Gaussian release at ``_over_multiplier`` last passed its
+        #: composed budget (−1: never): until they change it would again (charge_at_multiplier).
+        self._over_at = np.full(records, -1, dtype=np.int64)
+        self._over_multiplier = math.nan
         self._composition: TightComposition | None = None
         if self.tight:
             self._composition = TightComposition(
@@ -718,6 +723,84 @@ class PrivacyAccountant(RecordBudgets):
         self._commit(pending, event)
         self.ledger.keep(LedgerChunk(time, pending.records, self.uses[pending.records], event))
         return noisy, event
+
+    def charge_at_multiplier(
+        self,
+        records: np.ndarray,
+        ranks: np.ndarray,
+        event: PrivacyEvent,
+        *,
+        time: float = math.nan,
+    ) -> np.ndarray:
+        """Charge one Gaussian release like ``event`` (a noise multiplier σ/Δ declared as a
+        ``GaussianDpEvent``) to each entry of ``records``, in the order given, as
+        :meth:`_release_at_multiplier` charges them one after the other; the caller draws the
+        noise of the entries admitted. ``ranks[i]``: how many equal entries come before
+        entry i. An entry is refused (counted, nothing charged) when the policy has no use
+        left for its record or when the use would take the record's composed ε (RDP, Mironov
+        2017; or PLD) past the budget, and then so is every later entry of that record: its
+        state no longer changes, so one after the other each would be refused again. The
+        r-th entries of all records are evaluated and committed together, one use at a time
+        per record, so each record's state is built as the single releases build it. The
+        admitted entries are one ledger chunk, in the order given. Returns whether each
+        entry was admitted."""
+        multiplier = gaussian_multiplier(event)
+        if not self.tight or multiplier is None or self.admission is not None:
+            raise PrivacyError(
+                "charge_at_multiplier charges Gaussian releases under rdp/pld accounting "
+                f"against the records' own budgets; got accounting {self.accounting}, "
+                f"{event.mechanism} events" + (", an admission" if self.admission else "")
+            )
+        records = np.asarray(records, dtype=np.int64).reshape(-1)
+        admitted = np.zeros(records.size, dtype=bool)
+        if records.size == 0:
+            return admitted
+        if records.min() < 0 or records.max() >= self.records:
+            raise ValueError(f"records outside [0, {self.records - 1}]")
+        if multiplier != self._over_multiplier:
+            self._over_at[:], self._over_multiplier = -1, multiplier
+        before = self.uses[records]
+        blocked = np.zeros(self.records, dtype=bool)  # refused earlier in this batch
+        for rank in range(int(ranks.max()) + 1):
+            entries = np.flatnonzero(ranks == rank)
+            units = records[entries]
+            uses = self.uses[units]
+            # a record found over its budget at these uses is over again: no need to compose
+            live = ~blocked[units] & (self._over_at[units] != uses) & self._has_share(uses + 1)
+            candidates = entries[live]
+            blocked[units[~live]] = True
+            if candidates.size == 0:
+                continue
+            pending = self._composed.evaluate(
+                records[candidates], np.ones(candidates.size, np.int64), NO_EVENT,
+                multiplier=multiplier,
+            )  # fmt: skip
+            fits = ~pending.over
+            over = records[candidates[~fits]]
+            self._over_at[over] = self.uses[over]
+            self._commit(pending.rows(fits) if over.size else pending, event)
+            admitted[candidates[fits]] = True
+            blocked[over] = True
+        use_numbers = before[admitted] + ranks[admitted] + 1
+        self.ledger.keep(LedgerChunk(time, records[admitted], use_numbers, event))
+        if not admitted.all():
+            last = int(records[np.flatnonzero(~admitted)[-1]])
+            self.count_refused(records[~admitted], self._refusal_of(last, multiplier))
+        return admitted
+
+    def _has_share(self, uses: np.ndarray) -> np.ndarray:
+        """Whether the policy allows a use numbered ``uses`` (1-based), entry by entry."""
+        numbers, inverse = np.unique(uses, return_inverse=True)
+        share = [self.policy.epsilon_for_use(self.epsilon, int(use)) is not None for use in numbers]
+        return np.array(share, dtype=bool)[inverse.reshape(-1)]
+
+    def _refusal_of(self, record: int, multiplier: float) -> str:
+        """Why :meth:`_release_at_multiplier` refuses the next release of ``record`` now."""
+        if self.policy.epsilon_for_use(self.epsilon, int(self.uses[record]) + 1) is None:
+            return self._spent_reason(record)
+        one = np.ones(1, np.int64)
+        pending = self._composed.evaluate(np.array([record]), one, NO_EVENT, multiplier=multiplier)
+        return self._composed.refusal(pending)
 
     def delta_for_use(self, epsilon: float) -> float:
         """The share of the δ budget a use that spends ``epsilon`` of the ε budget may spend:

@@ -13,7 +13,7 @@ sum, whose δ comes off the δ the Gaussian part is converted at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import dp_accounting
 import numpy as np
@@ -44,6 +44,10 @@ class PendingCharge:
     tight_uses: np.ndarray
     history: np.ndarray  # RDP curves (rdp) or multiplier counts (pld) after the charge
     over: np.ndarray  # bool: past the budget
+
+    def rows(self, keep: np.ndarray) -> PendingCharge:
+        """The charge of the records where ``keep`` is True only (the others left out)."""
+        return PendingCharge(*(getattr(self, field.name)[keep] for field in fields(self)))
 
 
 #: A placeholder event for a budget check of Gaussian releases at a given multiplier.
@@ -159,10 +163,12 @@ class TightComposition:
         """The Gaussian history of ``records`` after ``counts`` more releases ``release``
         (q, z) (None: no Gaussian release) and its ε at the ``target`` δ."""
         if self.accounting == "rdp":
-            history = self.rdp[records]
+            history = self.rdp[records]  # a copy (fancy indexing): added to in place
             if release is not None:
-                history = history + counts[:, None] * sampled_gaussian_rdp_curve(*release)
-            return history, rdp_epsilons(history, target)
+                history += counts[:, None] * sampled_gaussian_rdp_curve(*release)
+            # one δ for all (the usual case): the conversion's order terms once, not per row
+            uniform = target.size > 1 and bool((target == target[0]).all())
+            return history, rdp_epsilons(history, target[:1] if uniform else target)
         if release is not None:
             column = self._multiplier_column(release)
         history = self.counts[records]

@@ -214,7 +214,11 @@ class GossipLearning(NetworkProtocol):
         agent.final_models = lambda: self.models.parameters_of(self.evaluated)
 
     def start(self) -> None:
-        self.engine.start()
+        if isinstance(self.engine, RoundGossip):
+            # at (k + ½)Δ: the mean instant of exact mode's k-th sends (netsim.protocols.rounds)
+            self.engine.start(first=self.config.period / 2)
+        else:
+            self.engine.start()
         assert self.ctx.sim is not None
         self.ctx.sim.every(self.sample_every, self.evaluate)
 
