@@ -366,6 +366,38 @@ def test_failed_and_missing_runs_are_left_out_and_reported(walk_sweep, tmp_path)
     assert "2 of 4 planned runs complete, 1 failed, 1 missing" in markdown
 
 
+@pytest.mark.parametrize(
+    ("manifest", "why"),
+    [
+        (lambda text: text[:100], r"manifest.json cannot be read as JSON"),
+        (lambda text: "[" * 5000 + "]" * 5000, r"manifest.json .*(deep|nest)"),
+        (lambda text: json.dumps({"status": "written"}), r"no manifest.json with status"),
+    ],
+)
+def test_a_run_whose_manifest_is_unreadable_is_named_not_left_out(
+    walk_sweep, tmp_path, manifest, why
+):
+    """A run directory is renamed into place complete, so one whose manifest is truncated,
+    nested past the reader's limit or no longer complete was damaged since: collect and
+    report stop naming it (exit 2 from the command line) instead of writing a table without
+    it."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(walk_sweep, sweep)
+    run_id = pd.read_parquet(sweep / "plan.parquet")["run_id"].iloc[2]
+    file = sweep / "runs" / run_id / "manifest.json"
+    file.write_text(manifest(file.read_text(encoding="utf-8")), encoding="utf-8")
+    status = collect_status(sweep)
+    assert status["status"].tolist() == ["complete", "complete", "damaged", "complete"]
+    assert re.search(why, status["error"].iloc[2])
+    with pytest.raises(RunDirectoryError, match=rf"1 of 4 runs are damaged[\s\S]*{run_id}"):
+        collect(sweep)
+    assert not (sweep / RESULTS_FILE).is_file() or (
+        (sweep / RESULTS_FILE).stat().st_mtime <= file.stat().st_mtime
+    )
+    with pytest.raises(RunDirectoryError, match=run_id):
+        write_report(sweep)
+
+
 def test_a_sweep_without_complete_runs_collects_an_empty_table(walk_sweep, tmp_path):
     sweep = tmp_path / "sweep"
     sweep.mkdir()

@@ -489,6 +489,10 @@ def run_status(source: SweepSource, checks: Mapping[str, RunCheck] | None = None
             status, error = "failed", _failure_error(failure)
         elif check is not None:
             status, error = "damaged", "; ".join(check.reasons)
+        elif source.run_directory(str(run_id)).is_dir():
+            # a run directory is renamed into place once complete: one whose manifest is not
+            # a complete one (truncated, nested too deep, rewritten) was damaged since
+            status, error = "damaged", manifest_problem(source.run_directory(str(run_id)))
         else:
             status, error = "missing", ""
         rows.append((run, point, repetition, run_id, status, error))
