@@ -154,7 +154,21 @@ def lie_about_rows_in_tables_only(runs: list[Path]) -> str:
     )
 
 
+def swap_scenario_with_its_checksum(runs: list[Path]) -> str:
+    """Another run's scenario.yaml in its place, the manifest's checksum of it recomputed:
+    every file then matches its record, but not the manifest's scenario_hash."""
+    shutil.copy(runs[1] / SCENARIO, runs[0] / SCENARIO)
+    data = (runs[0] / SCENARIO).read_bytes()
+
+    def change(manifest: dict) -> None:
+        manifest[FILES][SCENARIO] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+    rewrite_manifest(runs[0], change)
+    return f"{SCENARIO} is not the scenario the run was made from"
+
+
 DAMAGES = [
+    pytest.param(swap_scenario_with_its_checksum, id="swapped-scenario-checksum-recomputed"),
     pytest.param(delete_table, id="deleted-table"),
     pytest.param(swap_table, id="another-runs-table"),
     pytest.param(swap_for_another_table, id="another-table"),
@@ -183,7 +197,7 @@ def test_a_damaged_run_is_named_and_refused_everywhere(
     status = collect_status(sweep)
     assert status["status"].tolist() == ["damaged", "complete", "complete"]
     assert reason in status["error"].iloc[0]
-    with pytest.raises(RunDirectoryError, match=r"damaged run directory: .*\.parquet"):
+    with pytest.raises(RunDirectoryError, match=r"damaged run directory: .*\.(parquet|yaml)"):
         load_run(damaged)  # alone, a run cannot tell whose table it holds
     # verify: one line per run, exit 1
     assert main(["verify", str(sweep)]) == EXIT_NOT_VERIFIED

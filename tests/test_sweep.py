@@ -311,7 +311,7 @@ def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_run
     from netsim.algorithms.gossip_learning.application import GossipLearningConfig
     from netsim.algorithms.mi_ogd.config import MiOgdConfig
     from netsim.algorithms.muffliato.config import MuffliatoConfig
-    from netsim.learning.sgd_agent import LearningConfig
+    from netsim.learning.sgd_agent import DatasetConfig, LearningConfig
     from netsim.privacy.threat import ThreatModelConfig
 
     # sections BASE does not have: the default of the section's own config
@@ -319,6 +319,7 @@ def test_keys_added_later_at_their_neutral_default_leave_the_hash_of_earlier_run
         ("dola",): DolaConfig, ("dola", "data"): DolaDataConfig, ("learning",): LearningConfig,
         ("mi_ogd",): MiOgdConfig, ("gossip_learning",): GossipLearningConfig,
         ("muffliato",): MuffliatoConfig, ("privacy",): ThreatModelConfig,
+        ("learning", "dataset"): DatasetConfig, ("dsgd", "dataset"): DatasetConfig,
     }  # fmt: skip
     for (*sections, key), neutral in HASH_NEUTRAL_DEFAULTS.items():
         if not sections:  # a whole section added later: absent (None) by default

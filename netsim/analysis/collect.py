@@ -42,7 +42,7 @@ import yaml
 from scipy import stats
 
 from netsim import files
-from netsim.analysis.runs import load_manifest
+from netsim.analysis.runs import load_manifest, scenario_checked
 from netsim.errors import RunDirectoryError
 from netsim.scenario.loader import dotted_value, parameter_value
 from netsim.scenario.yamlfile import load_yaml
@@ -460,7 +460,10 @@ def check_runs(source: SweepSource) -> dict[str, RunCheck]:
         manifest = complete_manifest(directory)
         if manifest is not None:
             manifests[directory] = manifest
-    checks = [check_run(directory, manifest) for directory, manifest in manifests.items()]
+    checks = [
+        scenario_checked(check_run(directory, manifest), manifest)
+        for directory, manifest in manifests.items()
+    ]
     by_directory = {c.directory: c for c in name_foreign_files(checks, manifests)}
     return {
         str(run_id): by_directory[source.run_directory(str(run_id))]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -9,11 +11,12 @@ import pandas as pd
 import pyarrow as pa
 
 from netsim.errors import RunDirectoryError
-from netsim.scenario.loader import load_scenario
+from netsim.scenario.loader import load_scenario, scenario_file_problem
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
     SCENARIO,
     UNVERIFIED_REASON,
+    RunCheck,
     check_run,
     complete_manifest,
     manifest_problem,
@@ -28,6 +31,21 @@ def load_manifest(path: Path) -> dict[str, Any]:
     if manifest is None:
         raise RunDirectoryError(f"{path}: not a complete run directory ({manifest_problem(path)})")
     return manifest
+
+
+def scenario_checked(check: RunCheck, manifest: Mapping[str, Any] | None) -> RunCheck:
+    """``check``, damaged when its files match their checksums but its ``scenario.yaml`` is
+    not the scenario the manifest's ``scenario_hash`` names
+    (:func:`~netsim.scenario.loader.scenario_file_problem`: a file swapped with its checksum
+    recomputed)."""
+    if check.state == "damaged" or manifest is None:
+        return check
+    problem = scenario_file_problem(check.directory, manifest)
+    if problem is None:
+        return check
+    return dataclasses.replace(
+        check, state="damaged", problems=(*check.problems, (SCENARIO, problem))
+    )
 
 
 def damaged_message(path: Path, reasons: list[str]) -> str:
@@ -58,7 +76,7 @@ def load_run(
     manifest records no checksums) unless ``allow_unverified``."""
     path = Path(path)
     manifest = load_manifest(path)
-    check = check_run(path, manifest)
+    check = scenario_checked(check_run(path, manifest), manifest)
     if check.state == "damaged":
         raise RunDirectoryError(damaged_message(path, check.reasons))
     if check.state == "unverified" and not allow_unverified:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from netsim.analysis.collect import check_runs, load_sweep, run_status
+from netsim.analysis.runs import scenario_checked
 from netsim.errors import RunDirectoryError
 from netsim.storage import (
     MANIFEST,
@@ -73,7 +74,10 @@ def _verify_runs(directories: Sequence[Path]) -> list[Verdict]:
         manifest = complete_manifest(directory)
         if manifest is not None:
             manifests[directory] = manifest
-    checks = [check_run(directory, manifests.get(directory)) for directory in directories]
+    checks = [
+        scenario_checked(check_run(directory, manifests.get(directory)), manifests.get(directory))
+        for directory in directories
+    ]
     return [_from_check(check) for check in name_foreign_files(checks, manifests)]
 
 
@@ -88,8 +92,10 @@ def verify(path: Path) -> list[Verdict]:
         verdicts = []
         for row in run_status(source, checks).itertuples(index=False):
             directory = source.run_directory(row.run_id)
-            if row.status in ("complete", "damaged"):
+            if row.status in ("complete", "damaged") and row.run_id in checks:
                 verdicts.append(_from_check(checks[row.run_id]))
+            elif row.status == "damaged":  # a directory without a complete manifest
+                verdicts.append(Verdict(row.run_id, directory, "damaged", (row.error,)))
             elif row.status == "failed":
                 verdicts.append(Verdict(row.run_id, directory, "failed", (row.error,)))
             elif (directory / MANIFEST).exists():  # a manifest that cannot be taken

@@ -6,7 +6,7 @@ import hashlib
 import json
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -449,3 +449,27 @@ def data_hash(data: Any) -> str:
 def scenario_hash(scenario: Scenario) -> str:
     """SHA-256 of the scenario's :func:`identity_data`: identifies a run's configuration."""
     return data_hash(identity_data(scenario))
+
+
+def scenario_file_problem(directory: Path, manifest: Mapping[str, Any]) -> str | None:
+    """Why a run directory's ``scenario.yaml`` is not the scenario its manifest says it ran
+    (its :func:`scenario_hash` differs from the manifest's ``scenario_hash``: the file was
+    edited or replaced, even with its checksum recomputed), or None. A file that cannot be
+    read as a scenario here (a data file it names is absent from this checkout) is not
+    judged: None."""
+    from netsim.errors import NetsimError
+    from netsim.storage import SCENARIO
+
+    recorded = manifest.get("scenario_hash")
+    if not isinstance(recorded, str):
+        return None
+    try:
+        found = scenario_hash(load_scenario(Path(directory) / SCENARIO))
+    except (NetsimError, OSError, ValueError):
+        return None
+    if found == recorded:
+        return None
+    return (
+        f"{SCENARIO} is not the scenario the run was made from: its hash {found[:10]} differs "
+        f"from the manifest's scenario_hash {recorded[:10]} (the file was edited or replaced)"
+    )

@@ -45,6 +45,7 @@ from netsim.scenario.loader import (
     load_scenario,
     parameter_value,
     read_scenario_text,
+    scenario_file_problem,
     scenario_hash,
 )
 from netsim.scenario.runner import run_scenario
@@ -383,6 +384,7 @@ def is_done(run: PlannedRun, runs_dir: Path) -> bool:
         manifest is not None
         and manifest.get("scenario_hash") == scenario_hash(run.scenario)
         and check_run(directory, manifest).state == "ok"
+        and scenario_file_problem(directory, manifest) is None
     )
 
 
