@@ -84,7 +84,7 @@ from netsim.analysis.dola_figures import (
     sparsity_figure,
 )
 from netsim.errors import NetsimError
-from netsim.learning.central_dp import central_dp_baseline
+from netsim.learning.central_dp import FINAL_DRAWS, central_dp_baseline
 from netsim.network.topology import random_geometric
 from netsim.rng import RandomStreams
 from netsim.scenario.loader import load_scenario
@@ -325,6 +325,7 @@ CENTRAL_DP_EXPERIMENTS = ("epsilon", "batch", "nodes", "topology", "datasets", "
 RUN_KEY = [*DOLA_COLUMNS, "seed"]
 CENTRAL_DP_COLUMNS = (
     "experiment", *RUN_KEY, "data", "stated_epsilon", "stated_delta", "central_dp_accuracy",
+    "pure_draws",
 )  # fmt: skip
 #: The yardstick per (data key, ε, δ) computed or read in this process: computed once each.
 _CENTRAL_DP_CACHE: dict[tuple[str, float, float], float] = {}
@@ -373,6 +374,7 @@ def central_dp_rows(name: str) -> pd.DataFrame:
             "experiment": name, **configuration(planned.scenario), "seed": planned.seed,
             "data": data_key(dola), "stated_epsilon": epsilon, "stated_delta": delta,
             "central_dp_accuracy": central_dp_accuracy(dola),
+            "pure_draws": FINAL_DRAWS if delta == 0 else 0,
         })  # fmt: skip
     return pd.DataFrame(rows, columns=list(CENTRAL_DP_COLUMNS))
 
@@ -412,6 +414,11 @@ def update_central_dp(names: Sequence[str] = CENTRAL_DP_EXPERIMENTS) -> pd.DataF
     have a private run it lacks recomputed from :func:`plan` and written; a value the table
     holds for a (data, ε, δ) is reused, not computed again."""
     table = load_central_dp()
+    # pure-ε yardsticks made with another number of noise draws (one, before the mean of
+    # FINAL_DRAWS) are stale: their experiments are computed again
+    draws = table["pure_draws"] if "pure_draws" in table else pd.Series(-1, index=table.index)
+    stale = (table["stated_delta"] == 0) & (draws != FINAL_DRAWS)
+    table = table[~table["experiment"].isin(table.loc[stale, "experiment"])]
     for row in table.itertuples(index=False):
         _CENTRAL_DP_CACHE.setdefault(
             (row.data, row.stated_epsilon, row.stated_delta), row.central_dp_accuracy

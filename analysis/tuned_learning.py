@@ -52,6 +52,7 @@ from experiments import (
     write_results,
 )
 
+from netsim.analysis.runs import load_run
 from netsim.scenario.loader import parse_yaml, read_scenario_text
 from netsim.sweep.selection import select_sweep, write_selection
 from netsim.sweep.spec import plan_sweep
@@ -147,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{protocol}: {failed} runs failed; no table written", file=sys.stderr)
             return 1
         directory = folder / plan.spec.name
-        selection = select_sweep(plan, directory)
+        selection = select_sweep(
+            plan, directory, lambda path: load_run(path, parameters=False)
+        )
         write_selection(directory, selection)
         rows.extend(rows_of(protocol, json.loads((directory / "selection.json").read_text())))
         print("\n".join(selection.lines()))

@@ -201,9 +201,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         )
         return 1
     if plan.spec.select is not None:
+        from netsim.analysis import load_run
         from netsim.sweep.selection import select_sweep, write_selection
 
-        selection = select_sweep(plan, result.directory)
+        selection = select_sweep(
+            plan, result.directory, lambda path: load_run(path, parameters=False)
+        )
         written = write_selection(result.directory, selection)
         for line in selection.lines():
             print(line, file=sys.stderr)

@@ -37,15 +37,15 @@ Two ways to state the selection's privacy:
   its ``privacy_ledger`` composed (curves α/(2z²) add, Mironov 2017), the largest over the
   trials; every trial must spend the same privacy, so no privacy key may be a grid axis.
 
-The choice is written to ``selection.json`` in the sweep directory (atomically) and printed
-by ``netsim sweep``.
+The choice is made from the finished runs (:func:`select_sweep`), written to
+``selection.json`` in the sweep directory (atomically) and printed by ``netsim sweep``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -409,10 +409,13 @@ def write_selection(directory: Path, selection: Selection) -> Path:
     return path
 
 
-def select_sweep(plan: Any, directory: Path) -> Selection:
+def select_sweep(
+    plan: Any, directory: Path, load_tables: Callable[[Path], Mapping[str, pd.DataFrame]]
+) -> Selection:
     """Choose among the runs of ``plan`` (a :class:`~netsim.sweep.spec.SweepPlan` with a
-    ``select`` key) in its sweep ``directory``; every run must be complete."""
-    from netsim.analysis.runs import load_run
+    ``select`` key) in its sweep ``directory``; every run must be complete. ``load_tables``
+    reads a verified run directory's tables (:func:`netsim.analysis.load_run`, which the
+    caller passes: the sweep layer does not read runs itself)."""
     from netsim.errors import NetsimError
     from netsim.storage import SWEEP_RUNS
 
@@ -421,7 +424,7 @@ def select_sweep(plan: Any, directory: Path) -> Selection:
     for run in plan.runs:
         path = Path(directory) / SWEEP_RUNS / run.run_id
         try:
-            tables = load_run(path, parameters=False)
+            tables = load_tables(path)
         except (NetsimError, OSError) as exc:
             raise SweepError(
                 f"run {run.run_id} cannot be read ({exc}); a selection needs every run: run "
