@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
+from netsim.errors import NetsimError
 from netsim.learning import baselines, central_dp, yardstick_cache
 from netsim.learning.baselines import LearningBaselines, learning_baselines
 from netsim.learning.central_dp import CentralDPBaseline, central_dp_baseline
@@ -151,16 +153,25 @@ class TestHits:
         assert again is not computed and bits(again) == bits(computed)
 
     @given(
-        st.floats(allow_nan=True, allow_infinity=True),
+        st.floats(0.0, 1.0) | st.just(math.nan),
+        st.floats(0.0, 1.0, allow_subnormal=True) | st.just(math.nan),
+        st.text(max_size=200),
         st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True),
-        st.text(),
+        st.floats(allow_nan=True, allow_infinity=True),
     )
-    def test_every_float_and_text_round_trips_bit_for_bit(self, majority, centralised, model):
-        value = LearningBaselines(majority, centralised, model)
+    def test_every_float_and_text_round_trips_bit_for_bit(
+        self, majority, centralised, model, sensitivity, regularisation
+    ):
         directory = Path(os.environ["NETSIM_CACHE_DIR"]) / "round-trip"
+        value = LearningBaselines(majority, centralised, model)
         path = record_path(directory, "trip", "key")
         store_record(path, "trip", "key", value)
         assert bits(load_record(path, "trip", "key", LearningBaselines)) == bits(value)
+        other = CentralDPBaseline(majority, model, 1.0, 0.0, regularisation, sensitivity,
+                                  centralised)  # fmt: skip
+        path = record_path(directory, "central_dp", "key")
+        store_record(path, "central_dp", "key", other)
+        assert bits(load_record(path, "central_dp", "key", CentralDPBaseline)) == bits(other)
 
     def test_optional_fields_round_trip(self, tmp_path):
         value = CentralDPBaseline(0.5, "m", 1.0, 0.0, 1e-4, 1.5, 0.52, None, None, None, None, 3)
@@ -258,7 +269,7 @@ class TestBadRecords:
             lambda r: "",
             lambda r: r[: len(r) // 2],  # truncated
             lambda r: "\xff\xfe not json",
-            lambda r: r.replace('"format": 1', '"format": 0'),
+            lambda r: r.replace('"format": 2', '"format": 1'),
             lambda r: r.replace('"kind": "baselines"', '"kind": "central_dp"'),
             lambda r: r.replace('"key": "', '"key": "0'),
             lambda r: json.dumps({**json.loads(r), "value": [1, 2, 3]}),
@@ -292,6 +303,71 @@ class TestBadRecords:
             assert learning_baselines(*split()).centralised > 0.9
         assert computed == [1] and path.read_text() == good
 
+    def forged(self, record: str, **fields: object) -> str:
+        """``record`` with ``fields`` set in its value and its checksum made to match, as a
+        forger who knows the format would."""
+        data = json.loads(record)
+        data["value"].update(fields)
+        data["sha256"] = yardstick_cache.record_checksum(data["kind"], data["key"], data["value"])
+        return json.dumps(data)
+
+    @pytest.mark.parametrize(
+        ("damage", "why"),
+        [
+            (lambda self, r: r.replace('"majority": 0.', '"majority": 0.0'), "checksum"),
+            (lambda self, r: self.forged(r, majority=7.5), "majority 7.5 is not a fraction"),
+            (lambda self, r: self.forged(r, centralised=-0.25), "not a fraction in"),
+            (lambda self, r: self.forged(r, centralised=math.inf), "not a fraction in"),
+        ],
+    )
+    def test_a_forged_record_is_refused_recomputed_and_named(self, cache, damage, why):
+        """A record edited by hand fails its checksum; one forged with its checksum made to
+        match but an accuracy outside [0, 1] is refused too. Either is computed again, and the
+        lookup is recorded as replaced, with why (a run's manifest lists it)."""
+        path = self.stored(cache)
+        good = path.read_text()
+        path.write_text(damage(self, good))
+        yardstick_cache.start_recording()
+        assert 0.9 < learning_baselines(*split()).centralised <= 1.0
+        (use,) = yardstick_cache.recorded_uses()
+        assert use.source == "replaced" and why in use.why, use
+        assert path.read_text() == good
+        baselines.clear_cache()
+        yardstick_cache.start_recording()
+        learning_baselines(*split())
+        assert [u.source for u in yardstick_cache.recorded_uses()] == ["read"]
+
+    def test_a_fifo_or_a_huge_file_is_refused_without_reading_it(self, cache):
+        """A FIFO in a record's place is refused before it is opened (a run would wait on it
+        for ever), and a file past the size limit before it is read."""
+        path = self.stored(cache)
+        path.unlink()
+        os.mkfifo(path)
+        found, why = yardstick_cache.read_record(path, "baselines", "k", LearningBaselines)
+        assert found is None and why == "not a regular file"
+        path.unlink()
+        with path.open("wb") as file:
+            file.truncate(2 * 1024**3)  # a sparse 2 GiB file: nothing is allocated
+        found, why = yardstick_cache.read_record(path, "baselines", "k", LearningBaselines)
+        assert found is None and why.startswith("2,147,483,648 bytes, more than")
+        assert learning_baselines(*split()).centralised > 0.9  # computed again
+
+    def test_clear_does_not_follow_a_symlinked_folder(self, cache, tmp_path):
+        """`netsim cache clear` deletes records, never what a link leads to."""
+        elsewhere = tmp_path / "precious"
+        elsewhere.mkdir()
+        (elsewhere / "thesis.json").write_text("{}")
+        shutil.rmtree(cache / "yardsticks", ignore_errors=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / "yardsticks").symlink_to(elsewhere)
+        with pytest.raises(NetsimError, match=r"is a symbolic link; netsim cache clear does not"):
+            clear_directory()
+        assert (elsewhere / "thesis.json").is_file()
+        (cache / "yardsticks").unlink()
+        (cache / "yardsticks").mkdir()
+        (cache / "yardsticks" / "link.json").symlink_to(elsewhere / "thesis.json")
+        assert clear_directory() == 0 and (elsewhere / "thesis.json").is_file()
+
     def test_a_directory_in_place_of_a_record_is_computed(self, cache):
         path = self.stored(cache)
         path.unlink()
@@ -301,7 +377,8 @@ class TestBadRecords:
 
 class TestConcurrentWriters:
     def test_writers_of_one_key_leave_a_whole_record_and_readers_never_see_part(self, tmp_path):
-        value = CentralDPBaseline(0.8, "method " * 100_000, 1.0, 1e-5, 1e-4, 0.4, 0.79, 0.2, 4.0,
+        # a record near the size limit (a real one is about 1 KiB), so writes take a while
+        value = CentralDPBaseline(0.8, "method " * 9_000, 1.0, 1e-5, 1e-4, 0.4, 0.79, 0.2, 4.0,
                                   200, 1.234, 0)  # fmt: skip
         path = record_path(tmp_path, "central_dp", "k")
         seen: set[str] = set()
@@ -384,3 +461,38 @@ def test_netsim_cache_clear_deletes_the_records_and_nothing_else(cache, capsys, 
     monkeypatch.setenv("NETSIM_CACHE_DIR", "off")
     assert main(["cache", "clear"]) == 0
     assert "the cache is off" in capsys.readouterr().out
+
+
+def test_a_runs_manifest_says_which_yardsticks_came_from_the_cache(cache, tmp_path, capsys):
+    """The first run computes its yardsticks, the second reads them (its manifest names each
+    record's key); after a record is forged, the third refuses it, computes it again and says
+    so in its manifest and its warnings."""
+    import netsim.learning.central_dp as central_dp_module
+    from netsim.cli import main
+
+    scenario = tmp_path / "dola.yaml"
+    scenario.write_text(SCENARIO)
+    manifests = []
+    for out in ("first", "second", "third"):
+        if out == "third":
+            (record,) = [p for p in records(cache) if p.name.startswith("baselines-")]
+            data = json.loads(record.read_text())
+            data["value"]["centralised"] = 7.5
+            checksum = yardstick_cache.record_checksum("baselines", data["key"], data["value"])
+            data["sha256"] = checksum
+            record.write_text(json.dumps(data))
+        baselines.clear_cache()
+        central_dp_module.clear_cache()
+        assert main(["run", "-q", "--out", str(tmp_path / out), str(scenario)]) == 0
+        manifests.append(json.loads(next((tmp_path / out).glob("*/manifest.json")).read_text()))
+    sources = [[(u["kind"], u["source"]) for u in m["yardsticks"]] for m in manifests]
+    assert {s for _, s in sources[0]} == {"computed"} and {s for _, s in sources[1]} == {"read"}
+    assert [u["key"] for u in manifests[0]["yardsticks"]] == [
+        u["key"] for u in manifests[1]["yardsticks"]
+    ]
+    replaced = [u for u in manifests[2]["yardsticks"] if u["source"] == "replaced"]
+    assert [u["kind"] for u in replaced] == ["baselines"]
+    assert "centralised 7.5 is not a fraction" in replaced[0]["why"]
+    assert any("yardstick cache: the baselines record" in w for w in manifests[2]["warnings"])
+    summary = pd.read_parquet(next((tmp_path / "third").glob("*/dola_summary.parquet")))
+    assert (summary.filter(like="accuracy").dropna(axis=1) <= 1.0).all().all()

@@ -23,8 +23,15 @@ key, so a stale record is never read; old records are just left behind.
 
 **Values** are the yardstick's dataclass, field by field; floats are written as JSON numbers
 with Python's shortest round-tripping ``repr`` (and ``NaN``/``Infinity``), so a value read back
-is bit for bit the one computed. A record that cannot be read, does not parse or does not hold
-the fields and types of its dataclass is ignored and computed again (then rewritten). Writes go
+is bit for bit the one computed. A record carries the SHA-256 of its kind, key and value
+(:func:`record_checksum`). A record is refused, computed again and rewritten when it is not a
+regular file (a link, a FIFO, a device), is larger than :data:`MAX_RECORD_BYTES`, cannot be
+read, does not parse, does not hold the fields and types of its dataclass, does not match its
+checksum, or holds an accuracy outside [0, 1] (:func:`read_record`). Every lookup is recorded
+(:func:`recorded_uses`), and a run's manifest lists them under ``yardsticks``: each
+yardstick's kind and key and whether it was read from the cache, computed, or replaced a
+refused record (with why; the run warns of those). ``netsim cache clear`` deletes only regular
+record files and refuses a ``yardsticks`` folder that is a symbolic link. Writes go
 through a temporary file and a rename (:func:`netsim.storage.atomic_write_text`): concurrent
 workers computing the same key each write a whole, equal file and the last rename wins; a
 reader sees a whole file or none. A cache directory that cannot be written is skipped silently
@@ -43,8 +50,10 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import platform
+import stat
 import sys
 import threading
 import types
@@ -57,6 +66,7 @@ from typing import Any, TypeVar
 import numpy as np
 import scipy.sparse as sp
 
+from netsim.errors import NetsimError
 from netsim.storage import atomic_write_text
 
 #: The environment variable naming the cache directory ("off" or empty: no cache).
@@ -65,8 +75,14 @@ CACHE_DIR_VARIABLE = "NETSIM_CACHE_DIR"
 DISABLED_VALUES = ("", "off")
 #: The subdirectory of the cache directory that holds the yardsticks' records.
 YARDSTICKS = "yardsticks"
-#: The layout of a record; a record of another format is ignored.
-RECORD_FORMAT = 1
+#: The layout of a record; a record of another format is ignored. Format 2 records carry the
+#: SHA-256 of their kind, key and value (:func:`record_checksum`).
+RECORD_FORMAT = 2
+#: Most bytes a record may have (a yardstick's record is about 1 KiB): a larger file is not
+#: read, so a record that is a device, a huge file or a pipe cannot stall or exhaust a run.
+MAX_RECORD_BYTES = 64 * 1024
+#: The fields of a yardstick that are accuracies: a fraction in [0, 1], or NaN (no test rows).
+ACCURACY_FIELDS = ("accuracy", "validation_accuracy", "majority", "centralised")
 
 T = TypeVar("T")
 
@@ -86,14 +102,26 @@ def cache_directory() -> Path | None:
 
 def clear_directory(directory: Path | None = None) -> int:
     """Delete the yardsticks' records under ``directory`` (default :func:`cache_directory`);
-    the number of files deleted. Other files in the directory are left alone."""
+    the number of files deleted. Other files in the directory are left alone, and so is
+    anything a symbolic link leads to: a ``yardsticks`` folder that is a link is refused
+    (:class:`~netsim.errors.NetsimError`), and only regular ``*.json`` files are deleted."""
     directory = cache_directory() if directory is None else directory
     if directory is None:
         return 0
+    folder = directory / YARDSTICKS
+    if folder.is_symlink():
+        raise NetsimError(
+            f"{folder}: is a symbolic link; netsim cache clear does not follow it (it would "
+            "delete the files where it leads): remove the link yourself"
+        )
+    if not folder.is_dir():
+        return 0
     removed = 0
-    for path in (directory / YARDSTICKS).glob("*.json"):
-        path.unlink(missing_ok=True)
-        removed += 1
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):
+                Path(entry.path).unlink(missing_ok=True)
+                removed += 1
     return removed
 
 
@@ -252,47 +280,146 @@ def record_path(directory: Path, kind: str, key: str) -> Path:
     return directory / YARDSTICKS / f"{kind}-{key}.json"
 
 
+@dataclasses.dataclass(frozen=True)
+class CacheUse:
+    """What one yardstick of a run came from: ``read`` (the cache's record), ``computed``
+    (no record, or the cache is off) or ``replaced`` (a record was there but refused:
+    ``why``; computed again and rewritten)."""
+
+    kind: str
+    key: str
+    source: str
+    why: str = ""
+
+
+_USES: list[CacheUse] = []
+_USES_LOCK = threading.Lock()
+
+
+def start_recording() -> None:
+    """Forget the uses recorded so far (a run starts: :func:`recorded_uses` then gives its)."""
+    with _USES_LOCK:
+        _USES.clear()
+
+
+def recorded_uses() -> list[CacheUse]:
+    """The yardsticks looked up since :func:`start_recording`, in order."""
+    with _USES_LOCK:
+        return list(_USES)
+
+
+def _record_use(use: CacheUse) -> None:
+    with _USES_LOCK:
+        _USES.append(use)
+
+
 def cached(kind: str, key: str, cls: type[T], compute: Callable[[], T]) -> T:
     """The value of dataclass ``cls`` stored under ``key``, or ``compute()`` — stored for the
-    next time — when there is none, it cannot be read, or the cache is off."""
+    next time — when there is none, it is refused (:func:`read_record`), or the cache is off.
+    Each lookup is recorded (:func:`recorded_uses`): a run's manifest says which of its
+    yardsticks came from the cache, under which key, and which records were refused."""
     directory = cache_directory()
     if directory is None:
+        _record_use(CacheUse(kind, key, "computed", "the cache is off"))
         return compute()
     path = record_path(directory, kind, key)
-    found = load_record(path, kind, key, cls)
+    found, why = read_record(path, kind, key, cls)
     if found is not None:
+        _record_use(CacheUse(kind, key, "read"))
         return found
+    _record_use(CacheUse(kind, key, "computed" if why == "missing" else "replaced", why))
     value = compute()
     store_record(path, kind, key, value)
     return value
 
 
 def load_record(path: Path, kind: str, key: str, cls: type[T]) -> T | None:
-    """The value stored at ``path``; None when it is missing, unreadable, of another format,
-    kind or key, or not exactly the fields and types of ``cls``."""
+    """The value stored at ``path``, or None when :func:`read_record` refuses it."""
+    return read_record(path, kind, key, cls)[0]
+
+
+def _bounded_text(path: Path) -> tuple[str | None, str]:
+    """The text of the regular file ``path`` of at most :data:`MAX_RECORD_BYTES`, or None
+    and why not. Opened without following a link and without blocking (a FIFO is refused
+    before it is waited on), and read no further than the limit."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not JSON
-        return None
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror})"
+    if not stat.S_ISREG(status.st_mode):
+        return None, "not a regular file"
+    if status.st_size > MAX_RECORD_BYTES:
+        return None, f"{status.st_size:,} bytes, more than a record's {MAX_RECORD_BYTES:,}"
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror})"
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return None, "not a regular file"
+        data = file.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        return None, f"more than a record's {MAX_RECORD_BYTES:,} bytes"
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+
+
+def record_checksum(kind: str, key: str, value: Mapping[str, Any]) -> str:
+    """The SHA-256 a record carries of its kind, key and value (canonical JSON): a record
+    damaged or edited by hand without it no longer matches."""
+    canonical = json.dumps(
+        {"kind": kind, "key": key, "value": value}, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def read_record(path: Path, kind: str, key: str, cls: type[T]) -> tuple[T | None, str]:
+    """The value stored at ``path`` and "", or None and why it is refused: missing, not a
+    regular file, larger than :data:`MAX_RECORD_BYTES`, unreadable, not JSON, of another
+    format, kind or key, a checksum that does not match (:func:`record_checksum`), not exactly
+    the fields and types of ``cls``, or an accuracy outside [0, 1]."""
+    text, why = _bounded_text(path)
+    if text is None:
+        return None, why
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None, "not JSON"
     if not isinstance(record, dict) or (
         record.get("format"),
         record.get("kind"),
         record.get("key"),
     ) != (RECORD_FORMAT, kind, key):
-        return None
+        return None, "of another format, kind or key"
     value = record.get("value")
     if not isinstance(value, dict) or not _fits(cls, value):
-        return None
-    return cls(**value)
+        return None, f"not the fields and types of {cls.__name__}"
+    if record.get("sha256") != record_checksum(kind, key, value):
+        return None, "its checksum does not match its contents"
+    implausible = [
+        name for name in ACCURACY_FIELDS
+        if isinstance(value.get(name), float) and not (
+            math.isnan(value[name]) or 0.0 <= value[name] <= 1.0
+        )
+    ]  # fmt: skip
+    if implausible:
+        return None, f"{implausible[0]} {value[implausible[0]]!r} is not a fraction in [0, 1]"
+    return cls(**value), ""
 
 
 def store_record(path: Path, kind: str, key: str, value: Any) -> None:
-    """Write ``value`` (a dataclass) as the record of ``kind`` under ``key``, atomically; a
-    directory that cannot be written is skipped."""
+    """Write ``value`` (a dataclass) as the record of ``kind`` under ``key`` with its
+    checksum, atomically; a directory that cannot be written is skipped."""
+    fields = dataclasses.asdict(value)
     text = json.dumps(
-        {"format": RECORD_FORMAT, "kind": kind, "key": key, "value": dataclasses.asdict(value)},
+        {"format": RECORD_FORMAT, "kind": kind, "key": key, "value": fields,
+         "sha256": record_checksum(kind, key, fields)},
         indent=1,
-    )
+    )  # fmt: skip
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text + "\n")

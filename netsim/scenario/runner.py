@@ -19,6 +19,7 @@ every row.
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import re
 import shutil
@@ -42,6 +43,7 @@ from netsim.errors import (
     RunTimeoutError,
     ScenarioError,
 )
+from netsim.learning import yardstick_cache
 from netsim.log import EventLog
 from netsim.rng import new_root_seed
 from netsim.scenario.build import BuiltRun, ExactEngine, build_run
@@ -188,8 +190,16 @@ def _run_into(
     try:
         log = EventLog(staging)
         started = time.perf_counter()
+        yardstick_cache.start_recording()
         built = simulate(scenario, log, progress=progress, time_limit=time_limit, engine=engine)
         wall = time.perf_counter() - started
+        yardsticks = yardstick_cache.recorded_uses()
+        built.warnings.extend(
+            f"yardstick cache: the {use.kind} record {use.key[:12]}… was refused ({use.why}); "
+            "its yardstick was computed again"
+            for use in yardsticks
+            if use.source == "replaced"
+        )
         counts = log.close()
         atomic_write_text(staging / SCENARIO, scenario_to_yaml(scenario))
         manifest = {
@@ -212,6 +222,9 @@ def _run_into(
             # instances whose tables carry their name (absent when none do)
             **({"table_prefixes": p} if (p := scenario.plan.table_prefixes()) else {}),
             "warnings": built.warnings,
+            # which yardsticks came from the cache (read), were computed, or replaced a
+            # refused record, under which key (absent when the run has none)
+            **({"yardsticks": [dataclasses.asdict(u) for u in yardsticks]} if yardsticks else {}),
             "privacy": privacy_reports(built),
             "netsim_version": __version__,
             "python": sys.version.split()[0],
