@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 import netsim
+from netsim.algorithms.muffliato.averaging import MuffliatoAveraging
 from netsim.errors import ScenarioError
 from netsim.log import EventLog
 from netsim.privacy.mechanisms import gaussian_epsilon
@@ -141,6 +142,16 @@ def test_chebyshev_acceleration_on_a_disconnected_topology_is_refused_in_one_mes
 def test_observers_are_sampled_at_scale_and_required_past_it() -> None:
     tables = netsim.run(scenario(muffliato={"period": "1s", "rounds": 3, "observers": 5})).tables
     assert tables["privacy_pairs"]["observer"].nunique() == 5
+    # the worst pair is the worst over the sample, and the summary says so
+    nodes = validate_scenario(scenario(), source="test", base_dir=None).nodes
+    assert tables["privacy_summary"]["sampled_from"].tolist() == [nodes]
+    lines = MuffliatoAveraging.summary_lines(tables)
+    assert f"the worst over the sampled observers (privacy.observers) of {nodes:,} nodes" in (
+        "\n".join(lines)
+    )
+    every = netsim.run(scenario(muffliato={"period": "1s", "rounds": 3})).tables
+    assert every["privacy_summary"]["sampled_from"].tolist() == [0]
+    assert "sampled" not in "\n".join(MuffliatoAveraging.summary_lines(every))
     with pytest.raises(ScenarioError, match=r"muffliato\.observers"):
         validate_scenario(scenario(nodes=2500), source="test", base_dir=None)
 

@@ -28,6 +28,7 @@ from netsim.privacy.threat import (
     ThreatModel,
     hops_from,
     pair_quantiles,
+    sampled_from,
     summary_row,
 )
 from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
@@ -241,6 +242,7 @@ class ObserverAccounting:
             pairs=int(rho.size),
             delta=delta, local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=closed_form,
+            sampled_from=sampled_from(self.threat.n, self.threat.observers),
         ))  # fmt: skip
         if self.step_times is not None:
             self._write_secret_estimate(delta, local, closed_form)
@@ -288,7 +290,7 @@ class ObserverAccounting:
             observers=int(observers.size), pairs=int(rho.size), delta=delta,
             local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=closed_form, paths=count,
-            network_epsilon_se=spread,
+            network_epsilon_se=spread, sampled_from=sampled_from(threat.n, observers),
         ))  # fmt: skip
 
     def _closed_form(

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from netsim.contracts import BuildContext, Component, ComponentConfig, Section
@@ -71,6 +72,7 @@ SUMMARY_TABLE = TableSchema(
         ("closed_form_epsilon", F64),
         ("paths", I64),
         ("network_epsilon_se", F64),
+        ("sampled_from", I64),
     ),
     description=(
         "One row: the observers' view (gaussian_exact: gossip averaging, linear in the "
@@ -83,7 +85,10 @@ SUMMARY_TABLE = TableSchema(
         "path_secret_estimate is the papers' path-secret sum estimated from walk paths "
         "re-simulated on the run's churn schedule: paths is their number (0 for the other "
         "views) and network_epsilon_se the standard error of its worst pair's epsilon (NaN "
-        "for the other views)."
+        "for the other views). sampled_from: the nodes a sample of single observers was "
+        "drawn from (privacy.observers), 0 when every node is an observer; the worst pair is "
+        "then the worst over the sample, not over every node. Each pair's epsilon holds at "
+        "delta on its own (one observer and one unit)."
     ),
     role="summary",
 )
@@ -283,6 +288,21 @@ def observers_problem(key: str, count: int | None, nodes: int, limit: int, why: 
     if count is not None and count > nodes:
         return f"{key}.observers ({count}) must be at most nodes ({nodes})"
     return None
+
+
+def sampled_from(nodes: int, observers: np.ndarray) -> int:
+    """The ``sampled_from`` of a ``privacy_summary`` row: ``nodes`` when the single observers
+    are a sample of them, 0 when every node is one."""
+    return int(nodes) if np.asarray(observers).size < nodes else 0
+
+
+def sample_phrase(row: Any) -> str:
+    """", worst over a sample of k of the n nodes" when a summary row's observers were a
+    sample ("" otherwise, and for rows written before the column)."""
+    nodes = row.get("sampled_from", 0) if hasattr(row, "get") else 0
+    if not nodes or pd.isna(nodes):
+        return ""
+    return f"; the worst over the sampled observers (privacy.observers) of {int(nodes):,} nodes"
 
 
 def pair_quantiles(epsilons: np.ndarray) -> tuple[float, float, float]:

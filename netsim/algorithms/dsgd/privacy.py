@@ -272,10 +272,11 @@ def unit_rows(
 
 def summary(
     run: LinearRun, accounted: Accounted, trust: str, delta: float, unit: str, epsilons: np.ndarray,
-    exact: np.ndarray,
+    exact: np.ndarray, sampled: int = 0,
 ) -> tuple:  # fmt: skip
     """The ``privacy_summary`` row: the trust model's view, whether every pair is exact, the
-    local ε of the worst unit and the pairs' worst, median and 90th percentile."""
+    local ε of the worst unit and the pairs' worst, median and 90th percentile (``sampled``:
+    the nodes a sample of observers was drawn from, 0 when every node is one)."""
     local = local_mu_squared(run, unit)
     local_epsilon = max((epsilon_of(m, delta) for m in local.values()), default=0.0)
     network, median, p90 = pair_quantiles(epsilons)
@@ -288,4 +289,5 @@ def summary(
         pairs=int(epsilons.size), delta=delta, local_epsilon=local_epsilon,
         network_epsilon=network, epsilon_median=median, epsilon_p90=p90,
         closed_form_epsilon=math.nan,
+        sampled_from=sampled,
     )  # fmt: skip

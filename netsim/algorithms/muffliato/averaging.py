@@ -51,6 +51,8 @@ from netsim.privacy.threat import (
     observers_problem,
     pair_quantiles,
     sample_observers,
+    sample_phrase,
+    sampled_from,
     summary_row,
     trust_problem,
 )
@@ -264,6 +266,7 @@ class MuffliatoAveraging(RoundLearner):
             delta=self.delta,
             local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=math.nan,
+            sampled_from=sampled_from(self.n, self.observers),
         ))  # fmt: skip
         central = math.nan  # no curator's noise matches an infinite (or zero) network ε
         if 0 < network < math.inf:
@@ -308,7 +311,8 @@ class MuffliatoAveraging(RoundLearner):
             f"privacy per observer at δ = {row['delta']:g}: worst pair ε = "
             f"{row['network_epsilon']:.3g}, median {row['epsilon_median']:.3g}, 90th percentile "
             f"{row['epsilon_p90']:.3g}; local DP ε = {row['local_epsilon']:.3g} "
-            f"({int(row['pairs'])} pairs, {int(row['observers'])} observers)",
+            f"({int(row['pairs'])} pairs, {int(row['observers'])} observers"
+            f"{sample_phrase(row)})",
             *audit_lines(tables.get("bound_audit")),
         ]
 
