@@ -139,6 +139,16 @@ class RaisingAgent(WalkAgent):
         if now > self.config.after:
             raise ValueError(f"no model for node {node}")
         return state
+
+
+from netsim.api import Mechanism  # noqa: E402
+
+
+class RaisingMechanism(Mechanism):
+    """A noise mechanism with a bug: its first release divides by zero."""
+
+    def release(self, value, *, sensitivity, epsilon, rng):
+        return value * (1 / 0), None
 '''
 MODULE = "netsim_guard_plugins"
 
@@ -202,6 +212,31 @@ def test_a_plugin_that_raises_is_one_message_naming_its_key(tmp_path, plugin, ca
     assert f'{plugin}.py", line 24, in visit\n' in traceback
     assert traceback.endswith(f"ValueError: {message.split('raised ValueError: ')[1]}")
     assert message.startswith(f"{scenario}: walk.agent ({plugin}:RaisingAgent) raised ")
+
+
+def test_a_plugin_mechanism_that_raises_is_one_message_naming_its_key(tmp_path, plugin, capsys):
+    """A noise mechanism named inside the learning section (not a section itself) ended the run
+    in a traceback: SimPy re-raises a copy of the exception, whose frames are netsim's; the
+    original's name the plugin."""
+    scenario = write(tmp_path / "s.yaml", f"""\
+name: mechanism
+seed: 1
+nodes: 50
+duration: 60s
+topology: {{kind: ring, k: 2}}
+walk: {{kind: ideal, sampling: without_replacement, agent: {{kind: sgd}}}}
+learning:
+  dataset: {{name: spambase}}
+  noise: {plugin}:RaisingMechanism
+  evaluate_every: 20
+""")
+    code = main(["run", str(scenario), "--out", str(tmp_path / "runs"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err == (
+        f"netsim: error: {scenario}: learning.noise ({plugin}:RaisingMechanism) raised "
+        "ZeroDivisionError: division by zero (netsim run --traceback prints its traceback)\n"
+    ), err
 
 
 def test_a_sweep_records_a_run_past_its_time_limit_as_failed_and_goes_on(tmp_path, plugin, capsys):

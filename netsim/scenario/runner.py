@@ -284,7 +284,11 @@ def _failure(
     """What ``exc``, which ended a run of ``scenario``, is to its user (None: itself)."""
     if not isinstance(exc, Exception | RunTimedOut):
         return None  # an interrupt, SIGTERM, a worker's exit
-    culprit = plugin_at_fault(scenario, exc.__traceback__)
+    culprit = None
+    for raised in reversed(exception_chain(exc)):  # the original first: SimPy re-raises a copy
+        culprit = plugin_at_fault(scenario, raised.__traceback__)
+        if culprit is not None:
+            break
     if limit.passed:  # also when compiled code turned the timeout into another error
         where = "while building it" if now is None else f"at {now:g} s of {scenario.duration:g} s"
         running = "" if culprit is None else f", in {culprit[0]} ({class_reference(culprit[1])})"
@@ -298,6 +302,18 @@ def _failure(
     return PluginFailure(f"{key} ({class_reference(cls)}) raised {type(exc).__name__}: {exc}")
 
 
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, outermost first
+    (SimPy re-raises a copy of a callback's exception from the original, whose traceback
+    holds the frames that raised it)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
 def plugin_at_fault(scenario: Scenario, trace: TracebackType | None) -> tuple[str, type] | None:
     """The component of ``scenario`` that is not netsim's own whose code was running at the
     innermost frame of ``trace`` that belongs to one, as (scenario key, class): a frame of
@@ -305,7 +321,7 @@ def plugin_at_fault(scenario: Scenario, trace: TracebackType | None) -> tuple[st
     code was running (netsim's own code raised)."""
     plugins = {
         key: cls
-        for key, cls in scenario.plan.classes().items()
+        for key, cls in (*scenario.plan.classes().items(), *nested_components(scenario))
         if cls.__module__.split(".")[0] != "netsim"
     }
     if not plugins:
@@ -320,6 +336,39 @@ def plugin_at_fault(scenario: Scenario, trace: TracebackType | None) -> tuple[st
             if module.split(".")[0] == cls.__module__.split(".")[0]:
                 return key, cls
     return None
+
+
+def nested_components(scenario: Scenario) -> list[tuple[str, type]]:
+    """(scenario key, class) of the components a section names in its settings — a noise
+    mechanism, a model, a data-set loader (``learning.noise: my_pkg:Noise``) — by a registered
+    name or a ``module:Class`` reference, so that a plugin there is blamed by name too."""
+    from netsim.component import Component, ComponentConfig
+    from netsim.registry import REGISTRY, SLOT_NAMES
+
+    found: list[tuple[str, type]] = []
+
+    def visit(key: str, value: Any) -> None:
+        kind = getattr(value, "kind", None) if isinstance(value, ComponentConfig) else value
+        if isinstance(kind, str) and kind:
+            for slot in SLOT_NAMES:
+                try:
+                    cls, _ = REGISTRY.lookup((slot,), kind)
+                except (NetsimError, ImportError, AttributeError, ValueError):
+                    continue  # not a component of this slot (or no component): look on
+                if isinstance(cls, type) and issubclass(cls, Component):
+                    found.append((key, cls))
+                break
+        if isinstance(value, ComponentConfig):
+            for name in type(value).model_fields:
+                if name != "kind":
+                    visit(f"{key}.{name}", getattr(value, name))
+
+    for key, config in scenario.plan.configs().items():
+        if isinstance(config, ComponentConfig):
+            for name in type(config).model_fields:
+                if name != "kind":
+                    visit(f"{key}.{name}", getattr(config, name))
+    return found
 
 
 def privacy_reports(built: BuiltRun) -> dict[str, object]:
