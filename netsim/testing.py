@@ -60,6 +60,7 @@ __all__ = [
     "mechanism_checks",
     "mechanism_claim",
     "mechanism_release",
+    "probed_release_problem",
     "release_audited_loss",
     "resolve_component",
     "round_mode_means",
@@ -630,6 +631,56 @@ def claim_problem(mechanism: Mechanism) -> str | None:
     return None
 
 
+#: The (Δ, ε) a release is probed at besides Δ = 1, ε = 1 (a mechanism that adds its noise
+#: only where it is checked releases raw values everywhere else).
+RELEASE_PROBES: tuple[tuple[float, float], ...] = ((0.5, 1.0), (4.0, 1.0), (1.0, 0.25), (2.0, 8.0))
+#: Releases of zeros at each probe (each of :data:`PROBE_DIMENSION` coordinates): many
+#: releases, so that a mechanism whose whole vector shares one random radius is measured too.
+PROBE_RELEASES = 200
+PROBE_DIMENSION = 20
+
+
+def _release_spread(
+    mechanism: Mechanism, sensitivity: float, epsilon: float, seed: int
+) -> tuple[float, Any]:
+    """The spread of :data:`PROBE_RELEASES` releases of zeros at (Δ, ε), and the last event."""
+    rng = np.random.default_rng(seed)
+    rows, event = [], None
+    for _ in range(PROBE_RELEASES):
+        noisy, event = mechanism.spend(
+            np.zeros(PROBE_DIMENSION), sensitivity=sensitivity, epsilon=epsilon, delta=1e-5,
+            rng=rng,
+        )  # fmt: skip
+        rows.append(np.asarray(noisy, dtype=np.float64).reshape(-1))
+    return float(np.std(np.concatenate(rows))), event
+
+
+def probed_release_problem(mechanism: Mechanism) -> str | None:
+    """Why ``mechanism``'s releases at the (Δ, ε) of :data:`RELEASE_PROBES` do not look
+    calibrated (``None``: they do): releases of zeros must claim the ε they were given (or
+    less) and add noise (a spread above 0) that grows with Δ and falls as ε grows: between a
+    fifth and five times (Δ/ε) times the spread at Δ = 1, ε = 1 (Laplace, K-norm and Gaussian
+    noise scale as Δ/ε, the Gaussian's within those bounds here). A mechanism that claims no
+    guarantee has no calibration to hold it to."""
+    if mechanism.guarantee == "none":
+        return None
+    base, _ = _release_spread(mechanism, 1.0, 1.0, 0)
+    if not base > 0:
+        return "a release at Δ = 1, ε = 1 adds no noise"
+    for index, (sensitivity, epsilon) in enumerate(RELEASE_PROBES, start=1):
+        spread, event = _release_spread(mechanism, sensitivity, epsilon, index)
+        if event.is_private and not event.epsilon <= epsilon * (1 + 1e-9):
+            return f"a release given ε = {epsilon:g} claims ε = {event.epsilon:g}"
+        expected = base * sensitivity / epsilon
+        if not 0.2 * expected <= spread <= 5.0 * expected:
+            return (
+                f"at Δ = {sensitivity:g}, ε = {epsilon:g} its noise has spread {spread:.3g}, "
+                f"where noise calibrated to Δ/ε would have about {expected:.3g} (its spread "
+                "at Δ = 1, ε = 1 times Δ/ε)"
+            )
+    return None
+
+
 def declared_noise_problem(mechanism: Mechanism) -> str | None:
     """Why the noise an (ε, δ)-DP ``mechanism`` adds is not the noise its event declares, or
     its claim is more than that noise gives (``None``: neither). One release of
@@ -693,6 +744,7 @@ def mechanism_checks(
     checks: list[tuple[str, Callable[[Mechanism], str | None]]] = [
         ("its events claim no more than its class declares", claim_problem),
         ("the noise its release adds is the noise it declares", declared_noise_problem),
+        ("its releases are calibrated at every (Δ, ε) probed", probed_release_problem),
     ]
     results = []
     for check, problem_of in checks:

@@ -30,6 +30,7 @@ from netsim.privacy.mechanisms import (
     gaussian,
     l2_laplace_radius,
     l2_laplace_radius_noise,
+    laplace,
 )
 from netsim.registry import REGISTRY, named_component
 from netsim.testing import (
@@ -260,6 +261,27 @@ class _Undernoised(Mechanism):
 def test_the_declared_noise_check_catches_too_little_noise():
     with pytest.raises(AssertionError):
         check_declared_noise(_Undernoised(_Undernoised.Config(), None))
+
+
+class _NoiseOnlyWhereChecked(Mechanism):
+    """Adds the L1 Laplace noise its claim needs at Δ = 1, ε = 1 only, where the other checks
+    look, and releases the raw value (claiming ε-DP all the same) everywhere else."""
+
+    norm = "L1"
+
+    def release(self, value, *, sensitivity, epsilon, rng):
+        noisy, event = laplace(value, sensitivity=sensitivity, epsilon=epsilon, rng=rng)
+        if (sensitivity, epsilon) == (1.0, 1.0):
+            return noisy, event
+        return np.asarray(value, dtype=np.float64).copy(), event
+
+
+def test_netsim_check_probes_release_at_other_sensitivities_and_budgets():
+    results = {result.check: result for result in check_component(_NoiseOnlyWhereChecked)}
+    probe = results["its releases are calibrated at every (Δ, ε) probed"]
+    assert not probe.ok and "at Δ = 0.5, ε = 1 its noise has spread 0" in probe.detail
+    honest = check_component(named_component("mechanism", "l1").__class__)
+    assert all(result.ok for result in honest), [r for r in honest if not r.ok]
 
 
 class _FalseClaim(Mechanism):

@@ -231,3 +231,28 @@ def test_netsims_own_mechanisms_pass_every_mechanism_check(name):
     checks = {result.check for result in results}
     assert "its events claim no more than its class declares" in checks
     assert "a claim of epsilon-DP passes the privacy audit" in checks
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 5e-324, 1.0])
+def test_a_dp_claim_for_a_release_without_noise_is_refused(epsilon):
+    """A release of positive sensitivity with no noise is not DP at any ε: a mechanism that
+    returns the raw value and claims ε = 0 (or 5e-324) was trusted."""
+    with pytest.raises(InvalidPrivacyEventError, match=r"with no noise \(noise scale 0\)"):
+        PrivacyEvent("raw", "epsilon-DP", epsilon, 0.0, 1.0, "L1", 0.0, 3)
+    # a release of sensitivity 0 needs no noise; a non-private one claims nothing
+    PrivacyEvent("raw", "epsilon-DP", epsilon, 0.0, 0.0, "L1", 0.0, 3)
+    PrivacyEvent("raw", "non-private", 0.0, 0.0, 1.0, "L1", 0.0, 3)
+
+
+class _RawClaimingTinyEpsilon(Mechanism):
+    norm = "L1"
+
+    def release(self, value, *, sensitivity, epsilon, rng):
+        event = PrivacyEvent("raw", "epsilon-DP", 5e-324, 0.0, sensitivity, "L1", 0.0, 1)
+        return np.asarray(value, dtype=np.float64), event
+
+
+def test_a_run_whose_mechanism_releases_raw_values_as_private_stops_with_one_message():
+    mechanism = _RawClaimingTinyEpsilon(_RawClaimingTinyEpsilon.Config(), None)
+    with pytest.raises(PrivacyError, match=r"claims an impossible guarantee.*with no noise"):
+        mechanism.spend(np.zeros(1), sensitivity=1.0, epsilon=1.0, rng=np.random.default_rng(0))

@@ -96,7 +96,10 @@ def event_problem(event: PrivacyEvent) -> str | None:
     Every comparison is written so that NaN fails it (``not x >= 0``, never ``x < 0``, which
     NaN passes). ε must be a number ≥ 0; it may be ∞ only for a release that claims no DP
     guarantee (``none``: a mechanism stating that its noise gives no finite ε), since an
-    ε-DP or (ε, δ)-DP claim with ε = ∞ says nothing. δ is a probability in [0, 1).
+    ε-DP or (ε, δ)-DP claim with ε = ∞ says nothing. δ is a probability in [0, 1). A DP claim
+    for a release of positive sensitivity needs noise (a noise scale above 0). (ε = 0 is left
+    to the audit: an accountant's placeholder events and composed Gaussian releases state ε
+    per record, not per release.)
     """
     if not event.epsilon >= 0:
         return f"ε = {event.epsilon} (ε is a number ≥ 0)"
@@ -112,4 +115,10 @@ def event_problem(event: PrivacyEvent) -> str | None:
         return f"neighbours {event.neighbours!r} (one of {', '.join(NEIGHBOURS)})"
     if event.dimension < 1:
         return f"dimension {event.dimension} (at least 1)"
+    if event.is_private and event.sensitivity > 0 and event.noise_scale == 0:
+        return (
+            f"a {event.guarantee} claim (ε = {event.epsilon:g}) for a release of sensitivity "
+            f"{event.sensitivity:g} with no noise (noise scale 0): a value released as it is "
+            "is not differentially private at any ε"
+        )
     return None
