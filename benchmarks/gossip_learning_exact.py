@@ -26,12 +26,16 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.compare import remove_worktree, worktree
-from benchmarks.gossip_learning_rounds import ALGORITHMS, CHILD, WARMUP, cpu_name, spread
+from benchmarks.gossip_learning_rounds import CHILD, WARMUP, cpu_name, spread
 
 SCENARIO = Path("scenarios") / "learning" / "spambase-gossip-learning.yaml"
 #: Timed cycles (Δ = 1 s) per run.
 CYCLES = 10
 NODES = {"full": 4140, "quick": 300}
+
+
+#: The algorithms compared across commits (exact mode's per-message cost).
+ALGORITHMS = ("sgd", "dp-sgd-1")
 
 
 def measure(tree: Path, algorithm: str, *, nodes: int, cycles: int) -> float:

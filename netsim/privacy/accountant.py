@@ -604,6 +604,52 @@ class RecordBudgets:
             ]
         )
 
+    # --- guarantees per record --------------------------------------------------------------
+
+    def record_guarantee(self, record: int) -> PrivacySpent:
+        """Sequential composition of ``record``'s releases (basic, or RDP/PLD for its
+        Gaussian releases under those accountings)."""
+        self._check_record(record)
+        return PrivacySpent(
+            float(self.epsilon_spent[record]),
+            float(self.delta_spent[record]),
+            not bool(self.not_dp[record]),
+        )
+
+    def record_events(self, record: int) -> list[PrivacyEvent]:
+        """The events charged to ``record``, in order."""
+        self._check_record(record)
+        return self.ledger.events_of(record)
+
+    def record_advanced(self, record: int, delta_slack: float) -> PrivacySpent:
+        """Advanced composition of ``record``'s releases (never worse than basic)."""
+        events = self.record_events(record)
+        eps, delta = advanced_composition(
+            [e.epsilon for e in events], [e.delta for e in events], delta_slack
+        )
+        return PrivacySpent(eps, delta, not bool(self.not_dp[record]))
+
+    def record_tight_epsilon(
+        self, record: int, delta: float, method: Literal["rdp", "pld"] = "rdp"
+    ) -> float:
+        """ε at ``delta`` for ``record``'s releases from an RDP or PLD accountant.
+
+        Both the accountant's ε and the basic sum (when its δ fits in ``delta``) are valid
+        bounds, so the smaller is returned: RDP's conversion to (ε, δ) is looser than the
+        basic bound for a single release (e.g. 1.09 vs 1.0 for one analytic-Gaussian (1, 1e-5)
+        release), while it is far tighter for many.
+        """
+        events = self.record_events(record)
+        if not events:
+            return 0.0
+        composed = dp_accounting.ComposedDpEvent([event.dp_event() for event in events])
+        accountant = rdp.RdpAccountant() if method == "rdp" else pld.PLDAccountant()
+        accountant.compose(composed)
+        tight = float(accountant.get_epsilon(delta))
+        if self.delta_spent[record] <= delta * (1.0 + self.tolerance):
+            return min(tight, float(self.epsilon_spent[record]))
+        return tight
+
 
 class PrivacyAccountant(RecordBudgets):
     """Budgets and ledgers of ``records`` disjoint records, each with budget (ε, δ), the
@@ -993,52 +1039,6 @@ class PrivacyAccountant(RecordBudgets):
             records, value, mechanism=mechanism, multiplier=multiplier, sensitivity=sensitivity,
             rng=rng, time=time, sampling_rate=sampling_rate,
         )  # fmt: skip
-
-    # --- guarantees ------------------------------------------------------------------------
-
-    def record_guarantee(self, record: int) -> PrivacySpent:
-        """Sequential composition of ``record``'s releases (basic, or RDP/PLD for its
-        Gaussian releases under those accountings)."""
-        self._check_record(record)
-        return PrivacySpent(
-            float(self.epsilon_spent[record]),
-            float(self.delta_spent[record]),
-            not bool(self.not_dp[record]),
-        )
-
-    def record_events(self, record: int) -> list[PrivacyEvent]:
-        """The events charged to ``record``, in order."""
-        self._check_record(record)
-        return self.ledger.events_of(record)
-
-    def record_advanced(self, record: int, delta_slack: float) -> PrivacySpent:
-        """Advanced composition of ``record``'s releases (never worse than basic)."""
-        events = self.record_events(record)
-        eps, delta = advanced_composition(
-            [e.epsilon for e in events], [e.delta for e in events], delta_slack
-        )
-        return PrivacySpent(eps, delta, not bool(self.not_dp[record]))
-
-    def record_tight_epsilon(
-        self, record: int, delta: float, method: Literal["rdp", "pld"] = "rdp"
-    ) -> float:
-        """ε at ``delta`` for ``record``'s releases from an RDP or PLD accountant.
-
-        Both the accountant's ε and the basic sum (when its δ fits in ``delta``) are valid
-        bounds, so the smaller is returned: RDP's conversion to (ε, δ) is looser than the
-        basic bound for a single release (e.g. 1.09 vs 1.0 for one analytic-Gaussian (1, 1e-5)
-        release), while it is far tighter for many.
-        """
-        events = self.record_events(record)
-        if not events:
-            return 0.0
-        composed = dp_accounting.ComposedDpEvent([event.dp_event() for event in events])
-        accountant = rdp.RdpAccountant() if method == "rdp" else pld.PLDAccountant()
-        accountant.compose(composed)
-        tight = float(accountant.get_epsilon(delta))
-        if self.delta_spent[record] <= delta * (1.0 + self.tolerance):
-            return min(tight, float(self.epsilon_spent[record]))
-        return tight
 
     def report(self) -> dict[str, object]:
         """The budget per record and the guarantee the run reached, as plain data (for the

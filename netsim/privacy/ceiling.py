@@ -600,12 +600,22 @@ class LineageCeiling:
             return self._bound(u, costs, last, others, reserve) <= self.limit
         self.closed_cost[u] = costs
         self.last[u] = last
-        if not live:
-            return True
+        if live:
+            self._cut_chain(spanning, cut_at, float(upper_var[-1]))
+        return True
+
+    def _cut_chain(self, spanning: int, cut_at: int, upper_variance: float) -> None:
+        """Cut the live chain of stretch ``spanning`` at ``cut_at`` (:meth:`_split` made):
+        an open stretch ends there (its noise variance above the cut ``upper_variance``); a
+        closed one leaves the stretches below it as a new live chain of the unit."""
+        u = int(self.unit[spanning])
+        chain = int(self.chain[spanning])
+        stretches = self._chains[chain]
+        i = int(self.place[spanning])
         self._live[u].remove(chain)
-        if is_open:
+        if self.end[spanning] < 0:
             self.end[spanning] = cut_at
-            self.stretch_var[spanning] = upper_var[-1]
+            self.stretch_var[spanning] = upper_variance
             self.open_count[u] -= 1
         else:
             lower = stretches[i + 1 :]
@@ -616,7 +626,6 @@ class LineageCeiling:
                 self.chain[state] = new
                 self.place[state] = place
         self._chains[chain] = stretches[: i + 1]
-        return True
 
     def continues(self, serial: int, carried: bool) -> bool:
         """Whether a walk may continue from state ``serial`` again (a restart from a node's

@@ -75,28 +75,9 @@ def load_dataset(
     file = Path(path) if path is not None else None
     loader.check_arguments(file, label)
     x, y, classes, origin, source = _numbered(name, loader.load(file, label))
-    n = len(y)
-    n_test, how = loader.test_rows(n, test_fraction)
-    if n_test < 1 or n - n_test < 1:
-        raise DataError(
-            f"{origin}: {how} of {n} rows leaves {n - n_test} training and {n_test} test rows; "
-            "each side needs at least 1 row"
-        )
-    rng = np.random.default_rng(int(split_seed))
-    test = np.zeros(n, dtype=bool)
-    test[rng.permutation(n)[:n_test]] = True
-    describe = (
-        loader.describe_split if isinstance(loader, BuiltinDataset) else random_split_sentence
+    test, validation, split = _split_rows(
+        loader, len(y), origin, int(split_seed), test_fraction, validation_fraction
     )
-    split = describe(n, n_test, how, int(split_seed))
-    validation = np.zeros(n, dtype=bool)
-    if validation_fraction is not None:
-        validation = validation_rows(rng, test, validation_fraction, origin)
-        split += (
-            f" Of the training rows, {int(validation.sum()):,} (validation_fraction "
-            f"{float(validation_fraction):g} of all rows, drawn next from the same seed) are "
-            "the validation split, in file order."
-        )
     train = ~test & ~validation
     return Dataset(
         name=name,
@@ -110,6 +91,41 @@ def load_dataset(
         x_validation=x[validation],
         y_validation=y[validation],
     )
+
+
+def _split_rows(
+    loader: DatasetLoader,
+    n: int,
+    origin: str,
+    split_seed: int,
+    test_fraction: float | None,
+    validation_fraction: float | None,
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """Which of ``n`` rows are test rows and which validation rows (boolean masks), drawn by
+    ``numpy.random.default_rng(split_seed)`` (the test rows first), and the sentence that
+    says so."""
+    n_test, how = loader.test_rows(n, test_fraction)
+    if n_test < 1 or n - n_test < 1:
+        raise DataError(
+            f"{origin}: {how} of {n} rows leaves {n - n_test} training and {n_test} test rows; "
+            "each side needs at least 1 row"
+        )
+    rng = np.random.default_rng(split_seed)
+    test = np.zeros(n, dtype=bool)
+    test[rng.permutation(n)[:n_test]] = True
+    describe = (
+        loader.describe_split if isinstance(loader, BuiltinDataset) else random_split_sentence
+    )
+    split = describe(n, n_test, how, split_seed)
+    validation = np.zeros(n, dtype=bool)
+    if validation_fraction is not None:
+        validation = validation_rows(rng, test, validation_fraction, origin)
+        split += (
+            f" Of the training rows, {int(validation.sum()):,} (validation_fraction "
+            f"{float(validation_fraction):g} of all rows, drawn next from the same seed) are "
+            "the validation split, in file order."
+        )
+    return test, validation, split
 
 
 def validation_rows(
