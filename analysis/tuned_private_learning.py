@@ -62,6 +62,7 @@ from experiments import (
 from private_learning import BASES, EVALUATIONS_PER_PASS, PASSES, Row, rows_of, shard_overrides
 
 from netsim.analysis.runs import load_run
+from netsim.errors import NetsimError
 from netsim.learning.sgd_agent import learning_data
 from netsim.scenario.loader import load_scenario, parse_yaml, read_scenario_text
 from netsim.storage import SWEEP_RUNS
@@ -177,7 +178,9 @@ def run_all(runner: SweepRunner, folder: Path, plan: SweepPlan) -> Path:
     """Run ``plan`` in ``folder`` (resuming); its sweep directory, or an error if runs failed."""
     _, failed = run_plan(plan, dataclasses.replace(runner, out=folder))
     if failed:
-        raise RuntimeError(f"{plan.spec.name}: {failed} runs failed")
+        raise NetsimError(
+            f"{plan.spec.name}: {failed} runs failed; run the same command again to retry them"
+        )
     return folder / plan.spec.name
 
 
