@@ -412,6 +412,41 @@ def test_the_readme_tuned_learning_table_is_the_generated_one() -> None:
     assert len(counted) == 5 and (counted["selection_epsilon"] > 1.0).all()
 
 
+def test_the_readme_tuned_private_learning_table_is_the_generated_one() -> None:
+    import tuned_private_learning
+
+    text = experiments.README.read_text(encoding="utf-8")
+    tables = tuned_private_learning.generated_tables()
+    assert "<!-- generated: tuned-private-learning -->" in text
+    assert experiments.with_tables(text, tables) == text
+    # the block sits in the private-learning section, after the Adult tuning subsection
+    assert (
+        text.index("<!-- generated: tuned-learning -->")
+        < text.index("<!-- generated: tuned-private-learning -->")
+        < text.index("### Poisson subsampling within a shard")
+    )
+
+
+def test_every_tuned_private_learning_row_has_both_protocols_on_the_same_split() -> None:
+    import tuned_private_learning
+
+    runs = pd.read_parquet(tuned_private_learning.RESULTS)
+    expected = {
+        (name, row.label)
+        for name in tuned_private_learning.EXPERIMENTS
+        for row in tuned_private_learning.tuned_rows(name)
+    }
+    assert set(zip(runs["experiment"], runs["row"], strict=True)) == expected
+    for (_, _, protocol), group in runs.groupby(["experiment", "row", "protocol"]):
+        assert protocol in {"tuned", "untuned"}
+        assert sorted(group["seed"]) == [1, 2, 3, 4, 5]
+        assert group["validation_accuracy"].notna().all()
+        # one setting per protocol: the chosen point, or the shipped η = 1
+        assert group["learning_rate"].nunique() == 1
+    untuned = runs[runs["protocol"] == "untuned"]
+    assert (untuned["learning_rate"] == 1.0).all()
+
+
 def test_the_yardsticks_the_tables_compute_are_stored() -> None:
     """The central-DP yardsticks the tables compute at a row's stated budget are committed,
     so the tables print without the data set."""
