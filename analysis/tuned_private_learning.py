@@ -189,7 +189,7 @@ def chosen_setting(folder: Path, name: str, row: Row, runner: SweepRunner) -> di
     the selection is written to the sweep directory's ``selection.json``."""
     plan = select_plan(folder, name, row)
     directory = run_all(runner, folder, plan)
-    selection = select_sweep(plan, directory)
+    selection = select_sweep(plan, directory, lambda path: load_run(path, parameters=False))
     write_selection(directory, selection)
     print("\n".join(selection.lines()), flush=True)
     return {key: float(value) for key, value in selection.chosen_parameters.items()}
