@@ -657,26 +657,36 @@ def _release_spread(
 
 def probed_release_problem(mechanism: Mechanism) -> str | None:
     """Why ``mechanism``'s releases at the (Δ, ε) of :data:`RELEASE_PROBES` do not look
-    calibrated (``None``: they do): releases of zeros must claim the ε they were given (or
-    less) and add noise (a spread above 0) that grows with Δ and falls as ε grows: between a
-    fifth and five times (Δ/ε) times the spread at Δ = 1, ε = 1 (Laplace, K-norm and Gaussian
-    noise scale as Δ/ε, the Gaussian's within those bounds here). A mechanism that claims no
-    guarantee has no calibration to hold it to."""
+    calibrated to what they claim (``None``: they do). Releases of zeros that claim DP must
+    add noise (a spread above 0), and their spread times the ε they claim over Δ — constant
+    for Laplace and K-norm noise, within a factor of about 1.2 for the Gaussian here — must be
+    within a factor of 5 of its value at Δ = 1, ε = 1. A mechanism may claim another ε than
+    the share it was given (one of fixed noise claims what its noise gives; the accountant
+    refuses a claim past the budget), but not noise it does not add. A mechanism that claims
+    no guarantee has no calibration to hold it to."""
     if mechanism.guarantee == "none":
         return None
-    base, _ = _release_spread(mechanism, 1.0, 1.0, 0)
+    base, event = _release_spread(mechanism, 1.0, 1.0, 0)
     if not base > 0:
         return "a release at Δ = 1, ε = 1 adds no noise"
+    reference = base * event.epsilon if event.is_private else math.nan
     for index, (sensitivity, epsilon) in enumerate(RELEASE_PROBES, start=1):
         spread, event = _release_spread(mechanism, sensitivity, epsilon, index)
-        if event.is_private and not event.epsilon <= epsilon * (1 + 1e-9):
-            return f"a release given ε = {epsilon:g} claims ε = {event.epsilon:g}"
-        expected = base * sensitivity / epsilon
-        if not 0.2 * expected <= spread <= 5.0 * expected:
+        if not event.is_private:
+            continue
+        if not spread > 0:
             return (
-                f"at Δ = {sensitivity:g}, ε = {epsilon:g} its noise has spread {spread:.3g}, "
-                f"where noise calibrated to Δ/ε would have about {expected:.3g} (its spread "
-                "at Δ = 1, ε = 1 times Δ/ε)"
+                f"at Δ = {sensitivity:g}, ε = {epsilon:g} it adds no noise, yet claims "
+                f"{event.guarantee} with ε = {event.epsilon:g}"
+            )
+        ratio = spread * event.epsilon / sensitivity
+        if event.epsilon > 0 and reference > 0 and not (
+            0.2 * reference <= ratio <= 5.0 * reference
+        ):
+            return (
+                f"at Δ = {sensitivity:g}, ε = {epsilon:g} its noise has spread {spread:.3g} "
+                f"and it claims ε = {event.epsilon:g}; noise calibrated as at Δ = 1, ε = 1 "
+                f"would have a spread of about {reference * sensitivity / event.epsilon:.3g}"
             )
     return None
 
