@@ -253,7 +253,9 @@ def test_a_sampled_release_needs_tight_accounting_at_a_multiplier():
 # --- an empirical audit of one subsampled step that can fail -------------------------------------
 
 
-@pytest.mark.parametrize("accounting", ["rdp", "pld"])
+@pytest.mark.parametrize(
+    "accounting", ["rdp", pytest.param("pld", marks=pytest.mark.slow)]  # PLD: 11 s more
+)
 def test_audit_of_one_poisson_subsampled_gaussian_step(accounting):
     """One DP-SGD-1 release of a Poisson sample at q = 1/4 with the noise the accountant
     calibrates for (1, 1e-5), on add/remove neighbours (the record of value C = 1 absent, or
