@@ -344,3 +344,59 @@ def test_a_step_that_is_not_finite_is_explained_under_its_policy(
         f"learning: {left_out} updates were left out because the noisy step was not finite "
         f"({left_out} with "
     ), said
+
+
+# --- the privacy section's lists and sizes: bounded at validation --------------------------
+
+PRIVATE_WALK = """\
+name: priv
+seed: 1
+nodes: 64
+duration: 640s
+topology: {kind: ring, k: 2}
+walk: {kind: ideal, sampling: without_replacement, agent: {kind: sgd}}
+learning:
+  dataset: {name: spambase}
+  algorithm: dp-sgd
+  noise: {kind: gaussian, noise_multiplier: 2.0}
+  accounting: rdp
+  epsilon: 8.0
+  delta: 1.0e-5
+  evaluate_every: 64
+privacy: {model: network}
+"""
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "privacy.secret_paths=1000000000",
+            r"privacy\.secret_paths: .*less than or equal to 100000",
+        ),
+        (
+            "privacy.coalitions=" + str([[i, i + 1] for i in range(0, 4000, 2)]).replace(" ", ""),
+            r"privacy\.coalitions: List should have at most 1024 items",
+        ),
+        (
+            "privacy.links=" + str([[i, i + 1] for i in range(5000)]).replace(" ", ""),
+            r"privacy\.links: List should have at most 2048 items",
+        ),
+        (
+            "privacy.coalitions=" + str([list(range(k * 200, k * 200 + 200)) for k in range(600)])
+            .replace(" ", ""),
+            r"the coalitions list 120,000 members in all; at most 100,000",
+        ),
+    ],
+    ids=["secret-paths", "coalitions", "links", "coalition-members"],
+)
+def test_the_privacy_sections_lists_and_sizes_are_bounded_at_validation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], override: str, message: str
+) -> None:
+    """20,000 coalitions validated for 36 s and then the run was killed; secret_paths 1e9
+    ended in a MemoryError: each is one message now, before anything is built."""
+    import re
+
+    scenario = write(tmp_path / "p.yaml", PRIVATE_WALK)
+    err = cli_error(capsys, "validate", scenario, "--set", override)
+    assert re.search(message, err), err

@@ -127,6 +127,16 @@ VIEWS_TABLE = TableSchema(
 )
 
 
+#: Most coalitions and link eavesdroppers a run accounts (each is one more observer whose
+#: view is composed for every unit, as a single observer's is, up to MAX_ALL_OBSERVERS).
+MAX_COALITIONS = 1024
+MAX_LINKS = MAX_ALL_OBSERVERS
+#: Most members all coalitions together list.
+MAX_COALITION_MEMBERS = 100_000
+#: Most walk paths the path-secret estimate re-simulates (each as long as the run's walk).
+MAX_SECRET_PATHS = 100_000
+
+
 class ThreatModelConfig(ComponentConfig):
     """Whom the run's privacy is stated against (SPEC §8.4)."""
 
@@ -137,10 +147,10 @@ class ThreatModelConfig(ComponentConfig):
     #: 2,048 nodes).
     observers: int | None = Field(default=None, ge=1)
     #: Colluding sets of nodes, each observing the union of its members' views.
-    coalitions: list[list[int]] = Field(default_factory=list)
+    coalitions: list[list[int]] = Field(default_factory=list, max_length=MAX_COALITIONS)
     #: Link eavesdroppers: each [a, b] sees every model sent over the link between a and b,
     #: either way, and knows no record (a walk's or gossip learning's models).
-    links: list[list[int]] = Field(default_factory=list)
+    links: list[list[int]] = Field(default_factory=list, max_length=MAX_LINKS)
     #: The δ every pair's ε is stated at (default: the learning section's δ, or 10⁻⁵).
     delta: float | None = Field(default=None, gt=0.0, lt=1.0, allow_inf_nan=False)
     #: Also write the views the accountant read: ``privacy_lineage`` (every model state) and
@@ -149,7 +159,7 @@ class ThreatModelConfig(ComponentConfig):
     #: A walk DP-SGD run also states the papers' path-secret view estimated from this many
     #: walk paths re-simulated on the run's own churn schedule and visit times (a second
     #: ``privacy_summary`` row, ``path_secret_estimate``; 0: none). An estimate, not a bound.
-    secret_paths: int = Field(default=0, ge=0)
+    secret_paths: int = Field(default=0, ge=0, le=MAX_SECRET_PATHS)
     #: What the learning section's (ε, δ) bounds. ``local``: each record's releases as if all
     #: were public (its ledger). ``network``: what any node or coalition learns from the
     #: models it receives — a record is used until some observer's composed loss would pass
@@ -176,6 +186,12 @@ class ThreatModelConfig(ComponentConfig):
     @field_validator("coalitions")
     @classmethod
     def _coalitions(cls, value: list[list[int]]) -> list[list[int]]:
+        members_in_all = sum(len(members) for members in value)
+        if members_in_all > MAX_COALITION_MEMBERS:
+            raise ValueError(
+                f"the coalitions list {members_in_all:,} members in all; at most "
+                f"{MAX_COALITION_MEMBERS:,} (each coalition's view is the union of its members')"
+            )
         for k, members in enumerate(value):
             if len(members) < 2 or len(set(members)) != len(members) or min(members) < 0:
                 raise ValueError(
