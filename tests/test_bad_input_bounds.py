@@ -400,3 +400,13 @@ def test_the_privacy_sections_lists_and_sizes_are_bounded_at_validation(
     scenario = write(tmp_path / "p.yaml", PRIVATE_WALK)
     err = cli_error(capsys, "validate", scenario, "--set", override)
     assert re.search(message, err), err
+
+
+def test_muffliatos_values_are_bounded_at_validation(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """muffliato.dimension 1e7 passed validation and took 2.2 GB."""
+    scenario = REPO / "scenarios" / "muffliato" / "averaging.yaml"
+    err = cli_error(capsys, "validate", scenario, "--set", "muffliato.dimension=10000000")
+    assert "muffliato.dimension 10,000,000 at 256 nodes is 2,560,000,000 values" in err
+    assert "at most 50,000,000 (nodes × dimension)" in err

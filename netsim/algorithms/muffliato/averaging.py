@@ -58,6 +58,10 @@ from netsim.privacy.threat import (
 )
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 
+#: Most values (nodes × dimension) an averaging holds: 400 MB a copy, and a round keeps a
+#: few (values, noise, mixed).
+MAX_VALUES = 50_000_000
+
 ROUNDS_TABLE = TableSchema(
     name="muffliato_rounds",
     columns=(("round", I64), ("time", F64), ("online", I64), ("links", I64), ("rmse", F64)),
@@ -149,6 +153,13 @@ class MuffliatoAveraging(RoundLearner):
         problem = config.rounds_problem("muffliato", ctx.duration)
         if problem is not None:
             raise ValueError(problem)
+        values = ctx.nodes * config.dimension
+        if values > MAX_VALUES:
+            raise ValueError(
+                f"muffliato.dimension {config.dimension:,} at {ctx.nodes:,} nodes is "
+                f"{values:,} values, {8 * values / 2**30:.1f} GiB a copy; at most "
+                f"{MAX_VALUES:,} (nodes × dimension), for the values and their noise to fit"
+            )
         threat = ctx.config_of("privacy")
         problem = trust_problem(threat, "muffliato")
         if problem:
