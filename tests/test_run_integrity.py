@@ -443,3 +443,31 @@ def test_a_table_that_is_a_fifo_is_damaged_and_read_without_waiting(sweep: Path)
     done = netsim_subprocess("report", sweep, timeout=60)
     assert done.returncode == 2 and "1 of 3 runs are damaged" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_run_whose_data_file_is_absent_here_is_not_called_damaged(
+    sweep: Path, tmp_path: Path
+) -> None:
+    """The scenario check hashes the data files a run's scenario names; one absent from this
+    checkout (research-only data, another machine) cannot be judged, so the run is not
+    called damaged for it — while a swapped scenario beside its data still is."""
+    from netsim.scenario.loader import scenario_file_problem
+
+    run = runs_of(sweep)[0]
+    manifest = manifest_of(run)
+    assert scenario_file_problem(run, manifest) is None
+    text = (run / SCENARIO).read_text()
+    trace = tmp_path / "elsewhere.csv"
+    original = next(line.split(":", 1)[1].strip() for line in text.splitlines()
+                    if line.strip().startswith("path:"))  # fmt: skip
+    shutil.copy(original, trace)
+    (run / SCENARIO).write_text(text.replace(original, str(trace)))
+    assert scenario_file_problem(run, manifest) is None  # the same bytes elsewhere: the same run
+    trace.unlink()
+    assert scenario_file_problem(run, manifest) is None  # absent: not judged
+    edited = text.replace("kill_probability: 0.0\n", "kill_probability: 0.5\n")
+    assert edited != text
+    (run / SCENARIO).write_text(edited)
+    assert "is not the scenario the run was made from" in str(
+        scenario_file_problem(run, manifest)
+    )

@@ -455,8 +455,8 @@ def scenario_file_problem(directory: Path, manifest: Mapping[str, Any]) -> str |
     """Why a run directory's ``scenario.yaml`` is not the scenario its manifest says it ran
     (its :func:`scenario_hash` differs from the manifest's ``scenario_hash``: the file was
     edited or replaced, even with its checksum recomputed), or None. A file that cannot be
-    read as a scenario here (a data file it names is absent from this checkout) is not
-    judged: None."""
+    read as a scenario here, or one naming a data file absent from this checkout (its bytes
+    are part of the hash), is not judged: None."""
     from netsim.errors import NetsimError
     from netsim.storage import SCENARIO
 
@@ -464,9 +464,12 @@ def scenario_file_problem(directory: Path, manifest: Mapping[str, Any]) -> str |
     if not isinstance(recorded, str):
         return None
     try:
-        found = scenario_hash(load_scenario(Path(directory) / SCENARIO))
+        identity = identity_data(load_scenario(Path(directory) / SCENARIO))
     except (NetsimError, OSError, ValueError):
         return None
+    if "missing:" in json.dumps(identity):  # a data file absent here: its bytes are unknown
+        return None
+    found = data_hash(identity)
     if found == recorded:
         return None
     return (
