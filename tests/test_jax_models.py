@@ -244,6 +244,7 @@ def final_accuracy(result) -> float:
     return float(result["accuracy"]["accuracy"].iloc[-1])
 
 
+@pytest.mark.slow  # 11 s; test_a_small_jax_cnn_trains_privately_on_mnist runs by default
 def test_jax_mlp_trains_privately_on_mnist_the_same_seed_the_same_tables():
     scenario = mnist_walk({"kind": "jax_mlp", "hidden": [32]}, learning_rate=1.0)
     scenario["duration"] = "100s"  # one pass over the 90 nodes, then its evaluation
