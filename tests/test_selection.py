@@ -245,3 +245,5 @@ def test_the_stated_selection_epsilon_holds_for_the_exact_best_of_k_law_and_one_
     assert stated > single
     assert best_of_k_hockey_stick(1.0 / z, stated, 10.0, 1.0) <= delta
     assert best_of_k_hockey_stick(1.0 / z, single, 10.0, 1.0) > delta
+    # with half the noise the trials release, the stated ε no longer holds: the check can fail
+    assert best_of_k_hockey_stick(2.0 / z, stated, 10.0, 1.0) > delta

@@ -102,15 +102,22 @@ def _positive(value: object, where: str, *, at_least: float = 0.0, strict: bool 
     return float(value)  # type: ignore[arg-type]
 
 
-def read_select(raw: object, grid_keys: Sequence[str], repetitions: int, where: str) -> SelectSpec:
-    """Validate a sweep's ``select`` key (``grid_keys``: the grid's axes)."""
+def section_mapping(raw: object, allowed: Sequence[str], where: str) -> Mapping[str, Any]:
+    """``raw`` as a mapping of the ``allowed`` keys only (a part of a sweep file), else one
+    :class:`SweepError` naming ``where`` and the allowed keys."""
     if not isinstance(raw, Mapping):
-        raise SweepError(f"{where}: expected a mapping with keys {', '.join(SELECT_KEYS)}")
-    unknown = sorted(set(raw) - set(SELECT_KEYS))
+        raise SweepError(f"{where}: expected a mapping with keys {', '.join(allowed)}")
+    unknown = sorted(set(raw) - set(allowed))
     if unknown:
         raise SweepError(
-            f"{where}.{unknown[0]}: unknown key; allowed keys here: {', '.join(SELECT_KEYS)}"
+            f"{where}.{unknown[0]}: unknown key; allowed keys here: {', '.join(allowed)}"
         )
+    return raw
+
+
+def read_select(raw: object, grid_keys: Sequence[str], repetitions: int, where: str) -> SelectSpec:
+    """Validate a sweep's ``select`` key (``grid_keys``: the grid's axes)."""
+    raw = section_mapping(raw, SELECT_KEYS, where)
     metric = _metric_key(raw.get("metric", SelectSpec.metric), f"{where}.metric")
     report = _metric_key(raw.get("report", SelectSpec.report), f"{where}.report")
     goal = raw.get("goal", "max")

@@ -53,7 +53,7 @@ from netsim.scenario.loader import (
 from netsim.scenario.runner import run_id_for
 from netsim.scenario.schema import Scenario
 from netsim.sweep.expressions import dotted_get, evaluate, is_expression, is_missing, lookup_in
-from netsim.sweep.selection import SelectSpec, draw_trials, read_select
+from netsim.sweep.selection import SelectSpec, draw_trials, read_select, section_mapping
 from netsim.units import parse_bandwidth, parse_duration, parse_size
 
 SWEEP_KEY = "sweep"
@@ -262,13 +262,7 @@ def read_spec(
 ) -> SweepSpec:
     """Validate a ``sweep`` section against the base scenario's resolved data."""
     where = f"{source}: sweep"
-    if not isinstance(section, Mapping):
-        raise SweepError(f"{where}: expected a mapping with keys {', '.join(SWEEP_KEYS)}")
-    unknown = sorted(set(section) - set(SWEEP_KEYS))
-    if unknown:
-        raise SweepError(
-            f"{where}.{unknown[0]}: unknown key; allowed keys here: {', '.join(SWEEP_KEYS)}"
-        )
+    section = section_mapping(section, SWEEP_KEYS, where)
     name = _check_sweep_name(section.get("name", default_name), f"{where}.name")
     grid_raw = section.get("grid")
     if not isinstance(grid_raw, Mapping) or not grid_raw:
