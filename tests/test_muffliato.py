@@ -14,7 +14,7 @@ from netsim.errors import ScenarioError
 from netsim.log import EventLog
 from netsim.privacy.mechanisms import gaussian_epsilon
 from netsim.privacy.pairwise import pairwise_epsilons
-from netsim.scenario.build import build_run
+from netsim.scenario.build import build_run, check_inputs
 from netsim.scenario.loader import validate_scenario
 
 
@@ -135,8 +135,12 @@ def test_chebyshev_acceleration_on_a_disconnected_topology_is_refused_in_one_mes
     edges = tmp_path / "two-triangles.txt"
     edges.write_text("0 1\n1 2\n0 2\n3 4\n4 5\n3 5\n", encoding="utf-8")
     pieces = {"kind": "edge_list", "path": str(edges)}
+    disconnected = scenario(nodes=6, topology=pieces, muffliato=muffliato)
     with pytest.raises(ScenarioError, match="needs a connected topology: this one has 2 comp"):
-        netsim.run(scenario(nodes=6, topology=pieces, muffliato=muffliato))
+        netsim.run(disconnected)
+    # netsim validate finds it too, before anything runs
+    with pytest.raises(ScenarioError, match="needs a connected topology: this one has 2 comp"):
+        check_inputs(validate_scenario(disconnected, source="test", base_dir=None))
 
 
 def test_observers_are_sampled_at_scale_and_required_past_it() -> None:

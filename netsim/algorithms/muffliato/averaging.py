@@ -112,6 +112,15 @@ class MuffliatoAveraging(RoundLearner):
         "privacy": "the threat model: with model network, its observers, coalitions and delta"
     }
 
+    @classmethod
+    def check_inputs(cls, config: MuffliatoConfig, ctx: BuildContext) -> None:
+        """Chebyshev acceleration is tuned by the whole topology's spectral gap: a
+        disconnected topology is refused here, so ``netsim validate`` finds it as ``run``
+        would (:func:`connected_gap`)."""
+        if config.acceleration == "chebyshev" and ctx.topology is not None:
+            topology = ctx.topology
+            connected_gap(topology.n, *undirected_links(topology.indptr, topology.indices))
+
     def __init__(self, config: MuffliatoConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         assert ctx.sim is not None and ctx.network is not None
