@@ -548,6 +548,32 @@ class LossCurvature:
     lipschitz: float | None
 
 
+#: Most parameters a model may have: 800 MB a float64 copy, and a step makes a gradient per
+#: record of a batch as well.
+MAX_MODEL_PARAMETERS = 10**8
+#: Most parameters the nodes may hold together (nodes × size: 8 GB as float64), as a node
+#: keeps its own model under gossip learning and a restarting walk keeps its copies.
+MAX_HELD_PARAMETERS = 10**9
+
+
+def check_model_size(key: str, size: int, nodes: int) -> None:
+    """Refuse a model of ``size`` parameters (the slot at ``key``) that would not fit, on its
+    own (:data:`MAX_MODEL_PARAMETERS`) or once on each of ``nodes`` nodes
+    (:data:`MAX_HELD_PARAMETERS`), in one message, before any array of that size is made."""
+    from netsim.errors import ScenarioError
+
+    if size > MAX_MODEL_PARAMETERS:
+        raise ScenarioError(
+            f"{key}: the model has {size:,} parameters; at most {MAX_MODEL_PARAMETERS:,} "
+            "(800 MB a copy): make its layers narrower"
+        )
+    if nodes * size > MAX_HELD_PARAMETERS:
+        raise ScenarioError(
+            f"{key}: {size:,} parameters on each of {nodes:,} nodes are {nodes * size:,} in "
+            f"all; at most {MAX_HELD_PARAMETERS:,} (8 GB): a smaller model or fewer nodes"
+        )
+
+
 class Model(Component):
     """A model trained by (private) SGD: the ``learning.model`` slot, named
     (``model: logreg``) or with its settings (``model: {kind: mlp, hidden: [64]}``).
@@ -566,6 +592,14 @@ class Model(Component):
 
     slot = "model"
     slot_title = "model"
+    #: Whether :meth:`setup` makes no array of the model's size and compiles nothing, so that
+    #: ``netsim validate`` sets the model up to check its size (:func:`check_model_size`);
+    #: a model that does not say so is checked when the run builds it.
+    light_setup: ClassVar[bool] = False
+    #: The scenario key the model was built from, for messages (``build_model`` sets it).
+    scenario_key: str = "learning.model"
+    #: How many copies the run may hold, one per node (``build_model`` sets it).
+    copies: int = 1
 
     def setup(self, classes: int, features: int) -> None:
         """Fix the data's shape: ``classes`` ≥ 2 classes over ``features`` features (called

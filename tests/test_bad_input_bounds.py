@@ -410,3 +410,30 @@ def test_muffliatos_values_are_bounded_at_validation(
     err = cli_error(capsys, "validate", scenario, "--set", "muffliato.dimension=10000000")
     assert "muffliato.dimension 10,000,000 at 256 nodes is 2,560,000,000 values" in err
     assert "at most 50,000,000 (nodes × dimension)" in err
+
+
+@pytest.mark.parametrize(
+    ("scenario", "override", "message"),
+    [
+        ("learning/spambase.yaml", "learning.model={kind: mlp, hidden: [1000000000]}",
+         "learning.model: the model has 60,000,000,002 parameters; at most 100,000,000"),
+        ("dsgd/local-synthetic.yaml", "dsgd.model={kind: mlp, hidden: [100000000]}",
+         "dsgd.model: the model has 6,000,000,002 parameters; at most 100,000,000"),
+        ("learning/spambase.yaml", "learning.model={kind: mlp, hidden: [300000]}",
+         "learning.model: 18,000,002 parameters on each of 4,140 nodes are 74,520,008,280 in "
+         "all; at most 1,000,000,000"),
+        ("dsgd/local-synthetic.yaml", "dsgd.gossip_rounds=1000000000000",
+         "dsgd.gossip_rounds: Input should be less than or equal to 1000"),
+    ],
+)  # fmt: skip
+def test_the_models_size_and_the_gossip_passes_are_bounded_at_validation(
+    capsys: pytest.CaptureFixture[str], scenario: str, override: str, message: str
+) -> None:
+    """An MLP of 10⁹ hidden units validated and then ran out of memory, a JAX CNN of
+    100,000 channels ended in a 671 GiB allocation traceback, and dsgd.gossip_rounds 1e12
+    ran until killed: each is one message from ``netsim validate`` now."""
+    err = cli_error(
+        capsys, "validate", REPO / "scenarios" / scenario, "--set", override, "--set",
+        "learning.clip=1" if scenario.startswith("learning") else "seed=1",
+    )  # fmt: skip
+    assert message in err, err

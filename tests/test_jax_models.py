@@ -181,6 +181,13 @@ def test_a_factory_that_returns_something_else_is_refused():
         built("jax", 2, 3, factory="builtins:dict")
 
 
+def test_a_network_too_large_is_refused_from_its_shapes_before_any_array_is_made():
+    """channels [100000, 100000] ended in a 671 GiB allocation traceback: the shapes are
+    counted first (``filter_eval_shape``), and the run ends in one message."""
+    with pytest.raises(NetsimError, match="the model has 90,157,900,362 parameters; at most"):
+        built("jax_cnn", 10, 784, channels=[100_000, 100_000])
+
+
 def test_without_jax_the_model_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "equinox", None)
     with pytest.raises(ComponentError, match=r"pip install 'netsim-ppml\[jax\]'"):

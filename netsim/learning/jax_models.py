@@ -47,7 +47,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from netsim.contracts import BuildContext, ComponentConfig, LossCurvature, Model
+from netsim.contracts import (
+    BuildContext,
+    ComponentConfig,
+    LossCurvature,
+    Model,
+    check_model_size,
+)
 from netsim.errors import ComponentError, DataError
 from netsim.learning.models import MLPConfig
 from netsim.registry import import_reference
@@ -269,6 +275,9 @@ class JaxModel(Model):
         if compiled is None:
             made = eqx.filter_eval_shape(self.network, self.jax.random.key(0))
             network = as_network(made, self.jax)
+            # the shapes only so far: refuse a network too large before any array is made
+            size = sum(math.prod(leaf.shape) for leaf in self.jax.tree.leaves(network.params))
+            check_model_size(self.scenario_key, size, self.copies)
             compiled = compile_network(network, classes, features, self.layer_clip, self.jax,
                                         self.config.batching)  # fmt: skip
             if len(_COMPILED) >= _COMPILED_LIMIT:

@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 from pydantic import Field
 
-from netsim.contracts import BuildContext, ComponentConfig, LossCurvature, Model
+from netsim.contracts import BuildContext, ComponentConfig, LossCurvature, Model, check_model_size
 from netsim.learning.losses import (
     batch_gradient,
     binary_label,
@@ -40,7 +40,7 @@ from netsim.learning.losses import (
 )
 from netsim.learning.sensitivity import gradient_bound, sensitivity
 from netsim.privacy.events import Norm
-from netsim.registry import build_spec, component_spec
+from netsim.registry import REGISTRY, build_spec, component_spec
 
 ModelName = Literal["logreg", "svm"]
 MODEL_NAMES: tuple[str, ...] = ("logreg", "svm")
@@ -139,6 +139,8 @@ class LinearModel:
 class _LinearClassifier(Model):
     """A :class:`LinearModel` as a component of the model slot: the flat parameters are its
     weights (the K×d matrix in row-major order for K > 2 classes), starting at 0."""
+
+    light_setup = True
 
     name: ClassVar[ModelName]
     #: ℓ'' bound of the loss in the margin (logistic 1/4; softmax: the logits' Hessian
@@ -256,6 +258,7 @@ class MLP(Model):
     """
 
     Config = MLPConfig
+    light_setup = True
 
     def __init__(self, config: MLPConfig, ctx: BuildContext | None) -> None:
         super().__init__(config, ctx)
@@ -381,13 +384,33 @@ ModelSpec = component_spec("model")
 
 
 def build_model(
-    spec: str | ComponentConfig, classes: int, features: int, ctx: BuildContext | None = None
+    spec: str | ComponentConfig,
+    classes: int,
+    features: int,
+    ctx: BuildContext | None = None,
+    *,
+    key: str = "learning.model",
 ) -> Model:
-    """The model of a :data:`ModelSpec` value, set up for ``classes`` and ``features``."""
+    """The model of a :data:`ModelSpec` value, set up for ``classes`` and ``features``; one
+    message if it would not fit on the run's nodes (:func:`~netsim.contracts.check_model_size`;
+    ``key`` names the slot in it)."""
     model = build_spec("model", spec, ctx)
     assert isinstance(model, Model)
+    model.scenario_key, model.copies = key, (ctx.nodes if ctx is not None else 1)
     model.setup(classes, features)
+    check_model_size(key, model.size, model.copies)
     return model
+
+
+def check_model_fits(
+    spec: str | ComponentConfig, classes: int, features: int, ctx: BuildContext, key: str
+) -> None:
+    """At validation: the model set up and its size checked, where its setup is light
+    (:attr:`~netsim.contracts.Model.light_setup`); the others are checked when built."""
+    name = spec if isinstance(spec, str) else spec.kind  # type: ignore[attr-defined]
+    cls, _ = REGISTRY.lookup(("model",), name)
+    if getattr(cls, "light_setup", False):
+        build_model(spec, classes, features, ctx, key=key)
 
 
 def model_accuracies(

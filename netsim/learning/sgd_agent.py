@@ -41,7 +41,12 @@ from netsim.learning.datasets import (
     preprocess,
     vector_norms,
 )
-from netsim.learning.models import ModelSpec, build_model, model_test_accuracies
+from netsim.learning.models import (
+    ModelSpec,
+    build_model,
+    check_model_fits,
+    model_test_accuracies,
+)
 from netsim.learning.observers import ObserverAccounting
 from netsim.learning.private_sgd import (
     PrivacyUnit,
@@ -495,7 +500,8 @@ class SGDAgent(Component):
 
     @classmethod
     def check_inputs(cls, config: LearningConfig, ctx: BuildContext) -> None:
-        learning_data(config, ctx.nodes)
+        data = learning_data(config, ctx.nodes)
+        check_model_fits(config.model, data.classes, data.features, ctx, "learning.model")
 
     @classmethod
     def check_dependents(cls, config: LearningConfig, learners: list[str]) -> None:

@@ -29,6 +29,10 @@ MAFALDA_MAX_ROUNDS = 1_000
 NOISE_KINDS = ("none", "local", "decor", "zip", "correlated")
 
 
+#: Most averaging passes a dsgd round may take (``gossip_rounds``).
+MAX_GOSSIP_ROUNDS = 1000
+
+
 class NoNoise(CheckedModel):
     """``none``: no noise (non-private decentralised SGD, Lian et al. 2017)."""
 
@@ -214,8 +218,10 @@ class DsgdConfig(RoundsConfig):
     deadline: PositiveDuration | None = None
     #: Averaging passes a round (rounds mode): the step and its noise go with the first, the
     #: others average the models again over the links up (Muffliato-GD's gossip between
-    #: gradient steps). Each pass's messages go through the transport.
-    gossip_rounds: int = Field(default=1, ge=1)
+    #: gradient steps). Each pass's messages go through the transport. At most
+    #: :data:`MAX_GOSSIP_ROUNDS` (a slip of a few zeros should end in a message, not a run of
+    #: days: each pass is a product over every link).
+    gossip_rounds: int = Field(default=1, ge=1, le=MAX_GOSSIP_ROUNDS)
 
     @field_validator("noise", mode="before")
     @classmethod

@@ -67,7 +67,7 @@ from netsim.contracts import (
 from netsim.errors import DataError
 from netsim.learning.baselines import learning_baselines
 from netsim.learning.datasets import Dataset, load_dataset, preprocess
-from netsim.learning.models import build_model, model_test_accuracies
+from netsim.learning.models import build_model, check_model_fits, model_test_accuracies
 from netsim.learning.sensitivity import clip_rows
 from netsim.learning.sgd_agent import central_dp_accuracy
 from netsim.log import F64, I64, STR, TableSchema
@@ -262,7 +262,7 @@ class DecentralisedSGD(RoundLearner):
         #: Node i's shard: rows i·r … i·r + r − 1 of these.
         self.x, self.y = data.x_train[rows], data.y_train[rows]
         self.x_test, self.y_test = data.x_test, data.y_test
-        self.model = build_model(config.model, data.classes, data.features, ctx)
+        self.model = build_model(config.model, data.classes, data.features, ctx, key="dsgd.model")
         start = self.model.initial_parameters(ctx.stream("model"))
         self.theta = np.tile(start, (n, 1))
         self.dimension = start.size
@@ -361,7 +361,8 @@ class DecentralisedSGD(RoundLearner):
 
     @classmethod
     def check_inputs(cls, config: DsgdConfig, ctx: BuildContext) -> None:
-        dsgd_data(config, ctx.nodes)
+        data = dsgd_data(config, ctx.nodes)
+        check_model_fits(config.model, data.classes, data.features, ctx, "dsgd.model")
 
     # --- one round ----------------------------------------------------------------------------
 
