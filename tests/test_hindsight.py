@@ -10,7 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from netsim.learning.hindsight import HindsightSolution, hindsight_minimum, objective
+from netsim.learning.hindsight import (
+    HindsightSolution,
+    checkpoint_rounds,
+    hindsight_minimum,
+    objective,
+)
 from netsim.learning.losses import BINARY_LOSSES as LOSSES
 from netsim.learning.losses import loss_derivative, loss_values
 
@@ -422,3 +427,16 @@ def test_absolute_error_bracket_holds(seed, d, radius):
         f = objective(p, x, y, weights, "absolute")
         assert sol.lower_bound <= f
         assert sol.value <= f + max(allowed_gap(sol.value), sol.value - sol.lower_bound)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rounds=st.integers(1, 3000), count=st.integers(1, 60_000))
+def test_checkpoints_are_the_rounded_geometric_grid_without_making_it(rounds, count):
+    """regret_checkpoints 10¹² ran out of memory making a grid of 10¹² points: past
+    rounds·ln(rounds) + 1 points the grid holds every round, given without making it."""
+    grid = np.unique(np.round(np.geomspace(1, rounds, count)).astype(np.int64))
+    np.testing.assert_array_equal(checkpoint_rounds(rounds, count), np.union1d(grid, [rounds]))
+
+
+def test_a_trillion_checkpoints_are_every_round():
+    np.testing.assert_array_equal(checkpoint_rounds(1000, 10**12), np.arange(1, 1001))

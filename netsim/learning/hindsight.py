@@ -149,6 +149,11 @@ def checkpoint_rounds(rounds: int, count: int) -> np.ndarray:
     the regret curves of DOLA and MI-private OGD are evaluated."""
     if count <= 0:
         return np.zeros(0, dtype=np.int64)
+    # Past rounds·ln(rounds) + 1 points the largest gap of the geometric grid,
+    # rounds·(1 − rounds^(−1/(count−1))) ≤ rounds·ln(rounds)/(count − 1), is below 1, so every
+    # round is one: the same answer without an array of ``count`` (10¹² ran out of memory).
+    if count > rounds * math.log(max(rounds, 1)) + 1:
+        return np.arange(1, max(rounds, 1) + 1, dtype=np.int64)
     points = np.unique(np.round(np.geomspace(1, rounds, count)).astype(np.int64))
     return np.union1d(points, [rounds])
 
