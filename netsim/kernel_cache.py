@@ -80,6 +80,15 @@ def _module_file(name: str) -> Path | None:
     return _inside(spec.origin) if spec is not None else None
 
 
+@cache
+def _source(path: Path) -> str:
+    """The text of the module in ``path`` (empty if it cannot be read)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
 #: A ``from … import …`` statement: its first line, and its following lines up to the
 #: closing parenthesis of a parenthesised list.
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import\b(?:[^\n(]*\([^)]*\)|[^\n]*)", re.M)
@@ -92,10 +101,7 @@ def _from_imports(path: Path) -> dict[str, tuple[str, str]]:
     are parsed (a tenth of the time of the whole module, at every import of netsim); the
     whole module is parsed if one of them does not parse alone (a backslash continuation, a
     parenthesis in a comment)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return {}
+    text = _source(path)
     try:
         trees = [ast.parse(match.group(0).strip()) for match in _FROM_IMPORT.finditer(text)]
     except SyntaxError:
@@ -119,17 +125,53 @@ def _from_imports(path: Path) -> dict[str, tuple[str, str]]:
     return names
 
 
-def _imported_from(path: Path, name: str) -> set[Path]:
-    """The netsim files that define the value the module in ``path`` imported as ``name``
-    (``from netsim.x import name``), along a chain of re-exports; empty if it did not."""
-    files: set[Path] = set()
-    while (origin := _from_imports(path).get(name)) is not None:
+#: An assignment at a module's top level: its targets, and its value with the lines that
+#: continue it (indented, or closing a bracket).
+_ASSIGNMENT = re.compile(r"^([^\W\d][\w, ]*?)(?::[^=\n]*)?=(?!=)(.*(?:\n[ \t)\]}].*)*)", re.M)
+#: A name in an expression (not an attribute: not after a dot).
+_IDENTIFIER = re.compile(r"(?<![\w.])[^\W\d]\w*")
+
+
+@cache
+def _assignments(path: Path) -> dict[str, list[str]]:
+    """The names the module in ``path`` assigns at its top level -> the text of each value
+    assigned to them (a name in a docstring line that looks like an assignment only adds
+    names to follow)."""
+    values: dict[str, list[str]] = {}
+    for match in _ASSIGNMENT.finditer(_source(path)):
+        for target in match.group(1).split(","):
+            values.setdefault(target.strip(), []).append(match.group(2))
+    return values
+
+
+def _constant(
+    path: Path,
+    namespace: dict,
+    name: str,
+    names: set[str],
+    files: set[Path],
+    seen: set[object],
+) -> None:
+    """Add the files the constant the module in ``path`` binds as ``name`` comes from: if it
+    imported it (``from netsim.x import name``), ``netsim/x.py`` and where that module has it
+    from; else what the names its assignment's value uses bring (a constant computed from
+    an imported one: ``PEER_DRAWS_PER_EVENT = _REJECTION_TRIES + 1``)."""
+    if (path, name) in seen:
+        return
+    seen.add((path, name))
+    origin = _from_imports(path).get(name)
+    if origin is not None:
         source = _module_file(origin[0])
-        if source is None or source in files or source == path:
-            break
-        files.add(source)
-        path, name = source, origin[1]
-    return files
+        if source is not None:
+            files.add(source)
+            module = sys.modules.get(origin[0])
+            inner = vars(module) if module is not None else {}
+            _constant(source, inner, origin[1], names, files, seen)
+        return
+    for value in _assignments(path).get(name, ()):
+        for identifier in sorted(set(_IDENTIFIER.findall(value)) - {name}):
+            if identifier in namespace:
+                _follow(namespace[identifier], path, namespace, identifier, names, files, seen)
 
 
 def _code_objects(code: CodeType) -> Iterator[CodeType]:
@@ -140,7 +182,7 @@ def _code_objects(code: CodeType) -> Iterator[CodeType]:
             yield from _code_objects(constant)
 
 
-def _collect(function: FunctionType, files: set[Path], seen: set[int]) -> None:
+def _collect(function: FunctionType, files: set[Path], seen: set[object]) -> None:
     """Add to ``files`` the netsim files whose code or constants numba compiles into
     ``function``: its own, and those of what its code names (:func:`kernel_sources`)."""
     if id(function) in seen:
@@ -159,17 +201,23 @@ def _collect(function: FunctionType, files: set[Path], seen: set[int]) -> None:
         except ValueError:  # an empty cell
             continue
     for name, value in values:
-        _follow(value, own, name, names, files, seen)
+        _follow(value, own, namespace, name, names, files, seen)
 
 
 def _follow(
-    value: object, path: Path, name: str, names: set[str], files: set[Path], seen: set[int]
+    value: object,
+    path: Path,
+    namespace: dict,
+    name: str,
+    names: set[str],
+    files: set[Path],
+    seen: set[object],
 ) -> None:
-    """Add the files a value the code in ``path`` names (as ``name``) brings into a kernel:
-    a compiled function's (recursively); a netsim module's, and what the attributes among
-    ``names`` (those the code may read from it) bring; a netsim class's or function's
-    module; a tuple's elements'; and for another value (a constant), the modules it was
-    imported from (:func:`_imported_from`)."""
+    """Add the files a value the code in ``path`` (whose globals are ``namespace``) names as
+    ``name`` brings into a kernel: a compiled function's (recursively); a netsim module's,
+    and what the attributes among ``names`` (those the code may read from it) bring; a
+    netsim class's or function's module; a tuple's elements'; and for another value, where
+    the constant comes from (:func:`_constant`)."""
     function = _python_function(value)
     if function is not None:
         _collect(function, files, seen)
@@ -181,7 +229,7 @@ def _follow(
         files.add(module_file)
         attributes = vars(value)  # not getattr: a module's __getattr__ may import
         for attribute in sorted(names & attributes.keys()):
-            _follow(attributes[attribute], module_file, attribute, names, files, seen)
+            _follow(attributes[attribute], module_file, attributes, attribute, names, files, seen)
     elif isinstance(value, type | FunctionType):
         module = sys.modules.get(getattr(value, "__module__", "") or "")
         defined = _inside(getattr(module, "__file__", None))
@@ -190,19 +238,21 @@ def _follow(
     else:
         if isinstance(value, tuple):
             for element in value:
-                _follow(element, path, "", names, files, seen)
+                _follow(element, path, namespace, "", names, files, seen)
         if name:
-            files |= _imported_from(path, name)
+            _constant(path, namespace, name, names, files, seen)
 
 
 def kernel_sources(kernel: object) -> frozenset[Path]:
     """The netsim files whose code or constants numba compiles into ``kernel`` (a numba
     dispatcher), derived from its code: its own file; for every global name its code uses
     (and its inner functions', and its closure's values), a compiled function's file, followed
-    recursively; a netsim module's file, and those of the compiled functions the code may
-    read from it; a netsim class's or function's module; and for a name the module imported
-    with ``from netsim.x import name``, ``netsim/x.py`` (and the modules it re-exports it
-    from). Files outside the package are left out: numba's and numpy's are versioned."""
+    recursively; a netsim module's file, and what the names the code may read from it bring;
+    a netsim class's or function's module; for a constant the module imported with ``from
+    netsim.x import name``, ``netsim/x.py`` (and where that has it from); and for a constant
+    it computes, what the names of its assignment bring. Files outside the package are left
+    out: numba compiles its own forms of numpy's functions, and drops its cache itself when
+    its version changes."""
     function = _python_function(kernel)
     if function is None:
         raise TypeError(f"not a numba dispatcher: {kernel!r}")
