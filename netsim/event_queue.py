@@ -30,6 +30,8 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
+from netsim.kernel_cache import guard_kernels
+
 #: ``meta`` entries: how many events are queued, and the next insertion id.
 SIZE, NEXT_ID = 0, 1
 #: Bits of the insertion id in a key (2⁴⁰ ≈ 10¹² events), and the ranks that fit above it.
@@ -171,3 +173,6 @@ class EventQueue:
         if not len(self):
             raise IndexError("pop from an empty event queue")
         return queue_pop(*self.arrays())
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -31,6 +31,7 @@ from numba import njit
 from pydantic import Field
 
 from netsim.contracts import BuildContext, ComponentConfig, LossCurvature, Model, check_model_size
+from netsim.kernel_cache import guard_kernels
 from netsim.learning.losses import (
     batch_gradient,
     binary_label,
@@ -497,3 +498,6 @@ def model_test_accuracies(
     if plain.size:
         correct[plain] = np.count_nonzero((params[plain] @ x.T > 0) == positive, axis=1)
     return correct / len(y)
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -29,6 +29,8 @@ import math
 import numpy as np
 from numba import njit
 
+from netsim.kernel_cache import guard_kernels
+
 
 @njit(cache=True)
 def dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -173,3 +175,6 @@ def sum_squares(x: np.ndarray) -> float:
     """Σ x² over all entries of an array, in C order with :func:`dot`'s order."""
     flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
     return dot(flat, flat)
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -22,6 +22,7 @@ from numba import njit
 from netsim.contracts import BuildContext, ComponentConfig, Section, Transport
 from netsim.distributions import Constant, Distribution, PositiveDuration
 from netsim.fields import Bandwidth, Probability
+from netsim.kernel_cache import guard_kernels
 from netsim.log import F64, I32, STR, TableSchema
 from netsim.network.nodes import NodeStates
 from netsim.network.topology import Topology
@@ -728,3 +729,6 @@ class Network(Transport):
         self._record_loss(when, transfer.sent_at, transfer.kind, transfer.src, transfer.dst, reason)
         if transfer.on_lost is not None:
             transfer.on_lost(transfer, reason)
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -78,6 +78,7 @@ import numpy as np
 from numba import njit
 
 from netsim.errors import SimulationError
+from netsim.kernel_cache import guard_kernels
 
 #: Relative slack on the budget slope (the bisection of :func:`slope_for_epsilon` is exact to
 #: about 1e-15; summing stretches in another order differs by a few ulps).
@@ -647,3 +648,6 @@ class LineageCeiling:
             self._split(x, serial, lowest, True)
         self.cut[serial] = True
         return True
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -31,6 +31,8 @@ import math
 import numpy as np
 from numba import njit
 
+from netsim.kernel_cache import guard_kernels
+
 LANES = 16  # SFC64 generators stepped side by side (the vector width times four)
 BLOCK = 2048  # words per block (16 KiB); 1,024 and 4,096 measured no faster
 _STREAMS = LANES + 1  # the lanes and the stream that finishes the rejected attempts
@@ -256,3 +258,6 @@ def add_laplace(
     ``out`` may be ``source``), the lanes seeded from ``rng``."""
     state = seed_streams(rng)
     _add_laplace(out, source, float(scale), state, _KEEP, _WIDTH, _DENSITY, _TAIL_START)
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -65,6 +65,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 from threadpoolctl import ThreadpoolController
 
+from netsim.kernel_cache import guard_kernels
 from netsim.privacy.mechanisms import gaussian_epsilon
 from netsim.privacy.pairwise import RANK_TOLERANCE
 
@@ -1103,3 +1104,6 @@ class _Components:
             total += loss.mu_squared
             exact &= loss.exact
         return UnitLoss(total, exact)
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

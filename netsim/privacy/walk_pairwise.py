@@ -58,6 +58,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from netsim.kernel_cache import guard_kernels
 from netsim.privacy.composition import RDP_ORDERS, rdp_epsilons
 from netsim.privacy.linear import RANGE_TOLERANCE, UnitLosses, group_losses, whitening
 
@@ -781,3 +782,6 @@ def path_secret_exposure(
     mean[rows, observers] = 0.0
     standard_error[rows, observers] = 0.0
     return mean, standard_error
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -31,6 +31,7 @@ from netsim.contracts import (
     Section,
 )
 from netsim.distributions import Duration, PositiveDuration
+from netsim.kernel_cache import guard_kernels
 from netsim.log import F64, I32, I64, STR, EventTable, TableSchema, string_runs
 from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import PULL, PUSH
@@ -545,3 +546,6 @@ class Broadcast(GossipApplication):
                 f"({len(reached)}/{len(broadcasts)} updates)"
             )
         return lines
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -35,8 +35,10 @@ up to date whenever the kernel returns, that is before every SimPy event; the wa
 messages join the kernel's rows, and its draws from the transport's streams read the kernel's
 blocks (:class:`CoreDraws`).
 
-The kernel is compiled without numba's reference counts (:func:`kernel`)
-and its cache is dropped when a module it inlines changes (:func:`_recompile_after_changes`).
+The kernel is compiled without numba's reference counts (:func:`kernel`). Like every cached
+kernel of netsim, it is compiled again when a module whose code or constants it inlines changes
+(the links' rejection tries, the queue, the broadcast's coverage check, the walk's cycle): the
+modules are derived from its code (:mod:`netsim.kernel_cache`), not listed here.
 
 ``tests/test_exact_core.py`` holds the two engines to identical tables. Which engine ran is in
 the run's manifest (``exact_engine``).
@@ -44,17 +46,14 @@ the run's manifest (``exact_engine``).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 from simpy.events import NORMAL
 
-from netsim import event_queue
 from netsim.errors import SimulationError
 from netsim.event_queue import (
     ID_BITS,
@@ -66,6 +65,7 @@ from netsim.event_queue import (
     queue_insert,
     queue_push,
 )
+from netsim.kernel_cache import guard_kernels
 from netsim.log import string_runs
 from netsim.network.links import (
     _REJECTION_TRIES,
@@ -75,7 +75,6 @@ from netsim.network.links import (
     TARGET_OFFLINE,
     Network,
 )
-from netsim.protocols import broadcast as broadcast_module
 from netsim.protocols.broadcast import (
     PULL_CODE,
     PUSH_CODE,
@@ -84,8 +83,6 @@ from netsim.protocols.broadcast import (
     coverage_check,
 )
 from netsim.protocols.gossip import PULL, PUSH, PushPullGossip, _Silent, _Tick
-from netsim.protocols.walk import compiled as walk_compiled
-from netsim.protocols.walk import kernels as walk_kernels
 from netsim.protocols.walk.compiled import TIMER, CompiledCycle, merge, timer
 from netsim.protocols.walk.service import RandomWalkService
 from netsim.sim import Call
@@ -517,34 +514,6 @@ def _lane_push(
     meta[NEXT_ID] += 1
     lane_a[lane, tail], lane_b[lane, tail] = a, b
     lane_meta[lane, COUNT] += 1
-
-
-def _recompile_after_changes(kernel: Callable, sources: tuple[str, ...]) -> None:
-    """Drop ``kernel``'s cached machine code when a module it inlines changed. numba keys a
-    cached function on its own file only, and the kernel inlines compiled functions of other
-    modules (the queue, the broadcast's coverage check, the walk's cycle): after an edit of
-    one of them, or an upgrade that left this file's stamp as it was, the cache would run the
-    old code. The sources' stamps (size, modification time) are kept next to the cache."""
-    stamp = hashlib.sha256(
-        repr([(Path(path).stat().st_size, Path(path).stat().st_mtime_ns) for path in sources])
-        .encode()
-    ).hexdigest()
-    try:
-        cache = kernel._cache  # type: ignore[attr-defined]
-        record = Path(cache.cache_path) / f"{kernel.__name__}.sources"
-        if not record.exists() or record.read_text() != stamp:
-            cache.flush()
-            record.write_text(stamp)
-    except (AttributeError, OSError):  # another numba, or a read-only cache: left as it is
-        return
-
-
-#: The files whose compiled code the kernel holds: its own and the modules it inlines.
-KERNEL_SOURCES = (
-    __file__, event_queue.__file__, broadcast_module.__file__, walk_compiled.__file__,
-    walk_kernels.__file__,
-)  # fmt: skip
-_recompile_after_changes(run_events, KERNEL_SOURCES)
 
 
 class SharedCounter:
@@ -1008,3 +977,6 @@ def attach_exact_core(sim: Simulation, components: Mapping[str, Component]) -> s
 
 
 __all__ = ["ExactCore", "attach_exact_core", "exact_engine_blocker", "run_events"]
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

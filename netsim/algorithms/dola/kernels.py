@@ -15,6 +15,8 @@ import math
 import numpy as np
 from numba import njit
 
+from netsim.kernel_cache import guard_kernels
+
 HINGE = 0
 LOGISTIC = 1
 
@@ -424,3 +426,6 @@ def batch_loss(
     if regularisation > 0:
         total += rows.shape[0] * 0.5 * regularisation * _squared_norm(w)
     return total
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from netsim.errors import ScenarioError
+from netsim.kernel_cache import guard_kernels
 from netsim.log import BOOL, F64, I64, TableSchema
 from netsim.network.links import draw_below
 from netsim.network.topology import Topology
@@ -325,3 +326,6 @@ def union_components(matrices: list[sp.csr_matrix], online: np.ndarray) -> int:
     for a in matrices:
         _join_links(parent, a.indptr, a.indices, mask)
     return int(_count_roots(parent, mask))
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

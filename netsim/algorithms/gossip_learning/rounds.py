@@ -43,6 +43,7 @@ from numba import njit
 from threadpoolctl import ThreadpoolController
 
 from netsim.errors import ScenarioError
+from netsim.kernel_cache import guard_kernels
 from netsim.learning.models import model_test_accuracies
 from netsim.learning.private_sgd import PrivateSGD
 from netsim.learning.sensitivity import clip_rows
@@ -528,3 +529,6 @@ class GossipLearningRounds:
             float(np.median(accuracy)),
             float(accuracy.max()),
         )
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from netsim.event_queue import queue_push
+from netsim.kernel_cache import guard_kernels
 from netsim.protocols.walk.cycle_exact import ExactCycle
 from netsim.protocols.walk.kernels import AGE_TOLERANCE, adopted_circles, replaces_compiled
 
@@ -205,3 +206,6 @@ class CompiledCycle(ExactCycle):
 
     def incoming(self, node: int, value: Any, sender: int, transfer: Any) -> None:
         raise AssertionError("the compiled core merges rwprop")  # pragma: no cover
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from netsim.kernel_cache import guard_kernels
+
 
 def should_replace(
     steps: Any, age: Any, new_steps: Any, new_age: Any, delta: float, ties_more: bool = False
@@ -461,3 +463,6 @@ def authors_cycle(
         restart_updates[:restarts],
         restart_steps[:restarts],
     )
+
+
+guard_kernels(__name__)  # recompiled when a module these kernels inline changed
