@@ -7,6 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from conftest import SUBPROCESS_HANG_LIMIT
+
 REPO = Path(__file__).resolve().parents[1]
 SECTION = "## Reading a run in pandas"
 
@@ -30,8 +32,8 @@ def test_the_readme_snippets_for_reading_runs_run_as_pasted(tmp_path, monkeypatc
     for language, code in blocks:
         if language == "sh":
             result = subprocess.run(
-                ["bash", "-e", "-c", code], capture_output=True, text=True, timeout=300,
-                env={**os.environ, "MPLBACKEND": "Agg"}, check=False,
+                ["bash", "-e", "-c", code], capture_output=True, text=True,
+                timeout=SUBPROCESS_HANG_LIMIT, env={**os.environ, "MPLBACKEND": "Agg"}, check=False,
             )  # fmt: skip
             assert result.returncode == 0, result.stderr
         else:
