@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "netsim.distributions",
             "netsim.plotting",
             "netsim.event_queue",
+            "netsim.installation",
         ),
     ),
     ("contracts", ("netsim.component", "netsim.registry", "netsim.contracts")),
