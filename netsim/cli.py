@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import TypeAlias
 
 from netsim.errors import (
+    InstallationError,
     NetsimError,
     PluginFailure,
     RunDirectoryError,
     RunTimeoutError,
     ScenarioError,
 )
+from netsim.installation import check_installation
 from netsim.signals import (
     Terminated,
     install_stop_handlers,
@@ -796,7 +798,14 @@ def _traceback_hint(exc: NetsimError, args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``netsim`` console script."""
+    """Entry point of the ``netsim`` console script (and of ``python -m netsim``). It first
+    checks that the ``netsim`` Python imports is a complete install (a leftover folder can hide
+    it: :mod:`netsim.installation`), before any import below this module can fail."""
+    try:
+        check_installation()
+    except InstallationError as exc:
+        print(f"netsim: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
     args = build_parser().parse_args(argv)
     previous = install_stop_handlers()
     try:

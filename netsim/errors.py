@@ -52,6 +52,12 @@ class RunTimeoutError(NetsimError):
     """A run went past its wall-clock time limit (``--run-timeout``) and was stopped."""
 
 
+class InstallationError(NetsimError):
+    """The ``netsim`` Python imports is not a complete install: a leftover folder without
+    ``__init__.py`` hides the installed package, or the package is not where the installed
+    distribution's metadata puts it (:mod:`netsim.installation`)."""
+
+
 class DataError(NetsimError):
     """A data set is unknown, missing or malformed, or cannot be split or pre-processed as asked."""
 

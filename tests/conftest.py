@@ -29,6 +29,12 @@ def _private_yardstick_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterat
         os.environ["NETSIM_CACHE_DIR"] = before
 
 
+#: The wall-clock limit of a test's child process (``python -m netsim …``, a shell block of the
+#: docs): there only to end a hang, so generous enough that a loaded machine (two cores busy
+#: with an experiment, a first run compiling netsim's kernels) never reaches it. A test asserts
+#: how long something takes only where that is what it checks, never through this limit.
+SUBPROCESS_HANG_LIMIT = 600
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 STUNNER_TRACE = SHARED_DATA / "traces" / "stunner" / "peersim_session_100.txt"

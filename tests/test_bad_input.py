@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas.testing as pd_testing
 import pytest
+from conftest import SUBPROCESS_HANG_LIMIT
 
 from netsim.cli import EXIT_USER_ERROR, main
 from netsim.errors import TraceError
@@ -720,7 +721,9 @@ def test_data_options_too_large_are_refused_before_anything_is_made(
 # --- files that are not regular files, or too large; sizes bounded before allocation ------
 
 
-def netsim_subprocess(*argv: object, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def netsim_subprocess(
+    *argv: object, timeout: float = SUBPROCESS_HANG_LIMIT
+) -> subprocess.CompletedProcess[str]:
     """``python -m netsim *argv`` in a child process that must end within ``timeout`` seconds
     (for inputs that used to hang or to read without end: a regression fails, not hangs)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -735,7 +738,7 @@ def test_a_scenario_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path)
     fifo = tmp_path / "scenario.yaml"
     os.mkfifo(fifo)
     for command in ("validate", "run", "sweep"):
-        done = netsim_subprocess(command, fifo, timeout=30)
+        done = netsim_subprocess(command, fifo)
         assert done.returncode == 2, done.stderr
         assert done.stderr == (
             f"netsim: error: {fifo}: is a FIFO (named pipe), not a regular file; a "
@@ -751,7 +754,7 @@ MI_OGD = BASE.replace("topology: {kind: k_out, k: 3}", "topology: {kind: complet
 def test_a_data_path_that_is_a_device_is_refused(tmp_path: Path) -> None:
     """A data path pointing at /dev/zero used to read gigabytes."""
     scenario = write(tmp_path / "s.yaml", MI_OGD + "  data: {name: libsvm, path: /dev/zero}\n")
-    done = netsim_subprocess("validate", scenario, timeout=30)
+    done = netsim_subprocess("validate", scenario)
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
         "netsim: error: /dev/zero: is a character device, not a regular file; a data file "

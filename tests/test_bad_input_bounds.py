@@ -15,6 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import SUBPROCESS_HANG_LIMIT
 
 from netsim import files
 from netsim.errors import DataError
@@ -98,7 +99,7 @@ def measured_validate(scenario: Path, bound: int) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-c", _MEASURE, str(bound), str(scenario)],
-        capture_output=True, text=True, timeout=120, env=env, check=True,
+        capture_output=True, text=True, timeout=SUBPROCESS_HANG_LIMIT, env=env, check=True,
         cwd=scenario.parent,
     )  # fmt: skip
     result: dict[str, object] = json.loads(done.stdout)

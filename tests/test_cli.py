@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import SUBPROCESS_HANG_LIMIT
 
 import netsim
 import netsim.scenario.runner as runner
@@ -156,7 +157,7 @@ def test_python_m_netsim_version() -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SUBPROCESS_HANG_LIMIT,
         check=False,
     )
     assert result.returncode == 0, result.stderr
@@ -214,12 +215,12 @@ def test_sigterm_removes_the_staging_directory(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SUBPROCESS_HANG_LIMIT
     while not (out.exists() and any(out.iterdir())) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)  # well inside the run
     os.kill(process.pid, signal.SIGTERM)
-    _, err = process.communicate(timeout=60)
+    _, err = process.communicate(timeout=SUBPROCESS_HANG_LIMIT)
     assert process.returncode == 143
     assert "terminated; no partial run directory was kept" in err
     assert list(out.iterdir()) == []
@@ -429,7 +430,7 @@ def on_a_terminal(command: list[str], cwd: Path) -> tuple[int, list[str]]:
         elif process.poll() is not None:
             break
     os.close(master)
-    status = process.wait(timeout=60)
+    status = process.wait(timeout=SUBPROCESS_HANG_LIMIT)
     return status, [f for f in drawn.decode(errors="replace").split("\r") if f.strip()]
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SUBPROCESS_HANG_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -178,8 +179,8 @@ def test_the_dask_how_tos_local_cluster_recipe_runs_as_written(tmp_path: Path) -
     out = tmp_path / "runs"
     script.write_text(recipe.replace('OUT = Path("runs")', f"OUT = Path({str(out)!r})"))
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True,
+        timeout=SUBPROCESS_HANG_LIMIT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-5000:]
     directory = out / "tutorial-gossip-period"
@@ -211,7 +212,7 @@ def test_the_check_example_installs_the_package_that_registers_its_name() -> Non
     assert "exits with 2" in section
     done = subprocess.run(
         [sys.executable, "-m", "netsim", "check", "netsim_examples.mh_walk:MetropolisHastingsWalk"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, capture_output=True, text=True, timeout=SUBPROCESS_HANG_LIMIT,
         env={**os.environ, "PYTHONPATH": f"{ROOT / 'examples/netsim-examples/src'}:{ROOT}"},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -226,7 +227,7 @@ def test_the_readmes_stunner_figures_are_what_trace_info_prints(stunner_trace: P
 
     done = subprocess.run(
         [sys.executable, "-m", "netsim", "trace", "info", str(stunner_trace)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+        cwd=ROOT, capture_output=True, text=True, timeout=SUBPROCESS_HANG_LIMIT, check=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     printed = re.search(r"online sessions \((\d+) seen whole; (\d+) cut.*median ([\d.]+) min.*"

@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "netsim.plotting",
             "netsim.event_queue",
             "netsim.kernel_cache",
+            "netsim.installation",
         ),
     ),
     ("contracts", ("netsim.component", "netsim.registry", "netsim.contracts")),

@@ -1,11 +1,20 @@
-"""The README's snippets for reading runs run as pasted, in a fresh directory."""
+"""The README's commands run as pasted: its snippets for reading runs in a fresh directory, and
+(slow) its first two commands, installing netsim and then installing it again in editable
+mode, in a fresh virtual environment."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import venv
 from pathlib import Path
+
+import pytest
+from conftest import SUBPROCESS_HANG_LIMIT
+
+from netsim.storage import is_complete_run
 
 REPO = Path(__file__).resolve().parents[1]
 SECTION = "## Reading a run in pandas"
@@ -30,8 +39,8 @@ def test_the_readme_snippets_for_reading_runs_run_as_pasted(tmp_path, monkeypatc
     for language, code in blocks:
         if language == "sh":
             result = subprocess.run(
-                ["bash", "-e", "-c", code], capture_output=True, text=True, timeout=300,
-                env={**os.environ, "MPLBACKEND": "Agg"}, check=False,
+                ["bash", "-e", "-c", code], capture_output=True, text=True,
+                timeout=SUBPROCESS_HANG_LIMIT, env={**os.environ, "MPLBACKEND": "Agg"}, check=False,
             )  # fmt: skip
             assert result.returncode == 0, result.stderr
         else:
@@ -41,3 +50,105 @@ def test_the_readme_snippets_for_reading_runs_run_as_pasted(tmp_path, monkeypatc
     assert set(long["duration"]) == {1800.0}  # type: ignore[index]
     assert namespace["result"]["broadcasts"]["update"].size >= 2  # type: ignore[index]
     assert (tmp_path / "runs" / "quickstart-30min" / "manifest.json").is_file()
+
+
+#: The README's first two commands, in their order: what a new user runs first.
+INSTALL_AND_RUN = "python3 -m pip install . && netsim run scenarios/quickstart.yaml"
+INSTALL_EDITABLE_AND_TEST = "python3 -m pip install -e '.[test]' && python3 -m pytest -q"
+#: What the test runs of the second: the editable install, without the test extra.
+INSTALL_EDITABLE = "python3 -m pip install -e ."
+#: pip installing netsim's dependencies (downloading them when pip's cache does not hold them).
+INSTALL_LIMIT = 3 * SUBPROCESS_HANG_LIMIT
+
+
+def copy_of_the_checkout(target: Path) -> Path:
+    """The checkout's tracked files, as they are in the working tree, copied to ``target``
+    (what a clone holds, uncommitted edits included; no run directory, no virtual environment)."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True,
+        timeout=SUBPROCESS_HANG_LIMIT,
+    ).stdout.decode()  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file() or source.is_symlink():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name, follow_symlinks=False)
+    return target
+
+
+def new_users_environment(home: Path, cache: Path) -> dict[str, str]:
+    """The environment of a user who has just activated the virtual environment ``home``:
+    nothing of this test session's (its PYTHONPATH, netsim's and numba's cache folders), a
+    cache folder of their own, and pip's cache shared with this user's (installs go faster)."""
+    pip_cache = os.environ.get("PIP_CACHE_DIR") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pip"
+    )
+    kept = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV", "PYTHONHOME")
+        and not key.startswith(("NETSIM_", "NUMBA_"))
+    }
+    return {
+        **kept,
+        "PATH": f"{home / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "VIRTUAL_ENV": str(home),
+        "XDG_CACHE_HOME": str(cache),
+        "PIP_CACHE_DIR": pip_cache,
+    }
+
+
+@pytest.mark.slow
+def test_the_readmes_install_commands_run_in_order_in_a_fresh_environment(tmp_path):
+    """``pip install .`` and the quick-start run, then ``pip install -e``, in a fresh virtual
+    environment from a copy of the checkout, as a new user runs them. Once, the first run left
+    numba's caches inside the installed package; ``pip install -e`` uninstalled the rest, and
+    the leftover ``site-packages/netsim`` hid the editable install (``No module named
+    'netsim.protocols.gossip'``).
+
+    The second command installs ``-e .``, not ``-e '.[test]'``, and runs no tests: the test
+    extra (JAX, Dask, Sphinx, …) adds minutes of installing, and what is checked is the
+    install, not the suite. A few minutes with pip's cache warm."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    top = readme[: readme.index("\n## ")]
+    assert re.findall(r"```sh\n(.*?)\n```", top, flags=re.DOTALL) == [
+        INSTALL_AND_RUN,
+        INSTALL_EDITABLE_AND_TEST,
+    ]
+    checkout = copy_of_the_checkout(tmp_path / "netsim-checkout")
+    home = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(home)
+    env = new_users_environment(home, tmp_path / "cache")
+
+    def shell(command: str, limit: float = SUBPROCESS_HANG_LIMIT, cwd: Path = checkout) -> str:
+        done = subprocess.run(
+            ["bash", "-e", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+            timeout=limit, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{command}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+        return done.stdout.strip()
+
+    packages = Path(shell("python3 -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))'"))
+    run = shell(INSTALL_AND_RUN, INSTALL_LIMIT).splitlines()[-1]
+    assert is_complete_run(checkout / run), run
+    # the run wrote nothing into the installed package (pip would not uninstall it)
+    (record,) = packages.glob("netsim_ppml-*.dist-info/RECORD")
+    listed = {line.split(",")[0] for line in record.read_text().splitlines()}
+    written = {
+        path.relative_to(packages).as_posix()
+        for path in (packages / "netsim").rglob("*")
+        if path.is_file()
+    }
+    assert written <= listed, sorted(written - listed)[:10]
+
+    shell(INSTALL_EDITABLE, INSTALL_LIMIT)
+    assert not (packages / "netsim").exists()  # nothing of the wheel's package is left
+    assert shell("netsim validate scenarios/quickstart.yaml").startswith(
+        "scenarios/quickstart.yaml: valid scenario"
+    )
+    run = shell(f"netsim run scenarios/quickstart.yaml --out {tmp_path / 'runs'}").splitlines()[-1]
+    assert is_complete_run(Path(run)), run
+    # outside the checkout (whose folder Python would find first): the installed netsim
+    assert shell("python3 -c 'import netsim; print(netsim.__file__)'", cwd=tmp_path) == (
+        f"{checkout / 'netsim' / '__init__.py'}"
+    )

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SUBPROCESS_HANG_LIMIT
 
 from netsim.cli import main
 from netsim.storage import complete_manifest
@@ -65,7 +66,9 @@ def test_two_concurrent_runs_of_one_name_never_both_succeed(tmp_path, pair):
                        cwd=tmp_path)
         for seed in (1, 2)
     ]  # fmt: skip
-    ended = [(process.wait(timeout=120), *process.communicate()) for process in runs]
+    ended = [
+        (process.wait(timeout=SUBPROCESS_HANG_LIMIT), *process.communicate()) for process in runs
+    ]
     codes = sorted(code for code, _, _ in ended)
     assert codes == [0, 2], ended
     (winner,) = [seed for seed, (code, _, _) in zip((1, 2), ended, strict=True) if code == 0]
@@ -95,16 +98,16 @@ def test_a_named_run_takes_its_claim_back_after_a_kill(tmp_path):
     scenario = write(tmp_path / "s.yaml", TINY.replace("duration: 10min", "duration: 2h"))
     out = tmp_path / "runs"
     first = netsim_process("run", scenario, "--out", out, "--name", "same", "-q", cwd=tmp_path)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SUBPROCESS_HANG_LIMIT
     while time.monotonic() < deadline and not (out / ".same.claim").exists():
         time.sleep(0.05)
     assert (out / ".same.claim").exists()
     first.send_signal(signal.SIGKILL)
-    first.communicate(timeout=30)
+    first.communicate(timeout=SUBPROCESS_HANG_LIMIT)
     again = subprocess.run(
         [sys.executable, "-m", "netsim", "run", str(scenario), "--out", str(out), "--name",
          "same", "-q", "--set", "duration=1min"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        capture_output=True, text=True, cwd=tmp_path, timeout=SUBPROCESS_HANG_LIMIT,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
@@ -317,7 +320,7 @@ def test_a_limited_run_in_a_thread_leaves_no_pending_exception_flag(hook, loops)
     try:
         done = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=15,
+            env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=SUBPROCESS_HANG_LIMIT,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         pytest.fail(f"a function called under sys.{hook} never returned")

@@ -434,13 +434,13 @@ def test_a_table_that_is_a_fifo_is_damaged_and_read_without_waiting(sweep: Path)
     run = runs_of(sweep)[0]
     (run / f"{TABLE}.parquet").unlink()
     os.mkfifo(run / f"{TABLE}.parquet")
-    done = netsim_subprocess("verify", sweep, timeout=60)
+    done = netsim_subprocess("verify", sweep)
     assert done.returncode == EXIT_NOT_VERIFIED, done.stderr
     assert (
         f"damaged     {run.name}: {TABLE}.parquet is a FIFO (named pipe), not a regular file; a "
         "table must be a regular file" in done.stdout
     )
-    done = netsim_subprocess("report", sweep, timeout=60)
+    done = netsim_subprocess("report", sweep)
     assert done.returncode == 2 and "1 of 3 runs are damaged" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 

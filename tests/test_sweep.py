@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from conftest import SUBPROCESS_HANG_LIMIT
 
 from netsim.analysis import collect, collect_status
 from netsim.cli import main
@@ -448,7 +449,7 @@ def test_a_malformed_scheduler_address_is_one_message_and_no_traceback(tmp_path,
     result = subprocess.run(
         [sys.executable, "-m", "netsim", "sweep", str(small_sweep(tmp_path)), "--scheduler",
          address, "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=SUBPROCESS_HANG_LIMIT, check=False,
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr == (
@@ -469,20 +470,20 @@ def test_ctrl_c_stops_the_pool_keeps_finished_runs_and_the_same_command_resumes(
         [*command, "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     runs_dir = out / "tiny-walk" / RUNS
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + SUBPROCESS_HANG_LIMIT
     while time.monotonic() < deadline and process.poll() is None:
         if runs_dir.is_dir() and any(is_complete_run(p) for p in runs_dir.iterdir()):
             break
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    _, err = process.communicate(timeout=SUBPROCESS_HANG_LIMIT)
     assert process.returncode == 130, err
     assert "Run the same command again to resume" in err
     kept = sorted(p.name for p in runs_dir.iterdir())
     assert kept and all(is_complete_run(runs_dir / name) for name in kept)  # no partial dirs
     assert len(kept) < 6
     again = subprocess.run(
-        [*command, "--workers", "1"], capture_output=True, text=True, timeout=300
+        [*command, "--workers", "1"], capture_output=True, text=True, timeout=SUBPROCESS_HANG_LIMIT
     )
     assert again.returncode == 0, again.stderr
     assert f"{6 - len(kept)} ran, {len(kept)} were already complete, 0 failed" in again.stderr
@@ -556,7 +557,7 @@ def test_workers_exit_quietly_when_the_sweep_is_killed(tmp_path):
     )  # fmt: skip
     runs_dir = out / "tiny-walk" / RUNS
     progress = runs_dir / ".progress"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + SUBPROCESS_HANG_LIMIT
     while time.monotonic() < deadline and process.poll() is None:
         if progress.is_dir() and len(list(progress.iterdir())) >= 2:
             break  # both workers are in a run
@@ -564,8 +565,9 @@ def test_workers_exit_quietly_when_the_sweep_is_killed(tmp_path):
     workers = _children(process.pid)
     assert len(workers) >= 2 and process.poll() is None
     process.kill()  # SIGKILL: the parent cannot stop its pool
-    _, err = process.communicate(timeout=60)  # ends when the last worker closed stderr
-    deadline = time.monotonic() + 30
+    # ends when the last worker closed stderr
+    _, err = process.communicate(timeout=SUBPROCESS_HANG_LIMIT)
+    deadline = time.monotonic() + SUBPROCESS_HANG_LIMIT
     while time.monotonic() < deadline and any(_running(*w) for w in workers.items()):
         time.sleep(0.05)
     assert not any(_running(*w) for w in workers.items())
@@ -604,15 +606,15 @@ def test_workers_whose_sweep_died_while_they_started_take_no_task(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + SUBPROCESS_HANG_LIMIT
     workers: dict[int, str] = {}
     while time.monotonic() < deadline and process.poll() is None and len(workers) < 2:
         workers = _pool_workers(process.pid)
         time.sleep(0.01)
     assert len(workers) == 2 and process.poll() is None
     process.kill()  # as soon as the workers exist: before they have imported netsim
-    _, err = process.communicate(timeout=60)
-    deadline = time.monotonic() + 60
+    _, err = process.communicate(timeout=SUBPROCESS_HANG_LIMIT)
+    deadline = time.monotonic() + SUBPROCESS_HANG_LIMIT
     while time.monotonic() < deadline and any(_running(*w) for w in workers.items()):
         time.sleep(0.05)
     assert not any(_running(*w) for w in workers.items())

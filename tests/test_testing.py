@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import SUBPROCESS_HANG_LIMIT
 
 from netsim.api import ComponentConfig, GossipApplication, Walk, WalkAgent
 from netsim.errors import ComponentError, ScenarioError
@@ -150,7 +151,7 @@ def run_cli(*args: str, paths: list[str] = ()) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(REPO)])}
     return subprocess.run(
         [sys.executable, "-m", "netsim", *args], capture_output=True, text=True, env=env,
-        check=False, timeout=300,
+        check=False, timeout=SUBPROCESS_HANG_LIMIT,
     )  # fmt: skip
 
 

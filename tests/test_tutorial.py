@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SUBPROCESS_HANG_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "docs" / "tutorial.md"
@@ -48,7 +49,7 @@ def test_the_tutorial_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
                 cwd=tmp_path,
                 capture_output=True,
                 text=True,
-                timeout=300,
+                timeout=SUBPROCESS_HANG_LIMIT,
             )
             assert done.returncode == 0, (
                 f"shell block {index} failed ({done.returncode}):\n{code}\n"
