@@ -28,6 +28,7 @@ import pickle
 import re
 import shutil
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -238,6 +239,31 @@ def _parent_alive() -> bool:
     return parent is None or parent.is_alive()
 
 
+#: The warning filter the resource tracker is started with (``-W``; see
+#: :func:`start_quiet_resource_tracker`).
+RESOURCE_TRACKER_QUIET = "ignore:resource_tracker:UserWarning"
+
+
+def start_quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker, if this process has none yet, without its
+    warning about semaphores left behind. A spawned pool's locks are named semaphores that the
+    tracker unlinks when their process dies without doing so itself: a sweep killed with
+    SIGKILL, or stopped while its pool starts. The tracker cleans up, but first prints "There
+    appear to be N leaked semaphore objects" on the terminal, after the sweep's own message;
+    nothing is left behind, so the warning is silenced for the tracker alone (the option is
+    passed on its command line and removed before any worker starts)."""
+    from multiprocessing import resource_tracker
+
+    added = RESOURCE_TRACKER_QUIET not in sys.warnoptions
+    if added:
+        sys.warnoptions.append(RESOURCE_TRACKER_QUIET)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if added:
+            sys.warnoptions.remove(RESOURCE_TRACKER_QUIET)
+
+
 class ProcessPool:
     """A local pool of ``workers`` processes (started fresh: no state inherited); with one
     worker the runs go in this process, one after another."""
@@ -255,6 +281,7 @@ class ProcessPool:
             return
         pickled = pickled_tasks(tasks)
         context = multiprocessing.get_context("spawn")
+        start_quiet_resource_tracker()
         pool = context.Pool(min(self.workers, len(tasks)), initializer=_worker_started)
         finished = False
         try:
