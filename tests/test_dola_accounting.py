@@ -174,3 +174,32 @@ def test_a_fixed_noise_multiplier_that_composes_past_the_budget_is_refused_befor
     ledger = learner.accountant.ledger_frame()
     assert (ledger["noise_scale"] / ledger["sensitivity"] == 20.0).all()
     assert math.isclose(learner.noise_multiplier or 0.0, 20.0)
+
+
+def test_the_calibrated_pld_run_composed_as_a_whole_stays_within_its_budget():
+    """DOLA's Gaussian releases at ε = 0.5, δ = 10⁻⁵, two passes, PLD: every example's releases,
+    read from the ledger and composed as a whole by a fresh dp-accounting accountant (one
+    ``ComposedDpEvent`` of its releases, each composed after the other), come to at most ε.
+    The calibration's own search composes k-fold self-composition, which under PLD sits some
+    2e-8 below the whole composition: a z fitted to the first alone overshoots the second."""
+    import dp_accounting
+    from dp_accounting import pld
+
+    learner = learner_after(300, algorithm="gaussian", epsilon=0.5, delta=1e-5,
+                            accounting="pld", max_passes=2)  # fmt: skip
+    ledger = learner.accountant.ledger_frame()
+    assert learner.accountant.records_frame()["uses"].max() == 2
+    multipliers = ledger["noise_scale"] / ledger["sensitivity"]
+    histories = {
+        tuple(sorted(group)) for _, group in multipliers.groupby(ledger["record"].to_numpy())
+    }
+    assert max(len(history) for history in histories) == 2
+    for history in histories:
+        accountant = pld.PLDAccountant()
+        accountant.compose(
+            dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(z) for z in history])
+        )
+        assert accountant.get_epsilon(1e-5) <= 0.5
+    # the accountant's own figure (self-composed) is within the budget too, and close to it
+    spent = learner.accountant.records_frame()["epsilon_spent"]
+    assert spent.max() <= 0.5 and spent.max() >= 0.5 - 1e-6

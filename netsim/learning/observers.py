@@ -30,6 +30,7 @@ from netsim.privacy.threat import (
     pair_quantiles,
     sampled_from,
     summary_row,
+    union_bound,
 )
 from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
@@ -243,6 +244,7 @@ class ObserverAccounting:
             delta=delta, local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=closed_form,
             sampled_from=sampled_from(self.threat.n, self.threat.observers),
+            epsilon_conversion="rdp", **union_bound(record, rho, network, delta, "rdp"),
         ))  # fmt: skip
         if self.step_times is not None:
             self._write_secret_estimate(delta, local, closed_form)
@@ -274,6 +276,7 @@ class ObserverAccounting:
         keep = np.ones(mean.shape, dtype=bool)
         keep[np.arange(observers.size), observers] = False
         rho = slope * mean[keep]
+        record = np.nonzero(keep)[1]
         epsilon = epsilons_of_slopes(rho, delta)
         network, median, p90 = pair_quantiles(epsilon)
         spread = math.nan
@@ -291,6 +294,7 @@ class ObserverAccounting:
             local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=closed_form, paths=count,
             network_epsilon_se=spread, sampled_from=sampled_from(threat.n, observers),
+            epsilon_conversion="rdp", **union_bound(record, rho, network, delta, "rdp"),
         ))  # fmt: skip
 
     def _closed_form(

@@ -72,8 +72,10 @@ from netsim.privacy.mechanisms import MechanismSpec, delta_budget_problem
 from netsim.privacy.threat import (
     LINEAGE_TABLE,
     VIEWS_TABLE,
+    conversion_phrase,
     sample_phrase,
     trust_problem,
+    union_phrase,
 )
 from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
@@ -701,7 +703,8 @@ class SGDAgent(Component):
                 f"privacy per observer ({row['view'].replace('_', ' ')}, δ = {row['delta']:g}): "
                 f"worst pair ε = {row['network_epsilon']:.3g}, median {row['epsilon_median']:.3g},"
                 f" 90th percentile {row['epsilon_p90']:.3g}; local ε = {row['local_epsilon']:.3g}"
-                f" ({int(row['observers'])} observers{sample_phrase(row)})"
+                f" ({int(row['observers'])} observers{sample_phrase(row)}{conversion_phrase(row)})"
+                f"{union_phrase(row)}"
             )
             if math.isfinite(row.get("closed_form_epsilon", math.nan)):
                 lines.append(

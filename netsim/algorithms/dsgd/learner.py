@@ -74,7 +74,14 @@ from netsim.log import F64, I64, STR, TableSchema
 from netsim.privacy.bounds import AUDIT_TABLE, audit_lines
 from netsim.privacy.linear import LinearRound, LinearRun
 from netsim.privacy.pairwise import metropolis_from_edges
-from netsim.privacy.threat import PAIRS_TABLE, hops_from, sample_phrase, sampled_from
+from netsim.privacy.threat import (
+    PAIRS_TABLE,
+    conversion_phrase,
+    hops_from,
+    sample_phrase,
+    sampled_from,
+    union_phrase,
+)
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 
 #: The δ of every pair's ε when the privacy section names none.
@@ -606,7 +613,7 @@ class DecentralisedSGD(RoundLearner):
         log.table(PAIRS_TABLE).extend(pairs)
         summary = privacy.summary(
             self.linear, accounted, threat.config.trust, delta, config.unit, linear[6], linear[8],
-            sampled=sampled_from(self.n, threat.observers),
+            sampled=sampled_from(self.n, threat.observers), pairs=pairs,
         )
         log.table(PRIVACY_SUMMARY_TABLE).append(*summary)
         setting = privacy.Setting(noise.kind, self.link_a, self.link_b, delta)
@@ -645,7 +652,7 @@ class DecentralisedSGD(RoundLearner):
                 f"privacy ({p['view']}) at δ = {p['delta']:g}: worst pair ε = "
                 f"{p['network_epsilon']:.3g}, median {p['epsilon_median']:.3g}; local DP ε = "
                 f"{p['local_epsilon']:.3g} ({int(p['pairs'])} pairs, {int(p['observers'])} "
-                f"observers{sample_phrase(p)})"
+                f"observers{sample_phrase(p)}{conversion_phrase(p)}){union_phrase(p)}"
             )
         return [*lines, *audit_lines(tables.get("bound_audit"))]
 

@@ -45,7 +45,7 @@ from netsim.privacy.linear import (
     view_losses,
 )
 from netsim.privacy.pairwise import metropolis_from_edges
-from netsim.privacy.threat import ThreatModel, pair_quantiles, summary_row
+from netsim.privacy.threat import ThreatModel, pair_quantiles, summary_row, union_bound
 
 UNITS_TABLE = TableSchema(
     name="linear_pairs",
@@ -272,11 +272,13 @@ def unit_rows(
 
 def summary(
     run: LinearRun, accounted: Accounted, trust: str, delta: float, unit: str, epsilons: np.ndarray,
-    exact: np.ndarray, sampled: int = 0,
+    exact: np.ndarray, sampled: int = 0, pairs: Sequence[np.ndarray] | None = None,
 ) -> tuple:  # fmt: skip
     """The ``privacy_summary`` row: the trust model's view, whether every pair is exact, the
     local ε of the worst unit and the pairs' worst, median and 90th percentile (``sampled``:
-    the nodes a sample of observers was drawn from, 0 when every node is one)."""
+    the nodes a sample of observers was drawn from, 0 when every node is one), every ε by the
+    exact Gaussian profile, and the union bound over the observers of ``pairs`` (the
+    ``privacy_pairs`` columns of :func:`unit_rows`: its units and RDP slopes)."""
     local = local_mu_squared(run, unit)
     local_epsilon = max((epsilon_of(m, delta) for m in local.values()), default=0.0)
     network, median, p90 = pair_quantiles(epsilons)
@@ -289,5 +291,9 @@ def summary(
         pairs=int(epsilons.size), delta=delta, local_epsilon=local_epsilon,
         network_epsilon=network, epsilon_median=median, epsilon_p90=p90,
         closed_form_epsilon=math.nan,
-        sampled_from=sampled,
+        sampled_from=sampled, epsilon_conversion="gaussian_profile",
+        **union_bound(
+            pairs[1] if pairs is not None else np.zeros(0, np.int64),
+            pairs[4] if pairs is not None else np.zeros(0), network, delta, "gaussian_profile",
+        ),
     )  # fmt: skip

@@ -48,6 +48,7 @@ from netsim.privacy.mechanisms import analytic_gaussian_sigma, gaussian_epsilon
 from netsim.privacy.pairwise import chebyshev_gamma, metropolis_from_edges, pairwise_epsilons
 from netsim.privacy.threat import (
     PAIRS_TABLE,
+    conversion_phrase,
     observers_problem,
     pair_quantiles,
     sample_observers,
@@ -55,6 +56,8 @@ from netsim.privacy.threat import (
     sampled_from,
     summary_row,
     trust_problem,
+    union_bound,
+    union_phrase,
 )
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 
@@ -287,6 +290,9 @@ class MuffliatoAveraging(RoundLearner):
             local_epsilon=local, network_epsilon=network, epsilon_median=median,
             epsilon_p90=p90, closed_form_epsilon=math.nan,
             sampled_from=sampled_from(self.n, self.observers),
+            epsilon_conversion="gaussian_profile",
+            **union_bound(record, pairs["rho"].to_numpy(float), network, self.delta,
+                          "gaussian_profile"),
         ))  # fmt: skip
         central = math.nan  # no curator's noise matches an infinite (or zero) network ε
         if 0 < network < math.inf:
@@ -332,7 +338,7 @@ class MuffliatoAveraging(RoundLearner):
             f"{row['network_epsilon']:.3g}, median {row['epsilon_median']:.3g}, 90th percentile "
             f"{row['epsilon_p90']:.3g}; local DP ε = {row['local_epsilon']:.3g} "
             f"({int(row['pairs'])} pairs, {int(row['observers'])} observers"
-            f"{sample_phrase(row)})",
+            f"{sample_phrase(row)}{conversion_phrase(row)}){union_phrase(row)}",
             *audit_lines(tables.get("bound_audit")),
         ]
 
