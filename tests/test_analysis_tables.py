@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -455,3 +456,42 @@ def test_the_yardsticks_the_tables_compute_are_stored() -> None:
     for name in network_privacy.EXPERIMENTS:
         epsilon, delta = network_privacy.BUDGETS[name]
         assert stored["key"].str.contains(f"ε={epsilon:g}, δ={delta:g}").any(), name
+
+
+# --- the network-DP rows tuned on a validation split (analysis/tuned_network_privacy.py) ------
+
+
+def test_the_readme_tuned_network_privacy_tables_are_the_generated_ones() -> None:
+    import tuned_network_privacy
+
+    text = experiments.README.read_text(encoding="utf-8")
+    assert "<!-- generated: tuned-network-privacy -->" in text
+    assert experiments.with_tables(text, tuned_network_privacy.generated_tables()) == text
+    # the block follows the network-DP tables it tunes
+    assert (
+        text.index("<!-- generated: network-privacy-adult-10-churn -->")
+        < text.index("<!-- generated: tuned-network-privacy -->")
+        < text.index("### The ceiling on an 8-regular walk")
+    )
+
+
+def test_tuning_a_network_dp_row_changes_nothing_it_spends() -> None:
+    """The step size and the clip leave the noise multiplier, the uses the budget admits and
+    every observer's loss as the shipped row's at the same seed; each row has both protocols
+    at seeds 1-3, the untuned one at the shipped (1, 0.4)."""
+    import tuned_network_privacy
+
+    runs = tuned_network_privacy.load_tuned()
+    for (name, label), group in runs.groupby(["experiment", "row"]):
+        assert label in {row.label for row in network_privacy.EXPERIMENT_ROWS[name]}
+        for protocol in ("tuned", "untuned"):
+            assert sorted(group.loc[group["protocol"] == protocol, "seed"]) == [1, 2, 3]
+    untuned = runs[runs["protocol"] == "untuned"]
+    assert (untuned["learning_rate"] == 1.0).all() and (untuned["clip"] == 0.4).all()
+    tuned = runs[runs["protocol"] == "tuned"]
+    shipped = network_privacy.load_results()
+    both = tuned.merge(shipped, on=["experiment", "row", "seed"], suffixes=("", "_shipped"))
+    assert len(both) == len(tuned)
+    for column in ("noise_multiplier", "local_epsilon", "network_epsilon", "epsilon_median"):
+        np.testing.assert_allclose(both[column], both[f"{column}_shipped"], rtol=1e-9)
+    assert (both["updates"] == both["updates_shipped"]).all()
