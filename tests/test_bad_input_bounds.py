@@ -438,3 +438,94 @@ def test_the_models_size_and_the_gossip_passes_are_bounded_at_validation(
         "learning.clip=1" if scenario.startswith("learning") else "seed=1",
     )  # fmt: skip
     assert message in err, err
+
+
+# --- sizes and parameters that validated and then hung or ran out of memory ------------------
+
+STUNNER_LINE = "u1 1 1402358400000 2 " + " ".join(["3600000"] * 48) + "\n"  # two days
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("topology={kind: random_geometric, radius: 0.5, dim: 1000000000}",
+         "topology: about 1e+10 coordinates (nodes × dim = 10 × 1000000000); at most 1e+07"),
+        ("topology={kind: complete}\nnodes=1000000",
+         "topology: about 1e+12 neighbour entries (nodes × (nodes − 1)); at most 2e+08"),
+        ("nodes=1000000000", "topology: about 3e+09 neighbour entries (nodes × neighbours); "
+         "at most 2e+08 (the overlay is built in memory before the run): use fewer nodes or a "
+         "smaller topology.k"),
+        ("topology={kind: watts_strogatz, k: 1000000, p: 0.1}\nnodes=100000000",
+         "topology: about 5e+13 links; at most 2e+07"),
+        ("topology={kind: erdos_renyi, p: 1}\nnodes=100000", "topology: about 5e+09 links"),
+        ("churn={kind: synthetic, online: {dist: weibull, shape: 0.01, scale: 1min}, "
+         "offline: {dist: exponential, mean: 1min}}",
+         "use a distribution whose mean is closer to its median"),
+        ("churn={kind: synthetic, online: {dist: lognormal, median: 1min, sigma: 10}, "
+         "offline: {dist: exponential, mean: 1min}}", "churn.online (mean 3.11e+23 s)"),
+        ("churn={kind: stunner, path: trace.txt, segment_length: 1h, segment_step: 1e-6}",
+         "trace.txt: segments of 3600 s every 1e-06 s (segment_length, segment_step) cut the "
+         "trace into 1.69e+11 segments; at most 1e+06: use a longer segment_step"),
+        ("churn={kind: stunner, path: trace.txt, segment_length: 1e-300, segment_step: 1e-300}",
+         "segments; at most 1e+06"),
+        ("gossip={period: 1e-300, mode: rounds}",
+         "gossip: about 1.2e+303 gossip messages over duration 60 s (10 nodes); at most 1e+12"),
+        ("gossip={period: 1s}\nbroadcast={interval: 1e-300}",
+         "broadcast.interval: about 6e+301 sample rows"),
+        ("components={extra: {kind: samples, every: 1e-300}}",
+         "components.extra.every: about 6e+301 sample rows"),
+        ("walk={kind: ideal, step_time: 1e-300}",
+         "walk.step_time: about 6e+301 walk steps over duration 60 s; at most 1e+08"),
+        ("gossip={period: 1s}\nwalk={kind: service, transfer_time: 1e-300, timeout: 1s}",
+         "walk.transfer_time: about 6e+301 walk steps"),
+        ("gossip={period: 1s}\nwalk={kind: service, transfer_time: 1s, timeout: 20s, "
+         "age_error: 1e17}", "walk.age_error: Input should be less than or equal to 1000000000"),
+        ("topology={kind: erdos_renyi, p: 0}\nwalk={kind: ideal, sampling: metropolis}",
+         "walk.sampling metropolis: 10 node(s) (e.g. node 0) have no neighbour in the topology"),
+        ("topology={kind: complete}\nmi_ogd={period: 1e-300, data: {name: synthetic_regression}}",
+         "mi_ogd.period: about 6e+301 rounds over duration 60 s; at most 1e+08"),
+        ("topology={kind: complete}\nduration=1e10\nmetrics.sample_every=1e6\n"
+         "mi_ogd={period: 1s, rounds: 1000000000, "
+         "data: {name: synthetic_regression}}", "mi_ogd.rounds: about 1e+09 rounds"),
+        ("topology={kind: complete}\nmi_ogd={period: 1s, sigma: 1e-300, "
+         "data: {name: synthetic_regression}}",
+         "mi_ogd: sigma must be 0 (no privacy) or at least 1e-150, got 1e-300"),
+        ("topology={kind: complete}\nmi_ogd={period: 1s, radius: 1e300, "
+         "data: {name: synthetic_regression}}", "mi_ogd: radius B must be at most 1e150"),
+    ],
+    ids=[
+        "geometric-dim", "complete-nodes", "k-out-nodes", "watts-strogatz-nodes",
+        "erdos-renyi-nodes", "weibull-shape", "lognormal-sigma", "stunner-step",
+        "stunner-length", "gossip-period", "broadcast-interval", "observer-every",
+        "ideal-step-time", "service-transfer-time", "age-error", "walk-isolated-nodes",
+        "round-period", "rounds", "mi-ogd-sigma", "mi-ogd-radius",
+    ],
+)  # fmt: skip
+def test_sizes_that_hung_or_ran_out_of_memory_are_refused_at_validation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], override: str, message: str
+) -> None:
+    """Each validated and then hung the run or ended in a MemoryError or traceback
+    (random_geometric dim 1e9, a complete graph of 10⁶ nodes, a Weibull shape of 0.01 whose
+    warm-up needs 10¹⁷ draws, STUNner segments every microsecond, a gossip period, broadcast
+    interval, observer period, walk step or round period of 1e-300 s, an age error of 10¹⁷ s,
+    an ideal walk along a topology with isolated nodes, mi_ogd's σ = 1e-300 or B = 1e300):
+    each is one message from ``netsim validate``."""
+    write(tmp_path / "trace.txt", STUNNER_LINE)
+    scenario = write(tmp_path / "s.yaml", BASE)
+    sets = [arg for item in override.split("\n") for arg in ("--set", item)]
+    err = cli_error(capsys, "validate", scenario, *sets)
+    assert message in err, err
+
+
+def test_an_ideal_walk_along_a_topology_with_an_isolated_node_is_refused_by_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``netsim run`` ended in an IndexError at the first step from an isolated node."""
+    scenario = write(tmp_path / "s.yaml", BASE)
+    out = tmp_path / "runs"
+    err = cli_error(
+        capsys, "run", scenario, "--out", out, "-q", "--set", "topology={kind: erdos_renyi, p: 0}",
+        "--set", "walk={kind: ideal, sampling: neighbour}",
+    )  # fmt: skip
+    assert "walk.sampling neighbour: 10 node(s)" in err
+    assert not out.exists() or list(out.iterdir()) == []
