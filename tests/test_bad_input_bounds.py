@@ -529,3 +529,21 @@ def test_an_ideal_walk_along_a_topology_with_an_isolated_node_is_refused_by_run(
     )  # fmt: skip
     assert "walk.sampling neighbour: 10 node(s)" in err
     assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("step", "values"),
+    [("5e-324", "infinitely many"), ("1e-300", "about 4e+300"), ("0.0004", "10001")],
+    ids=["subnormal", "tiny", "one-past"],
+)
+def test_a_step_range_of_too_many_values_is_refused_with_its_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, step: str, values: str
+) -> None:
+    """A subnormal step made the count infinite and ended in an OverflowError traceback, and
+    a step of 1e-300 printed a 301-digit count."""
+    grid = f"sweep:\n  grid: {{gossip.period: {{from: 1, to: 5, step: {step}}}}}\n"
+    scenario = write(tmp_path / "s.yaml", BASE + "gossip: {period: 1s}\n" + grid)
+    err = cli_error(capsys, "sweep", scenario, "--out", tmp_path / "runs")
+    assert err.endswith(
+        f"sweep.grid.gossip.period: {values} values; at most 10000 runs per sweep\n"
+    ), err
