@@ -547,3 +547,49 @@ def test_a_step_range_of_too_many_values_is_refused_with_its_count(
     assert err.endswith(
         f"sweep.grid.gossip.period: {values} values; at most 10000 runs per sweep\n"
     ), err
+
+
+SYNTH_PARAMS = REPO / "traces" / "stunner-synthetic-params.json"
+
+
+@pytest.mark.parametrize(
+    ("options", "change", "message"),
+    [
+        (["--nodes", "0"], {}, "--nodes 0: a synthetic trace has 1 to 10,000,000 nodes"),
+        (["--seed", "-1"], {}, "--seed -1: a seed is an integer in [0, 2^63)"),
+        (["--duration", "1e300"], {}, "--duration 1e300: a trace lasts more than 0 s and at most"),
+        (["--nodes", "1000000000000"], {}, "--nodes 1000000000000: a synthetic trace has 1 to"),
+        ([], {"online_user_correlation": 5},
+         "online_user_correlation must be a number in [-1, 1], got 5"),
+        ([], {"hourly_stretch": [-1] * 24}, "hourly_stretch must be 24 positive finite factors"),
+        ([], {"hourly_stretch": [1.0] * 23}, "hourly_stretch must be 24 positive finite factors"),
+        ([], {"online_fraction": 1.5}, "online_fraction and hourly_online_fraction must be"),
+        ([], {"offline_log_quantiles": [-1e300] * 101},
+         "offline_log_quantiles must be 101 non-decreasing natural logarithms"),
+        ([], {"online_log_quantiles": list(range(101, 0, -1))},
+         "online_log_quantiles must be 101 non-decreasing natural logarithms"),
+    ],
+    ids=[
+        "nodes-0", "seed-negative", "duration", "nodes-huge", "correlation", "stretch-negative",
+        "stretch-23", "fraction", "quantiles-tiny", "quantiles-decreasing",
+    ],
+)  # fmt: skip
+def test_trace_synth_refuses_options_and_parameters_that_mean_nothing(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    options: list[str],
+    change: dict[str, object],
+    message: str,
+) -> None:
+    """--nodes 0 and --seed -1 ended in ValueError tracebacks, --nodes 1e12 in a 7 TiB
+    allocation, --duration 1e300 and a negative hourly stretch hung, a correlation of 5 raised
+    a math domain error, and a fraction of 1.5 or quantiles of -1e300 were used as given."""
+    params = json.loads(SYNTH_PARAMS.read_text(encoding="utf-8"))
+    params.update(change)
+    path = write(tmp_path / "p.json", json.dumps(params))
+    err = cli_error(
+        capsys, "trace", "synth", "--params", path, "--nodes", "10", "--duration", "1h",
+        *options, "--out", tmp_path / "t.csv",
+    )  # fmt: skip
+    assert message in err, err
+    assert not (tmp_path / "t.csv").exists()
