@@ -593,3 +593,60 @@ def test_trace_synth_refuses_options_and_parameters_that_mean_nothing(
     )  # fmt: skip
     assert message in err, err
     assert not (tmp_path / "t.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "override", "message"),
+    [
+        ("muffliato/averaging.yaml", "muffliato.radius=1e300",
+         "muffliato.radius: Input should be less than or equal to"),
+        ("muffliato/averaging.yaml", "muffliato.radius=1e-300",
+         "muffliato.radius: Input should be greater than or equal to"),
+        ("muffliato/averaging.yaml", "muffliato.noise_multiplier=1e300",
+         "muffliato.noise_multiplier: Input should be less than or equal to"),
+        ("learning/spambase.yaml", "learning.noise={kind: gaussian, noise_multiplier: 1e300}",
+         "learning.noise.noise_multiplier: Input should be less than or equal to"),
+        ("mi_ogd/regression.yaml", "mi_ogd.setting=bandit\nmi_ogd.smoothing=1e-300",
+         "mi_ogd: smoothing δ must be at least 1e-50, got 1e-300"),
+        ("dola/synthetic.yaml", "dola.algorithm=gaussian\ndola.calibration=printed\n"
+         "dola.epsilon=1e-300", "dola: epsilon must be at least 1e-100, got 1e-300"),
+    ],
+    ids=["muffliato-radius", "muffliato-radius-tiny", "muffliato-noise", "gaussian-noise",
+         "mi-ogd-smoothing", "dola-epsilon"],
+)  # fmt: skip
+def test_numbers_whose_squares_overflow_or_vanish_are_refused_at_validation(
+    capsys: pytest.CaptureFixture[str], scenario: str, override: str, message: str
+) -> None:
+    """Each validated and then ended the run in an OverflowError or ZeroDivisionError
+    traceback (σ², Δ², ε² or 1/δ of 1e300 or 1e-300)."""
+    sets = [arg for item in override.split("\n") for arg in ("--set", item)]
+    err = cli_error(capsys, "validate", REPO / "scenarios" / scenario, *sets)
+    assert message in err, err
+
+
+def test_a_delta_the_rdp_accountant_cannot_reach_is_one_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DOLA's Gaussian calibration at δ = 1e-300 ended the run in dp-accounting's
+    NoBracketIntervalFoundError traceback."""
+    out = tmp_path / "runs"
+    err = cli_error(
+        capsys, "run", REPO / "scenarios" / "dola" / "synthetic.yaml", "--out", out, "-q",
+        "--set", "dola.algorithm=gaussian", "--set", "dola.delta=1e-300",
+        "--set", "dola.rounds=5", "--set", "dola.regret_checkpoints=0",
+        "--set", "dola.data.options.examples=1000",
+    )  # fmt: skip
+    assert "no Gaussian noise multiplier up to 2^30 makes" in err, err
+    assert "use a larger delta (or epsilon)" in err
+
+
+def test_cutting_a_trace_of_centuries_into_days_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """100 records of 317 years cut into 2-day segments every day are 11.6 million trace
+    nodes (gigabytes of labels); refused before any is made."""
+    rows = "".join(f"n{i},0,9999999999\n" for i in range(100))
+    trace = write(tmp_path / "long.csv", "node,start,end\n" + rows)
+    err = cli_error(capsys, "trace", "convert", "--segment", trace, tmp_path / "out.csv")
+    assert "cut the trace into more than 1e+07 segments" in err, err
+    assert not (tmp_path / "out.csv").exists()

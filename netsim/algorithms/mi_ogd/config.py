@@ -75,6 +75,12 @@ class MiOgdConfig(RoundsConfig):
         elif self.radius > 1e150:
             # B² enters the regret bound: 1e300 squared overflowed (an OverflowError)
             problems.append(f"radius B must be at most 1e150, got {self.radius:g}: B² is used")
+        if self.smoothing is not None and 0 < self.smoothing < 1e-50:
+            # the bandit estimate divides by δ and its power bound by δ²: 1e-300 overflowed
+            problems.append(
+                f"smoothing δ must be at least 1e-50, got {self.smoothing:g}: the estimate "
+                "divides by it"
+            )
         if self.smoothing is not None and not self.smoothing > 0:
             problems.append(
                 f"smoothing δ must be positive in the bandit setting, got {self.smoothing}: "
