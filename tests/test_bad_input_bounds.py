@@ -479,6 +479,8 @@ STUNNER_LINE = "u1 1 1402358400000 2 " + " ".join(["3600000"] * 48) + "\n"  # tw
         ("gossip={period: 1s}\nwalk={kind: service, transfer_time: 1e-300, timeout: 1s}",
          "walk.transfer_time: about 6e+301 walk steps"),
         ("gossip={period: 1s}\nwalk={kind: service, transfer_time: 1s, timeout: 20s, "
+         "retry_interval: 1e-300}", "walk.retry_interval: about 6e+301 walk steps"),
+        ("gossip={period: 1s}\nwalk={kind: service, transfer_time: 1s, timeout: 20s, "
          "age_error: 1e17}", "walk.age_error: Input should be less than or equal to 1000000000"),
         ("topology={kind: erdos_renyi, p: 0}\nwalk={kind: ideal, sampling: metropolis}",
          "walk.sampling metropolis: 10 node(s) (e.g. node 0) have no neighbour in the topology"),
@@ -497,8 +499,8 @@ STUNNER_LINE = "u1 1 1402358400000 2 " + " ".join(["3600000"] * 48) + "\n"  # tw
         "geometric-dim", "complete-nodes", "k-out-nodes", "watts-strogatz-nodes",
         "erdos-renyi-nodes", "weibull-shape", "lognormal-sigma", "stunner-step",
         "stunner-length", "gossip-period", "broadcast-interval", "observer-every",
-        "ideal-step-time", "service-transfer-time", "age-error", "walk-isolated-nodes",
-        "round-period", "rounds", "mi-ogd-sigma", "mi-ogd-radius",
+        "ideal-step-time", "service-transfer-time", "retry-interval", "age-error",
+        "walk-isolated-nodes", "round-period", "rounds", "mi-ogd-sigma", "mi-ogd-radius",
     ],
 )  # fmt: skip
 def test_sizes_that_hung_or_ran_out_of_memory_are_refused_at_validation(

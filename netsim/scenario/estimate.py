@@ -109,6 +109,11 @@ def estimate_run_size(scenario: s.Scenario) -> RunSize:
         if isinstance(step, int | float) and step > 0:
             key = "step_time" if hasattr(walk.config, "step_time") else "transfer_time"
             steps[f"{walk.key}.{key}"] = duration / step
+        # a walk whose holder has no online neighbour tries again every retry_interval, an
+        # event each time: 1e-300 s (or 1 µs) under churn hung the run
+        retry = getattr(walk.config, "retry_interval", None)
+        if isinstance(retry, int | float) and retry > 0:
+            steps[f"{walk.key}.retry_interval"] = duration / retry
     rounds: dict[str, float] = {}
     for part in scenario.plan.parts:
         period = getattr(part.config, "period", None)
