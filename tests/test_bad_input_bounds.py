@@ -465,9 +465,9 @@ STUNNER_LINE = "u1 1 1402358400000 2 " + " ".join(["3600000"] * 48) + "\n"  # tw
          "offline: {dist: exponential, mean: 1min}}", "churn.online (mean 3.11e+23 s)"),
         ("churn={kind: stunner, path: trace.txt, segment_length: 1h, segment_step: 1e-6}",
          "trace.txt: segments of 3600 s every 1e-06 s (segment_length, segment_step) cut the "
-         "trace into 1.69e+11 segments; at most 1e+06: use a longer segment_step"),
+         "trace into 1.69e+11 segments; at most 1e+07: use a longer segment_step"),
         ("churn={kind: stunner, path: trace.txt, segment_length: 1e-300, segment_step: 1e-300}",
-         "segments; at most 1e+06"),
+         "segments; at most 1e+07"),
         ("gossip={period: 1e-300, mode: rounds}",
          "gossip: about 1.2e+303 gossip messages over duration 60 s (10 nodes); at most 1e+12"),
         ("gossip={period: 1s}\nbroadcast={interval: 1e-300}",

@@ -42,9 +42,10 @@ CANONICAL_COLUMNS = ("node", "start", "end")
 #: a mistake, and the per-hour statistics of such a span could not be held in memory.
 MAX_TRACE_SECONDS = 1e10
 #: Segments (trace nodes) a trace may be cut into: each is a labelled trace node made in a
-#: Python loop (some 20 µs and 200 bytes), so 10⁶ are about 20 s; the STUNner trace's 2-day
-#: segments are some 10⁵. A ``segment_step`` of 1e-6 s asked for 10¹² windows (a 9 TiB array).
-MAX_SEGMENTS = 10**6
+#: Python loop (some 20 µs and 300 bytes), so 10⁷ are minutes and 3 GB; the STUNner trace's
+#: 2-day segments are some 10⁵. A ``segment_step`` of 1e-6 s asked for 10¹² windows (a 9 TiB
+#: array).
+MAX_SEGMENTS = 10**7
 
 
 def too_many_segments(source: str, count: float, length: float, step: float) -> TraceError:
