@@ -426,8 +426,9 @@ def _cmd_trace_synth(args: argparse.Namespace) -> int:
     import numpy as np
 
     from netsim.traces.formats import detect_format, read_trace
-    from netsim.traces.intervals import write_canonical_trace
+    from netsim.traces.intervals import MAX_TRACE_SECONDS, write_canonical_trace
     from netsim.traces.synth import (
+        MAX_SYNTH_NODES,
         fit_churn_model,
         fit_stunner,
         generate_trace,
@@ -438,6 +439,22 @@ def _cmd_trace_synth(args: argparse.Namespace) -> int:
 
     if args.like is None and args.params is None:
         raise NetsimError("trace synth: give --like FILE (fit to a trace) or --params FILE")
+    if args.out is not None:  # the options are checked before anything is fitted or read
+        try:
+            duration = parse_duration(args.duration)
+        except ValueError as exc:
+            raise NetsimError(f"--duration: {exc}") from None
+        if not 0 < duration <= MAX_TRACE_SECONDS:
+            raise NetsimError(
+                f"--duration {args.duration}: a trace lasts more than 0 s and at most "
+                f"{MAX_TRACE_SECONDS:.0e} s (about 317 years)"
+            )
+        if not 1 <= args.nodes <= MAX_SYNTH_NODES:
+            raise NetsimError(
+                f"--nodes {args.nodes}: a synthetic trace has 1 to {MAX_SYNTH_NODES:,} nodes"
+            )
+        if not 0 <= args.seed < 2**63:
+            raise NetsimError(f"--seed {args.seed}: a seed is an integer in [0, 2^63)")
     if args.params is not None:
         params = load_params(args.params)
     else:
@@ -454,10 +471,6 @@ def _cmd_trace_synth(args: argparse.Namespace) -> int:
         f"{params.online_user_correlation:.2f} / offline {params.offline_user_correlation:.2f}"
     )
     if args.out is not None:
-        try:
-            duration = parse_duration(args.duration)
-        except ValueError as exc:
-            raise NetsimError(f"--duration: {exc}") from None
         trace = generate_trace(
             params, nodes=args.nodes, duration=duration, rng=np.random.default_rng(args.seed)
         )

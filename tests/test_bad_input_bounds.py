@@ -438,3 +438,217 @@ def test_the_models_size_and_the_gossip_passes_are_bounded_at_validation(
         "learning.clip=1" if scenario.startswith("learning") else "seed=1",
     )  # fmt: skip
     assert message in err, err
+
+
+# --- sizes and parameters that validated and then hung or ran out of memory ------------------
+
+STUNNER_LINE = "u1 1 1402358400000 2 " + " ".join(["3600000"] * 48) + "\n"  # two days
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("topology={kind: random_geometric, radius: 0.5, dim: 1000000000}",
+         "topology: about 1e+10 coordinates (nodes × dim = 10 × 1000000000); at most 1e+07"),
+        ("topology={kind: complete}\nnodes=1000000",
+         "topology: about 1e+12 neighbour entries (nodes × (nodes − 1)); at most 2e+08"),
+        ("nodes=1000000000", "topology: about 3e+09 neighbour entries (nodes × neighbours); "
+         "at most 2e+08 (the overlay is built in memory before the run): use fewer nodes or a "
+         "smaller topology.k"),
+        ("topology={kind: watts_strogatz, k: 1000000, p: 0.1}\nnodes=100000000",
+         "topology: about 5e+13 links; at most 2e+07"),
+        ("topology={kind: erdos_renyi, p: 1}\nnodes=100000", "topology: about 5e+09 links"),
+        ("churn={kind: synthetic, online: {dist: weibull, shape: 0.01, scale: 1min}, "
+         "offline: {dist: exponential, mean: 1min}}",
+         "use a distribution whose mean is closer to its median"),
+        ("churn={kind: synthetic, online: {dist: lognormal, median: 1min, sigma: 10}, "
+         "offline: {dist: exponential, mean: 1min}}", "churn.online (mean 3.11e+23 s)"),
+        ("churn={kind: stunner, path: trace.txt, segment_length: 1h, segment_step: 1e-6}",
+         "trace.txt: segments of 3600 s every 1e-06 s (segment_length, segment_step) cut the "
+         "trace into 1.69e+11 segments; at most 1e+07: use a longer segment_step"),
+        ("churn={kind: stunner, path: trace.txt, segment_length: 1e-300, segment_step: 1e-300}",
+         "segments; at most 1e+07"),
+        ("gossip={period: 1e-300, mode: rounds}",
+         "gossip: about 1.2e+303 gossip messages over duration 60 s (10 nodes); at most 1e+12"),
+        ("gossip={period: 1s}\nbroadcast={interval: 1e-300}",
+         "broadcast.interval: about 6e+301 sample rows"),
+        ("components={extra: {kind: samples, every: 1e-300}}",
+         "components.extra.every: about 6e+301 sample rows"),
+        ("walk={kind: ideal, step_time: 1e-300}",
+         "walk.step_time: about 6e+301 walk steps over duration 60 s; at most 1e+08"),
+        ("gossip={period: 1s}\nwalk={kind: service, transfer_time: 1e-300, timeout: 1s}",
+         "walk.transfer_time: about 6e+301 walk steps"),
+        ("gossip={period: 1s}\nwalk={kind: service, transfer_time: 1s, timeout: 20s, "
+         "retry_interval: 1e-300}", "walk.retry_interval: about 6e+301 walk steps"),
+        ("gossip={period: 1s}\nwalk={kind: service, transfer_time: 1s, timeout: 20s, "
+         "age_error: 1e17}", "walk.age_error: Input should be less than or equal to 1000000000"),
+        ("topology={kind: erdos_renyi, p: 0}\nwalk={kind: ideal, sampling: metropolis}",
+         "walk.sampling metropolis: 10 node(s) (e.g. node 0) have no neighbour in the topology"),
+        ("topology={kind: complete}\nmi_ogd={period: 1e-300, data: {name: synthetic_regression}}",
+         "mi_ogd.period: about 6e+301 rounds over duration 60 s; at most 1e+08"),
+        ("topology={kind: complete}\nduration=1e10\nmetrics.sample_every=1e6\n"
+         "mi_ogd={period: 1s, rounds: 1000000000, "
+         "data: {name: synthetic_regression}}", "mi_ogd.rounds: about 1e+09 rounds"),
+        ("topology={kind: complete}\nmi_ogd={period: 1s, sigma: 1e-300, "
+         "data: {name: synthetic_regression}}",
+         "mi_ogd: sigma must be 0 (no privacy) or at least 1e-150, got 1e-300"),
+        ("topology={kind: complete}\nmi_ogd={period: 1s, radius: 1e300, "
+         "data: {name: synthetic_regression}}", "mi_ogd: radius B must be at most 1e150"),
+    ],
+    ids=[
+        "geometric-dim", "complete-nodes", "k-out-nodes", "watts-strogatz-nodes",
+        "erdos-renyi-nodes", "weibull-shape", "lognormal-sigma", "stunner-step",
+        "stunner-length", "gossip-period", "broadcast-interval", "observer-every",
+        "ideal-step-time", "service-transfer-time", "retry-interval", "age-error",
+        "walk-isolated-nodes", "round-period", "rounds", "mi-ogd-sigma", "mi-ogd-radius",
+    ],
+)  # fmt: skip
+def test_sizes_that_hung_or_ran_out_of_memory_are_refused_at_validation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], override: str, message: str
+) -> None:
+    """Each validated and then hung the run or ended in a MemoryError or traceback
+    (random_geometric dim 1e9, a complete graph of 10⁶ nodes, a Weibull shape of 0.01 whose
+    warm-up needs 10¹⁷ draws, STUNner segments every microsecond, a gossip period, broadcast
+    interval, observer period, walk step or round period of 1e-300 s, an age error of 10¹⁷ s,
+    an ideal walk along a topology with isolated nodes, mi_ogd's σ = 1e-300 or B = 1e300):
+    each is one message from ``netsim validate``."""
+    write(tmp_path / "trace.txt", STUNNER_LINE)
+    scenario = write(tmp_path / "s.yaml", BASE)
+    sets = [arg for item in override.split("\n") for arg in ("--set", item)]
+    err = cli_error(capsys, "validate", scenario, *sets)
+    assert message in err, err
+
+
+def test_an_ideal_walk_along_a_topology_with_an_isolated_node_is_refused_by_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``netsim run`` ended in an IndexError at the first step from an isolated node."""
+    scenario = write(tmp_path / "s.yaml", BASE)
+    out = tmp_path / "runs"
+    err = cli_error(
+        capsys, "run", scenario, "--out", out, "-q", "--set", "topology={kind: erdos_renyi, p: 0}",
+        "--set", "walk={kind: ideal, sampling: neighbour}",
+    )  # fmt: skip
+    assert "walk.sampling neighbour: 10 node(s)" in err
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("step", "values"),
+    [("5e-324", "infinitely many"), ("1e-300", "about 4e+300"), ("0.0004", "10001")],
+    ids=["subnormal", "tiny", "one-past"],
+)
+def test_a_step_range_of_too_many_values_is_refused_with_its_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, step: str, values: str
+) -> None:
+    """A subnormal step made the count infinite and ended in an OverflowError traceback, and
+    a step of 1e-300 printed a 301-digit count."""
+    grid = f"sweep:\n  grid: {{gossip.period: {{from: 1, to: 5, step: {step}}}}}\n"
+    scenario = write(tmp_path / "s.yaml", BASE + "gossip: {period: 1s}\n" + grid)
+    err = cli_error(capsys, "sweep", scenario, "--out", tmp_path / "runs")
+    assert err.endswith(
+        f"sweep.grid.gossip.period: {values} values; at most 10000 runs per sweep\n"
+    ), err
+
+
+SYNTH_PARAMS = REPO / "traces" / "stunner-synthetic-params.json"
+
+
+@pytest.mark.parametrize(
+    ("options", "change", "message"),
+    [
+        (["--nodes", "0"], {}, "--nodes 0: a synthetic trace has 1 to 10,000,000 nodes"),
+        (["--seed", "-1"], {}, "--seed -1: a seed is an integer in [0, 2^63)"),
+        (["--duration", "1e300"], {}, "--duration 1e300: a trace lasts more than 0 s and at most"),
+        (["--nodes", "1000000000000"], {}, "--nodes 1000000000000: a synthetic trace has 1 to"),
+        ([], {"online_user_correlation": 5},
+         "online_user_correlation must be a number in [-1, 1], got 5"),
+        ([], {"hourly_stretch": [-1] * 24}, "hourly_stretch must be 24 positive finite factors"),
+        ([], {"hourly_stretch": [1.0] * 23}, "hourly_stretch must be 24 positive finite factors"),
+        ([], {"online_fraction": 1.5}, "online_fraction and hourly_online_fraction must be"),
+        ([], {"offline_log_quantiles": [-1e300] * 101},
+         "offline_log_quantiles must be 101 non-decreasing natural logarithms"),
+        ([], {"online_log_quantiles": list(range(101, 0, -1))},
+         "online_log_quantiles must be 101 non-decreasing natural logarithms"),
+    ],
+    ids=[
+        "nodes-0", "seed-negative", "duration", "nodes-huge", "correlation", "stretch-negative",
+        "stretch-23", "fraction", "quantiles-tiny", "quantiles-decreasing",
+    ],
+)  # fmt: skip
+def test_trace_synth_refuses_options_and_parameters_that_mean_nothing(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    options: list[str],
+    change: dict[str, object],
+    message: str,
+) -> None:
+    """--nodes 0 and --seed -1 ended in ValueError tracebacks, --nodes 1e12 in a 7 TiB
+    allocation, --duration 1e300 and a negative hourly stretch hung, a correlation of 5 raised
+    a math domain error, and a fraction of 1.5 or quantiles of -1e300 were used as given."""
+    params = json.loads(SYNTH_PARAMS.read_text(encoding="utf-8"))
+    params.update(change)
+    path = write(tmp_path / "p.json", json.dumps(params))
+    err = cli_error(
+        capsys, "trace", "synth", "--params", path, "--nodes", "10", "--duration", "1h",
+        *options, "--out", tmp_path / "t.csv",
+    )  # fmt: skip
+    assert message in err, err
+    assert not (tmp_path / "t.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "override", "message"),
+    [
+        ("muffliato/averaging.yaml", "muffliato.radius=1e300",
+         "muffliato.radius: Input should be less than or equal to"),
+        ("muffliato/averaging.yaml", "muffliato.radius=1e-300",
+         "muffliato.radius: Input should be greater than or equal to"),
+        ("muffliato/averaging.yaml", "muffliato.noise_multiplier=1e300",
+         "muffliato.noise_multiplier: Input should be less than or equal to"),
+        ("learning/spambase.yaml", "learning.noise={kind: gaussian, noise_multiplier: 1e300}",
+         "learning.noise.noise_multiplier: Input should be less than or equal to"),
+        ("mi_ogd/regression.yaml", "mi_ogd.setting=bandit\nmi_ogd.smoothing=1e-300",
+         "mi_ogd: smoothing δ must be at least 1e-50, got 1e-300"),
+        ("dola/synthetic.yaml", "dola.algorithm=gaussian\ndola.calibration=printed\n"
+         "dola.epsilon=1e-300", "dola: epsilon must be at least 1e-100, got 1e-300"),
+    ],
+    ids=["muffliato-radius", "muffliato-radius-tiny", "muffliato-noise", "gaussian-noise",
+         "mi-ogd-smoothing", "dola-epsilon"],
+)  # fmt: skip
+def test_numbers_whose_squares_overflow_or_vanish_are_refused_at_validation(
+    capsys: pytest.CaptureFixture[str], scenario: str, override: str, message: str
+) -> None:
+    """Each validated and then ended the run in an OverflowError or ZeroDivisionError
+    traceback (σ², Δ², ε² or 1/δ of 1e300 or 1e-300)."""
+    sets = [arg for item in override.split("\n") for arg in ("--set", item)]
+    err = cli_error(capsys, "validate", REPO / "scenarios" / scenario, *sets)
+    assert message in err, err
+
+
+def test_a_delta_the_rdp_accountant_cannot_reach_is_one_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DOLA's Gaussian calibration at δ = 1e-300 ended the run in dp-accounting's
+    NoBracketIntervalFoundError traceback."""
+    out = tmp_path / "runs"
+    err = cli_error(
+        capsys, "run", REPO / "scenarios" / "dola" / "synthetic.yaml", "--out", out, "-q",
+        "--set", "dola.algorithm=gaussian", "--set", "dola.delta=1e-300",
+        "--set", "dola.rounds=5", "--set", "dola.regret_checkpoints=0",
+        "--set", "dola.data.options.examples=1000",
+    )  # fmt: skip
+    assert "no Gaussian noise multiplier up to 2^30 makes" in err, err
+    assert "use a larger delta (or epsilon)" in err
+
+
+def test_cutting_a_trace_of_centuries_into_days_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """200 records of 317 years cut into 2-day segments every day are 23 million trace
+    nodes (some 7 GB at the peak); refused before any is made."""
+    rows = "".join(f"n{i},0,9999999999\n" for i in range(200))
+    trace = write(tmp_path / "long.csv", "node,start,end\n" + rows)
+    err = cli_error(capsys, "trace", "convert", "--segment", trace, tmp_path / "out.csv")
+    assert "cut the trace into more than 2e+07 segments" in err, err
+    assert not (tmp_path / "out.csv").exists()

@@ -60,9 +60,11 @@ import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 from dp_accounting import rdp
+from dp_accounting.mechanism_calibration import NoBracketIntervalFoundError
 from scipy import optimize
 from scipy.special import expit, log_expit, logsumexp, softmax
 
+from netsim.errors import ScenarioError
 from netsim.learning import yardstick_cache
 from netsim.learning.baselines import check_split, content_key, float_matrix
 from netsim.learning.sensitivity import gradient_bound
@@ -224,12 +226,21 @@ def _noise_multiplier(epsilon: float, delta: float, steps: int) -> float:
     def steps_event(z: float) -> dp_accounting.DpEvent:
         return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), steps)
 
-    return float(
-        dp_accounting.calibrate_dp_mechanism(
-            fresh_accountant, steps_event, epsilon, delta,
-            dp_accounting.LowerEndpointAndGuess(0.0, 1.0), tol=1e-6,
-        )
-    )  # fmt: skip
+    try:
+        return float(
+            dp_accounting.calibrate_dp_mechanism(
+                fresh_accountant, steps_event, epsilon, delta,
+                dp_accounting.LowerEndpointAndGuess(0.0, 1.0), tol=1e-6,
+            )
+        )  # fmt: skip
+    except NoBracketIntervalFoundError:
+        # the RDP accountant's orders cannot reach so small a δ at this ε (δ = 1e-50 at
+        # ε = 0.1): dp-accounting's search gave up with its own traceback
+        raise ScenarioError(
+            f"no Gaussian noise multiplier up to 2^30 makes {steps} release(s) "
+            f"(ε, δ) = ({epsilon:g}, {delta:g})-DP under the RDP accountant, whose orders "
+            "cannot reach so small a delta at this epsilon: use a larger delta (or epsilon)"
+        ) from None
 
 
 def clip_factors(residuals: np.ndarray, row_norms: np.ndarray, clip: float) -> np.ndarray:

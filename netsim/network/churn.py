@@ -25,7 +25,7 @@ from netsim.log import BOOL, F64, I32, TableSchema
 from netsim.network.nodes import NodeStates
 from netsim.sim import Simulation
 from netsim.traces.intervals import IntervalTrace, read_canonical_trace, read_stunner_segments
-from netsim.traces.renewal import alternating_renewal
+from netsim.traces.renewal import RenewalLimitError, alternating_renewal
 from netsim.units import DAY
 
 #: What the run's manifest warning says when a STUNner replay replayed its fallback trace (the
@@ -164,9 +164,28 @@ def synthetic(
             length = np.where(on_now, length * factor, length / factor)
         return length
 
-    nodes, starts, ends = alternating_renewal(
-        n, horizon, warmup=warmup, p_online=online.mean() / cycle, draw=draw, rng=rng
-    )
+    # A distribution whose mean is set by rare, very long periods (Weibull shape 0.01: the
+    # mean is 10¹⁵⁸ times the median) needs some 10¹⁷ draws to cross a warm-up of ten mean
+    # cycles. Each node is expected to need 2·(warm-up + horizon)/cycle + 2 periods; a
+    # thousand times that per node (and a hundred times it over all nodes) is refused, far
+    # past what a distribution with a usable mean draws (lognormal sigma 4: some 10²).
+    expected = 2.0 * (warmup + horizon) / cycle + 2.0
+    max_rounds = 1000.0 * expected + 1e5
+    try:
+        nodes, starts, ends = alternating_renewal(
+            n, horizon, warmup=warmup, p_online=online.mean() / cycle, draw=draw, rng=rng,
+            max_rounds=max_rounds, max_draws=100.0 * n * expected + 1e7,
+        )  # fmt: skip
+    except RenewalLimitError:
+        raise ScenarioError(
+            f"churn: the on/off periods from the warm-up ({warmup:.3g} s before time 0) to the "
+            f"run's end took more than {max_rounds:.3g} periods of one node, or {100:d} times "
+            f"the {expected:.3g} expected per node over all nodes: churn.online (mean "
+            f"{online.mean():.3g} s) or churn.offline (mean {offline.mean():.3g} s) has a mean "
+            "set by rare periods far longer than the typical one, so the warm-up of ten mean "
+            "cycles cannot be drawn; use a distribution whose mean is closer to its median "
+            "(a larger Weibull shape or a smaller lognormal sigma)"
+        ) from None
     return schedule_from_intervals(n, nodes, starts, ends, horizon)
 
 

@@ -10,6 +10,7 @@ same connection (the pull of push-pull gossip).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -252,6 +253,41 @@ def _below_nodes(key: str, value: int, nodes: int) -> str | None:
     return None
 
 
+#: Neighbour entries (a link counts once per direction) of a topology built with numpy
+#: (``k_out``, ``ring``, ``complete``): 4 bytes each in the CSR lists, and a few times that in
+#: the temporaries that build them, so 2·10⁸ entries are some 3 GB (10⁶ nodes × k_out 50 are
+#: 5·10⁷); ``nodes: 10⁹`` or a complete graph of 10⁶ nodes ended in a MemoryError.
+MAX_NEIGHBOUR_ENTRIES = 2 * 10**8
+#: Links of a topology built by networkx: its graph holds each link in two dicts (some 200
+#: bytes a link in all), so 2·10⁷ links are about 4 GB before the CSR lists are made.
+MAX_NETWORKX_LINKS = 2 * 10**7
+#: Coordinates of a random geometric graph (nodes × dim): networkx keeps each as a Python
+#: float in a list per node, about 32 bytes, so 10⁷ are 320 MB and seconds to draw;
+#: ``dim: 10⁹`` ended in a MemoryError.
+MAX_GEOMETRIC_COORDINATES = 10**7
+
+
+def _too_large(what: str, count: float, limit: int, change: str) -> str | None:
+    """Why a topology of ``count`` ``what`` is too large to build (``None``: it is not)."""
+    if count > limit:
+        return (
+            f"topology: about {count:.3g} {what}; at most {limit:.0e} (the overlay is built "
+            f"in memory before the run): {change}"
+        )
+    return None
+
+
+def _entries_problem(count: float, key: str) -> str | None:
+    return _too_large(
+        "neighbour entries (nodes × neighbours)", count, MAX_NEIGHBOUR_ENTRIES,
+        f"use fewer nodes or a smaller {key}",
+    )  # fmt: skip
+
+
+def _links_problem(count: float, key: str) -> str | None:
+    return _too_large("links", count, MAX_NETWORKX_LINKS, f"use fewer nodes or a smaller {key}")
+
+
 class KOut(TopologyBuilder):
     """Every node picks k distinct random neighbours (the paper's "50 fixed neighbours")."""
 
@@ -265,7 +301,8 @@ class KOut(TopologyBuilder):
 
     @classmethod
     def problem(cls, config: Config, nodes: int) -> str | None:
-        return _below_nodes("k", config.k, nodes)
+        entries = float(nodes) * config.k * (2 if config.undirected else 1)
+        return _below_nodes("k", config.k, nodes) or _entries_problem(entries, "topology.k")
 
 
 class RandomRegular(TopologyBuilder):
@@ -286,7 +323,7 @@ class RandomRegular(TopologyBuilder):
                 f"topology.degree ({d}) must be less than nodes ({nodes}) and nodes × degree "
                 "must be even"
             )
-        return None
+        return _links_problem(nodes * d / 2, "topology.degree")
 
 
 class ErdosRenyi(TopologyBuilder):
@@ -298,6 +335,10 @@ class ErdosRenyi(TopologyBuilder):
 
     def build_topology(self, nodes: int) -> Topology:
         return erdos_renyi(nodes, self.config.p, self.ctx.integer_seed())
+
+    @classmethod
+    def problem(cls, config: Config, nodes: int) -> str | None:
+        return _links_problem(config.p * nodes * (nodes - 1) / 2, "topology.p")
 
 
 class WattsStrogatz(TopologyBuilder):
@@ -313,7 +354,9 @@ class WattsStrogatz(TopologyBuilder):
 
     @classmethod
     def problem(cls, config: Config, nodes: int) -> str | None:
-        return _below_nodes("k", config.k, nodes)
+        return _below_nodes("k", config.k, nodes) or _links_problem(
+            float(nodes) * (config.k // 2), "topology.k"
+        )
 
 
 class BarabasiAlbert(TopologyBuilder):
@@ -328,7 +371,9 @@ class BarabasiAlbert(TopologyBuilder):
 
     @classmethod
     def problem(cls, config: Config, nodes: int) -> str | None:
-        return _below_nodes("m", config.m, nodes)
+        return _below_nodes("m", config.m, nodes) or _links_problem(
+            float(config.m) * (nodes - config.m), "topology.m"
+        )
 
 
 class RandomGeometric(TopologyBuilder):
@@ -343,6 +388,21 @@ class RandomGeometric(TopologyBuilder):
         return random_geometric(
             nodes, self.config.radius, self.ctx.integer_seed(), dim=self.config.dim
         )
+
+    @classmethod
+    def problem(cls, config: Config, nodes: int) -> str | None:
+        d, r = config.dim, config.radius
+        coordinates = _too_large(
+            f"coordinates (nodes × dim = {nodes} × {d})", float(nodes) * d,
+            MAX_GEOMETRIC_COORDINATES, "use fewer nodes or a smaller topology.dim",
+        )  # fmt: skip
+        if coordinates is not None:
+            return coordinates
+        # a pair is linked at most with the probability that the ball of the radius holds
+        # the other node: its volume π^(d/2) r^d / Γ(d/2 + 1), at most 1
+        log_ball = 0.5 * d * math.log(math.pi) + d * math.log(r) - math.lgamma(0.5 * d + 1)
+        share = math.exp(min(log_ball, 0.0))
+        return _links_problem(share * nodes * (nodes - 1) / 2, "topology.radius")
 
 
 class Ring(TopologyBuilder):
@@ -359,7 +419,7 @@ class Ring(TopologyBuilder):
     def problem(cls, config: Config, nodes: int) -> str | None:
         if config.k > max((nodes - 1) // 2, 1):
             return f"topology.k ({config.k}) must be at most (nodes - 1) // 2 = {(nodes - 1) // 2}"
-        return None
+        return _entries_problem(2.0 * nodes * config.k, "topology.k")
 
 
 class Complete(TopologyBuilder):
@@ -372,6 +432,13 @@ class Complete(TopologyBuilder):
 
     def build_topology(self, nodes: int) -> Topology:
         return complete(nodes)
+
+    @classmethod
+    def problem(cls, config: Config, nodes: int) -> str | None:
+        return _too_large(
+            "neighbour entries (nodes × (nodes − 1))", float(nodes) * (nodes - 1),
+            MAX_NEIGHBOUR_ENTRIES, "use fewer nodes or a sparser topology",
+        )  # fmt: skip
 
 
 class EdgeList(TopologyBuilder):

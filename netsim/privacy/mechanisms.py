@@ -468,7 +468,9 @@ class GaussianConfig(ComponentConfig):
     #: A fixed σ/Δ instead of a calibrated σ: each release then states the ε this σ really
     #: gives at its δ (the exact privacy profile), which the accountant charges (and refuses
     #: when it exceeds what is left of the budget).
-    noise_multiplier: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    #: At most 1e50: σ = z·Δ is squared in the accounting, and z = 1e300 overflowed there
+    #: (an OverflowError in the run); 1e50 already makes every release pure noise.
+    noise_multiplier: float | None = Field(default=None, gt=0.0, le=1e50, allow_inf_nan=False)
 
 
 class GaussianMechanism(Mechanism):

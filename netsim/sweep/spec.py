@@ -194,9 +194,17 @@ def _stepped_range(
         raise SweepError(f"{where}.step: {exc}") from None
     if not step > 0 or stop < start:
         raise SweepError(f"{where}: a step range needs step > 0 and to >= from")
-    count = math.floor((stop - start) / step + 1e-9) + 1
-    if count > MAX_RUNS:
-        raise SweepError(f"{where}: {count} values; at most {MAX_RUNS} runs per sweep")
+    # a subnormal step makes the quotient infinite (math.floor raised OverflowError), so the
+    # count is compared as a float before it is made an integer
+    exact = (stop - start) / step + 1e-9
+    if exact >= MAX_RUNS:  # floor(exact) + 1 > MAX_RUNS
+        shown = (
+            f"{math.floor(exact) + 1}"
+            if exact < 1e15
+            else (f"about {exact:.3g}" if math.isfinite(exact) else "infinitely many")
+        )
+        raise SweepError(f"{where}: {shown} values; at most {MAX_RUNS} runs per sweep")
+    count = math.floor(exact) + 1
     return start + step * np.arange(count)
 
 

@@ -41,6 +41,22 @@ CANONICAL_COLUMNS = ("node", "start", "end")
 #: Latest time a trace may give, in seconds from its origin (about 317 years): a later time is
 #: a mistake, and the per-hour statistics of such a span could not be held in memory.
 MAX_TRACE_SECONDS = 1e10
+#: Segments (trace nodes) a trace may be cut into: each is a labelled trace node made in a
+#: Python loop (some 20 µs and 300 bytes), so 10⁷ are minutes and 3 GB; the STUNner trace's
+#: 2-day segments are some 10⁵. A ``segment_step`` of 1e-6 s asked for 10¹² windows (a 9 TiB
+#: array).
+MAX_SEGMENTS = 10**7
+
+
+def too_many_segments(source: str, count: float, length: float, step: float) -> TraceError:
+    """The error of a segmentation into ``count`` > :data:`MAX_SEGMENTS` segments."""
+    return TraceError(
+        f"{source}: segments of {length:g} s every {step:g} s (segment_length, segment_step) "
+        f"cut the trace into {count:.3g} segments; at most {MAX_SEGMENTS:.0e}: use a longer "
+        "segment_step"
+    )
+
+
 #: Characters a node label may not hold (NUL and the other control characters).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -574,6 +590,8 @@ def cut_segments(
     starts: list[np.ndarray] = []
     ends: list[np.ndarray] = []
     counts: list[int] = []
+    windows: list[tuple[StunnerUser, float, int]] = []
+    total = 0.0
     for user in users:
         for span_start, span_end, offset_h in zip(
             user.span_start, user.span_end, user.span_utc_offset, strict=True
@@ -584,22 +602,27 @@ def cut_segments(
                 shift = (-offset_h * HOUR) % DAY
                 first = span_start + ((shift - span_start) % DAY)
             # count windows in whole steps: a tolerance added to Unix seconds would vanish
-            count = int(np.floor((span_end - length - first) / step + 1e-9)) + 1
-            if count <= 0:
+            exact = np.floor((span_end - length - first) / step + 1e-9) + 1
+            if exact <= 0:
                 continue
-            window_starts = first + step * np.arange(count)
-            lo = np.searchsorted(user.online_end, window_starts, side="right")
-            hi = np.searchsorted(user.online_start, window_starts + length, side="left")
-            for w0, a, b in zip(window_starts.tolist(), lo.tolist(), hi.tolist(), strict=True):
-                # STUNner times are whole milliseconds: rounding removes the float noise of
-                # subtracting Unix seconds
-                s = np.round(np.clip(user.online_start[a:b], w0, w0 + length) - w0, 3)
-                e = np.round(np.clip(user.online_end[a:b], w0, w0 + length) - w0, 3)
-                keep = e > s
-                labels.append(f"{user.user}@{int(w0)}")
-                starts.append(s[keep])
-                ends.append(e[keep])
-                counts.append(int(keep.sum()))
+            total += float(exact)
+            if total > MAX_SEGMENTS:
+                raise too_many_segments(source, total, length, step)
+            windows.append((user, float(first), int(exact)))
+    for user, first, count in windows:
+        window_starts = first + step * np.arange(count)
+        lo = np.searchsorted(user.online_end, window_starts, side="right")
+        hi = np.searchsorted(user.online_start, window_starts + length, side="left")
+        for w0, a, b in zip(window_starts.tolist(), lo.tolist(), hi.tolist(), strict=True):
+            # STUNner times are whole milliseconds: rounding removes the float noise of
+            # subtracting Unix seconds
+            s = np.round(np.clip(user.online_start[a:b], w0, w0 + length) - w0, 3)
+            e = np.round(np.clip(user.online_end[a:b], w0, w0 + length) - w0, 3)
+            keep = e > s
+            labels.append(f"{user.user}@{int(w0)}")
+            starts.append(s[keep])
+            ends.append(e[keep])
+            counts.append(int(keep.sum()))
     if not labels:
         raise TraceError(f"{source}: no user was observed for a whole segment of {length} s")
     return IntervalTrace.from_pieces(

@@ -10,12 +10,17 @@ so that a trace model needs nothing of the network package.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 #: ``draw(nodes, online, begin)``: the lengths of the periods ``nodes`` begin at ``begin``.
 LengthDraw = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+class RenewalLimitError(Exception):
+    """The processes drew more periods than the caller's bound before reaching the horizon."""
 
 
 def alternating_renewal(
@@ -26,6 +31,8 @@ def alternating_renewal(
     p_online: float,
     draw: LengthDraw,
     rng: np.random.Generator,
+    max_rounds: float = math.inf,
+    max_draws: float = math.inf,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """n independent on/off processes from ``−warmup`` to ``horizon``, all nodes at once.
 
@@ -34,6 +41,9 @@ def alternating_renewal(
     ``online``). Returns (node, start, end) of every online period that ends after time 0,
     unclipped: the warm-up's earlier periods are dropped as they are drawn (at 10⁶ nodes and
     ten warm-up cycles they would be 10⁷ periods, 480 MB with their concatenation).
+
+    :class:`RenewalLimitError` when some node needs more than ``max_rounds`` periods or all
+    of them together more than ``max_draws``.
     """
     t = np.full(n, -warmup)
     is_on = rng.random(n) < p_online
@@ -41,7 +51,12 @@ def alternating_renewal(
     starts_out: list[np.ndarray] = []
     ends_out: list[np.ndarray] = []
     active = np.arange(n)
+    rounds = draws = 0
     while active.size:
+        rounds += 1
+        draws += active.size
+        if rounds > max_rounds or draws > max_draws:
+            raise RenewalLimitError
         on_now = is_on[active]
         begin = t[active]
         finish = begin + draw(active, on_now, begin)

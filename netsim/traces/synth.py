@@ -26,8 +26,10 @@ can be re-generated without the research-only source file.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -37,11 +39,25 @@ from scipy.special import ndtr
 from netsim import files
 from netsim.errors import TraceError
 from netsim.storage import atomic_write_text
-from netsim.traces.intervals import IntervalTrace, read_stunner_segments, read_stunner_users
-from netsim.traces.renewal import alternating_renewal
+from netsim.traces.intervals import (
+    MAX_TRACE_SECONDS,
+    IntervalTrace,
+    read_stunner_segments,
+    read_stunner_users,
+)
+from netsim.traces.renewal import RenewalLimitError, alternating_renewal
 from netsim.units import DAY, HOUR
 
 QUANTILE_LEVELS = np.linspace(0.0, 1.0, 101)
+#: What a generated trace may hold: its nodes' on/off periods over all nodes, and those of one
+#: node. Both are built in memory and drawn in a loop, one pass per period of the busiest node
+#: (some 20 µs), so 5·10⁸ periods are gigabytes and 10⁶ passes are some 20 s; a stretch of
+#: 1e-300 or a log quantile of -1e300 made periods of no length, and the loop never ended.
+MAX_SYNTH_PERIODS = 5 * 10**8
+MAX_SYNTH_NODE_PERIODS = 10**6
+#: Nodes a synthetic trace may have (labels and per-node draws: 10¹² ended in a 7 TiB
+#: allocation); the STUNner trace's 2-day segments are some 10⁵.
+MAX_SYNTH_NODES = 10**7
 
 
 @dataclass(frozen=True)
@@ -246,6 +262,11 @@ def generate_trace(
     """Sample ``nodes`` independent node histories over ``[0, duration)``."""
     if nodes < 1 or duration <= 0:
         raise ValueError("generate_trace needs nodes >= 1 and duration > 0")
+    if nodes > MAX_SYNTH_NODES or not duration <= MAX_TRACE_SECONDS:
+        raise TraceError(
+            f"a synthetic trace has at most {MAX_SYNTH_NODES:.0e} nodes and lasts at most "
+            f"{MAX_TRACE_SECONDS:.0e} s (about 317 years); got {nodes} nodes, {duration:g} s"
+        )
     p_bar = params.online_fraction
     stretch = np.asarray(params.hourly_stretch)
     on_q = np.asarray(params.online_log_quantiles)
@@ -266,9 +287,18 @@ def generate_trace(
         factor = stretch[((begin % DAY) // HOUR).astype(np.int64)]
         return np.where(on_now, length * factor, length / factor)
 
-    node, start, end = alternating_renewal(
-        nodes, duration, warmup=DAY, p_online=p_bar, draw=draw, rng=rng
-    )
+    try:
+        node, start, end = alternating_renewal(
+            nodes, duration, warmup=DAY, p_online=p_bar, draw=draw, rng=rng,
+            max_rounds=MAX_SYNTH_NODE_PERIODS, max_draws=MAX_SYNTH_PERIODS,
+        )  # fmt: skip
+    except RenewalLimitError:
+        raise TraceError(
+            f"a synthetic trace of {nodes} nodes over {duration:g} s (and a day's warm-up) "
+            f"would have more than {MAX_SYNTH_NODE_PERIODS:.0e} on/off periods on one node or "
+            f"{MAX_SYNTH_PERIODS:.0e} in all (from the parameters of {params.source}): use "
+            "fewer nodes or a shorter duration"
+        ) from None
     keep = end > 0
     node, start, end = node[keep], np.maximum(start[keep], 0.0), np.minimum(end[keep], duration)
     start = np.round(start, 3)  # milliseconds, as in the STUNner trace
@@ -325,7 +355,47 @@ def load_params(path: Path) -> ChurnModelParams:
         data[key] = tuple(data[key])
     if len(data["hourly_online_fraction"]) != 24 or len(data["online_log_quantiles"]) != 101:
         raise TraceError(f"{path}: expected 24 hourly fractions and 101 quantiles per length")
+    problem = _params_problem(data)
+    if problem is not None:
+        raise TraceError(f"{path}: churn model parameters: {problem}")
     return ChurnModelParams(**data)
+
+
+def _numbers(values: object, low: float, high: float) -> bool:
+    """Whether ``values`` are finite numbers (not booleans) in [low, high]."""
+    items = values if isinstance(values, tuple) else (values,)
+    return all(
+        isinstance(x, int | float) and not isinstance(x, bool) and low <= x <= high for x in items
+    )
+
+
+def _params_problem(data: dict) -> str | None:  # type: ignore[type-arg]
+    """What makes read parameters meaningless (``None``: nothing): a fraction outside
+    [0, 1], a correlation outside [-1, 1] (its sqrt(1 - ρ²) raised a math domain error), a
+    stretch that is not a positive finite factor (a negative one hung the generator), log
+    quantiles that are not non-decreasing lengths from 1 µs to 10¹⁰ s, or 24 stretches missing."""
+    fractions = (data["online_fraction"], *data["hourly_online_fraction"])
+    if not _numbers(fractions, 0.0, 1.0):
+        return "online_fraction and hourly_online_fraction must be numbers in [0, 1]"
+    for key in ("online_user_correlation", "offline_user_correlation"):
+        if not _numbers(data[key], -1.0, 1.0):
+            return f"{key} must be a number in [-1, 1], got {data[key]!r}"
+    stretch = data["hourly_stretch"]
+    if len(stretch) != 24 or not _numbers(stretch, math.ulp(0.0), sys.float_info.max):
+        return "hourly_stretch must be 24 positive finite factors"
+    low, high = math.log(1e-6), math.log(MAX_TRACE_SECONDS)
+    for key in ("online_log_quantiles", "offline_log_quantiles"):
+        q = data[key]
+        if (
+            len(q) != 101
+            or not _numbers(q, low, high)
+            or any(b < a for a, b in itertools.pairwise(q))
+        ):
+            return (
+                f"{key} must be 101 non-decreasing natural logarithms of lengths in seconds, "
+                f"each in [ln 1e-6, ln 1e10] = [{low:.2f}, {high:.2f}]"
+            )
+    return None
 
 
 def stunner_records(path: Path) -> tuple[IntervalTrace, np.ndarray]:

@@ -97,6 +97,12 @@ class DolaConfig(RoundsConfig):
                 "one release, and the noise scale is proportional to 1/ε (ε = .inf, or "
                 "algorithm non_private, for no noise)"
             )
+        elif self.epsilon < 1e-100:
+            # ε² divides the printed calibration: 1e-300 squared is 0 (a ZeroDivisionError)
+            out.append(
+                f"epsilon must be at least 1e-100, got {self.epsilon:g}: the noise scale is "
+                "proportional to 1/ε and the printed calibration divides by ε²"
+            )
         if self.mechanism is not None:
             out.extend(self._mechanism_problems())
         elif self.algorithm == "gaussian" and not 0 < self.delta < 1:

@@ -63,8 +63,24 @@ class MiOgdConfig(RoundsConfig):
                 f"sigma must be >= 0, got {self.sigma}: it is the standard deviation of the "
                 "noise each user adds (0 = no privacy)"
             )
+        elif 0 < self.sigma < 1e-150:
+            # σ² must be a positive float: 1e-300 squared is 0, and the channel's capacity
+            # P/(dσ²) ended in a ZeroDivisionError
+            problems.append(
+                f"sigma must be 0 (no privacy) or at least 1e-150, got {self.sigma:g}: its "
+                "square σ² is the noise's variance"
+            )
         if not self.radius > 0:
             problems.append(f"radius B must be positive, got {self.radius}: S = {{‖w‖ ≤ B}}")
+        elif self.radius > 1e150:
+            # B² enters the regret bound: 1e300 squared overflowed (an OverflowError)
+            problems.append(f"radius B must be at most 1e150, got {self.radius:g}: B² is used")
+        if self.smoothing is not None and 0 < self.smoothing < 1e-50:
+            # the bandit estimate divides by δ and its power bound by δ²: 1e-300 overflowed
+            problems.append(
+                f"smoothing δ must be at least 1e-50, got {self.smoothing:g}: the estimate "
+                "divides by it"
+            )
         if self.smoothing is not None and not self.smoothing > 0:
             problems.append(
                 f"smoothing δ must be positive in the bandit setting, got {self.smoothing}: "

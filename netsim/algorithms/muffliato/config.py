@@ -23,8 +23,12 @@ class MuffliatoConfig(RoundsConfig):
     pair's ε is stated."""
 
     dimension: int = Field(default=1, ge=1)
-    radius: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
-    noise_multiplier: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    #: The accountant squares Δ = 2·radius and σ = noise_multiplier·Δ: 1e300 overflowed
+    #: (OverflowError) and a radius of 1e-300 gave Δ² = 0 (ZeroDivisionError), so the radius
+    #: is in [1e-50, 1e50] and the multiplier at most 1e50 (a tiny multiplier is stated as an
+    #: infinite loss).
+    radius: float = Field(default=1.0, ge=1e-50, le=1e50, allow_inf_nan=False)
+    noise_multiplier: float = Field(default=1.0, gt=0.0, le=1e50, allow_inf_nan=False)
     delta: float = Field(default=1e-5, gt=0.0, lt=1.0, allow_inf_nan=False)
     observers: int | None = Field(default=None, ge=1)
     #: ``chebyshev``: x_{t+1} = γ W_t x_t + (1 − γ) x_{t−1} with γ from the spectral gap of

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from netsim.contracts import BuildContext, ComponentConfig
 from netsim.distributions import Duration, PositiveDuration
@@ -37,7 +37,10 @@ class WalkServiceConfig(ComponentConfig):
     agent: AgentField = VisitCounter.Config()
     preset: Literal["paper", "authors"] = "paper"
     replace_rule: Literal["paper", "authors"] | None = None
-    age_error: Duration | None = None
+    #: At most 10⁹ s (32 years): the error is of the order of a gossip period, and past
+    #: about 10¹⁶ s adding δ to an age no longer changes it in floating point, so the
+    #: timeouts of one instant repeat without end (1e17 hung the run).
+    age_error: Duration | None = Field(default=None, le=1e9)
     bootstrap_update: bool | None = None
     cycle: Literal["netsim", "authors"] | None = None
 

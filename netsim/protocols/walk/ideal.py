@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from netsim.contracts import BuildContext, Walk, WalkAgent
+from netsim.errors import ScenarioError
 from netsim.privacy.pairwise import metropolis_from_edges
 from netsim.protocols.walk.config import IdealWalkConfig
 from netsim.protocols.walk.tables import SAMPLES_TABLE, STEPS_TABLE, WALK_FIGURE
@@ -64,6 +65,7 @@ class IdealWalk(Walk):
     @classmethod
     def build(cls, config: IdealWalkConfig, ctx: BuildContext) -> IdealWalk:
         assert ctx.sim is not None
+        cls.check_inputs(config, ctx)
         transitions = None
         agent = ctx.require("walk.agent")
         if config.sampling in ("neighbour", "metropolis"):
@@ -98,14 +100,30 @@ class IdealWalk(Walk):
                 "use sampling neighbour, or secret_paths 0 (a metropolis walk states the "
                 "papers' closed form without it)"
             )
+        problem = cls._lonely_nodes(config, ctx)
+        if problem is not None:
+            raise ValueError(problem)
+
+    @classmethod
+    def _lonely_nodes(cls, config: IdealWalkConfig, ctx: BuildContext) -> str | None:
+        """Why a walk along the topology could not leave some node (``None``: it can)."""
         if config.sampling in ("neighbour", "metropolis") and ctx.topology is not None:
             lonely = np.flatnonzero(ctx.topology.degrees() == 0)
             if lonely.size:
-                raise ValueError(
+                return (
                     f"walk.sampling {config.sampling}: {lonely.size} node(s) (e.g. node "
                     f"{lonely[0]}) have no neighbour in the topology; the walk could not leave "
                     "them"
                 )
+        return None
+
+    @classmethod
+    def check_inputs(cls, config: IdealWalkConfig, ctx: BuildContext) -> None:
+        """The topology is built here (not when :meth:`check` runs): a walk along it needs
+        every node to have a neighbour (an isolated node ended the run in an IndexError)."""
+        problem = cls._lonely_nodes(config, ctx)
+        if problem is not None:
+            raise ScenarioError(problem)
 
     def next_node(self) -> int:
         """The next node to visit."""
