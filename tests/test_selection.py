@@ -247,3 +247,26 @@ def test_the_stated_selection_epsilon_holds_for_the_exact_best_of_k_law_and_one_
     assert best_of_k_hockey_stick(1.0 / z, single, 10.0, 1.0) > delta
     # with half the noise the trials release, the stated ε no longer holds: the check can fail
     assert best_of_k_hockey_stick(2.0 / z, stated, 10.0, 1.0) > delta
+
+
+def test_an_unaccounted_choice_says_when_the_points_do_not_spend_alike():
+    """A grid over the learning rate past 2/(β + λ) voids amplification by iteration: at the
+    same noise the runs' worst per-observer ε differ (1 against 2.7 on the Adult walk), and
+    the statement says so; equal spends, or runs with no per-observer table, add nothing."""
+    from netsim.sweep.selection import SelectSpec, select_unaccounted
+
+    spec = SelectSpec(
+        metric="learning_summary.validation_accuracy", goal="max",
+        report="learning_summary.test_accuracy", privacy="unaccounted",
+    )  # fmt: skip
+    runs = pd.DataFrame({
+        "point": [0, 1], "run_id": ["a", "b"], "metric": [0.70, 0.75], "report": [0.7, 0.74],
+        "observer_epsilon": [1.0, 2.72],
+    })  # fmt: skip
+    parameters = {0: {"learning.learning_rate": 1.0}, 1: {"learning.learning_rate": 100.0}}
+    statement = select_unaccounted(spec, runs, parameters).statement
+    assert "do not spend alike: the runs' worst per-observer ε ranges from 1 to 2.72" in statement
+    assert "(the chosen point's: 2.72)" in statement
+    for same in ([1.0, 1.0], [float("nan")] * 2):
+        alike = select_unaccounted(spec, runs.assign(observer_epsilon=same), parameters)
+        assert "spend alike" not in alike.statement

@@ -281,6 +281,35 @@ def summary_value(tables: Mapping[str, pd.DataFrame], key: str, run: str) -> flo
     return value
 
 
+def worst_observer_epsilon(tables: Mapping[str, pd.DataFrame]) -> float:
+    """A run's worst per-observer ε (``privacy_summary.network_epsilon``; NaN without one)."""
+    frame = tables.get("privacy_summary")
+    if frame is None or "network_epsilon" not in frame.columns or frame.empty:
+        return math.nan
+    return float(frame["network_epsilon"].max())
+
+
+def unequal_spend(runs: pd.DataFrame, chosen: int) -> str:
+    """A clause for a statement when the grid's runs do not spend alike per observer (a
+    learning rate past the contraction that amplification by iteration needs counts every
+    contribution whole, so a grid over it changes the per-observer ε at a fixed noise); empty
+    when they do, or when the runs state no per-observer ε."""
+    if "observer_epsilon" not in runs.columns:
+        return ""
+    values = runs["observer_epsilon"].to_numpy(dtype=np.float64)
+    if not np.isfinite(values).any():
+        return ""
+    low, high = float(np.nanmin(values)), float(np.nanmax(values))
+    if high <= low * (1 + 1e-9):
+        return ""
+    mine = float(np.nanmax(runs.loc[runs["point"] == chosen, "observer_epsilon"]))
+    return (
+        f"; the points do not spend alike: the runs' worst per-observer ε ranges from "
+        f"{low:.3g} to {high:.3g} (the chosen point's: {mine:.3g}), so compare each point's "
+        "privacy_summary, not only its accuracy"
+    )
+
+
 def _best(values: Sequence[float], goal: str) -> int:
     """The index of the best value (the first of equals)."""
     array = np.asarray(values, dtype=np.float64)
@@ -302,7 +331,7 @@ def select_unaccounted(
         f"{spec.metric}; each run's own (ε, δ) holds for its model alone, and the choice, "
         "which read the validation rows and every run's private training, is not counted "
         "(tuning on private data can leak it: Papernot & Steinke 2022, §3)"
-    )
+    ) + unequal_spend(runs, chosen)
     return Selection(
         spec.metric, spec.goal, spec.report, spec.privacy, chosen, parameters[chosen],
         [str(r) for r in rows["run_id"]], float(means.loc[chosen]), reports,
@@ -441,6 +470,7 @@ def select_sweep(
             "point": run.point, "run_id": run.run_id,
             "metric": summary_value(tables, spec.metric, run.run_id),
             "report": summary_value(tables, spec.report, run.run_id),
+            "observer_epsilon": worst_observer_epsilon(tables),
         })  # fmt: skip
         parameters[run.point] = dict(run.parameters)
         if spec.privacy == "random_trials":
