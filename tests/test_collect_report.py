@@ -400,6 +400,22 @@ def test_a_run_whose_manifest_is_unreadable_is_named_not_left_out(
         write_report(sweep)
 
 
+def test_a_folder_of_runs_one_of_them_stripped_to_its_status_is_refused_naming_it(
+    walk_sweep, tmp_path
+):
+    """A manifest of only ``{"status": "complete"}`` in a folder of runs (not a sweep's)
+    ended collect and report in ``KeyError: 'run_id'``; the run is named as damaged."""
+    folder = tmp_path / "runs"
+    shutil.copytree(walk_sweep / "runs", folder)
+    run_id = pd.read_parquet(walk_sweep / "plan.parquet")["run_id"].iloc[1]
+    (folder / run_id / "manifest.json").write_text('{"status": "complete"}', encoding="utf-8")
+    pattern = rf"1 of 4 runs are damaged[\s\S]*run {run_id} .*the manifest lists no tables"
+    with pytest.raises(RunDirectoryError, match=pattern):
+        collect(folder)
+    with pytest.raises(RunDirectoryError, match=pattern):
+        write_report(folder)
+
+
 def test_a_sweep_without_complete_runs_collects_an_empty_table(walk_sweep, tmp_path):
     sweep = tmp_path / "sweep"
     sweep.mkdir()

@@ -377,6 +377,20 @@ def _list_name(manifests: Sequence[Mapping[str, Any]]) -> str:
     return " vs ".join(names)
 
 
+def _recorded_run_id(run_dir: Path, manifest: Mapping[str, Any]) -> str:
+    """The run id a manifest records, else the directory's name (a run directory is named
+    by its id): a manifest stripped to ``{"status": "complete"}`` is damaged, and it is
+    named as such by the check that follows (:func:`refuse_damaged`), not a ``KeyError``."""
+    recorded = manifest.get("run_id")
+    return str(recorded) if isinstance(recorded, str) and recorded else run_dir.name
+
+
+def _recorded_seed(manifest: Mapping[str, Any]) -> int:
+    """The seed a manifest records (-1 when it records none: a damaged run, refused later)."""
+    seed = manifest.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else -1
+
+
 def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
     """Complete run directories read as a sweep: one point per configuration (the resolved
     scenario without its seed), the repetitions numbered in the order given."""
@@ -385,7 +399,7 @@ def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
     manifests = [load_manifest(d) for d in run_dirs]
     directories: dict[str, Path] = {}
     for run_dir, manifest in zip(run_dirs, manifests, strict=True):
-        run_id = str(manifest["run_id"])
+        run_id = _recorded_run_id(run_dir, manifest)
         if run_id in directories:
             raise RunDirectoryError(
                 f"{run_dir}: run {run_id} is also {directories[run_id]}; give each run once"
@@ -407,11 +421,11 @@ def _load_runs(run_dirs: list[Path], *, folder: Path | None) -> SweepSource:
         canonical = json.dumps(configuration, sort_keys=True, default=str)
         point = points.setdefault(canonical, len(points))
         recorded = manifest.get("parameters") or {}
-        rows["run_id"].append(str(manifest["run_id"]))
+        rows["run_id"].append(_recorded_run_id(run_dir, manifest))
         rows["run"].append(run)
         rows["point"].append(point)
         rows["repetition"].append(repetitions.get(point, 0))
-        rows["seed"].append(int(manifest["seed"]))
+        rows["seed"].append(_recorded_seed(manifest))
         repetitions[point] = repetitions.get(point, 0) + 1
         for key in parameters:  # a key the run was not given: its scenario's value
             rows[key].append(
