@@ -400,16 +400,26 @@ def test_a_run_whose_manifest_is_unreadable_is_named_not_left_out(
         write_report(sweep)
 
 
-def test_a_folder_of_runs_one_of_them_stripped_to_its_status_is_refused_naming_it(
-    walk_sweep, tmp_path
+@pytest.mark.parametrize(
+    ("manifest", "why"),
+    [
+        (lambda text: '{"status": "complete"}', r"the manifest lists no tables"),
+        (lambda text: text[:100], r"manifest.json cannot be read as JSON"),
+        (lambda text: "[" * 5000 + "]" * 5000, r"manifest.json .*(deep|nest)"),
+    ],
+)
+def test_a_folder_of_runs_with_a_damaged_manifest_is_refused_naming_the_run(
+    walk_sweep, tmp_path, manifest, why
 ):
-    """A manifest of only ``{"status": "complete"}`` in a folder of runs (not a sweep's)
-    ended collect and report in ``KeyError: 'run_id'``; the run is named as damaged."""
+    """In a folder of runs (not a sweep's), a manifest of only ``{"status": "complete"}``
+    ended collect and report in ``KeyError: 'run_id'``, and a truncated or too deeply nested
+    one left its run out of the table with exit 0; each run is named as damaged."""
     folder = tmp_path / "runs"
     shutil.copytree(walk_sweep / "runs", folder)
     run_id = pd.read_parquet(walk_sweep / "plan.parquet")["run_id"].iloc[1]
-    (folder / run_id / "manifest.json").write_text('{"status": "complete"}', encoding="utf-8")
-    pattern = rf"1 of 4 runs are damaged[\s\S]*run {run_id} .*the manifest lists no tables"
+    file = folder / run_id / "manifest.json"
+    file.write_text(manifest(file.read_text(encoding="utf-8")), encoding="utf-8")
+    pattern = rf"1 of 4 runs are damaged[\s\S]*run {run_id} .*{why}"
     with pytest.raises(RunDirectoryError, match=pattern):
         collect(folder)
     with pytest.raises(RunDirectoryError, match=pattern):

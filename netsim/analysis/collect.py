@@ -274,7 +274,7 @@ def load_sweep(path: Path | Sequence[Path]) -> SweepSource:
     elif (path / MANIFEST).exists():  # a run directory whose manifest cannot be taken
         why = f"not a complete run directory ({manifest_problem(path)})"
     else:
-        runs = sorted(d for d in path.iterdir() if is_complete_run(d))
+        runs = folder_runs(path)
         if runs:
             return _load_runs(runs, folder=path)
         why = (
@@ -295,9 +295,33 @@ def complete_run_directories(path: Path) -> list[Path]:
         folder = path / SWEEP_RUNS
     else:
         folder = path
-    runs = sorted(d for d in folder.iterdir() if is_complete_run(d)) if folder.is_dir() else []
+    runs = folder_runs(folder) if folder.is_dir() else []
     if not runs:
         raise _not_a_sweep(path, "holds no complete run directory")
+    return runs
+
+
+def folder_runs(folder: Path) -> list[Path]:
+    """The complete run directories in ``folder``, in name order. A run directory is renamed
+    into place once complete, so a folder in it with a ``manifest.json`` that is not a
+    complete one (truncated, nested past the reader's limit, rewritten) was damaged since:
+    every such run is named in one :class:`RunDirectoryError`, never left out of a table
+    without a word. Hidden folders (a sweep's staging and progress) are not runs."""
+    runs, damaged = [], []
+    for directory in sorted(folder.iterdir()):
+        if directory.name.startswith(".") or not directory.is_dir():
+            continue
+        if is_complete_run(directory):
+            runs.append(directory)
+        elif (directory / MANIFEST).exists():
+            damaged.append(directory)
+    if damaged:
+        lines = "\n".join(f"  - run {d.name} ({d}): {manifest_problem(d)}" for d in damaged)
+        raise RunDirectoryError(
+            f"{folder}: {len(damaged)} of {len(runs) + len(damaged)} runs are damaged and were "
+            f"not read:\n{lines}\n'netsim verify {folder}' checks every run; run them again, "
+            "or remove them"
+        )
     return runs
 
 
