@@ -239,9 +239,11 @@ def collect(folder: Path, name: str, reps: int) -> pd.DataFrame:
             for planned in plan.runs:
                 directory = folder / plan.spec.name / SWEEP_RUNS / planned.run_id
                 tables = load_run(directory, parameters=False)
+                # an untuned ceiling run keeps its per-observer accounting (it refuses
+                # visits by it): reduced in full, so its spend can be compared
                 reduced = (
                     reduce_run(name, directory)
-                    if protocol == "tuned"
+                    if protocol == "tuned" or row.ceiling
                     else pd.DataFrame(
                         [{"experiment": name, "row": row.label, "seed": int(planned.seed)}]
                     )

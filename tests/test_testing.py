@@ -10,7 +10,6 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import SUBPROCESS_HANG_LIMIT
 
 from netsim.api import ComponentConfig, GossipApplication, Walk, WalkAgent
 from netsim.errors import ComponentError, ScenarioError
@@ -148,6 +147,10 @@ def test_a_walk_without_an_agent_key_is_a_validation_message_not_an_attribute_er
 
 
 def run_cli(*args: str, paths: list[str] = ()) -> subprocess.CompletedProcess:
+    # imported here: `netsim check tests.test_testing:…` imports this module in a process
+    # where conftest is not importable by that name
+    from conftest import SUBPROCESS_HANG_LIMIT
+
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(REPO)])}
     return subprocess.run(
         [sys.executable, "-m", "netsim", *args], capture_output=True, text=True, env=env,
