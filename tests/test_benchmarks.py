@@ -48,6 +48,8 @@ def test_the_benchmark_runs_in_its_smallest_mode(module):
     assert shown in run_benchmark(module, arguments)
 
 
+@pytest.mark.slow  # about a minute idle, two on a loaded machine; the gossip-learning
+# comparison below keeps the alternating checkout in the default run
 def test_the_commit_comparison_runs_alternately_against_another_checkout():
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout: the comparison checks out another commit")
