@@ -290,6 +290,47 @@ def experiment_main(
     return guarded(program, act)
 
 
+def tuning_main(
+    program: str,
+    description: str,
+    experiments: Sequence[str],
+    run: Callable[[list[str], SweepRunner, int], int],
+    tables: Callable[[], Mapping[str, str]],
+    *,
+    default_only: Sequence[str],
+    count_option: str,
+    count_default: int,
+    argv: list[str] | None = None,
+) -> int:
+    """The command line of a tuning script: ``run [--jobs N | --scheduler ADDRESS] [--out DIR]
+    [--only NAME ...] [--<count_option> K]`` runs (or resumes) the sweeps and selects, ``tables
+    [--readme]`` prints the generated tables (``--readme``: into analysis/README.md)."""
+    parser = argparse.ArgumentParser(description=description)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="run (or resume) the sweeps and select")
+    add_runner_arguments(run_parser)
+    run_parser.add_argument("--only", nargs="+", choices=experiments, default=list(default_only))
+    run_parser.add_argument(
+        f"--{count_option}",
+        dest="count",
+        metavar=count_option.upper(),
+        type=int,
+        default=count_default,
+        help="seeds per row",
+    )
+    tables_parser = commands.add_parser("tables", help="print the table")
+    tables_parser.add_argument("--readme", action="store_true", help="write it into the README")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return guarded(program, lambda: run(args.only, runner_from(args), args.count))
+    return guarded(program, lambda: (show_tables(tables(), args.readme), 0)[1])
+
+
+def mean_sd(values: pd.Series) -> str:
+    """``mean ± s.d. (n)`` of accuracies."""
+    return f"{values.mean():.3f} ± {values.std():.3f} ({values.count()})"
+
+
 # --- scripts that reduce a sweep to a per-run table ------------------------------------------
 
 

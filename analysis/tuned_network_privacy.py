@@ -53,7 +53,6 @@ results (``--readme``: into analysis/README.md's generated block).
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -64,11 +63,9 @@ from typing import Any
 import pandas as pd
 from experiments import (
     SweepRunner,
-    add_runner_arguments,
-    guarded,
     load_result_tables,
-    runner_from,
-    show_tables,
+    mean_sd,
+    tuning_main,
     write_results,
 )
 from network_privacy import (
@@ -265,11 +262,6 @@ def load_tuned(names: Sequence[str] = EXPERIMENTS) -> pd.DataFrame:
     return load_result_tables(names, results_file, "tuned_network_privacy.py")
 
 
-def mean_sd(values: pd.Series) -> str:
-    """``mean ± s.d. (n)`` of accuracies."""
-    return f"{values.mean():.3f} ± {values.std():.3f} ({values.count()})"
-
-
 def margin(tuned: pd.Series, untuned: pd.Series) -> str:
     """Tuned minus untuned test accuracy, with a 95% Welch interval."""
     if tuned.count() < 2 or untuned.count() < 2:
@@ -322,21 +314,16 @@ def generated_tables(frame: pd.DataFrame | None = None) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    run_parser = commands.add_parser("run", help="run (or resume) the sweeps and select")
-    add_runner_arguments(run_parser)
-    run_parser.add_argument("--only", nargs="+", choices=EXPERIMENTS, default=list(RUN_ORDER))
-    run_parser.add_argument("--reps", type=int, default=DEFAULT_REPS, help="seeds per row")
-    tables = commands.add_parser("tables", help="print the table")
-    tables.add_argument("--readme", action="store_true", help="write it into the README")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        return guarded(
-            "tuned_network_privacy", lambda: run(args.only, runner_from(args), args.reps)
-        )
-    return guarded(
-        "tuned_network_privacy", lambda: (show_tables(generated_tables(), args.readme), 0)[1]
+    return tuning_main(
+        "tuned_network_privacy",
+        __doc__.split("\n\n")[0],
+        EXPERIMENTS,
+        run,
+        generated_tables,
+        default_only=RUN_ORDER,
+        count_option="reps",
+        count_default=DEFAULT_REPS,
+        argv=argv,
     )
 
 

@@ -37,7 +37,6 @@ run); ``tables`` prints the table (``--readme``: into analysis/README.md's gener
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import json
@@ -52,11 +51,9 @@ import pandas as pd
 import yaml
 from experiments import (
     SweepRunner,
-    add_runner_arguments,
-    guarded,
+    mean_sd,
     run_plan,
-    runner_from,
-    show_tables,
+    tuning_main,
     write_results,
 )
 from private_learning import BASES, EVALUATIONS_PER_PASS, PASSES, Row, rows_of, shard_overrides
@@ -261,11 +258,6 @@ DATASETS = {"spambase": ("spambase", "walk"), "gossip": ("spambase", "gossip"),
             "adult": ("adult", "walk")}  # fmt: skip
 
 
-def mean_sd(values: pd.Series) -> str:
-    """``mean ± s.d. (n)`` of accuracies."""
-    return f"{values.mean():.3f} ± {values.std():.3f} ({values.count()})"
-
-
 def privacy_label(private: bool, guarantee: str) -> str:
     """What choosing this row's point costs in privacy, as the table states it."""
     if not private:
@@ -312,21 +304,16 @@ def generated_tables(frame: pd.DataFrame | None = None) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    run_parser = commands.add_parser("run", help="run (or resume) the sweeps and select")
-    add_runner_arguments(run_parser)
-    run_parser.add_argument("--only", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS))
-    run_parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seeds per row")
-    tables = commands.add_parser("tables", help="print the table")
-    tables.add_argument("--readme", action="store_true", help="write it into the README")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        return guarded(
-            "tuned_private_learning", lambda: run(args.only, runner_from(args), args.seeds)
-        )
-    return guarded(
-        "tuned_private_learning", lambda: (show_tables(generated_tables(), args.readme), 0)[1]
+    return tuning_main(
+        "tuned_private_learning",
+        __doc__.split("\n\n")[0],
+        EXPERIMENTS,
+        run,
+        generated_tables,
+        default_only=EXPERIMENTS,
+        count_option="seeds",
+        count_default=DEFAULT_SEEDS,
+        argv=argv,
     )
 
 
