@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,6 +313,16 @@ class WalkAgent(Component):
         """The walk moves by this fixed transition matrix (scipy sparse, row-stochastic: an
         ideal walk along a static topology), told once when it is built (optional: for
         accountants with closed forms on a known walk)."""
+        return None
+
+    def resimulated_by(self, paths: Callable[..., np.ndarray]) -> None:
+        """The walk's paths can be re-simulated on a churn schedule:
+        ``paths(schedule, step_times, count, rng)`` gives ``count`` paths (a count × steps
+        array of the nodes visited) of walks that move as this walk moves, at the visit times
+        ``step_times`` (:func:`netsim.protocols.walk.resimulate.resimulated_walk_paths`, for
+        a walk that forwards to an online neighbour by the transport's rule), told once when
+        the walk is built (optional: for the path-secret estimate of
+        ``privacy.secret_paths``)."""
         return None
 
 

@@ -29,6 +29,7 @@ from netsim.protocols.walk.cycle_authors import AuthorsCycle
 from netsim.protocols.walk.cycle_exact import ExactCycle
 from netsim.protocols.walk.ledger import WalkLedger
 from netsim.protocols.walk.ledger import summary_lines as walk_summary_lines
+from netsim.protocols.walk.resimulate import path_resimulator
 from netsim.protocols.walk.tables import (
     ENDS_TABLE,
     RESTARTS_TABLE,
@@ -189,6 +190,8 @@ class RandomWalkService(Walk):
             variant=config.variant(gossip.period),
         )
         gossip.register(service)
+        topology = ctx.network.topology
+        service.agent.resimulated_by(path_resimulator(topology.indptr, topology.indices))
         return service
 
     def start(self) -> None:
