@@ -499,7 +499,6 @@ class Network(Transport):
     Config = LinksConfig
     section = Section("links", 10, by_kind="optional", present_by_default=True)
     exact_form = "transport"
-    routes_protocols = True
     tables = (LOSS_TABLE,)
 
     def __init__(

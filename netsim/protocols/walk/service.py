@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from netsim.contracts import BuildContext, Walk, WalkAgent
+from netsim.contracts import BuildContext, Transport, Walk, WalkAgent
 from netsim.errors import ScenarioError
-from netsim.network.links import Network, Transfer
+from netsim.network.links import Transfer
 from netsim.protocols.gossip import GossipEngine, PushPullEngine
 from netsim.protocols.walk.config import (
     PAPER_RULES,
@@ -78,7 +78,7 @@ class RandomWalkService(Walk):
     def __init__(
         self,
         sim: Simulation,
-        network: Network,
+        network: Transport,
         agent: WalkAgent,
         *,
         transfer_time: float,
