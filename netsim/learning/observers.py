@@ -132,12 +132,12 @@ class ObserverAccounting:
             coalitions=threat.config.coalitions,
             budget_slope=slope_for_epsilon(config.epsilon, delta),
             contribution_slope=self.contribution_slope, amplified=self.amplified,
+            refusal=(
+                f"privacy.budget network: some node, coalition or link would learn more than "
+                f"ε = {config.epsilon:g} at δ = {delta:g} from the models it receives"
+            ),
         )  # fmt: skip
-        accountant.admission = self.ceiling.admits
-        accountant.admission_refusal = (
-            f"privacy.budget network: some node, coalition or link would learn more than ε = "
-            f"{config.epsilon:g} at δ = {delta:g} from the models it receives"
-        )
+        accountant.admit_by(self.ceiling)
 
     def visited(
         self, node: int, state: ModelState, new: ModelState, updated: bool, now: float
