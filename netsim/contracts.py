@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,6 +313,16 @@ class WalkAgent(Component):
         """The walk moves by this fixed transition matrix (scipy sparse, row-stochastic: an
         ideal walk along a static topology), told once when it is built (optional: for
         accountants with closed forms on a known walk)."""
+        return None
+
+    def resimulated_by(self, paths: Callable[..., np.ndarray]) -> None:
+        """The walk's paths can be re-simulated on a churn schedule:
+        ``paths(schedule, step_times, count, rng)`` gives ``count`` paths (a count × steps
+        array of the nodes visited) of walks that move as this walk moves, at the visit times
+        ``step_times`` (:func:`netsim.protocols.walk.resimulate.resimulated_walk_paths`, for
+        a walk that forwards to an online neighbour by the transport's rule), told once when
+        the walk is built (optional: for the path-secret estimate of
+        ``privacy.secret_paths``)."""
         return None
 
 
@@ -772,24 +782,34 @@ class RoundLearner(Component):
 
 class Transport(Component):
     """What carries every message between nodes (the ``links`` section; the built-in is
-    :class:`~netsim.network.links.Network`, registered as ``links``). Every protocol sends
-    through the transport it is wired to (``ctx.network``): one message at a time
-    (:meth:`send`, event-driven) or a round's messages at once (:meth:`send_batch`). It counts
-    ``sent``, ``delivered`` and ``lost`` (the ``samples`` table reads them) and exposes the
-    ``topology`` and the node states (``nodes``) it runs over.
+    :class:`~netsim.network.links.Network`, registered as ``links``): everything protocols,
+    walks, gossip engines, learners and observers call on the transport they are wired to
+    (``ctx.network``), and nothing else. A transport need not derive from the built-in: one
+    that implements this interface runs every built-in protocol (the compiled exact core
+    runs only the built-in, so exact mode then runs on SimPy).
 
-    A transport is built before every other component, on the run's topology and node states
-    (``ctx.topology``, ``ctx.node_states``); one that models links differently derives from
-    the built-in and overrides how a message's fate is decided, so the protocols' other calls
-    (``random_online_neighbour``, ``round_pairs``) keep working."""
+    It is built before every other component, on the run's topology and node states
+    (``ctx.topology``, ``ctx.node_states``), and exposes them as :attr:`topology` and
+    :attr:`nodes`. It sends one message at a time (:meth:`send`, event-driven) or a round's
+    messages at once (:meth:`send_batch`, :meth:`deliver_reliably`), chooses peers
+    (:meth:`random_online_neighbour` event by event, :meth:`round_pairs` for a round), says
+    whether and when links fail (:attr:`lossy`, :attr:`links`, :meth:`links_down_at`), and
+    counts ``sent``, ``delivered`` and ``lost`` (the ``samples`` table reads them)."""
 
     slot = "transport"
     slot_title = "transport"
-    #: Whether the transport provides what protocols call beyond :meth:`send` and
-    #: :meth:`send_batch` (``random_online_neighbour``, ``round_pairs``, …): the built-in
-    #: :class:`~netsim.network.links.Network` does, and so does every class derived from it.
-    #: Validation refuses a transport that does not (:func:`netsim.registry.interface_problem`).
-    routes_protocols: ClassVar[bool] = False
+    #: The overlay it runs over (``ctx.topology``).
+    topology: Overlay
+    #: The node states it runs over (``ctx.node_states``: ``online``, ``is_online``,
+    #: ``epoch``, ``on_join``/``on_leave``, as :class:`~netsim.network.nodes.NodeStates`).
+    nodes: Any
+    #: The link model (``delay``: a distribution, ``bandwidth``, ``loss``, and ``mean_up`` /
+    #: ``mean_down``, None without link failures: :class:`~netsim.network.links.LinkModel`);
+    #: a round learner reads it to know whether every value arrives within its round.
+    links: Any
+    #: Whether a message between online nodes can be lost (random loss or link failures);
+    #: without, a round's batch needs no fate drawn (:meth:`deliver_reliably`).
+    lossy: bool = False
     sent: int = 0
     delivered: int = 0
     lost: int = 0
@@ -824,6 +844,34 @@ class Transport(Component):
     ) -> Any:
         """Send message k from ``src[k]`` to ``dst[k]`` for every k, now; return each
         message's fate (lost, and its delay when ``size`` is given)."""  # fmt: skip
+
+    @abstractmethod
+    def deliver_reliably(self, count: int) -> None:
+        """Count a batch of ``count`` messages between online nodes on links that cannot lose
+        them (:attr:`lossy` false): all sent and delivered."""
+
+    @abstractmethod
+    def random_online_neighbour(self, node: int, uniform: Any) -> int:
+        """A uniform random online neighbour of ``node``, or -1 if none is online, drawn from
+        ``uniform`` (a :class:`~netsim.rng.BlockDraws` of U[0, 1), the caller's stream). The
+        built-in's rule (:func:`netsim.network.links.online_neighbour`) is what the walk's
+        path-secret estimate re-simulates."""
+
+    @abstractmethod
+    def round_pairs(
+        self, active: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A gossip round's (initiators, peers, inactive peers, active nodes): every ``active``
+        node in uniformly random order with a uniform random online neighbour (nodes with
+        none left out), the chosen peers that are not ``active`` (with repeats), and the
+        active nodes in increasing order."""
+
+    @abstractmethod
+    def links_down_at(
+        self, src: np.ndarray, dst: np.ndarray, start: float, end: float
+    ) -> np.ndarray:
+        """For each pair: when its link is or goes down during ``[start, end)``, NaN if it
+        stays up (always NaN without link failures)."""
 
 
 class GossipEngine(Component):

@@ -165,13 +165,6 @@ def interface_problem(cls: Any) -> str | None:
             "has a Config without the 'period' key every gossip engine has (Δ, which the "
             "walks and applications wired to it read): declare period: PositiveDuration"
         )
-    if cls.slot == "transport" and not getattr(cls, "routes_protocols", False):
-        return (
-            "derives from netsim.api.Transport but not from netsim.network.links.Network: the "
-            "protocols call the built-in's methods beyond send() (random_online_neighbour, "
-            "round_pairs, …), so derive it from Network and override how a message's fate is "
-            "decided"
-        )
     missing = sorted(cls.__abstractmethods__)
     if missing:
         methods = ", ".join(f"{method}()" for method in missing)

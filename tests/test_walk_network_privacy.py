@@ -16,8 +16,8 @@ from netsim.privacy.walk_pairwise import (
     epsilons_of_slopes,
     path_known_slopes,
     path_secret_exposure,
-    resimulated_walk_paths,
 )
+from netsim.protocols.walk.resimulate import resimulated_walk_paths
 from netsim.scenario.loader import validate_scenario
 
 BASE = {

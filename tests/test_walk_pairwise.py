@@ -24,9 +24,9 @@ from netsim.privacy.walk_pairwise import (
     path_known_slopes,
     path_secret_exposure,
     path_secret_slopes,
-    resimulated_walk_paths,
     spectral_gap,
 )
+from netsim.protocols.walk.resimulate import resimulated_walk_paths
 
 REFERENCE = Path(__file__).parent / "external_figures" / "dprandomwalk_pairwise.json"
 
@@ -411,9 +411,10 @@ def _schedules(draw, n: int):
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_resimulated_walks_follow_the_online_topology(data) -> None:
-    """Every step of a re-simulated walk visits a node online at the step's time: a
-    neighbour of the previous one when it has an online neighbour then, otherwise a restart
-    anywhere online; −1 only when nobody is online."""
+    """Every step of a re-simulated walk visits a node online when the step was chosen (at
+    the previous step's time, when its holder forwarded; the first at its own): a neighbour
+    of the previous one when it has an online neighbour then, otherwise a restart anywhere
+    online; −1 only when nobody is online."""
     n = 7
     graph = nx.gnp_random_graph(n, 0.4, seed=data.draw(st.integers(0, 99)))
     adjacency = nx.to_scipy_sparse_array(graph, format="csr")
@@ -424,9 +425,9 @@ def test_resimulated_walks_follow_the_online_topology(data) -> None:
         adjacency.indptr, adjacency.indices, schedule, step_times, 3,
         np.random.default_rng(data.draw(st.integers(0, 9))),
     )
-    for k, when in enumerate(step_times):
+    for k in range(step_times.size):
         online = schedule.initially_online.copy()
-        applied = schedule.time <= when
+        applied = schedule.time <= step_times[max(k - 1, 0)]
         for v, state in zip(schedule.node[applied], schedule.online[applied], strict=True):
             online[v] = state
         for m in range(3):

@@ -9,6 +9,7 @@ and its estimate under churn), and the per-observer ceiling of ``privacy.budget:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -40,7 +41,6 @@ from netsim.privacy.walk_pairwise import (
     path_known_slopes,
     path_secret_exposure,
     path_secret_slopes,
-    resimulated_walk_paths,
     slope_for_epsilon,
 )
 from netsim.sim import Simulation
@@ -89,6 +89,10 @@ class ObserverAccounting:
         self.step_times: list[float] | None = None
         self.online_schedule: Any = None
         self.secret_rng: np.random.Generator | None = None
+        #: How the walk's paths are re-simulated (told by the walk:
+        #: :meth:`~netsim.contracts.WalkAgent.resimulated_by`); None: the walk does not say.
+        self.resimulate: Callable[..., np.ndarray] | None = None
+        self.warn = ctx.warn
         if threat.config.secret_paths:
             assert ctx.churn is not None
             self.step_times = []
@@ -128,12 +132,12 @@ class ObserverAccounting:
             coalitions=threat.config.coalitions,
             budget_slope=slope_for_epsilon(config.epsilon, delta),
             contribution_slope=self.contribution_slope, amplified=self.amplified,
+            refusal=(
+                f"privacy.budget network: some node, coalition or link would learn more than "
+                f"ε = {config.epsilon:g} at δ = {delta:g} from the models it receives"
+            ),
         )  # fmt: skip
-        accountant.admission = self.ceiling.admits
-        accountant.admission_refusal = (
-            f"privacy.budget network: some node, coalition or link would learn more than ε = "
-            f"{config.epsilon:g} at δ = {delta:g} from the models it receives"
-        )
+        accountant.admit_by(self.ceiling)
 
     def visited(
         self, node: int, state: ModelState, new: ModelState, updated: bool, now: float
@@ -246,25 +250,30 @@ class ObserverAccounting:
             sampled_from=sampled_from(self.threat.n, self.threat.observers),
             epsilon_conversion="rdp", **union_bound(record, rho, network, delta, "rdp"),
         ))  # fmt: skip
-        if self.step_times is not None:
+        if self.step_times is not None and self.resimulate is None:
+            self.warn(
+                "privacy.secret_paths: the walk does not say how its paths are re-simulated "
+                "(WalkAgent.resimulated_by), so no path_secret_estimate row is written"
+            )
+        elif self.step_times is not None:
             self._write_secret_estimate(delta, local, closed_form)
 
     def _write_secret_estimate(self, delta: float, local: float, closed_form: float) -> None:
         """The ``path_secret_estimate`` row of ``privacy_summary``: the papers' path-secret
         sum (Cyffers, Bellet, Upadhyay 2024) estimated from ``privacy.secret_paths`` walks
         re-simulated on the run's churn schedule at the run's visit times
-        (:func:`~netsim.privacy.walk_pairwise.path_secret_exposure`), every node contributing
+        (:func:`~netsim.privacy.walk_pairwise.path_secret_exposure`; the walk re-simulates
+        them: :meth:`~netsim.contracts.WalkAgent.resimulated_by`), every node contributing
         at most as often as the most-used unit did (under a network budget, as often as it
         did). Single observers only; the standard error is that of the worst pair, carried to
         ε to first order."""
         threat, lineage = self.threat, self.lineage
-        assert self.topology is not None
+        assert self.resimulate is not None
         count = threat.config.secret_paths
         observers = threat.observers
-        paths = resimulated_walk_paths(
-            *self.topology, self.online_schedule, np.asarray(self.step_times), count,
-            self.secret_rng,
-        )  # fmt: skip
+        paths = self.resimulate(
+            self.online_schedule, np.asarray(self.step_times), count, self.secret_rng
+        )
         units = self.sgd.accountant.records
         uses = lineage.contributions(units)
         # the mechanism's rule for how often a node contributes: the cap every node may reach

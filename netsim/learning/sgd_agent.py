@@ -529,6 +529,12 @@ class SGDAgent(Component):
         """The models move by this fixed walk (:meth:`~netsim.contracts.WalkAgent.walks_by`)."""
         self.walk_law = transition
 
+    def resimulated_by(self, paths: Callable[..., np.ndarray]) -> None:
+        """How the walk's paths are re-simulated, for the path-secret estimate
+        (:meth:`~netsim.contracts.WalkAgent.resimulated_by`)."""
+        if self.observed is not None:
+            self.observed.resimulate = paths
+
     def received(self, node: int, state: ModelState) -> None:
         """``node`` was handed ``state`` (a walk's arrival, kept or dropped there)."""
         if self.observed is not None:

@@ -49,7 +49,51 @@ LOSS_TABLE = TableSchema(
     time="time",
 )
 
+#: The online-neighbour rule's rejection tries (:meth:`Network.random_online_neighbour`, and
+#: its compiled form :func:`online_neighbour`).
 _REJECTION_TRIES = 8
+
+
+@njit(cache=True)
+def online_neighbour(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    online: np.ndarray,
+    node: int,
+    draws: np.ndarray,
+    at: int,
+) -> tuple[int, int]:
+    """The online-neighbour rule of :meth:`Network.random_online_neighbour`, compiled, with the
+    same draws: up to :data:`_REJECTION_TRIES` uniform neighbours of ``node`` (CSR
+    ``indptr``/``indices``), the first online one taken; then one draw among the online
+    neighbours in list order; -1 without a draw when none is online. The U[0, 1) draws are
+    read from ``draws[at]`` on (the caller leaves at least ``_REJECTION_TRIES + 1``);
+    returns (the neighbour or -1, the next unread draw). ``tests/test_links.py`` holds the
+    two forms to the same neighbour and draws."""
+    start = indptr[node]
+    degree = indptr[node + 1] - start
+    if degree == 0:
+        return -1, at
+    for _ in range(_REJECTION_TRIES):
+        item = indices[start + int(draws[at] * degree)]
+        at += 1
+        if online[item]:
+            return item, at
+    count = 0
+    for p in range(start, start + degree):
+        if online[indices[p]]:
+            count += 1
+    if count == 0:
+        return -1, at
+    pick = int(draws[at] * count)
+    at += 1
+    for p in range(start, start + degree):
+        if online[indices[p]]:
+            if pick == 0:
+                return indices[p], at
+            pick -= 1
+    return -1, at
+
 
 SOURCE_OFFLINE = "source_offline"
 TARGET_OFFLINE = "target_offline"
@@ -455,7 +499,6 @@ class Network(Transport):
     Config = LinksConfig
     section = Section("links", 10, by_kind="optional", present_by_default=True)
     exact_form = "transport"
-    routes_protocols = True
     tables = (LOSS_TABLE,)
 
     def __init__(

@@ -261,7 +261,9 @@ class LineageCeiling:
     received, or received the parent of). ``owner[u]`` is the node of unit u (its own and
     its coalitions' views of it are not bounded).
     ``budget_slope`` is B, ``contribution_slope`` one contribution's cost when observed at
-    once, 1/(2z²). ``amplified``: the update maps are contractive."""
+    once, 1/(2z²). ``amplified``: the update maps are contractive. It is the accountant's
+    :class:`~netsim.privacy.budgets.Admission` (``accountant.admit_by(ceiling)``):
+    :meth:`admits` decides each use, ``refusal`` says why one is refused."""
 
     def __init__(
         self,
@@ -271,7 +273,10 @@ class LineageCeiling:
         budget_slope: float,
         contribution_slope: float,
         amplified: bool,
+        refusal: str = "the network budget's ceiling refuses the use",
     ) -> None:
+        #: Why :meth:`admits` refuses (the accountant's refusal reason).
+        self.refusal = refusal
         self.nodes = nodes
         self.owner = np.asarray(owner, dtype=np.int64)
         units = self.owner.size

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -61,9 +60,6 @@ from numba import njit
 from netsim.kernel_cache import guard_kernels
 from netsim.privacy.composition import RDP_ORDERS, rdp_epsilons
 from netsim.privacy.linear import RANGE_TOLERANCE, UnitLosses, group_losses, whitening
-
-if TYPE_CHECKING:
-    from netsim.component import OnlineSchedule
 
 #: An eigenvalue of W this close to 1 is the stationary one.
 UNIT_EIGENVALUE_TOLERANCE = 1e-9
@@ -623,105 +619,6 @@ def slope_for_epsilon(epsilon: float, delta: float) -> float:
 
 
 @njit(cache=True)
-def _uniform_online(online: np.ndarray, count: int, rng: np.random.Generator) -> int:
-    """A uniform online node (−1: none), by its rank among the online ones."""
-    if count == 0:
-        return -1
-    rank = int(rng.random() * count)
-    for x in range(online.size):
-        if online[x]:
-            if rank == 0:
-                return x
-            rank -= 1
-    return -1
-
-
-@njit(cache=True)
-def _online_neighbour(
-    indptr: np.ndarray, indices: np.ndarray, online: np.ndarray, x: int, rng: np.random.Generator
-) -> int:
-    """A uniform online neighbour of ``x`` (−1: none): rejection first, then by rank."""
-    start, degree = indptr[x], indptr[x + 1] - indptr[x]
-    if degree == 0:
-        return -1
-    for _ in range(16):
-        y = indices[start + int(rng.random() * degree)]
-        if online[y]:
-            return y
-    count = 0
-    for i in range(start, start + degree):
-        count += online[indices[i]]
-    if count == 0:
-        return -1
-    rank = int(rng.random() * count)
-    for i in range(start, start + degree):
-        if online[indices[i]]:
-            if rank == 0:
-                return indices[i]
-            rank -= 1
-    return -1
-
-
-@njit(cache=True)
-def _resimulate(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    initially_online: np.ndarray,
-    change_time: np.ndarray,
-    change_node: np.ndarray,
-    change_online: np.ndarray,
-    step_times: np.ndarray,
-    rng: np.random.Generator,
-    out: np.ndarray,
-) -> None:
-    paths, steps = out.shape
-    online = initially_online.copy()
-    count = int(online.sum())
-    change = 0
-    for k in range(steps):
-        while change < change_time.size and change_time[change] <= step_times[k]:
-            node = change_node[change]
-            if online[node] != change_online[change]:
-                count += 1 if change_online[change] else -1
-                online[node] = change_online[change]
-            change += 1
-        for m in range(paths):
-            x = out[m, k - 1] if k > 0 else -1
-            y = _online_neighbour(indptr, indices, online, x, rng) if x >= 0 else -1
-            out[m, k] = y if y >= 0 else _uniform_online(online, count, rng)
-
-
-def resimulated_walk_paths(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    schedule: OnlineSchedule,
-    step_times: np.ndarray,
-    paths: int,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """``paths`` walks of ``len(step_times)`` steps re-simulated on a churn schedule (a
-    (paths × steps) array of the node each step visits): the k-th step happens at
-    ``step_times[k]`` (the run's own visit times) and moves the token to a uniform neighbour
-    (CSR ``indptr``/``indices``) online at that time, the walk service's forwarding rule. A
-    walk starts at a uniform online node, and restarts at one when its holder has no online
-    neighbour (the service's timeout and restart, simplified: no parking, no copies); −1 where
-    nobody is online. Draws come from ``rng``."""
-    out = np.full((paths, np.asarray(step_times).size), -1, dtype=np.int64)
-    _resimulate(
-        np.ascontiguousarray(indptr, dtype=np.int64),
-        np.ascontiguousarray(indices, dtype=np.int64),
-        np.asarray(schedule.initially_online, dtype=np.bool_).copy(),
-        np.ascontiguousarray(schedule.time, dtype=np.float64),
-        np.ascontiguousarray(schedule.node, dtype=np.int64),
-        np.ascontiguousarray(schedule.online, dtype=np.bool_),
-        np.ascontiguousarray(step_times, dtype=np.float64),
-        rng,
-        out,
-    )
-    return out
-
-
-@njit(cache=True)
 def _secret_exposure(
     paths: np.ndarray, cap: np.ndarray, observer_of: np.ndarray, total: np.ndarray,
     squares: np.ndarray,
@@ -755,7 +652,8 @@ def _secret_exposure(
 def path_secret_exposure(
     paths: np.ndarray, cap: int | np.ndarray, observers: np.ndarray, nodes: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The papers' path-secret sum estimated from walk paths (:func:`resimulated_walk_paths`):
+    """The papers' path-secret sum estimated from walk paths (re-simulated by the walk:
+    :func:`netsim.protocols.walk.resimulate.resimulated_walk_paths`):
     (mean, standard error) over the paths of Σ 1/k over every visit of observer v (a row, in
     the order of ``observers``) at k noisy steps after a contribution of node u (a column;
     0 for v's own). A node contributes at its first ``cap`` visits (each adds noise; one

@@ -29,11 +29,12 @@ from netsim.contracts import (
     FigureSpec,
     GossipApplication,
     Section,
+    Transport,
 )
 from netsim.distributions import Duration, PositiveDuration
 from netsim.kernel_cache import guard_kernels
 from netsim.log import F64, I32, I64, STR, EventTable, TableSchema, string_runs
-from netsim.network.links import Network, Transfer
+from netsim.network.links import Transfer
 from netsim.protocols.gossip import PULL, PUSH
 from netsim.sim import Simulation
 from netsim.units import format_duration
@@ -346,7 +347,7 @@ class Broadcast(GossipApplication):
     def __init__(
         self,
         sim: Simulation,
-        network: Network,
+        network: Transport,
         *,
         interval: float,
         start: float = 0.0,

@@ -28,10 +28,10 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from netsim.contracts import BuildContext, ComponentConfig, GossipEngine, Section
+from netsim.contracts import BuildContext, ComponentConfig, GossipEngine, Section, Transport
 from netsim.distributions import PositiveDuration
 from netsim.fields import Size
-from netsim.network.links import Network, Transfer
+from netsim.network.links import Transfer
 from netsim.registry import import_reference
 from netsim.rng import BlockDraws
 from netsim.sim import Simulation
@@ -111,7 +111,7 @@ class PushPullEngine(GossipEngine):
     def __init__(
         self,
         sim: Simulation,
-        network: Network,
+        network: Transport,
         *,
         period: float,
         message_size: float,
@@ -202,7 +202,7 @@ class PushPullGossip(PushPullEngine):
     def __init__(
         self,
         sim: Simulation,
-        network: Network,
+        network: Transport,
         rule: GossipRule | None = None,
         *,
         period: float,

@@ -67,8 +67,7 @@ from typing import Protocol
 
 import numpy as np
 
-from netsim.contracts import round_form
-from netsim.network.links import Network
+from netsim.contracts import Transport, round_form
 from netsim.protocols.gossip import PULL, PUSH, PushPullEngine, grid_instant
 from netsim.sim import Simulation
 
@@ -135,7 +134,7 @@ class RoundGossip(PushPullEngine):
     def __init__(
         self,
         sim: Simulation,
-        network: Network,
+        network: Transport,
         rules: list[RoundRule | FusedRoundRule] | None = None,
         *,
         period: float,

@@ -14,18 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from netsim.contracts import BuildContext, ChurnModel, Component, TopologyBuilder
+from netsim.contracts import BuildContext, ChurnModel, Component, TopologyBuilder, Transport
 from netsim.errors import ScenarioError
 from netsim.log import I32, STR, EventLog, TableSchema
 from netsim.network.churn import CHURN_TABLE, ChurnReplay, ChurnSchedule
-from netsim.network.links import Network
 from netsim.network.nodes import NodeStates
 from netsim.network.samples import SAMPLES_TABLE as SAMPLES_TABLE
 from netsim.network.topology import Topology
 from netsim.protocols.exact_core import attach_exact_core
 from netsim.rng import RandomStreams
 from netsim.scenario.estimate import check_run_size
-from netsim.scenario.plan import TRANSPORT, Part
+from netsim.scenario.plan import TRANSPORT, Part, RunPlan
 from netsim.sim import Simulation
 
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ class BuiltRun:
     sim: Simulation
     topology: Topology
     nodes: NodeStates
-    network: Network
+    network: Transport
     churn: ChurnReplay
     components: dict[str, Component] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -185,13 +184,20 @@ def build_run(scenario: s.Scenario, log: EventLog, *, engine: ExactEngine = "aut
         sim.at_end(component.finish)
     for component in components.values():
         component.start()
-    network = components["links"]
-    assert isinstance(network, Network)
+    network = components[run_transport(scenario.plan)]
+    assert isinstance(network, Transport)
     return BuiltRun(
         scenario=scenario, sim=sim, topology=topology, nodes=nodes, network=network,
         churn=churn, components=components, warnings=warnings,
         exact_engine=exact_engine(sim, components, engine),
     )  # fmt: skip
+
+
+def run_transport(plan: RunPlan) -> str:
+    """The key of the run's transport (:attr:`BuiltRun.network`): the first instance of the
+    ``transport`` slot in the plan's build order, the one every ``transport`` role falls to
+    when no ``uses`` names another (the ``links`` section)."""
+    return plan.of_slot("transport")[0].key
 
 
 def exact_engine(sim: Simulation, components: dict[str, Component], engine: ExactEngine) -> str:

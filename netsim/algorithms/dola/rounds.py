@@ -277,8 +277,10 @@ class DolaRounds(RoundLearner):
         self.stale_used = 0
         self.max_staleness = 0
         self.last_scale = 0.0
-        network = self.network
-        self.ideal = network.links.loss == 0 and network.failures is None and self._delay_fits()
+        links = self.network.links
+        #: Whether links fail (up/down periods): each round then checks the links it uses.
+        self.links_fail = links.mean_up is not None and links.mean_down is not None
+        self.ideal = links.loss == 0 and not self.links_fail and self._delay_fits()
         self.cache: np.ndarray | None = None
         self.cache_round: np.ndarray | None = None
         self.pending: list[_Pending] = []
@@ -332,7 +334,7 @@ class DolaRounds(RoundLearner):
         learner = self.learner
         now = self.sim.now
         online = self.network.nodes.online.copy()
-        usable = self._usable_links(online, now) if self.network.failures is not None else None
+        usable = self._usable_links(online, now) if self.links_fail else None
         mixing = self.schedule.draw(online, self.rng, usable)
         a = mixing.matrix
         nodes = np.flatnonzero(online)

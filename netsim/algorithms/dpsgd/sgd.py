@@ -10,6 +10,7 @@ manifests and plugins name ``netsim.algorithms.dpsgd.sgd:SGDAgent``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from netsim.contracts import BuildContext, ComponentConfig, WalkAgent
@@ -60,3 +61,6 @@ class SGDWalkAgent(WalkAgent):
 
     def walks_by(self, transition: Any) -> None:
         self.learner.walks_by(transition)
+
+    def resimulated_by(self, paths: Callable[..., Any]) -> None:
+        self.learner.resimulated_by(paths)

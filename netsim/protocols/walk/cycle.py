@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from netsim.contracts import WalkAgent
-from netsim.network.links import Network, Transfer
+from netsim.contracts import Transport, WalkAgent
+from netsim.network.links import Transfer
 from netsim.network.nodes import NodeStates
 from netsim.protocols.gossip import GossipEngine
 from netsim.protocols.walk.config import WalkVariant
@@ -44,7 +44,7 @@ class WalkCore(Protocol):
     """The walk service's members a cycle strategy uses (the service core implements it)."""
 
     sim: Simulation
-    network: Network
+    network: Transport
     nodes: NodeStates
     agent: WalkAgent
     n: int

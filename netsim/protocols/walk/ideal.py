@@ -9,6 +9,7 @@ from netsim.contracts import BuildContext, Walk, WalkAgent
 from netsim.errors import ScenarioError
 from netsim.privacy.pairwise import metropolis_from_edges
 from netsim.protocols.walk.config import IdealWalkConfig
+from netsim.protocols.walk.resimulate import path_resimulator
 from netsim.protocols.walk.tables import SAMPLES_TABLE, STEPS_TABLE, WALK_FIGURE
 from netsim.sim import Simulation
 
@@ -74,6 +75,9 @@ class IdealWalk(Walk):
                 ctx.topology.indptr, ctx.topology.indices, config.sampling == "metropolis"
             )
             agent.walks_by(law)
+            if config.sampling == "neighbour":  # a uniform neighbour: the service's rule
+                topology = ctx.topology
+                agent.resimulated_by(path_resimulator(topology.indptr, topology.indices))
             transitions = (
                 law.indptr.astype(np.int64),
                 law.indices.astype(np.int64),

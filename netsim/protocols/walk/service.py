@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from netsim.contracts import BuildContext, Walk, WalkAgent
+from netsim.contracts import BuildContext, Transport, Walk, WalkAgent
 from netsim.errors import ScenarioError
-from netsim.network.links import Network, Transfer
+from netsim.network.links import Transfer
 from netsim.protocols.gossip import GossipEngine, PushPullEngine
 from netsim.protocols.walk.config import (
     PAPER_RULES,
@@ -29,6 +29,7 @@ from netsim.protocols.walk.cycle_authors import AuthorsCycle
 from netsim.protocols.walk.cycle_exact import ExactCycle
 from netsim.protocols.walk.ledger import WalkLedger
 from netsim.protocols.walk.ledger import summary_lines as walk_summary_lines
+from netsim.protocols.walk.resimulate import path_resimulator
 from netsim.protocols.walk.tables import (
     ENDS_TABLE,
     RESTARTS_TABLE,
@@ -77,7 +78,7 @@ class RandomWalkService(Walk):
     def __init__(
         self,
         sim: Simulation,
-        network: Network,
+        network: Transport,
         agent: WalkAgent,
         *,
         transfer_time: float,
@@ -189,6 +190,8 @@ class RandomWalkService(Walk):
             variant=config.variant(gossip.period),
         )
         gossip.register(service)
+        topology = ctx.network.topology
+        service.agent.resimulated_by(path_resimulator(topology.indptr, topology.indices))
         return service
 
     def start(self) -> None:
