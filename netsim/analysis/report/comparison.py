@@ -106,7 +106,7 @@ def comparison_spec(axis: str) -> FigureSpec:
     return replace(
         COMPARISON_FIGURE,
         file=figure_file(axis),
-        caption=f"{COMPARISON_FIGURE.caption}, against {against}",
+        caption=f"test accuracy of every learning run against {against}",
         title=f"{COMPARISON_FIGURE.title} against {against}",
         sentence=COMPARISON_FIGURE.sentence.replace("against simulated time", f"against {against}")
         + f" x: {X_LABELS[axis]}, at each time bin the mean over the point's seeds.",
@@ -326,23 +326,39 @@ def central_dp_lines(
 # --- passes and messages ------------------------------------------------------------------------
 
 
-def _cumulative_updates(directory: Path) -> tuple[np.ndarray, np.ndarray] | None:
-    """(times, updates made by then) of a run's ``sgd_visits`` (every visit that updated a
-    model, in every model), starting at (0, 0); None for a run without the table."""
+@dataclass(frozen=True)
+class AxisMap:
+    """A run's passes or messages at a time: ``values`` at ``times`` (sorted), read as a step
+    (``step``: the count of events at or before the time, each event one ``values`` step) or
+    linearly between samples (a cumulative counter sampled now and then)."""
+
+    times: np.ndarray
+    values: np.ndarray
+    step: bool = False
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.step:
+            return self.values[np.searchsorted(self.times, x, side="right")]
+        return np.interp(x, self.times, self.values)
+
+
+def _cumulative_updates(directory: Path, records: int) -> AxisMap | None:
+    """Passes over the data of a run at each time: the visits of its ``sgd_visits`` that
+    updated a model (every model's) at or before it, over its ``records``; None for a run
+    without the table."""
     if VISITS_TABLE not in load_manifest(directory).get("tables", {}):
         return None
     try:
         visits = read_table(directory / f"{VISITS_TABLE}.parquet").to_pandas()
     except OSError as exc:
         raise RunDirectoryError(f"{directory}: cannot read {VISITS_TABLE} ({exc})") from None
-    updated = visits.loc[visits["updated"].astype(bool), "time"].to_numpy(dtype=float)
-    times = np.sort(updated)
-    return np.append(0.0, times), np.arange(times.size + 1, dtype=float)
+    times = np.sort(visits.loc[visits["updated"].astype(bool), "time"].to_numpy(dtype=float))
+    return AxisMap(times, np.arange(times.size + 1, dtype=float) / records, step=True)
 
 
-def _cumulative_messages(long: pd.DataFrame, run: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(times, messages sent by then) of run ``run`` from its ``samples`` rows in ``long``,
-    starting at (0, 0); None without them."""
+def _cumulative_messages(long: pd.DataFrame, run: int) -> AxisMap | None:
+    """Messages sent by run ``run`` at each time, linear between its ``samples`` rows in
+    ``long`` (from none at time 0); None without them."""
     rows = long[
         (long["run"] == run)
         & (long["table"] == SAMPLES_TABLE)
@@ -354,7 +370,7 @@ def _cumulative_messages(long: pd.DataFrame, run: int) -> tuple[np.ndarray, np.n
     values = rows["value"].to_numpy(dtype=float)
     if times[0] > 0:
         times, values = np.append(0.0, times), np.append(0.0, values)
-    return times, values
+    return AxisMap(times, values)
 
 
 def axis_maps(
@@ -363,20 +379,19 @@ def axis_maps(
     runs: pd.DataFrame,
     long: pd.DataFrame,
     settings: Mapping[int, Setting],
-) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per run of ``runs`` (columns ``run``, ``run_id``, ``point``): the (times, values) that
-    put a time on ``axis`` — passes over the data (updates / the point's N records) or
-    messages sent. Runs without the record are left out."""
+) -> dict[int, AxisMap]:
+    """Per run of ``runs`` (columns ``run``, ``run_id``, ``point``): the map that puts a time
+    on ``axis`` — passes over the data (updates / the point's N records) or messages sent.
+    Runs without the record are left out."""
     maps = {}
     for run, run_id, point in runs.drop_duplicates("run")[["run", "run_id", "point"]].itertuples(
         index=False
     ):
+        found = None
         if axis == PASSES:
-            found = _cumulative_updates(source.run_directory(str(run_id)))
             setting = settings.get(int(point))
-            if found is None or setting is None or setting.records <= 0:
-                continue
-            found = (found[0], found[1] / setting.records)
+            if setting is not None and setting.records > 0:
+                found = _cumulative_updates(source.run_directory(str(run_id)), setting.records)
         else:
             found = _cumulative_messages(long, int(run))
         if found is not None:
@@ -385,7 +400,7 @@ def axis_maps(
 
 
 def _map_point_x(
-    frame: pd.DataFrame, maps: Mapping[int, tuple[np.ndarray, np.ndarray]], members: Mapping
+    frame: pd.DataFrame, maps: Mapping[int, AxisMap], members: Mapping
 ) -> pd.DataFrame:
     """``frame`` (columns ``point``, ``x`` in seconds) with each x put at the mean over the
     point's runs (``members``: point -> runs) of their map at that time; points none of whose
@@ -396,17 +411,15 @@ def _map_point_x(
         if not found:
             continue
         x = part["x"].to_numpy(dtype=float)
-        mapped = np.mean([np.interp(x, times, values) for times, values in found], axis=0)
+        mapped = np.mean([found_map(x) for found_map in found], axis=0)
         pieces.append(part.assign(x=mapped))
     return pd.concat(pieces, ignore_index=True) if pieces else frame.iloc[:0]
 
 
-def _map_runs_x(
-    runs: pd.DataFrame, maps: Mapping[int, tuple[np.ndarray, np.ndarray]]
-) -> pd.DataFrame:
+def _map_runs_x(runs: pd.DataFrame, maps: Mapping[int, AxisMap]) -> pd.DataFrame:
     """Each run's own values (``run, point, x, value``) with x put on the run's own map."""
     pieces = [
-        part.assign(x=np.interp(part["x"].to_numpy(dtype=float), *maps[int(run)]))
+        part.assign(x=maps[int(run)](part["x"].to_numpy(dtype=float)))
         for run, part in runs.groupby("run", sort=True)
         if int(run) in maps
     ]
@@ -415,7 +428,7 @@ def _map_runs_x(
 
 def mapped_statistics(
     statistics: CurveStatistics,
-    maps: Mapping[int, tuple[np.ndarray, np.ndarray]],
+    maps: Mapping[int, AxisMap],
     runs: pd.DataFrame,
 ) -> CurveStatistics:
     """``statistics`` (on the time axis) with every x on the axis ``maps`` give."""

@@ -23,8 +23,10 @@ from netsim.analysis.learning import (
     YARDSTICKS,
     final_accuracy,
 )
+from netsim.analysis.report.privacy import PRIVACY_FIGURE
 from netsim.analysis.report.styles import BAND_FROM_REPETITIONS, CONFIDENCE, point_labels
 from netsim.analysis.runs import load_manifest
+from netsim.contracts import FigureSpec
 from netsim.storage import read_table
 
 
@@ -268,5 +270,56 @@ def bound_audit_lines(shares: pd.DataFrame, labels: Mapping[int, str]) -> list[s
         + walk,
         "",
         *_table(AUDIT_HEADER, rows),
+        "",
+    ]
+
+
+def figure_lines(drawn: Mapping[FigureSpec, str], privacy_rows: bool = False) -> list[str]:
+    """The page's figures: per figure drawn its title, image and sentence, with how its runs
+    were binned (``drawn``: spec -> binning note, "" for none); a line when none was drawn,
+    and one when runs with a privacy table (``privacy_rows``) spent no ε to draw."""
+    lines = []
+    if not drawn:
+        lines += ["No figures: the complete runs have none of the tables they are drawn from.", ""]
+    if privacy_rows and PRIVACY_FIGURE not in drawn:
+        lines += [
+            "No figure of the privacy spent: no record spent any ε (non-private runs, or "
+            "only mutual-information releases).",
+            "",
+        ]
+    for spec, binned in drawn.items():
+        sentence = spec.sentence
+        if binned:
+            sentence += f" Binning: {binned}, then the mean over repetitions."
+        lines += [f"### {spec.title}", "", f"![{spec.caption}]({spec.file})", "", sentence, ""]
+    return lines
+
+
+DISTANCE_HEADER = ("line", "ε is", "hops", "pairs", "worst pair", "90th percentile", "median",
+                   "local ε")  # fmt: skip
+
+
+def distance_lines(
+    statistics: pd.DataFrame, local: pd.DataFrame, labels: Mapping[int, str]
+) -> list[str]:
+    """The worst pair per distance beside the quantiles and the local ε, a row per point,
+    kind of figure (exact or an upper bound) and hop count (``statistics``:
+    :func:`~netsim.analysis.report.distance.distance_statistics`; ``local``: the runs' local
+    ε); nothing without pairs."""
+    if statistics.empty:
+        return []
+    own = local.groupby("point")["local_epsilon"].max()
+    rows = [
+        [labels.get(int(row.point), str(row.point)), "exact" if row.kind == "exact" else
+         "an upper bound", str(int(row.distance)), f"{int(row.pairs):,}", _number(row.worst),
+         _number(row.high), _number(row.median), _number(float(own.get(row.point, math.nan)))]
+        for row in statistics.itertuples(index=False)
+    ]  # fmt: skip
+    return [
+        "Privacy per observer by distance: the worst (observer, record) pair of single "
+        "observers at each hop count, the pairs of a point's repetitions pooled; a claim "
+        "against single observers is the worst pair's.",
+        "",
+        *_table(DISTANCE_HEADER, rows),
         "",
     ]

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from netsim.analysis.collect import (
@@ -16,7 +16,7 @@ from netsim.analysis.collect import (
     run_status,
 )
 from netsim.analysis.report.comparison import TIME, X_AXES, figure_file, x_axes
-from netsim.analysis.report.distance import PAIRWISE_FIGURE, distance_pairs
+from netsim.analysis.report.distance import PAIRWISE_FIGURE, distance_pairs, distance_statistics
 from netsim.analysis.report.figures import (
     TABLE_FIGURE_PREFIX,
     builtin_figures,
@@ -26,6 +26,8 @@ from netsim.analysis.report.figures import (
 )
 from netsim.analysis.report.markdown import (
     bound_audit_lines,
+    distance_lines,
+    figure_lines,
     final_accuracies,
     single_run_head,
     summary_lines,
@@ -33,6 +35,7 @@ from netsim.analysis.report.markdown import (
 )
 from netsim.analysis.report.privacy import PRIVACY_FIGURE
 from netsim.analysis.report.styles import point_labels
+from netsim.contracts import FigureSpec
 from netsim.errors import RunDirectoryError
 from netsim.plotting import time_unit
 from netsim.storage import atomic_write_text
@@ -41,6 +44,22 @@ REPORT_FILE = "report.md"
 
 
 REPORT_DIR = "report"
+
+
+def remove_stale_figures(
+    out: Path, figures: Sequence[FigureSpec], drawn: Mapping[FigureSpec, str]
+) -> None:
+    """Remove from ``out`` the figures of an earlier report that this one did not draw (the
+    standard ones, ``figures``, the comparison's on every axis and the table figures), so that
+    the directory matches the page."""
+    known = {spec.file for spec in (*figures, PRIVACY_FIGURE, PAIRWISE_FIGURE)}
+    known |= {figure_file(axis) for axis in X_AXES}
+    drawn_files = {spec.file for spec in drawn}
+    for file in known - drawn_files:
+        (out / file).unlink(missing_ok=True)
+    for stale in out.glob(f"{TABLE_FIGURE_PREFIX}*.png"):
+        if stale.name not in drawn_files:
+            stale.unlink()
 
 
 def write_report(
@@ -84,19 +103,10 @@ def write_report(
     unit = time_unit(simulated_span(source, status, long))
     distances = distance_pairs(source, status)
     drawn = draw_figures(long, source, repetitions, out, figures, unit, distances, axes)
-    known = {spec.file for spec in (*figures, *builtin_figures(), PRIVACY_FIGURE, PAIRWISE_FIGURE)}
-    known |= {figure_file(axis) for axis in X_AXES}
-    for file in known - {spec.file for spec in drawn}:
-        (out / file).unlink(missing_ok=True)
-    drawn_files = {spec.file for spec in drawn}
-    for stale in out.glob(f"{TABLE_FIGURE_PREFIX}*.png"):
-        if stale.name not in drawn_files:
-            stale.unlink()
+    remove_stale_figures(out, (*figures, *builtin_figures()), drawn)
     points = sorted(int(p) for p in source.plan["point"].unique())
-    if source.single_run:
-        lines = single_run_head(source)
-    else:
-        lines = sweep_head(source, status)
+    labels = point_labels(source)
+    lines = single_run_head(source) if source.single_run else sweep_head(source, status)
     lines += [
         "## Summary metrics",
         "",
@@ -105,26 +115,15 @@ def write_report(
             points,
             single=source.single_run,
             final=final_accuracies(source, status),
-            labels=point_labels(source),
+            labels=labels,
         ),
         "",
         "## Figures",
         "",
+        *figure_lines(drawn, privacy_rows=bool((long["table"] == "privacy").any())),
+        *distance_lines(distance_statistics(distances[0]), distances[1], labels),
+        *bound_audit_lines(bound_audit_shares(source, status), labels),
     ]
-    if not drawn:
-        lines += ["No figures: the complete runs have none of the tables they are drawn from.", ""]
-    if PRIVACY_FIGURE not in drawn and (long["table"] == "privacy").any():
-        lines += [
-            "No figure of the privacy spent: no record spent any ε (non-private runs, or "
-            "only mutual-information releases).",
-            "",
-        ]
-    for spec, binned in drawn.items():
-        sentence = spec.sentence
-        if binned:
-            sentence += f" Binning: {binned}, then the mean over repetitions."
-        lines += [f"### {spec.title}", "", f"![{spec.caption}]({spec.file})", "", sentence, ""]
-    lines += bound_audit_lines(bound_audit_shares(source, status), point_labels(source))
     report = out / REPORT_FILE
     atomic_write_text(report, "\n".join(lines))
     return report
