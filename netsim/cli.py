@@ -226,11 +226,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print("netsim report: several directories need --out (where the report goes)",
               file=sys.stderr)  # fmt: skip
         return 2
-    print(
-        write_report(
-            paths, args.out, allow_unverified=args.allow_unverified, x_axis=args.x_axis
-        )
-    )
+    print(write_report(paths, args.out, allow_unverified=args.allow_unverified, x_axis=args.x_axis))
     return 0
 
 
