@@ -15,14 +15,8 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgb
 
-from netsim.analysis.report.comparison import (
-    X_LABELS,
-    Setting,
-    figure_file,
-    run_setting,
-    setting_lines,
-    x_axes,
-)
+from netsim.analysis.report.axes import X_LABELS, x_axes
+from netsim.analysis.report.comparison import figure_file
 from netsim.analysis.report.distance import (
     BOUND,
     EXACT,
@@ -31,6 +25,7 @@ from netsim.analysis.report.distance import (
     draw_distance_figure,
     pair_kinds,
 )
+from netsim.analysis.report.setting import Setting, run_setting, setting_lines
 from netsim.analysis.report.styles import LineStyle
 from netsim.errors import ReportError
 from netsim.learning.central_dp import central_dp_baseline

@@ -13,7 +13,9 @@ metrics per grid point and the figures. The package is split by what each part d
 - :mod:`~netsim.analysis.report.drawing`: a curve figure's panels, bands, legend and title;
 - :mod:`~netsim.analysis.report.comparison`: the comparison of learning runs (privacy
   setting in a caption line, seeds as a band, time, passes or messages on the x axis, the
-  central-DP yardstick at each run's own guarantee);
+  central-DP yardstick at each run's own guarantee), with
+  :mod:`~netsim.analysis.report.setting` (a run's privacy setting and data, the yardstick at
+  its guarantee) and :mod:`~netsim.analysis.report.axes` (passes and messages as x axes);
 - :mod:`~netsim.analysis.report.privacy` and :mod:`~netsim.analysis.report.distance`: the
   privacy spent, and privacy per observer against distance (worst pair and quantiles, exact
   figures and upper bounds apart);
@@ -31,7 +33,8 @@ The names below were importable from ``netsim.analysis.report`` when it was one 
 stay so.
 """
 
-from netsim.analysis.report.comparison import X_AXES, mixed_learning
+from netsim.analysis.report.axes import X_AXES
+from netsim.analysis.report.comparison import mixed_learning
 from netsim.analysis.report.curves import (
     CHOOSE_BINNING,
     LONG_SERIES_SAMPLES,

@@ -15,7 +15,8 @@ from netsim.analysis.collect import (
     refuse_damaged,
     run_status,
 )
-from netsim.analysis.report.comparison import TIME, X_AXES, figure_file, x_axes
+from netsim.analysis.report.axes import TIME, X_AXES, x_axes
+from netsim.analysis.report.comparison import figure_file
 from netsim.analysis.report.distance import PAIRWISE_FIGURE, distance_pairs, distance_statistics
 from netsim.analysis.report.figures import (
     TABLE_FIGURE_PREFIX,
