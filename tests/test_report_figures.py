@@ -248,6 +248,12 @@ def test_a_k_norm_run_gets_the_pure_epsilon_yardstick(runs, tmp_path, monkeypatc
         data.x_train, data.y_train, data.x_test, data.y_test, epsilon=1.0, delta=1e-5
     ).accuracy
     assert recorded == pytest.approx(stated) and recorded != pytest.approx(pure)
+    markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert (
+        f"Central DP at each run's guarantee: central DP at ε = 1, δ = 0 (pure ε) ({pure:.3f})."
+        in markdown
+    )
+    assert "central_dp_accuracy is at the δ the scenario states" in markdown
 
 
 # --- privacy per observer against distance ------------------------------------------------------

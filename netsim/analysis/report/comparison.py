@@ -190,4 +190,21 @@ def draw_comparison(
     sentence = f"{spec.sentence} Lines: {options.repetitions}."
     if stated:
         sentence += f" Privacy setting and data: {stated}"
+    sentence += yardstick_note(comparison.central, comparison.settings)
     return replace(spec, sentence=sentence), binned
+
+
+def yardstick_note(central: Sequence[BaselineLine], settings: Mapping[int, Setting]) -> str:
+    """The page's word on the central-DP yardsticks drawn: their values at each guarantee
+    and, when some run's guarantee holds at another δ than the one it states, that the summary
+    table's ``learning_summary.central_dp_accuracy`` is at the stated δ."""
+    if not central:
+        return ""
+    values = "; ".join(line.text() for line in central)
+    note = f" Central DP at each run's guarantee: {values}."
+    if any(s.stated_delta != s.delta for s in settings.values()):
+        note += (
+            " The summary table's learning_summary.central_dp_accuracy is at the δ the "
+            "scenario states, not at the runs' guarantee."
+        )
+    return note

@@ -25,6 +25,7 @@ from netsim.analysis.learning import (
 from netsim.analysis.report.curves import BaselineLine
 from netsim.analysis.runs import load_manifest, load_run_scenario
 from netsim.errors import RunDirectoryError
+from netsim.learning.sgd_agent import central_dp_accuracy, learning_data
 from netsim.storage import read_table
 
 #: ``learning_summary.guarantee`` as a caption says it.
@@ -175,19 +176,16 @@ def setting_lines(settings: Mapping[int, Setting], labels: Mapping[int, str]) ->
 
 def central_dp_value(directory: Path, epsilon: float, delta: float) -> float:
     """The central-DP yardstick of the run at ``directory`` at (``epsilon``, ``delta``): its
-    ``learning_summary.central_dp_accuracy`` when that was computed there (at the learning
-    section's ε and δ), else computed on the run's own split
-    (:func:`netsim.learning.sgd_agent.central_dp_accuracy`); NaN for a run without a budget."""
-    from netsim.learning.sgd_agent import central_dp_accuracy, learning_data
-
+    ``learning_summary.central_dp_accuracy`` when (ε, δ) is the learning section's, where the
+    run computed it (NaN when it recorded none: no budget, or a run older than the column);
+    else — a guarantee at another δ than the one stated — computed on the run's own split
+    (:func:`netsim.learning.sgd_agent.central_dp_accuracy`, cached on disk)."""
     if not (math.isfinite(epsilon) and epsilon > 0):
         return math.nan
     learning = run_configuration(directory).get("learning") or {}
-    summary = _summary_row(directory)
-    recorded = float(summary.get(CENTRAL_DP_COLUMN, math.nan))
     stated = (float(learning.get("epsilon") or math.nan), float(learning.get("delta") or 0.0))
-    if stated == (epsilon, delta) and not math.isnan(recorded):
-        return recorded
+    if stated == (epsilon, delta):
+        return float(_summary_row(directory).get(CENTRAL_DP_COLUMN, math.nan))
     scenario = load_run_scenario(directory)
     assert scenario.learning is not None
     return central_dp_accuracy(learning_data(scenario.learning, scenario.nodes), epsilon, delta)
