@@ -226,7 +226,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print("netsim report: several directories need --out (where the report goes)",
               file=sys.stderr)  # fmt: skip
         return 2
-    print(write_report(paths, args.out, allow_unverified=args.allow_unverified))
+    print(write_report(paths, args.out, allow_unverified=args.allow_unverified, x_axis=args.x_axis))
     return 0
 
 
@@ -598,6 +598,15 @@ def _add_report(commands: Subcommands) -> None:
     )
     report.add_argument(
         "--out", type=Path, default=None, help="default: DIRECTORY/report (needed for several)"
+    )
+    report.add_argument(
+        "--x-axis",
+        default="time",
+        metavar="AXES",
+        help="the x axes of the comparison of learning runs, comma-separated: time (simulated "
+        "time), passes (gradient updates in the network over the training records), messages "
+        "(messages sent); one figure each (default: time). Any but time draws the comparison "
+        "for learning runs of one kind too",
     )
     _allow_unverified_option(report)
     report.set_defaults(handler=_cmd_report)

@@ -97,3 +97,7 @@ class DolaConfigError(ScenarioError):
 
 class MiOgdConfigError(ScenarioError):
     """An MI-private OGD run cannot be set up (raised before anything runs)."""
+
+
+class ReportError(NetsimError):
+    """A report asked for what it cannot draw (an unknown x axis of the comparison figure)."""

@@ -129,9 +129,12 @@ def test_dola_curves_and_figures_from_run_directories(tmp_path):
         curve_figure(curves.iloc[:0], tmp_path / "none.png", metric="consensus", title="t")
 
 
-def report_figures(monkeypatch, path, out):
+def report_figures(monkeypatch, path, out, **options):
     """Write the report of ``path`` and keep its figures open: file name -> Figure."""
     import netsim.analysis.report as report
+    import netsim.analysis.report.distance
+    import netsim.analysis.report.drawing
+    import netsim.analysis.report.privacy  # noqa: F401  (the modules that save figures)
 
     drawn = {}
 
@@ -139,8 +142,9 @@ def report_figures(monkeypatch, path, out):
         drawn[file.name] = fig
         return file
 
-    monkeypatch.setattr(report, "save_figure", keep)
-    report.write_report(path, out)
+    for module in (report.drawing, report.privacy, report.distance):
+        monkeypatch.setattr(module, "save_figure", keep)
+    report.write_report(path, out, **options)
     return drawn
 
 

@@ -84,7 +84,8 @@ COMPARISON_FIGURE = FigureSpec(
         "(`gossip_learning_accuracy.accuracy_mean`), with the lowest and highest model dotted "
         "when its line is one run. Dashed: the yardsticks of `learning_summary` — the "
         "majority class, centralised non-private training and, when the runs record it, "
-        "central DP training at the same ε."
+        "central DP training at each run's own guarantee (ε, and δ = 0 for a run whose "
+        "releases were all ε-DP)."
     ),
     title="Test accuracy of every learning run",
     panels=(
