@@ -393,6 +393,17 @@ def _allowance(text: str) -> float:
     return value
 
 
+def _seed_count(text: str) -> int:
+    """``--seeds``: an integer >= 2 (a standard error needs two runs per mode)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: the agreement check needs 2 or more seeds")
+    return value
+
+
 def _is_scenario_file(name: str) -> bool:
     """Whether ``netsim check``'s argument names a scenario file rather than a component."""
     return name.endswith((".yaml", ".yml")) or (":" not in name and Path(name).is_file())
@@ -797,7 +808,7 @@ def _add_check(commands: Subcommands) -> None:
     )
     check.add_argument(
         "--seeds",
-        type=int,
+        type=_seed_count,
         default=3,
         metavar="N",
         help="runs per mode of the agreement check (default 3; a scenario file's from its seed on)",

@@ -43,6 +43,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dp_accounting
@@ -277,6 +278,12 @@ def check_component(
     within ``allowance`` (over ``agreement_seeds`` seeds; a component without round support
     fails it). Raises :class:`~netsim.errors.ComponentError` only when ``component`` names
     nothing (an unknown name, a module that does not import)."""
+    if (
+        isinstance(agreement_seeds, bool)
+        or not isinstance(agreement_seeds, int)
+        or agreement_seeds < 1
+    ):
+        raise NetsimError(f"agreement_seeds {agreement_seeds!r}: a number of seeds >= 1")
     results: list[CheckResult] = []
     seeds = tuple(range(1, agreement_seeds + 1))
     for found_slot, kind, cls in resolve_component(component, slot):
@@ -482,7 +489,7 @@ def _round_agreement(
 
 
 def check_agreement(
-    path: Any,
+    path: str | Path,
     table: str,
     metric: str,
     allowance: float,
@@ -499,8 +506,6 @@ def check_agreement(
     such allowances). Two checks: the scenario runs in both modes, and they agree. Raises a
     :class:`~netsim.errors.NetsimError` for a scenario that does not validate, has no
     ``gossip`` section, or wrote no such table or column."""
-    from pathlib import Path
-
     from netsim.scenario.loader import load_scenario
     from netsim.scenario.runner import run_in_memory
 
