@@ -33,11 +33,30 @@ from netsim.version import __version__
 
 #: The subcommands of a parser (``add_subparsers``), to which each ``_add_*`` adds one.
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-#: The slots ``netsim check --slot`` takes (netsim.api's interfaces).
-SLOT_CHOICES = (
-    "topology", "churn", "application", "protocol", "walk", "walk_agent", "learner", "mechanism",
-    "dataset",
-)  # fmt: skip
+
+
+class _Slots(Sequence[str]):
+    """The slots ``netsim check --slot`` takes: every slot of the registry
+    (:data:`netsim.registry.SLOT_NAMES`), read when ``--help`` lists them or a value is checked
+    (so that a command other than ``check`` does not import the contract layer)."""
+
+    def _names(self) -> tuple[str, ...]:
+        from netsim.registry import SLOT_NAMES
+
+        return tuple(SLOT_NAMES)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._names()
+
+
+#: The slots ``netsim check --slot`` takes.
+SLOT_CHOICES: Sequence[str] = _Slots()
 
 EXIT_USER_ERROR = 2
 #: ``netsim verify``: some run is damaged, unverified, failed or missing (2: not a run at all).
@@ -338,13 +357,90 @@ def _parse_keys(pairs: Sequence[str]) -> dict[str, object]:
     return keys
 
 
-def _cmd_check(args: argparse.Namespace) -> int:
-    from netsim.testing import check_component
+def _slot(text: str) -> str:
+    """``--slot``: one of the registry's slots; else the nearest ones and every slot."""
+    from netsim.errors import did_you_mean
 
-    results = check_component(
+    if text not in SLOT_CHOICES:
+        raise argparse.ArgumentTypeError(
+            f"unknown slot {text!r}{did_you_mean(text, SLOT_CHOICES)}; the slots: "
+            f"{', '.join(SLOT_CHOICES)}"
+        )
+    return text
+
+
+def _agreement_metric(text: str) -> tuple[str, str]:
+    """``--agreement TABLE.METRIC``: the table (which may itself hold a dot, as an entry's
+    ``<name>.<table>`` does) and the column."""
+    table, _, metric = text.rpartition(".")
+    if not table or not metric:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected TABLE.METRIC, e.g. broadcasts.t90 or walk_samples.propagating"
+        )
+    return table, metric
+
+
+def _allowance(text: str) -> float:
+    """``--within``: a finite number >= 0."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: an allowance is a finite number >= 0")
+    return value
+
+
+def _seed_count(text: str) -> int:
+    """``--seeds``: an integer >= 2 (a standard error needs two runs per mode)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: the agreement check needs 2 or more seeds")
+    return value
+
+
+def _is_scenario_file(name: str) -> bool:
+    """Whether ``netsim check``'s argument names a scenario file rather than a component."""
+    return name.endswith((".yaml", ".yml")) or (":" not in name and Path(name).is_file())
+
+
+def _check_results(args: argparse.Namespace) -> list:
+    """The checks ``netsim check`` runs: the agreement of a scenario file, or the contract of
+    a component (with its agreement when ``--agreement`` is given)."""
+    from netsim.testing import check_agreement, check_component
+
+    if args.agreement is not None and args.within is None:
+        raise NetsimError(
+            "--agreement needs --within ALLOWANCE: how far the two modes' means may differ "
+            "(rounds mode's approximations: news spreads in whole rounds, messages take no time)"
+        )
+    if _is_scenario_file(args.component):
+        if args.agreement is None:
+            raise NetsimError(
+                f"{args.component}: a scenario file is checked for the agreement of rounds mode "
+                "with exact mode: give --agreement TABLE.METRIC --within ALLOWANCE"
+            )
+        if args.slot is not None or args.no_audit:
+            raise NetsimError("--slot and --no-audit are options of a component, not a scenario")
+        table, metric = args.agreement
+        return check_agreement(
+            Path(args.component), table, metric, args.within, seeds=args.seeds,
+            overrides=args.set or (),
+        )  # fmt: skip
+    agreement = None if args.agreement is None else (*args.agreement, args.within)
+    return check_component(
         args.component, slot=args.slot, keys=_parse_keys(args.set or ()),
-        audit_mechanism=not args.no_audit,
+        audit_mechanism=not args.no_audit, agreement=agreement, agreement_seeds=args.seeds,
     )  # fmt: skip
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    results = _check_results(args)
     if not results:
         raise NetsimError(f"{args.component}: nothing to check")
     for result in results:
@@ -664,35 +760,67 @@ def _add_collect(commands: Subcommands) -> None:
 
 
 def _add_check(commands: Subcommands) -> None:
-    """``netsim check``: check a component against the component contract."""
-    check_help = "check that a component keeps netsim's component contract"
+    """``netsim check``: check a component against the component contract, or a scenario's
+    rounds mode against its exact mode."""
+    check_help = (
+        "check that a component keeps netsim's component contract, or that a scenario's "
+        "rounds mode agrees with its exact mode"
+    )
     check = _command(
         commands,
         "check",
         check_help,
         (
-            " (the checks of netsim's own contract "
-            "test, netsim.testing.check_component): hosted in a small scenario, it validates, "
+            ". A component gets the checks of netsim's own contract "
+            "test (netsim.testing.check_component): hosted in a small scenario, it validates, "
             "builds and runs, finish() is called once, it writes only declared tables, the "
             "same seed gives identical tables, round support runs, and a mechanism claiming "
-            "epsilon-DP passes the privacy audit. Prints each check with ok or failed. Exit "
-            "status 0 if every check passed, 1 if one failed, 2 if COMPONENT names nothing."
+            "epsilon-DP passes the privacy audit. With --agreement TABLE.METRIC --within X it "
+            "also runs gossip.mode exact and rounds over a few seeds and checks that the "
+            "metric's means differ by at most X; given a scenario file instead of a component, "
+            "that agreement is checked on the scenario as it is (netsim.testing."
+            "check_agreement). Prints each check with ok or failed. Exit status 0 if every "
+            "check passed, 1 if one failed, 2 if COMPONENT names nothing."
         ),
     )
     check.add_argument(
         "component",
-        help="a registered name (e.g. push_sum) or a class as package.module:Class",
+        help="a registered name (e.g. push_sum), a class as package.module:Class, or a "
+        "scenario file (.yaml) to check with --agreement",
     )
     check.add_argument(
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="a key of the component's config its defaults lack, e.g. --set k=3 (YAML value)",
+        help="a key of the component's config its defaults lack, e.g. --set k=3 (YAML value); "
+        "for a scenario file, a scenario key as netsim run --set takes it",
     )
     check.add_argument(
         "--slot",
-        choices=sorted(SLOT_CHOICES),
-        help="the slot, when the name is registered in several",
+        type=_slot,
+        choices=SLOT_CHOICES,
+        metavar="SLOT",
+        help="the slot, when the name is registered in several: %(choices)s",
+    )
+    check.add_argument(
+        "--agreement",
+        type=_agreement_metric,
+        metavar="TABLE.METRIC",
+        help="also check that rounds mode agrees with exact mode on this metric (a column of "
+        "a table the run writes, e.g. broadcasts.t90); needs --within",
+    )
+    check.add_argument(
+        "--within",
+        type=_allowance,
+        metavar="ALLOWANCE",
+        help="how far the mean of --agreement's metric may differ between the modes",
+    )
+    check.add_argument(
+        "--seeds",
+        type=_seed_count,
+        default=3,
+        metavar="N",
+        help="runs per mode of the agreement check (default 3; a scenario file's from its seed on)",
     )
     check.add_argument(
         "--no-audit",

@@ -7,6 +7,9 @@ that message alone, without a traceback, and exits non-zero.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class NetsimError(Exception):
     """Base class of every error netsim raises on purpose."""
@@ -101,3 +104,19 @@ class MiOgdConfigError(ScenarioError):
 
 class ReportError(NetsimError):
     """A report asked for what it cannot draw (an unknown x axis of the comparison figure)."""
+
+
+def nearest_names(name: str, allowed: Iterable[str]) -> list[str]:
+    """The (at most three) names of ``allowed`` closest to ``name``, best first, for a "did
+    you mean" in an error message (:func:`difflib.get_close_matches`, cutoff 0.6); empty when
+    none is close."""
+    return difflib.get_close_matches(name, list(allowed), n=3, cutoff=0.6)
+
+
+def did_you_mean(name: str, allowed: Iterable[str]) -> str:
+    """`` (did you mean 'a' or 'b'?)`` for the :func:`nearest_names` of ``name``, to append to
+    a message naming ``name``; empty when none is close."""
+    near = nearest_names(name, allowed)
+    if not near:
+        return ""
+    return f" (did you mean {' or '.join(repr(n) for n in near)}?)"

@@ -29,14 +29,21 @@ In pytest::
 
 From the shell: ``netsim check my_walk --set step_time=2s`` prints each check with ``ok`` or
 ``failed`` (exit status 0 when every check passed, 1 if one failed).
+
+The agreement of rounds mode with exact mode is also a check of a whole scenario
+(:func:`check_agreement`, ``netsim check my_scenario.yaml --agreement broadcasts.t90 --within
+1.5``): the scenario runs with ``gossip.mode`` exact and rounds over a few seeds, and the mean of
+one metric must agree within the allowance the researcher states for rounds mode's documented
+approximations (messages take no time; news spreads in whole rounds).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dp_accounting
@@ -44,15 +51,17 @@ import numpy as np
 import pandas as pd
 
 from netsim.contracts import Component, Mechanism, Model, supports_rounds
-from netsim.errors import ComponentError, NetsimError
+from netsim.errors import ComponentError, NetsimError, ScenarioError, did_you_mean
 from netsim.registry import REGISTRY, SLOT_NAMES, import_reference, interface_problem
 
 __all__ = [
     "BASE_SCENARIO",
     "CheckResult",
     "ContractError",
+    "UnknownMetricError",
     "assert_component_contract",
     "audited_loss",
+    "check_agreement",
     "check_component",
     "claim_problem",
     "contract_scenario",
@@ -60,6 +69,7 @@ __all__ = [
     "mechanism_checks",
     "mechanism_claim",
     "mechanism_release",
+    "metric_values",
     "probed_release_problem",
     "release_audited_loss",
     "resolve_component",
@@ -90,6 +100,10 @@ SECTIONS: Mapping[str, Mapping[str, Any]] = {"gossip": GOSSIP, "learning": LEARN
 AUDIT_SAMPLES = 200_000
 
 
+class UnknownMetricError(NetsimError):
+    """The agreement check names a table the run did not write, or a column it lacks."""
+
+
 class ContractError(NetsimError, AssertionError):
     """A component that does not keep the contract (:func:`assert_component_contract`): an
     ``AssertionError``, so pytest reports it as a failed test."""
@@ -118,7 +132,10 @@ def resolve_component(
     :class:`~netsim.errors.ComponentError` if it is none of these."""
     slots = (slot,) if slot is not None else tuple(SLOT_NAMES)
     if slot is not None and slot not in SLOT_NAMES:
-        raise ComponentError(f"unknown slot {slot!r}; the slots: {', '.join(SLOT_NAMES)}")
+        raise ComponentError(
+            f"unknown slot {slot!r}{did_you_mean(slot, SLOT_NAMES)}; the slots: "
+            f"{', '.join(SLOT_NAMES)}"
+        )
     if isinstance(component, type):
         return [(getattr(component, "slot", ""), _reference(component), component)]
     if ":" in component:
@@ -130,12 +147,17 @@ def resolve_component(
         if component in REGISTRY.names(s)
     ]
     if not found:
-        try:  # the registry's own message: a package that cannot be loaded, or the names
+        try:  # the registry's own message: a package that cannot be loaded, or a clash
             REGISTRY.lookup(slots, component)
         except ComponentError as exc:
-            raise ComponentError(
-                str(exc).replace("allowed values", "registered components", 1)
-            ) from None
+            if not str(exc).startswith(f"unknown value {component!r}"):
+                raise ComponentError(str(exc)) from None
+        names = [name for s in slots for name in REGISTRY.names(s)]
+        raise ComponentError(
+            f"unknown value {component!r}{did_you_mean(component, names)}; registered "
+            f"components: {', '.join(repr(n) for n in names)}, or a class as "
+            "package.module:Class"
+        )
     return found
 
 
@@ -243,6 +265,7 @@ def check_component(
     sections: Mapping[str, Any] | None = None,
     agreement: tuple[str, str, float] | None = None,
     audit_mechanism: bool = True,
+    agreement_seeds: int = 3,
 ) -> list[CheckResult]:
     """Every check of the contract on ``component`` (a class, ``package.module:Class`` or a
     registered name; ``slot`` picks one of several registrations), in order; a check that
@@ -252,12 +275,20 @@ def check_component(
     ``sections`` replace or add top-level scenario keys (e.g. ``{"gossip": {"period":
     "5s"}}``). ``agreement`` = (table, metric, allowance) for a component with round support:
     the mean of ``metric`` over three seeds agrees between ``gossip.mode`` exact and rounds
-    within ``allowance``. Raises :class:`~netsim.errors.ComponentError` only when
-    ``component`` names nothing (an unknown name, a module that does not import)."""
+    within ``allowance`` (over ``agreement_seeds`` seeds; a component without round support
+    fails it). Raises :class:`~netsim.errors.ComponentError` only when ``component`` names
+    nothing (an unknown name, a module that does not import)."""
+    if (
+        isinstance(agreement_seeds, bool)
+        or not isinstance(agreement_seeds, int)
+        or agreement_seeds < 1
+    ):
+        raise NetsimError(f"agreement_seeds {agreement_seeds!r}: a number of seeds >= 1")
     results: list[CheckResult] = []
+    seeds = tuple(range(1, agreement_seeds + 1))
     for found_slot, kind, cls in resolve_component(component, slot):
-        results.extend(_check_one(found_slot, kind, cls, keys, sections, agreement,
-                                  audit_mechanism))  # fmt: skip
+        results.extend(_check_one(found_slot, kind, cls, keys, sections,
+                                  (agreement, seeds), audit_mechanism))  # fmt: skip
     return results
 
 
@@ -267,11 +298,12 @@ def _check_one(
     cls: type[Component],
     keys: Mapping[str, Any] | None,
     sections: Mapping[str, Any] | None,
-    agreement: tuple[str, str, float] | None,
+    asked: tuple[tuple[str, str, float] | None, tuple[int, ...]],
     audit_mechanism: bool,
 ) -> list[CheckResult]:
     from netsim.scenario.loader import validate_scenario
 
+    agreement, seeds = asked
     title = SLOT_NAMES.get(slot, "component")
     results: list[CheckResult] = []
     problem = interface_problem(cls)
@@ -317,7 +349,15 @@ def _check_one(
     if "gossip" in cls.requires and supports_rounds(cls):
         results.append(_runs_in_rounds(data))
         if agreement is not None:
-            results.append(_round_agreement(data, agreement))
+            results.append(_round_agreement(data, agreement, seeds))
+    elif agreement is not None:
+        results.append(
+            CheckResult(
+                _agreement_check(*agreement), False,
+                "it has no rounds mode to compare: it declares no round support or does not "
+                "run on the gossip engine (requires no gossip)",
+            )
+        )  # fmt: skip
     if issubclass(cls, Mechanism):
         results.extend(mechanism_checks(kind, slot, keys, audit=audit_mechanism))
     if issubclass(cls, Model):
@@ -353,32 +393,146 @@ def _runs_in_rounds(data: Mapping[str, Any]) -> CheckResult:
     return CheckResult(check, True)
 
 
+#: The two gossip modes the agreement check compares.
+MODES = ("exact", "rounds")
+
+
+def metric_values(tables: Mapping[str, pd.DataFrame], table: str, metric: str) -> pd.Series:
+    """Column ``metric`` of ``table`` in a run's ``tables``; a :class:`NetsimError` naming the
+    nearest table or column when there is no such one."""
+    if table not in tables:
+        raise UnknownMetricError(
+            f"the run wrote no table {table!r}{did_you_mean(table, tables)}; its tables: "
+            f"{', '.join(sorted(tables))}"
+        )
+    columns = [str(column) for column in tables[table].columns]
+    if metric not in columns:
+        raise UnknownMetricError(
+            f"table {table} has no column {metric!r}{did_you_mean(metric, columns)}; its "
+            f"columns: {', '.join(columns)}"
+        )
+    return tables[table][metric]
+
+
+def _mode_samples(
+    run: Callable[[str, int], Mapping[str, pd.DataFrame]],
+    table: str,
+    metric: str,
+    seeds: Sequence[int],
+) -> dict[str, list[pd.Series]]:
+    """``metric`` of ``table`` in each gossip mode at each seed (``run(mode, seed)``: the
+    tables of one run)."""
+    return {
+        mode: [metric_values(run(mode, seed), table, metric).dropna() for seed in seeds]
+        for mode in MODES
+    }
+
+
+def _tiny_mode_runs(data: Mapping[str, Any]) -> Callable[[str, int], dict[str, pd.DataFrame]]:
+    """The runs of the agreement check on a tiny scenario (60 nodes, 5 minutes, k_out with
+    k = 6) made from ``data``."""
+    data = {**data, "nodes": 60, "duration": "5min", "topology": {"kind": "k_out", "k": 6}}
+
+    def run(mode: str, seed: int) -> dict[str, pd.DataFrame]:
+        return _run({**data, "gossip": {**data.get("gossip", GOSSIP), "mode": mode}}, seed)[1]
+
+    return run
+
+
 def round_mode_means(
     data: Mapping[str, Any], table: str, metric: str, seeds: tuple[int, ...] = (1, 2, 3)
 ) -> dict[str, float]:
     """The mean of ``metric`` of ``table`` over ``seeds`` in each gossip mode, on a tiny
     scenario (60 nodes, 5 minutes, k_out with k = 6) made from ``data``."""
-    data = {**data, "nodes": 60, "duration": "5min", "topology": {"kind": "k_out", "k": 6}}
-    means = {}
-    for mode in ("exact", "rounds"):
-        gossip = {**data.get("gossip", GOSSIP), "mode": mode}
-        values = [_run({**data, "gossip": gossip}, seed)[1][table][metric] for seed in seeds]
-        means[mode] = float(pd.concat(values).dropna().mean())
-    return means
+    samples = _mode_samples(_tiny_mode_runs(data), table, metric, seeds)
+    return {mode: float(pd.concat(values).mean()) for mode, values in samples.items()}
 
 
-def _round_agreement(data: Mapping[str, Any], agreement: tuple[str, str, float]) -> CheckResult:
-    table, metric, allowance = agreement
-    check = f"its rounds agree with its exact mode ({table}.{metric} within {allowance:g})"
-    try:
-        means = round_mode_means(data, table, metric)
-    except Exception as exc:
-        return CheckResult(check, False, _error(exc))
-    ok = all(math.isfinite(v) for v in means.values()) and (
-        abs(means["exact"] - means["rounds"]) <= allowance
+def _agreement_check(table: str, metric: str, allowance: float) -> str:
+    return f"its rounds agree with its exact mode ({table}.{metric} within {allowance:g})"
+
+
+def _agreement_result(
+    samples: Mapping[str, list[pd.Series]], table: str, metric: str, allowance: float
+) -> CheckResult:
+    """Pass iff the means of the two modes' pooled values are finite and differ by at most
+    ``allowance``; the detail gives each mean with the standard error of the seeds' means."""
+    means = {mode: float(pd.concat(values).mean()) for mode, values in samples.items()}
+    errors = {}
+    for mode, values in samples.items():
+        per_seed = np.array([v.mean() for v in values], dtype=np.float64)
+        errors[mode] = (
+            float(per_seed.std(ddof=1) / math.sqrt(per_seed.size))
+            if per_seed.size > 1
+            else math.nan
+        )
+    difference = abs(means["exact"] - means["rounds"])
+    ok = all(math.isfinite(v) for v in means.values()) and difference <= allowance
+    seeds = len(samples["exact"])
+    detail = (
+        f"exact {means['exact']:.6g} ± {errors['exact']:.2g}, rounds {means['rounds']:.6g} ± "
+        f"{errors['rounds']:.2g} over {seeds} seeds, ± the standard error of the seeds' means; "
+        f"difference {difference:.3g} {'<=' if ok else '>'} {allowance:g}"
     )
-    detail = f"exact {means['exact']:.6g}, rounds {means['rounds']:.6g}"
-    return CheckResult(check, ok, detail)
+    return CheckResult(_agreement_check(table, metric, allowance), ok, detail)
+
+
+def _round_agreement(
+    data: Mapping[str, Any], agreement: tuple[str, str, float], seeds: tuple[int, ...] = (1, 2, 3)
+) -> CheckResult:
+    table, metric, allowance = agreement
+    try:
+        samples = _mode_samples(_tiny_mode_runs(data), table, metric, seeds)
+    except Exception as exc:
+        return CheckResult(_agreement_check(table, metric, allowance), False, _error(exc))
+    return _agreement_result(samples, table, metric, allowance)
+
+
+def check_agreement(
+    path: str | Path,
+    table: str,
+    metric: str,
+    allowance: float,
+    *,
+    seeds: int = 3,
+    overrides: Sequence[str] = (),
+) -> list[CheckResult]:
+    """The agreement of rounds mode with exact mode on the scenario file ``path`` as it is
+    (with ``overrides``, ``dotted.key=value`` as ``--set`` takes them): it runs with
+    ``gossip.mode`` exact and rounds at ``seeds`` seeds (the scenario's seed and the next ones),
+    and the mean of ``metric`` of ``table`` over each mode's runs must differ by at most
+    ``allowance`` (what the approximations of rounds mode may move it by: news spreads in
+    whole rounds, messages take no time; ``tests/test_rounds.py`` holds the shipped walk to
+    such allowances). Two checks: the scenario runs in both modes, and they agree. Raises a
+    :class:`~netsim.errors.NetsimError` for a scenario that does not validate, has no
+    ``gossip`` section, or wrote no such table or column."""
+    from netsim.scenario.loader import load_scenario
+    from netsim.scenario.runner import run_in_memory
+
+    path = Path(path)
+    base = load_scenario(path, overrides)
+    if getattr(base, "gossip", None) is None:
+        raise ScenarioError(
+            f"{path}: no gossip section; the agreement check runs the scenario with gossip.mode "
+            "exact and rounds (rounds mode is the gossip engine's)"
+        )
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2:
+        raise NetsimError(f"--seeds {seeds!r}: the agreement check needs at least 2 seeds")
+    first = base.seed if base.seed is not None else 1
+    chosen = tuple(range(first, first + seeds))
+    runs_check = f"it runs with gossip.mode exact and rounds (seeds {chosen[0]} to {chosen[-1]})"
+
+    def run(mode: str, seed: int) -> dict[str, pd.DataFrame]:
+        scenario = load_scenario(path, [*overrides, f"gossip.mode={mode}", f"seed={seed}"])
+        return run_in_memory(scenario)[1]
+
+    try:
+        samples = _mode_samples(run, table, metric, chosen)
+    except UnknownMetricError as exc:
+        raise UnknownMetricError(f"{path}: {table}.{metric}: {exc}") from None
+    except Exception as exc:  # a failure of a run is a failed check
+        return [CheckResult(runs_check, False, _error(exc))]
+    return [CheckResult(runs_check, True), _agreement_result(samples, table, metric, allowance)]
 
 
 # --- models: gradients, shapes, determinism --------------------------------------------------
@@ -621,8 +775,7 @@ def claim_problem(mechanism: Mechanism) -> str | None:
                 f"{event.guarantee} with δ = {event.delta:g}"
             )
         if mechanism.guarantee == "(epsilon,delta)-DP" and not (
-            event.guarantee in ("epsilon-DP", "(epsilon,delta)-DP", "none")
-            and event.delta <= 1e-5
+            event.guarantee in ("epsilon-DP", "(epsilon,delta)-DP", "none") and event.delta <= 1e-5
         ):
             return (
                 f"a release of dimension {dimension} given δ = 1e-5 claims {event.guarantee} "
@@ -680,8 +833,10 @@ def probed_release_problem(mechanism: Mechanism) -> str | None:
                 f"{event.guarantee} with ε = {event.epsilon:g}"
             )
         ratio = spread * event.epsilon / sensitivity
-        if event.epsilon > 0 and reference > 0 and not (
-            0.2 * reference <= ratio <= 5.0 * reference
+        if (
+            event.epsilon > 0
+            and reference > 0
+            and not (0.2 * reference <= ratio <= 5.0 * reference)
         ):
             return (
                 f"at Δ = {sensitivity:g}, ε = {epsilon:g} its noise has spread {spread:.3g} "

@@ -167,6 +167,33 @@ def test_unaccounted_selection_chooses_the_best_mean_validation_point(tmp_path):
     assert means.max() > means.min()  # the grid's points differ: the choice means something
 
 
+def test_selection_chooses_among_the_pairs_of_a_zip_block(tmp_path):
+    """A zip block's pairs are the points selected among; its keys are the chosen parameters.
+    A private selection refuses a zip key that changes what a trial spends, as a grid axis."""
+    pairs = {"learning.learning_rate": [0.03, 3.0], "learning.clip": [0.3, 1.0]}
+    path = tmp_path / "tune.yaml"
+    sweep = {"zip": pairs, "select": {"privacy": "unaccounted"}}
+    path.write_text(yaml.safe_dump(dict(BASE, sweep=sweep), sort_keys=False))
+    plan = plan_sweep(path)
+    assert [r.parameters for r in plan.runs] == [
+        {"learning.learning_rate": 0.03, "learning.clip": 0.3},
+        {"learning.learning_rate": 3.0, "learning.clip": 1.0},
+    ]
+    directory = run_sweep_cli(path, tmp_path)
+    selection = json.loads((directory / "selection.json").read_text())
+    assert selection["candidates"] == 2
+    chosen = plan.runs[selection["chosen_point"]]
+    assert selection["chosen_parameters"] == chosen.parameters
+    assert selection["chosen_runs"] == [chosen.run_id]
+    private = {"privacy": "random_trials", "trials": {"mean": 4, "shape": 1},
+               "validation_epsilon": 0.5}  # fmt: skip
+    sweep = {"zip": {"learning.learning_rate": [0.3, 3.0], "learning.epsilon": [1, 8]},
+             "select": private}  # fmt: skip
+    path.write_text(yaml.safe_dump(dict(BASE, sweep=sweep), sort_keys=False))
+    with pytest.raises(SweepError, match=r"learning.epsilon changes what a trial spends"):
+        plan_sweep(path)
+
+
 def test_random_trials_selection_is_counted_and_releases_the_best_noisy_score(tmp_path):
     select = {"privacy": "random_trials", "trials": {"mean": 4, "shape": 1},
               "validation_epsilon": 0.5}  # fmt: skip

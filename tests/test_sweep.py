@@ -145,9 +145,44 @@ sweep:
         ),
         (
             "sweep:\n  grid: {nodes: [10]}\n  repeats: 2\n",
-            "sweep.repeats: unknown key; allowed keys here: name, grid, derived, repetitions",
+            "sweep.repeats: unknown key (did you mean 'repetitions'?); allowed keys here: "
+            "name, grid, zip, derived, repetitions",
         ),
         ("sweep:\n  grid: {walk: [1]}\n", "walk is a section; sweep one of its keys"),
+        (  # a near miss is named
+            "sweep:\n  grid: {walk.timeot: [1s]}\n",
+            "sweep.grid: walk.timeot is not a key of the scenario (did you mean walk.timeout? "
+            "keys of walk: kind,",
+        ),
+        (
+            "sweep:\n  grid: {wlk.timeout: [1s]}\n",
+            "wlk.timeout is not a key of the scenario (did you mean walk.timeout? the scenario "
+            "has no wlk section)",
+        ),
+        (
+            'sweep:\n  grid: {walk.timeout: ["= walk.transfer_tme + 1"]}\n',
+            "walk.transfer_tme is not a key of the scenario (did you mean walk.transfer_time?)",
+        ),
+        (  # zip: lists of one length, each key swept once
+            "sweep:\n  zip: {walk.transfer_time: [1s, 2s], walk.timeout: [11s, 12s, 13s]}\n",
+            "sweep.zip: the lists of a zip block pair their values one by one, so they must "
+            "have equal lengths: walk.transfer_time has 2, walk.timeout has 3",
+        ),
+        (
+            "sweep:\n  grid: {walk.timeout: [11s]}\n  zip: {walk.timeout: [12s], nodes: [3]}\n",
+            "sweep.zip.walk.timeout: already swept in the grid; a key is swept in the grid or "
+            "in one zip block, not both",
+        ),
+        (
+            "sweep:\n  zip: [{nodes: [30]}, {nodes: [40]}]\n",
+            "sweep.zip[1].nodes: already swept in sweep.zip[0]",
+        ),
+        ("sweep:\n  zip: {}\n", "sweep.zip: expected a mapping of dotted keys to lists"),
+        ("sweep:\n  zip: {walk.timout: [1s]}\n", "(did you mean walk.timeout?"),
+        (
+            "sweep:\n  zip: {nodes: [30]}\n  derived: {nodes: '= 2'}\n",
+            "sweep.derived.nodes: already a key of a zip block",
+        ),
         ("sweep:\n  grid: {seed: [1, 2]}\n", "seed cannot be swept; every run's seed is derived"),
         (
             "sweep:\n  grid: {nodes: [10]}\n  derived: {walk.timeout: 12s}\n",
@@ -212,6 +247,81 @@ def test_run_and_validate_take_the_base_scenario_of_a_sweep_file(tmp_path, capsy
     captured = capsys.readouterr()
     assert "has a sweep section; netsim run runs its base scenario" in captured.err
     assert "tiny-walk-seed7-" in captured.out  # the base scenario's own seed
+
+
+#: The seed of the first run of :data:`GRID`, as planned before zip blocks existed.
+RECORDED_FIRST_SEED = 4855268051408957296
+
+ZIP = """\
+sweep:
+  grid:
+    walk.kill_probability: [0, 0.05]
+  zip:
+    walk.transfer_time: [1s, 2s, 3s]
+    walk.timeout: [11s, "= walk.transfer_time + 30s", 40s]
+  repetitions: 2
+"""
+
+
+def test_a_zip_block_pairs_its_keys_as_one_axis_of_the_grids_product(tmp_path):
+    plan = plan_sweep(sweep_file(tmp_path, ZIP))
+    assert plan.spec.points == 2 * 3 and len(plan.runs) == 12  # not 2 x 3 x 3
+    assert plan.spec.parameters == ("walk.kill_probability", "walk.transfer_time", "walk.timeout")
+    points = {
+        r.point: (r.parameters["walk.kill_probability"], r.parameters["walk.transfer_time"],
+                  r.parameters["walk.timeout"])
+        for r in plan.runs
+    }  # fmt: skip
+    pairs = [(1.0, 11.0), (2.0, 32.0), (3.0, 40.0)]
+    assert [points[p] for p in range(6)] == [(k, *pair) for k in (0, 0.05) for pair in pairs]
+    for run in plan.runs:  # the scenario that runs is the one the plan reports
+        assert run.scenario.walk.transfer_time == run.parameters["walk.transfer_time"]
+        assert run.scenario.walk.timeout == run.parameters["walk.timeout"]
+    assert len({r.seed for r in plan.runs}) == 12
+    # a zip block alone is a sweep, and several blocks are several axes
+    alone = "sweep:\n  zip: {walk.transfer_time: [1s, 2s], walk.timeout: [11s, 12s]}\n"
+    assert plan_sweep(sweep_file(tmp_path, alone)).spec.points == 2
+    blocks = (
+        "sweep:\n  zip:\n    - {walk.transfer_time: [1s, 2s], walk.timeout: [11s, 12s]}\n"
+        "    - {nodes: [30, 40]}\n"
+    )
+    assert plan_sweep(sweep_file(tmp_path, blocks)).spec.points == 4
+
+
+def test_a_one_key_zip_block_is_a_grid_axis_and_a_grid_keeps_its_run_ids(tmp_path):
+    """Grid points are planned as before zip blocks existed: the ids of a grid's runs are its
+    point values' (a zip block's key is one more value of its points, after the grid's)."""
+    grid = "sweep:\n  grid: {walk.kill_probability: [0, 0.05], nodes: [30, 40]}\n"
+    zipped = "sweep:\n  grid: {walk.kill_probability: [0, 0.05]}\n  zip: {nodes: [30, 40]}\n"
+    ids = [r.run_id for r in plan_sweep(sweep_file(tmp_path, grid)).runs]
+    assert ids == [r.run_id for r in plan_sweep(sweep_file(tmp_path, zipped)).runs]
+    # recorded before zip blocks: the first run of the test file's grid
+    first = plan_sweep(sweep_file(tmp_path)).runs[0]
+    assert first.seed == RECORDED_FIRST_SEED
+
+
+def test_a_zip_sweep_resumes_and_collects_its_keys_as_columns(tmp_path, capsys):
+    path = sweep_file(tmp_path, ZIP.replace("[0, 0.05]", "[0]").replace("2\n", "1\n"))
+    plan = plan_sweep(path)
+    assert len(plan.runs) == 3
+    out = tmp_path / "out"
+    first = InterruptAfter(1)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(plan, out=out, backend=first)
+    assert main(["sweep", str(path), "--out", str(out), "--workers", "1", "-q"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    directory = out / "tiny-walk"
+    manifest = json.loads((directory / "sweep.json").read_text())
+    assert manifest["zip"] == [["walk.transfer_time", "walk.timeout"]]
+    assert manifest["status"] == "complete" and manifest["runs"] == 3
+    long = collect(directory, write=False)
+    columns = ["walk.kill_probability", "walk.transfer_time", "walk.timeout"]
+    assert set(columns) <= set(long.columns)
+    rows = long[columns].drop_duplicates().sort_values("walk.transfer_time")
+    assert rows.values.tolist() == [[0, 1.0, 11.0], [0, 2.0, 32.0], [0, 3.0, 40.0]]
+    again = InterruptAfter(99)
+    run_sweep(plan, out=out, backend=again)
+    assert again.ran == []  # nothing repeated
 
 
 # --- running -----------------------------------------------------------------------------
@@ -398,7 +508,9 @@ def _tables(sweep_dir: Path) -> dict[str, bytes]:
 
 def test_the_process_pool_and_a_dask_local_cluster_give_identical_tables(tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
-    path = small_sweep(tmp_path)
+    # a grid axis and a zip block: 2 x 2 points
+    zipped = "  zip: {walk.transfer_time: [1s, 2s], walk.timeout: [11s, 32s]}\n"
+    path = sweep_file(tmp_path, "sweep:\n  grid:\n    walk.kill_probability: [0, 0.05]\n" + zipped)
     assert main(["sweep", str(path), "--out", str(tmp_path / "pool"), "--workers", "2"]) == 0
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
@@ -425,7 +537,9 @@ def test_the_process_pool_and_a_dask_local_cluster_give_identical_tables(tmp_pat
         for base in (pool, dask):
             manifest = json.loads((base / RUNS / row["run_id"] / "manifest.json").read_text())
             assert manifest["parameters"] == {key: row[key] for key in parameters}
-    assert parameters == ["walk.kill_probability"]
+    assert parameters == ["walk.kill_probability", "walk.transfer_time", "walk.timeout"]
+    pairs = zip(plan["walk.transfer_time"], plan["walk.timeout"], strict=True)
+    assert len(plan) == 4 and set(pairs) == {(1.0, 11.0), (2.0, 32.0)}
 
 
 def test_an_unreachable_scheduler_is_one_message_before_any_run(tmp_path, capsys):

@@ -201,3 +201,108 @@ def test_the_example_package_runs_the_contract_in_its_own_tests(example_paths): 
     points = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["project"]["entry-points"]
     for name in points["netsim.components"]:
         assert f'"{name}":' in tested, f"{name} is not in the package's contract test"
+
+
+# --- every slot, near names, and the agreement of rounds mode with exact mode ---------------
+
+
+def test_netsim_check_help_lists_every_slot_of_the_registry(capsys):
+    from netsim.cli import main
+    from netsim.registry import SLOT_NAMES
+
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "--help"])
+    assert stop.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    listed = shown.split("registered in several: ")[1].split(" --")[0]
+    assert listed.split(", ") == list(SLOT_NAMES)
+    assert {"model", "transport", "gossip", "observer"} <= set(SLOT_NAMES)
+    assert "--agreement TABLE.METRIC" in shown and "--within ALLOWANCE" in shown
+
+
+def test_unknown_names_and_slots_get_the_nearest_ones(capsys):
+    from netsim.cli import main
+
+    with pytest.raises(ComponentError, match=r"unknown value 'k_ou' \(did you mean 'k_out'\?\); "
+                       r"registered components: 'k_out',"):  # fmt: skip
+        check_component("k_ou")
+    with pytest.raises(ComponentError, match=r"unknown slot 'topolgy' \(did you mean 'topology'"):
+        check_component("k_out", slot="topolgy")
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "k_out", "--slot", "walk_agnt"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown slot 'walk_agnt' (did you mean 'walk_agent'" in err and "observer" in err
+    # a slot the old hard-coded list lacked
+    assert main(["check", "links", "--slot", "transport"]) == 0
+
+
+def test_agreement_asked_of_a_component_without_rounds_mode_fails_that_check():
+    problems = failed(Quiet, agreement=("declared_values", "value", 0.1))
+    assert list(problems) == ["its rounds agree with its exact mode (declared_values.value "
+                              "within 0.1)"]  # fmt: skip
+    assert "it has no rounds mode to compare" in problems[next(iter(problems))]
+
+
+AGREEMENT_SCENARIO = """\
+name: agreement
+seed: 4
+nodes: 60
+duration: 4min
+topology: {kind: k_out, k: 6}
+links: {delay: {dist: uniform, low: 10ms, high: 50ms}}
+gossip: {period: 1s}
+broadcast: {interval: 30s, start: 10s}
+"""
+
+
+def test_a_scenarios_rounds_mode_is_checked_against_its_exact_mode(tmp_path, capsys):
+    from netsim.cli import main
+    from netsim.testing import check_agreement
+
+    path = tmp_path / "scenario.yaml"
+    path.write_text(AGREEMENT_SCENARIO)
+    results = check_agreement(path, "broadcasts", "t90", 1.5)
+    assert [r.check for r in results] == [
+        "it runs with gossip.mode exact and rounds (seeds 4 to 6)",
+        "its rounds agree with its exact mode (broadcasts.t90 within 1.5)",
+    ]
+    assert all(r.ok for r in results), results
+    assert "over 3 seeds" in results[1].detail
+    # from the shell: 0 when it agrees, 1 when not, 2 for a name that names nothing
+    assert main(["check", str(path), "--agreement", "broadcasts.t90", "--within", "1.5",
+                 "--seeds", "2"]) == 0  # fmt: skip
+    assert "ok      its rounds agree" in capsys.readouterr().out
+    assert main(["check", str(path), "--agreement", "broadcasts.t90", "--within", "0",
+                 "--seeds", "2"]) == 1  # fmt: skip
+    captured = capsys.readouterr()
+    assert "failed  its rounds agree with its exact mode (broadcasts.t90 within 0)" in captured.out
+    assert "1 of 2 checks failed" in captured.err
+    for args, message in [
+        (["--agreement", "broadcasts.t9", "--within", "1"], "(did you mean 't99' or 't90'?)"),
+        (["--agreement", "broadcast.t90", "--within", "1"], "(did you mean 'broadcasts' or"),
+        (["--agreement", "broadcasts.t90"], "--agreement needs --within"),
+        ([], "give --agreement TABLE.METRIC --within ALLOWANCE"),
+    ]:
+        assert main(["check", str(path), "--seeds", "2", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("netsim: error: ") and message in err, err
+
+
+def test_the_agreement_check_fails_a_broken_rounds_mode(tmp_path, monkeypatch):
+    """Negative control (as tests/test_rounds.py's): every pull of rounds mode lost spreads
+    news more slowly, and the check says so."""
+    from netsim.protocols.broadcast import Broadcast
+    from netsim.testing import check_agreement
+
+    path = tmp_path / "scenario.yaml"
+    path.write_text(AGREEMENT_SCENARIO)
+    fused = Broadcast.round_exchange
+    monkeypatch.setattr(
+        Broadcast, "round_exchange",
+        lambda self, initiators, peers, pull_lost: fused(
+            self, initiators, peers, np.ones(initiators.size, dtype=bool)
+        ),
+    )  # fmt: skip
+    runs, agreement = check_agreement(path, "broadcasts", "t90", 1.5)
+    assert runs.ok and not agreement.ok, agreement

@@ -462,6 +462,7 @@ def _write_manifest(directory: Path, plan: SweepPlan, progress: SweepProgress, s
             "scenario": str(plan.source),
             "parameters": list(plan.spec.parameters),
             "grid": [key for key, _ in plan.spec.grid],
+            **({"zip": [list(keys) for keys, _ in plan.spec.zipped]} if plan.spec.zipped else {}),
             "repetitions": plan.spec.repetitions,
             "points": plan.spec.points,
             "runs": progress.total,

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from netsim.errors import SweepError
+from netsim.errors import SweepError, nearest_names
 from netsim.units import TIME_UNITS
 
 EXPRESSION_MARK = "="
@@ -174,7 +174,9 @@ def lookup_in(data: Mapping[str, Any], *, where: str) -> Callable[[str], Any]:
     def lookup(key: str) -> Any:
         found = dotted_get(data, key)
         if found is _MISSING:
-            raise SweepError(f"{where}: {key} is not a key of the scenario")
+            raise SweepError(
+                f"{where}: {key} is not a key of the scenario{suggested_keys(data, key)}"
+            )
         return found
 
     return lookup
@@ -196,3 +198,28 @@ def dotted_get(data: Mapping[str, Any], key: str) -> Any:
 def is_missing(value: object) -> bool:
     """True for the marker :func:`dotted_get` returns for an absent key."""
     return value is _MISSING
+
+
+def nearest_keys(data: Mapping[str, Any], key: str) -> list[str]:
+    """Dotted keys of ``data`` close to the absent ``key``: its first part that is not a key
+    of its section replaced by each of that section's :func:`~netsim.errors.nearest_names`,
+    the parts after it kept (``wlk.timeout`` -> ``walk.timeout``)."""
+    parts = key.split(".")
+    current: Any = data
+    for index, part in enumerate(parts):
+        if not isinstance(current, Mapping):
+            return []
+        if part not in current:
+            names = [str(name) for name in current]
+            return [
+                ".".join([*parts[:index], near, *parts[index + 1 :]])
+                for near in nearest_names(part, names)
+            ]
+        current = current[part]
+    return []
+
+
+def suggested_keys(data: Mapping[str, Any], key: str) -> str:
+    """`` (did you mean a.b?)`` for the :func:`nearest_keys` of ``key``; empty if none."""
+    near = nearest_keys(data, key)
+    return f" (did you mean {' or '.join(near)}?)" if near else ""

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from netsim.errors import SweepError
+from netsim.errors import SweepError, did_you_mean
 
 SELECT_KEYS = ("metric", "goal", "report", "privacy", "trials", "validation_epsilon")
 TRIAL_KEYS = ("mean", "shape")
@@ -107,10 +107,11 @@ def section_mapping(raw: object, allowed: Sequence[str], where: str) -> Mapping[
     :class:`SweepError` naming ``where`` and the allowed keys."""
     if not isinstance(raw, Mapping):
         raise SweepError(f"{where}: expected a mapping with keys {', '.join(allowed)}")
-    unknown = sorted(set(raw) - set(allowed))
+    unknown = sorted(set(raw) - set(allowed), key=str)
     if unknown:
+        near = did_you_mean(str(unknown[0]), allowed)
         raise SweepError(
-            f"{where}.{unknown[0]}: unknown key; allowed keys here: {', '.join(allowed)}"
+            f"{where}.{unknown[0]}: unknown key{near}; allowed keys here: {', '.join(allowed)}"
         )
     return raw
 
@@ -274,9 +275,7 @@ def summary_value(tables: Mapping[str, pd.DataFrame], key: str, run: str) -> flo
         )
     value = float(frame[column].iloc[0])
     if math.isnan(value):
-        hint = (
-            " (set learning.dataset.validation_fraction)" if "validation" in column else ""
-        )
+        hint = " (set learning.dataset.validation_fraction)" if "validation" in column else ""
         raise SweepError(f"run {run}: {key} is NaN{hint}; nothing to select by")
     return value
 
@@ -356,9 +355,7 @@ def worst_record_inverse_square(ledger: pd.DataFrame, run: str) -> float:
     return float(inverse.groupby(ledger["record"]).sum().max())
 
 
-def repeat_and_select_epsilon(
-    event: Any, mean: float, shape: float, delta: float
-) -> float:
+def repeat_and_select_epsilon(event: Any, mean: float, shape: float, delta: float) -> float:
     """ε at ``delta`` of releasing the best of K ~ D_{shape} runs of ``event`` (dp-accounting's
     ``RepeatAndSelectDpEvent``: Papernot & Steinke 2022, Thm. 2, under RDP)."""
     import dp_accounting

@@ -10,11 +10,18 @@
           - "= walk.transfer_time + 10 * gossip.period"
           - "= walk.transfer_time + 100 * gossip.period"
         walk.kill_probability: {from: 0, to: 0.05, count: 2}
+      zip:                             # paired keys: one axis of the product, i-th with i-th
+        learning.noise: [gaussian, k_norm_l2]
+        learning.accounting: [rdp, basic]
       derived:                         # keys computed at every point (not grid axes)
         metrics.sample_every: "= walk.transfer_time / 2"
       repetitions: 3
 
-Every grid point × repetition is one run of the scenario with the point's values set. Its seed
+The points are the product of the grid's axes and of each ``zip`` block, whose lists (of
+equal length) pair their values one by one: the block above adds two points per grid point,
+(gaussian, rdp) and (k_norm_l2, basic), not four. ``zip`` may also be a list of such blocks,
+each its own axis. Every point × repetition is one run of the scenario with the point's
+values set. Its seed
 is derived from the scenario's seed, the point's values and the repetition index (not from the
 point's position), so extending a grid keeps the seeds — and the finished runs — of the points
 it already had. Everything is checked, and every point's scenario validated, before any run.
@@ -52,12 +59,19 @@ from netsim.scenario.loader import (
 )
 from netsim.scenario.runner import run_id_for
 from netsim.scenario.schema import Scenario
-from netsim.sweep.expressions import dotted_get, evaluate, is_expression, is_missing, lookup_in
+from netsim.sweep.expressions import (
+    dotted_get,
+    evaluate,
+    is_expression,
+    is_missing,
+    lookup_in,
+    nearest_keys,
+)
 from netsim.sweep.selection import SelectSpec, draw_trials, read_select, section_mapping
 from netsim.units import parse_bandwidth, parse_duration, parse_size
 
 SWEEP_KEY = "sweep"
-SWEEP_KEYS = ("name", "grid", "derived", "repetitions", "select")
+SWEEP_KEYS = ("name", "grid", "zip", "derived", "repetitions", "select")
 RANGE_KEYS = ("from", "to", "step", "count", "scale")
 #: Most runs a sweep plans (a typo in a range should not plan a billion runs). Every point's
 #: scenario is validated before any run starts, at 0.5-2.6 ms a point (measured: 10,000 points
@@ -66,9 +80,15 @@ RANGE_KEYS = ("from", "to", "step", "count", "scale")
 MAX_RUNS = 10_000
 
 
+#: One axis of a sweep's product: its keys, and its values as rows (one value per key): a grid
+#: key alone with one row per value, or a ``zip`` block's keys with their values paired.
+Axis = tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]
+
+
 @dataclass(frozen=True)
 class SweepSpec:
-    """A validated ``sweep`` section: grid axes (key → raw values), derived keys, repetitions."""
+    """A validated ``sweep`` section: grid axes (key → raw values), ``zip`` blocks (paired
+    keys, each block one axis), derived keys, repetitions."""
 
     name: str
     grid: tuple[tuple[str, tuple[Any, ...]], ...]
@@ -81,22 +101,41 @@ class SweepSpec:
     #: The ``select`` key: how the best point is chosen and its privacy stated
     #: (:mod:`netsim.sweep.selection`); None: no selection.
     select: SelectSpec | None = None
+    #: The ``zip`` blocks, each one axis of the product after the grid's (:data:`Axis`).
+    zipped: tuple[Axis, ...] = ()
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        """The axes of the product, the first varying slowest: each grid key, then each
+        ``zip`` block."""
+        grid = tuple(((key,), tuple((value,) for value in values)) for key, values in self.grid)
+        return grid + self.zipped
+
+    @property
+    def swept(self) -> tuple[str, ...]:
+        """The keys the axes set: the grid's, then each ``zip`` block's."""
+        return tuple(key for keys, _ in self.axes for key in keys)
 
     @property
     def parameters(self) -> tuple[str, ...]:
-        """The dotted keys that can differ between runs: grid axes, then derived keys (for
-        listed points: every key a point overrides)."""
-        return (
-            tuple(key for key, _ in self.grid)
-            + tuple(key for key, _ in self.derived)
-            + self.overridden
-        )
+        """The dotted keys that can differ between runs: grid axes, ``zip`` keys, then
+        derived keys (for listed points: every key a point overrides)."""
+        return self.swept + tuple(key for key, _ in self.derived) + self.overridden
 
     @property
     def points(self) -> int:
         if self.listed_points is not None:
             return self.listed_points
-        return math.prod(len(values) for _, values in self.grid)
+        return math.prod(len(rows) for _, rows in self.axes)
+
+    def point_values(self) -> list[dict[str, Any]]:
+        """Every point's raw values (swept key → value as written), in point order: the
+        product of :attr:`axes`, the last varying fastest."""
+        keys = self.swept
+        return [
+            dict(zip(keys, (value for row in rows for value in row), strict=True))
+            for rows in itertools.product(*(rows for _, rows in self.axes))
+        ]
 
 
 @dataclass(frozen=True)
@@ -261,6 +300,9 @@ def _check_key(key: object, resolved: Mapping[str, Any], where: str) -> str:
             hint = f"keys of {parent or 'the scenario'}: {', '.join(section)}"
         else:
             hint = f"{parent} is not a section"
+        near = [] if isinstance(found, Mapping) else nearest_keys(resolved, key)
+        if near:
+            hint = f"did you mean {' or '.join(near)}? {hint}"
         raise SweepError(f"{where}: {key} is not a key of the scenario ({hint})")
     return key
 
@@ -273,15 +315,20 @@ def read_spec(
     section = section_mapping(section, SWEEP_KEYS, where)
     name = _check_sweep_name(section.get("name", default_name), f"{where}.name")
     grid_raw = section.get("grid")
-    if not isinstance(grid_raw, Mapping) or not grid_raw:
-        raise SweepError(
-            f"{where}.grid: the grid is empty; give at least one dotted key with a list of "
-            "values, e.g. grid: {{nodes: [100, 1000]}}"
-        )
+    has_zip = section.get("zip") is not None
+    if not isinstance(grid_raw, Mapping) or not (grid_raw or has_zip):
+        if not (grid_raw is None and has_zip):
+            raise SweepError(
+                f"{where}.grid: the grid is empty; give at least one dotted key with a list "
+                "of values, e.g. grid: {nodes: [100, 1000]} (or paired keys in a zip block)"
+            )
+        grid_raw = {}
     grid = tuple(
         (_check_key(key, resolved, f"{where}.grid"), _axis_values(raw, f"{where}.grid.{key}"))
         for key, raw in grid_raw.items()
     )
+    zipped = _read_zip(section.get("zip"), resolved, grid_raw, f"{where}.zip")
+    zip_keys = {key for keys, _ in zipped for key in keys}
     derived_raw = section.get("derived", {}) or {}
     if not isinstance(derived_raw, Mapping):
         raise SweepError(f"{where}.derived: expected a mapping of dotted keys to '= expression'")
@@ -290,6 +337,8 @@ def read_spec(
         _check_key(key, resolved, f"{where}.derived")
         if key in grid_raw:
             raise SweepError(f"{where}.derived.{key}: already a grid axis")
+        if key in zip_keys:
+            raise SweepError(f"{where}.derived.{key}: already a key of a zip block")
         if not is_expression(expression):
             raise SweepError(
                 f"{where}.derived.{key}: {expression!r}; a derived value is a string "
@@ -300,14 +349,62 @@ def read_spec(
     if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 1:
         raise SweepError(f"{where}.repetitions: {repetitions!r}; repetitions is an integer >= 1")
     select = None
+    swept = [key for key, _ in grid] + [key for keys, _ in zipped for key in keys]
     if "select" in section:
-        select = read_select(
-            section["select"], [key for key, _ in grid], repetitions, f"{where}.select"
-        )
-    spec = SweepSpec(name, grid, tuple(derived), repetitions, select=select)
+        select = read_select(section["select"], swept, repetitions, f"{where}.select")
+    spec = SweepSpec(name, grid, tuple(derived), repetitions, select=select, zipped=zipped)
     if spec.points * repetitions > MAX_RUNS:
         raise SweepError(f"{where}: {spec.points * repetitions} runs; at most {MAX_RUNS}")
     return spec
+
+
+def _read_zip_block(
+    block: object, resolved: Mapping[str, Any], taken: Mapping[str, str], where: str
+) -> Axis:
+    """One ``zip`` block: dotted key → list (or range) of values, every list of one length,
+    paired i-th with i-th. ``taken`` maps the keys already swept to where (grid or an earlier
+    block); one of them here is an error."""
+    if not isinstance(block, Mapping) or not block:
+        raise SweepError(
+            f"{where}: expected a mapping of dotted keys to lists of equal length, e.g. zip: "
+            "{learning.noise: [gaussian, k_norm_l2], learning.accounting: [rdp, basic]}"
+        )
+    columns: dict[str, tuple[Any, ...]] = {}
+    for key, raw in block.items():
+        _check_key(key, resolved, where)
+        if key in taken:
+            raise SweepError(
+                f"{where}.{key}: already swept in {taken[key]}; a key is swept in the grid or "
+                "in one zip block, not both"
+            )
+        columns[key] = _axis_values(raw, f"{where}.{key}")
+    lengths = {len(values) for values in columns.values()}
+    if len(lengths) > 1:
+        counts = ", ".join(f"{key} has {len(values)}" for key, values in columns.items())
+        raise SweepError(
+            f"{where}: the lists of a zip block pair their values one by one, so they must have "
+            f"equal lengths: {counts}"
+        )
+    return tuple(columns), tuple(zip(*columns.values(), strict=True))
+
+
+def _read_zip(
+    raw: object, resolved: Mapping[str, Any], grid: Mapping[str, Any], where: str
+) -> tuple[Axis, ...]:
+    """The ``zip`` key: one block (a mapping) or a list of blocks, each one axis."""
+    if raw is None:
+        return ()
+    blocks = raw if isinstance(raw, list) else [raw]
+    if not blocks:
+        raise SweepError(f"{where}: an empty list; give a zip block of dotted keys")
+    taken = {key: "the grid" for key in grid}
+    axes = []
+    for index, block in enumerate(blocks):
+        block_where = f"{where}[{index}]" if isinstance(raw, list) else where
+        axis = _read_zip_block(block, resolved, taken, block_where)
+        taken.update({key: f"sweep.zip[{index}]" for key in axis[0]})
+        axes.append(axis)
+    return tuple(axes)
 
 
 # --- expanding it ------------------------------------------------------------------------
@@ -435,8 +532,7 @@ def plan_sweep(path: Path) -> SweepPlan:
         )
     resolved_base = scenario_to_data(base)
     spec = read_spec(section, resolved_base, source=str(path), default_name=base.name)
-    keys = [key for key, _ in spec.grid]
-    combinations = list(itertools.product(*(v for _, v in spec.grid)))
+    point_values = spec.point_values()
     # every point × repetition, or (random_trials) the drawn trials, each at its own seed
     if spec.select is not None and spec.select.privacy == "random_trials":
         schedule = list(enumerate(draw_trials(spec.select, spec.points, base.seed)))
@@ -447,7 +543,7 @@ def plan_sweep(path: Path) -> SweepPlan:
     runs: list[PlannedRun] = []
     uses = [0] * spec.points
     for _, point in schedule:
-        values = dict(zip(keys, combinations[point], strict=True))
+        values = point_values[point]
         if point not in resolved:
             resolved[point] = _resolve_point(
                 data, resolved_base, values, spec, source=str(path), base_dir=base_dir

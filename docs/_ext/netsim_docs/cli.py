@@ -48,7 +48,9 @@ def argument_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
             written = code(action.metavar or action.dest)
         default = action.default
         shown = "" if default in (None, False) or action.nargs == 0 else code(default)
-        rows.append([written, prose(action.help or ""), shown])
+        # %(choices)s and the like, expanded as --help expands them
+        text = parser._get_formatter()._expand_help(action) if action.help else ""
+        rows.append([written, prose(text), shown])
     return rows
 
 
