@@ -11,6 +11,7 @@ it happened.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +20,16 @@ import numpy as np
 import simpy
 from numba import njit
 
-from netsim.contracts import BuildContext, ComponentConfig, Section, Transport
+from netsim.contracts import (
+    BuildContext,
+    ComponentConfig,
+    ExactRun,
+    ExactSupport,
+    Section,
+    Transport,
+)
 from netsim.distributions import Constant, Distribution, PositiveDuration
+from netsim.event_queue import BANDWIDTH, CONSTANT_DELAY, DELAY_AT, LOSS, LOSS_AT
 from netsim.fields import Bandwidth, Probability
 from netsim.kernel_cache import guard_kernels
 from netsim.log import F64, I32, STR, TableSchema
@@ -49,7 +58,8 @@ LOSS_TABLE = TableSchema(
     time="time",
 )
 
-_REJECTION_TRIES = 8
+#: Uniform neighbours a peer choice tries before it lists the online ones.
+REJECTION_TRIES = 8
 
 SOURCE_OFFLINE = "source_offline"
 TARGET_OFFLINE = "target_offline"
@@ -454,7 +464,6 @@ class Network(Transport):
 
     Config = LinksConfig
     section = Section("links", 10, by_kind="optional", present_by_default=True)
-    exact_form = "transport"
     routes_protocols = True
     tables = (LOSS_TABLE,)
 
@@ -516,6 +525,26 @@ class Network(Transport):
         network.config, network.ctx = config, ctx
         return network
 
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """The compiled core decides every message's fate with this transport's compiled
+        twins (:mod:`netsim.network.links_exact`), except under link failures."""
+        if self.failures is not None:
+            return ExactSupport(False, "links.failure has no compiled form")
+        return ExactSupport(True, role="transport")
+
+    def attach_core(self, core: Any) -> None:
+        """Hand the compiled core this transport's settings and its delay and loss streams
+        (Python's sends read the core's blocks from then on, so both consume one sequence),
+        and record the messages Python loses among the core's rows (one table order)."""
+        core.settings[LOSS] = self.links.loss
+        constant = self._constant_delay
+        core.settings[CONSTANT_DELAY] = math.nan if constant is None else constant
+        bandwidth = self.links.bandwidth
+        core.settings[BANDWIDTH] = math.nan if bandwidth is None else bandwidth
+        self._next_delay = core.take_draws(DELAY_AT, self._next_delay)
+        self._next_loss_draw = core.take_draws(LOSS_AT, self._next_loss_draw)
+        self._record_loss = core.record_loss
+
     def transfer_time(self, size: float) -> float:
         """Draw the duration of one transfer of ``size`` bytes."""
         delay = self._constant_delay if self._constant_delay is not None else self._next_delay()
@@ -524,7 +553,8 @@ class Network(Transport):
         return delay
 
     def random_online_neighbour(self, node: int, uniform: BlockDraws) -> int:
-        """A uniform random online neighbour of ``node``, or -1 if none is online.
+        """A uniform random online neighbour of ``node``, or -1 if none is online (compiled
+        twin: :func:`netsim.network.links_exact.online_neighbour`).
 
         ``uniform`` hands out U[0, 1) draws (:class:`~netsim.rng.BlockDraws`). Rejection
         sampling — draw a neighbour, keep it if online — is uniform over the online neighbours
@@ -538,7 +568,7 @@ class Network(Transport):
         if degree == 0:
             return -1
         online = self.nodes.is_online
-        candidate = uniform.pick_where(neighbours, online, _REJECTION_TRIES)
+        candidate = uniform.pick_where(neighbours, online, REJECTION_TRIES)
         if candidate >= 0:
             return candidate
         candidates = [v for v in neighbours if online[v]]
@@ -579,6 +609,8 @@ class Network(Transport):
         ``on_deliver(transfer)`` runs at the target when it completes; otherwise
         ``on_lost(transfer, reason)`` runs at the sender at the time the transfer would have
         completed. ``duration`` overrides the link model (e.g. the paper's fixed δ_rw).
+
+        Compiled twin: :func:`netsim.network.links_exact.send`.
         """
         env = self._env
         now = env.now
@@ -699,6 +731,10 @@ class Network(Transport):
         return out
 
     def _complete(self, transfer: Transfer) -> None:
+        """A transfer completes: delivered, or lost (counted, its row, the sender told) when
+        its planned loss or an endpoint's departure came first (compiled twins:
+        :func:`netsim.network.links_exact.complete` and
+        :func:`~netsim.network.links_exact.loss_reason`)."""
         reason = transfer.doom_reason
         nodes = self.nodes
         epochs = nodes.epochs
