@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from netsim.sim import Simulation
 
 __all__ = [
+    "EXACT_ROLES",
     "ROUND_FORMS",
     "SLOTS",
     "Baseline",
@@ -41,7 +42,6 @@ __all__ = [
     "Component",
     "ComponentConfig",
     "Curve",
-    "EXACT_ROLES",
     "ExactRun",
     "ExactSupport",
     "FigureSpec",

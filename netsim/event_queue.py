@@ -175,7 +175,6 @@ class EventQueue:
         return queue_pop(*self.arrays())
 
 
-
 # --- the exact core's lanes and the array layout its handlers share ---------------------------
 #
 # The compiled exact core (:mod:`netsim.protocols.exact`) runs the events of several components

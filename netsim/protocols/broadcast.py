@@ -279,7 +279,7 @@ class AdoptionRows:
     def make_room(self, rows: int = 2) -> None:
         """Room for ``rows`` more rows: the gathered ones written when the block is full, and
         a larger block for more rows than a block holds."""
-        times, ints, count = self.arrays
+        times, count = self.arrays[0], self.arrays[2]
         if count[0] + rows <= times.size:
             return
         self.write()

@@ -400,7 +400,6 @@ class PushPullGossip(PushPullEngine):
         if not self.is_active[node]:  # _heard, inlined
             self._heard(node)
 
-
     # --- the compiled exact core ------------------------------------------------------------
 
     def exact_support(self, run: ExactRun) -> ExactSupport:

@@ -12,7 +12,6 @@ changes another's draws.
 from __future__ import annotations
 
 import sys
-
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 

@@ -20,8 +20,8 @@ from numba import njit
 
 from netsim.event_queue import (
     ACTIVATED,
-    COUNT,
     CONSTANT_DELAY,
+    COUNT,
     DELAY_AT,
     DELTA,
     DONE,

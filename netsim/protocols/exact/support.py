@@ -46,7 +46,10 @@ def answer(key: str, component: Component, run: ExactRun) -> ExactSupport:
 
 def exact_plan(components: Mapping[str, Component]) -> ExactPlan | str:
     """The run's components by role when every one can run beside the compiled core, else
-    why not (the first component's reason, in build order, then the roles' fit)."""
+    why not: :data:`NOTHING_TO_RUN` without a gossip engine (the components are not asked),
+    else the first component's reason, in build order, then the roles' fit."""
+    if not any(component.slot == "gossip" for component in components.values()):
+        return NOTHING_TO_RUN  # whatever the others answer: nothing would run compiled
     run = ExactRun(components)
     roles: dict[str, list[Any]] = {}
     for key, component in components.items():

@@ -16,10 +16,11 @@ import pandas as pd
 
 from netsim.contracts import BuildContext, ExactRun, ExactSupport, Walk, WalkAgent
 from netsim.errors import ScenarioError
-from netsim.event_queue import DELTA, TIMER, TIMEOUT_DUE
+from netsim.event_queue import DELTA, TIMEOUT_DUE, TIMER
 from netsim.event_queue import WALK as WALK_VALUES
 from netsim.network.links import Network, Transfer
 from netsim.protocols.gossip import GossipEngine, PushPullEngine
+from netsim.protocols.walk.compiled import CompiledCycle
 from netsim.protocols.walk.config import (
     PAPER_RULES,
     WalkServiceConfig,
@@ -28,7 +29,6 @@ from netsim.protocols.walk.config import (
 )
 from netsim.protocols.walk.cycle import WalkCycle, new_prop_records
 from netsim.protocols.walk.cycle_authors import AuthorsCycle
-from netsim.protocols.walk.compiled import CompiledCycle
 from netsim.protocols.walk.cycle_exact import ExactCycle
 from netsim.protocols.walk.ledger import WalkLedger
 from netsim.protocols.walk.ledger import summary_lines as walk_summary_lines
@@ -278,12 +278,9 @@ class RandomWalkService(Walk):
 
     # --- timeouts and walks ----------------------------------------------------------------
 
-    # --- the compiled exact core: its cycle's merges and timers compiled, its walks Python -
-
-    def exact_support(self, run: ExactRun) -> ExactSupport:
-        """Compiled (:mod:`netsim.protocols.walk.compiled`): the ``netsim`` cycle with the
-        paper's replace rule and exact ages, its ``rwprop`` carried in gossip messages; the
-        walks themselves stay Python events."""
+    def exact_support(self, run: ExactRun) -> ExactSupport:  # the compiled exact core
+        """Compiled (:mod:`~netsim.protocols.walk.compiled`): the ``netsim`` cycle, the
+        paper's replace rule, exact ages; ``rwprop`` carried in gossip messages."""
         variant = self.variant
         if variant.cycle != "netsim" or variant.replace_rule != "paper" or variant.age_error:
             return ExactSupport(
@@ -294,9 +291,8 @@ class RandomWalkService(Walk):
         return ExactSupport(True, role="carried")
 
     def attach_core(self, core: Any) -> None:
-        """The cycle's ``rwprop`` and timers become arrays the core's kernel shares
-        (:class:`~netsim.protocols.walk.compiled.CompiledCycle`), the timers queued on SimPy
-        move to the core's queue, and a due timeout returns to :meth:`core_timeout`."""
+        """``rwprop`` and the timers as arrays the kernel shares (:class:`CompiledCycle`),
+        SimPy's timers moved to the core's queue; a due timeout returns to :meth:`core_timeout`."""
         exact = self.cycle
         assert isinstance(exact, ExactCycle)
         self.cycle = compiled = CompiledCycle(exact, core)
@@ -309,8 +305,7 @@ class RandomWalkService(Walk):
             core.insert(time, event_id, TIMER, node, generation)
 
     def core_timeout(self, node: int, circle: int) -> None:
-        """A timeout the core's timer found due (``ExactCycle._on_timer``, the service's
-        part): ``onUpdateTimeout``, then the next circle's timer."""
+        """A timeout the core found due: ``onUpdateTimeout``, then the next circle's timer."""
         self.on_update_timeout(node, circle)
         self.cycle.schedule_timeout(node, circle + 1)
 
