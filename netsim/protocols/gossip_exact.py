@@ -170,13 +170,4 @@ def deliver(
     return HANDLED
 
 
-@njit(cache=True)
-def schedule_from_python(
-    node: int, generation: int, now: float, period: float, phase: np.ndarray, queue: tuple,
-    normal: int,
-) -> None:  # fmt: skip
-    """:func:`schedule_tick` for Python callers (a node the engine activated in Python)."""
-    schedule_tick(node, generation, now, period, phase, queue, normal)
-
-
 guard_kernels(__name__)  # recompiled when a module these kernels inline changed
