@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from netsim.sim import Simulation
 
 #: Why a run with nothing for the core to run stays on SimPy: not worth telling the terminal.
-NOTHING_TO_RUN = "no gossip engine: exact mode has no events the core runs"
+NOTHING_TO_RUN = (
+    "no gossip engine: the compiled core runs the events of a gossip engine and what it carries"
+)
 
 
 @dataclass(frozen=True)
