@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from netsim.sim import Simulation
 
 __all__ = [
+    "EXACT_ROLES",
     "ROUND_FORMS",
     "SLOTS",
     "Baseline",
@@ -41,6 +42,8 @@ __all__ = [
     "Component",
     "ComponentConfig",
     "Curve",
+    "ExactRun",
+    "ExactSupport",
     "FigureSpec",
     "MetricsConfig",
     "OnlineStates",
@@ -341,6 +344,40 @@ def _form_of_methods(rule: Any) -> str | None:
     return None
 
 
+#: What the compiled exact core does with a component that can run beside it
+#: (:attr:`ExactSupport.role`): ``transport`` — its compiled handlers decide every message's
+#: fate (one per run); ``gossip`` — its ticks and exchanges are compiled (at most one);
+#: ``carried`` — an application whose values gossip messages carry, merged by compiled
+#: handlers (at most one); ``beside`` — its events stay SimPy events, merged into the core's
+#: order, and read the components' state between the core's events.
+EXACT_ROLES = ("transport", "gossip", "carried", "beside")
+
+
+@dataclass(frozen=True)
+class ExactSupport:
+    """A component's answer to :meth:`Component.exact_support`: whether it can run beside
+    the compiled exact core, its ``role`` there (:data:`EXACT_ROLES`) when it can, and why not
+    (``reason``, a phrase the run prints) when it cannot."""
+
+    ok: bool
+    reason: str = ""
+    role: str = "beside"
+
+    def __post_init__(self) -> None:
+        if self.ok and self.role not in EXACT_ROLES:
+            raise ValueError(f"an exact role is one of {', '.join(EXACT_ROLES)}, not {self.role!r}")
+        if not self.ok and not self.reason:
+            raise ValueError("an ExactSupport that says no says why (reason)")
+
+
+@dataclass(frozen=True)
+class ExactRun:
+    """What a component is asked :meth:`Component.exact_support` about: the run's built
+    components by key (in build order)."""
+
+    components: Mapping[str, Component]
+
+
 class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract methods)
     """Base of every component (see the module docstring). The interfaces below mark what
     their components must implement as abstract methods, so a class that leaves one out is
@@ -370,10 +407,6 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
     #: gets the form of the methods it implements, once, when it is created; one that
     #: declares a form must implement its methods.
     round_form: ClassVar[str | None] = None
-    #: The compiled exact core's form of this class's events (``netsim.protocols.exact_core``),
-    #: or ``None``: exact mode runs on the compiled core only when every component's own class
-    #: declares one (a subclass must declare it again: its methods may differ from the form).
-    exact_form: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -435,6 +468,28 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
         """Lines for the summary ``netsim run`` prints, from a finished run's ``tables``
         (none by default; one-row tables are listed by ``netsim report`` anyway)."""
         return []
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """Can this component run in exact mode beside the compiled exact core
+        (:mod:`netsim.protocols.exact`), and if not, why (as a networkx backend answers
+        ``can_run``)? Asked once the run is built, of every component; a run whose components
+        all answer yes runs its hottest events compiled, and otherwise every event on SimPy (the
+        reference), saying why once on the terminal and in the manifest's ``exact_engine``.
+
+        Only a class that answers itself is asked (a subclass of a component that answers must
+        answer again: its methods may differ from the compiled handlers). The answer's ``role``
+        says what the core does with it (:data:`EXACT_ROLES`): a component whose events stay
+        SimPy events and read the state between the core's events (an observer, an agent)
+        answers ``ExactSupport(True, role="beside")`` and needs nothing more; one whose handlers
+        are compiled hands them over in :meth:`attach_core`. By default: no compiled form."""
+        return ExactSupport(False, "it has no compiled form (Component.exact_support)")
+
+    def attach_core(self, core: Any) -> None:
+        """Hand this component's events, state and draws to the compiled exact core ``core``
+        (called once, after every component answered :meth:`exact_support` yes, in build
+        order; the transport first). A component answering ``beside`` has nothing to hand
+        over."""
+        return None
 
     def start(self) -> None:
         """Called once every component is built, in build order (schedule first events)."""

@@ -175,4 +175,88 @@ class EventQueue:
         return queue_pop(*self.arrays())
 
 
+# --- the exact core's lanes and the array layout its handlers share ---------------------------
+#
+# The compiled exact core (:mod:`netsim.protocols.exact`) runs the events of several components
+# in one kernel, each component's handlers written beside the component (the transport's in
+# :mod:`netsim.network.links_exact`, the gossip engine's in
+# :mod:`netsim.protocols.gossip_exact`, the broadcast's adoption in
+# :mod:`netsim.protocols.broadcast`, the walk's in :mod:`netsim.protocols.walk.compiled`). The
+# slots of the arrays they share are named here, below all of them.
+
+#: Event kinds of the core's queue: a node's gossip tick (node, timer generation), a message's
+#: completion (its slot), the walk's timeout timer (node, timer generation).
+TICK, TRANSFER, TIMER = 0, 1, 2
+#: ``counters`` entries: the transport's counters (sent, delivered, lost), the engine's
+#: exchanges, the transport's lost rows gathered, its free message slots, where each block of
+#: draws is read next (the engine's peers, the transport's delays and loss draws), and, for a
+#: return to Python in the middle of an event, the node, the timeout circle due and the pull
+#: still to send (-1: none).
+SENT, DELIVERED, LOST, EXCHANGES, LOST_ROWS, FREE, PEER_AT, DELAY_AT, LOSS_AT = range(9)
+PENDING_NODE, PENDING_CIRCLE, PENDING_PULL = 9, 10, 11
+COUNTERS = 12
+#: ``settings`` entries: the engine's Δ, the links' loss probability, the constant delay (NaN:
+#: drawn), the message size and the links' bandwidth (NaN: none), pull (1.0) or push only, the
+#: walk's timeout δ, and whether the engine has activation listeners (1.0).
+PERIOD, LOSS, CONSTANT_DELAY, MESSAGE_SIZE, BANDWIDTH, PULLS, DELTA, LISTENERS = range(8)
+SETTINGS = 8
+#: A message slot's integer fields (``messages``), and its float fields (``message_times``).
+#: The value a message carries is the sender's at sending: the broadcast's update, or the
+#: walk's ``rwprop`` (steps, id, bootstrap flag; its origin in ``message_times``).
+SRC, DST, KIND, VALUE, SRC_EPOCH, DST_EPOCH, DOOM, VALUE_ID, VALUE_SPECIAL = range(9)
+SENT_AT, DOOM_TIME, VALUE_ORIGIN = 0, 1, 2
+#: Message kinds by code (the gossip engine's push and pull).
+PUSH_MESSAGE, PULL_MESSAGE = 0, 1
+#: The applications the core carries in gossip messages.
+SILENT, BROADCAST, WALK = 0, 1, 2
+#: What a run of the core's kernel ends with: done (the next compiled event comes after the
+#: bound, or none is left), a block of draws or some room needed before the next event can
+#: run, the Python part of an event (a walk timeout due, ``onUpdateTimeout``; a rejoined node
+#: heard from: the activation listeners, then the pull answering the push that woke it), or
+#: a pause for Python to handle signals.
+DONE, NEED_PEERS, NEED_DELAYS, NEED_LOSS, NEED_ROOM, TIMEOUT_DUE, ACTIVATED, PAUSED = range(8)
+#: The two lanes (first-in-first-out queues of events queued in time order): ticks queued
+#: again one period on, and messages of a constant transfer time; their ``lane_meta`` rows are
+#: (head, count).
+TICK_LANE, TRANSFER_LANE = 0, 1
+HEAD, COUNT = 0, 1
+
+
+@njit(cache=True, inline="always")
+def lane_push(
+    lanes: tuple, meta: np.ndarray, lane: int, time: float, rank: int, a: int, b: int
+) -> None:
+    """Queue an event at the tail of ``lane`` (its time is the lane's latest), with the next
+    insertion id of the queue whose ``meta`` is given."""
+    lane_times, lane_keys, lane_a, lane_b, lane_meta = lanes
+    capacity = lane_times.shape[1]
+    tail = lane_meta[lane, HEAD] + lane_meta[lane, COUNT]
+    if tail >= capacity:
+        tail -= capacity
+    lane_times[lane, tail] = time
+    lane_keys[lane, tail] = (rank << ID_BITS) | meta[NEXT_ID]
+    meta[NEXT_ID] += 1
+    lane_a[lane, tail], lane_b[lane, tail] = a, b
+    lane_meta[lane, COUNT] += 1
+
+
+def make_lanes(capacity: int, old: tuple | None = None) -> tuple:
+    """The two lanes' arrays with room for ``capacity`` events each: ``old``'s events, in
+    order, from the start of the new arrays."""
+    times = np.zeros((2, capacity))
+    keys = np.zeros((2, capacity), dtype=np.int64)
+    first = np.zeros((2, capacity), dtype=np.int64)
+    second = np.zeros((2, capacity), dtype=np.int64)
+    meta = np.zeros((2, 2), dtype=np.int64)
+    if old is not None:
+        old_capacity = old[0].shape[1]
+        for lane in range(2):
+            head, count = old[4][lane]
+            order = (head + np.arange(count)) % old_capacity
+            for new, before in zip((times, keys, first, second), old[:4], strict=True):
+                new[lane, :count] = before[lane, order]
+            meta[lane, COUNT] = count
+    return times, keys, first, second, meta
+
+
 guard_kernels(__name__)  # recompiled when a module these kernels inline changed

@@ -5,7 +5,7 @@ index holds that file's stamp, and a kernel whose file is unchanged is loaded fr
 But a kernel's machine code holds more than its own file: the compiled functions it calls
 (numba inlines or links them), and the module-level constants it reads, which numba freezes
 into the code, those imported from other modules too (``from netsim.network.links import
-_REJECTION_TRIES``). After an edit of one of those modules, or an upgrade that left the
+REJECTION_TRIES``). After an edit of one of those modules, or an upgrade that left the
 kernel's own file's stamp as it was, the cache would silently run the old code.
 
 :func:`kernel_sources` derives from a kernel's code which of netsim's files it holds, and
@@ -155,7 +155,7 @@ def _constant(
     """Add the files the constant the module in ``path`` binds as ``name`` comes from: if it
     imported it (``from netsim.x import name``), ``netsim/x.py`` and where that module has it
     from; else what the names its assignment's value uses bring (a constant computed from
-    an imported one: ``PEER_DRAWS_PER_EVENT = _REJECTION_TRIES + 1``)."""
+    an imported one: ``PEER_DRAWS = REJECTION_TRIES + 1``)."""
     if (path, name) in seen:
         return
     seen.add((path, name))

@@ -78,6 +78,16 @@ class BlockDraws:
         self._next += 1
         return value
 
+    def remaining(self) -> np.ndarray:
+        """The draws of the current block not handed out yet, in order (a compiled reader
+        takes them over: the compiled exact core)."""
+        return np.array(self._buffer[self._next :], dtype=np.float64)
+
+    def next_block(self) -> np.ndarray:
+        """The next block, drawn from the stream as this object would draw it (for a compiled
+        reader that took the current block over with :meth:`remaining`)."""
+        return np.asarray(self._draw(self._block), dtype=np.float64)
+
     def pick_where(self, items: list[int], flags: list[bool], tries: int) -> int:
         """Rejection sampling: up to ``tries`` times, draw u and take ``items[int(u ·
         len(items))]``; return the first item whose flag is set, or -1. Consumes exactly the

@@ -213,9 +213,14 @@ class Simulation:
 
         return self.env.process(loop())
 
-    def at_end(self, callback: Callback) -> None:
-        """Register ``callback()`` to run once when :meth:`run` reaches its end time."""
-        self._end_hooks.append(callback)
+    def at_end(self, callback: Callback, *, first: bool = False) -> None:
+        """Register ``callback()`` to run once when :meth:`run` reaches its end time (before
+        every callback registered so far when ``first``: the compiled exact core writes the
+        rows it gathered before the components finish)."""
+        if first:
+            self._end_hooks.insert(0, callback)
+        else:
+            self._end_hooks.append(callback)
 
     def run(self, until: float, *, progress: Callable[[float], None] | None = None) -> None:
         """Advance the clock to ``until`` seconds, reporting progress when asked."""

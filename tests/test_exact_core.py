@@ -1,4 +1,4 @@
-"""The compiled exact core (netsim.protocols.exact_core) against SimPy, the reference: the same
+"""The compiled exact core (netsim.protocols.exact) against SimPy, the reference: the same
 scenario and seed give identical tables on both engines, event for event.
 
 Each check runs a scenario twice, once with every exact-mode event on SimPy (``engine="simpy"``)

@@ -21,12 +21,16 @@ from numba.core.dispatcher import Dispatcher
 import netsim
 from netsim.kernel_cache import PACKAGE, is_guarded, kernel_sources
 
-#: The files the exact core's kernel holds: its own, the queue, the links' constants (the
-#: rejection tries, the loss reasons), the broadcast's coverage check and the walk's cycle.
+#: The files the exact core's kernel holds: its own, the queue and the shared layout, each
+#: component's compiled handlers (the transport's, the gossip engine's, the broadcast's
+#: adoption and coverage check, the walk's cycle) and the links' constants (the rejection
+#: tries, the loss reasons).
 EXACT_CORE_SOURCES = {
-    "netsim/protocols/exact_core.py",
+    "netsim/protocols/exact/kernel.py",
     "netsim/event_queue.py",
     "netsim/network/links.py",
+    "netsim/network/links_exact.py",
+    "netsim/protocols/gossip_exact.py",
     "netsim/protocols/broadcast.py",
     "netsim/protocols/walk/compiled.py",
     "netsim/protocols/walk/kernels.py",
@@ -65,14 +69,15 @@ def test_the_exact_cores_kernel_holds_the_modules_it_inlines() -> None:
     """Derived from its code: the modules whose compiled functions it calls, and the links'
     module, whose constants it imports; not the errors' module, which its module imports
     for Python code only. A helper that reads a constant computed from an imported one
-    (``PEER_DRAWS_PER_EVENT = _REJECTION_TRIES + 1``) holds the module it was imported from."""
-    from netsim.protocols import exact_core
+    (``PEER_DRAWS = REJECTION_TRIES + 1``) holds the module it was imported from."""
+    from netsim.protocols.exact import core, kernel
 
-    sources = _relative(kernel_sources(exact_core.run_events))
+    sources = _relative(kernel_sources(kernel.run_events))
     assert sources >= EXACT_CORE_SOURCES
     assert "netsim/errors.py" not in sources
-    assert "SimulationError" in vars(exact_core)  # imported, but not by the kernel
-    assert "netsim/network/links.py" in _relative(kernel_sources(exact_core._what_is_missing))
+    assert "netsim/protocols/exact/core.py" not in sources  # the Python side
+    assert "SimulationError" in vars(core)  # imported by the core's Python side only
+    assert "netsim/network/links.py" in _relative(kernel_sources(kernel.what_is_missing))
 
 
 def _package_modules() -> list[str]:
@@ -101,11 +106,11 @@ def test_every_cached_kernel_of_the_package_is_guarded() -> None:
     for name in _package_modules():
         module = importlib.import_module(name)
         kernels += [(name, dispatcher) for dispatcher in _cached_dispatchers(module)]
-    from netsim.protocols import exact_core
+    from netsim.protocols.exact import kernel
     from netsim.protocols.walk import kernels as walk_kernels
 
     found = {id(dispatcher) for _name, dispatcher in kernels}
-    assert id(exact_core.run_events) in found
+    assert id(kernel.run_events) in found
     assert {id(kernel) for kernel in walk_kernels.EXCHANGE_KERNELS.values()} <= found
     unguarded = sorted(
         f"{name}:{kernel.py_func.__qualname__}"
@@ -172,23 +177,23 @@ def test_an_edit_of_an_inlined_module_drops_exactly_the_kernels_holding_it(tmp_p
     links' module the exact core's kernel among them. The errors' module, which the exact
     core imports for its Python code only, drops none."""
     modules = _kernel_modules()
-    assert "netsim.protocols.exact_core" in modules
+    assert "netsim.protocols.exact.kernel" in modules
     assert len(modules) >= 10
     root = _package_copy(tmp_path / "copy")
     errors = "netsim/errors.py"
     output = _run(EDITS, root, tmp_path / "numba", json.dumps(modules), json.dumps([errors]))
     result = json.loads(output)
     kernels, flushed = result["kernels"], result["flushed"]
-    assert "netsim.protocols.exact_core.run_events" in kernels
+    assert "netsim.protocols.exact.kernel.run_events" in kernels
     assert result["first"] == sorted(kernels)
     assert flushed.pop("") == []
     assert flushed.pop(errors) == []
     assert not any(errors in paths for _own, paths in kernels.values())
-    assert set(flushed) >= EXACT_CORE_SOURCES - {"netsim/protocols/exact_core.py"}
+    assert set(flushed) >= EXACT_CORE_SOURCES - {"netsim/protocols/exact/kernel.py"}
     for edited, dropped in flushed.items():
         holding = sorted(name for name, (_own, paths) in kernels.items() if edited in paths)
         assert dropped == holding, edited
-    assert "netsim.protocols.exact_core.run_events" in flushed["netsim/network/links.py"]
+    assert "netsim.protocols.exact.kernel.run_events" in flushed["netsim/network/links.py"]
 
 
 #: A kernel of a module that inlines a function and a constant of another module.

@@ -290,12 +290,15 @@ def test_broadcast_round_is_the_documented_batched_merge(n, seed, lose_pulls):
         initiators, peers, pull_lost, version, known_online
     )
     rank = np.zeros(n, dtype=np.int64)
-    nodes, updates, previous, senders, pushed = broadcast_round(
-        initiators, peers, pull_lost, version, known_online, rank
-    )
-    vias = ["push"] * pushed + ["pull"] * (nodes.size - pushed)
-    columns = (nodes, updates, previous, senders)
-    rows = list(zip(*(column.tolist() for column in columns), vias, strict=True))
+    # the arrays of the one adoption (broadcast.adopt): no threshold to check, all online
+    state = (version, known_online, np.zeros(8), np.zeros((8, 1)), np.full(1, 8), np.ones(1))
+    table = (np.empty(2 * m), np.empty((2 * m, 5), dtype=np.int64), np.zeros(1, dtype=np.int64))
+    online = np.ones(n, dtype=np.bool_)
+    pushed = broadcast_round(initiators, peers, pull_lost, 1.0, online, n, 8, state, table, rank)
+    ints = table[1][: table[2][0]]
+    vias = ["push"] * pushed + ["pull"] * (len(ints) - pushed)
+    assert ints[:, 4].tolist() == [1] * pushed + [2] * (len(ints) - pushed)  # VIA_LABELS codes
+    rows = list(zip(*(ints[:, c].tolist() for c in range(4)), vias, strict=True))
     assert rows == want_rows  # the same adoptions, in the same order
     assert np.array_equal(version, want_version) and np.array_equal(known_online, want_known)
     assert not rank.any()  # the scratch is left zeroed

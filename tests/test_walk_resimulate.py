@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import netsim
 from netsim.log import EventLog
 from netsim.network import topology as t
-from netsim.network.links import _REJECTION_TRIES, LinkModel, Network, online_neighbour
+from netsim.network.links import REJECTION_TRIES, LinkModel, Network, online_neighbour
 from netsim.network.nodes import NodeStates
 from netsim.protocols.walk.resimulate import resimulated_walk_paths
 from netsim.rng import BlockDraws, RandomStreams
@@ -137,7 +137,7 @@ def test_a_rule_with_other_tries_loses_the_walk(service_run) -> None:
     tables, built = service_run
     start, times, nodes = _first_walk(tables)
     topology = built.topology
-    assert _REJECTION_TRIES == 8
+    assert REJECTION_TRIES == 8
     other = _sixteen_tries()
     path = other(topology.indptr, topology.indices, built.churn.schedule, times, start,
                  RandomStreams(SERVICE["seed"]).get("walk.peers"))  # fmt: skip

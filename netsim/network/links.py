@@ -11,6 +11,7 @@ it happened.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +20,16 @@ import numpy as np
 import simpy
 from numba import njit
 
-from netsim.contracts import BuildContext, ComponentConfig, Section, Transport
+from netsim.contracts import (
+    BuildContext,
+    ComponentConfig,
+    ExactRun,
+    ExactSupport,
+    Section,
+    Transport,
+)
 from netsim.distributions import Constant, Distribution, PositiveDuration
+from netsim.event_queue import BANDWIDTH, CONSTANT_DELAY, DELAY_AT, LOSS, LOSS_AT
 from netsim.fields import Bandwidth, Probability
 from netsim.kernel_cache import guard_kernels
 from netsim.log import F64, I32, STR, TableSchema
@@ -49,9 +58,10 @@ LOSS_TABLE = TableSchema(
     time="time",
 )
 
-#: The online-neighbour rule's rejection tries (:meth:`Network.random_online_neighbour`, and
-#: its compiled form :func:`online_neighbour`).
-_REJECTION_TRIES = 8
+#: Uniform neighbours a peer choice tries before it lists the online ones: the online-neighbour
+#: rule's rejection tries (:meth:`Network.random_online_neighbour`, and its compiled form
+#: :func:`online_neighbour`).
+REJECTION_TRIES = 8
 
 
 @njit(cache=True)
@@ -64,17 +74,17 @@ def online_neighbour(
     at: int,
 ) -> tuple[int, int]:
     """The online-neighbour rule of :meth:`Network.random_online_neighbour`, compiled, with the
-    same draws: up to :data:`_REJECTION_TRIES` uniform neighbours of ``node`` (CSR
+    same draws: up to :data:`REJECTION_TRIES` uniform neighbours of ``node`` (CSR
     ``indptr``/``indices``), the first online one taken; then one draw among the online
     neighbours in list order; -1 without a draw when none is online. The U[0, 1) draws are
-    read from ``draws[at]`` on (the caller leaves at least ``_REJECTION_TRIES + 1``);
+    read from ``draws[at]`` on (the caller leaves at least ``REJECTION_TRIES + 1``);
     returns (the neighbour or -1, the next unread draw). ``tests/test_links.py`` holds the
     two forms to the same neighbour and draws."""
     start = indptr[node]
     degree = indptr[node + 1] - start
     if degree == 0:
         return -1, at
-    for _ in range(_REJECTION_TRIES):
+    for _ in range(REJECTION_TRIES):
         item = indices[start + int(draws[at] * degree)]
         at += 1
         if online[item]:
@@ -498,7 +508,6 @@ class Network(Transport):
 
     Config = LinksConfig
     section = Section("links", 10, by_kind="optional", present_by_default=True)
-    exact_form = "transport"
     tables = (LOSS_TABLE,)
 
     def __init__(
@@ -559,6 +568,26 @@ class Network(Transport):
         network.config, network.ctx = config, ctx
         return network
 
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """The compiled core decides every message's fate with this transport's compiled
+        twins (:mod:`netsim.network.links_exact`), except under link failures."""
+        if self.failures is not None:
+            return ExactSupport(False, "links.failure has no compiled form")
+        return ExactSupport(True, role="transport")
+
+    def attach_core(self, core: Any) -> None:
+        """Hand the compiled core this transport's settings and its delay and loss streams
+        (Python's sends read the core's blocks from then on, so both consume one sequence),
+        and record the messages Python loses among the core's rows (one table order)."""
+        core.settings[LOSS] = self.links.loss
+        constant = self._constant_delay
+        core.settings[CONSTANT_DELAY] = math.nan if constant is None else constant
+        bandwidth = self.links.bandwidth
+        core.settings[BANDWIDTH] = math.nan if bandwidth is None else bandwidth
+        self._next_delay = core.take_draws(DELAY_AT, self._next_delay)
+        self._next_loss_draw = core.take_draws(LOSS_AT, self._next_loss_draw)
+        self._record_loss = core.record_loss
+
     def transfer_time(self, size: float) -> float:
         """Draw the duration of one transfer of ``size`` bytes."""
         delay = self._constant_delay if self._constant_delay is not None else self._next_delay()
@@ -567,7 +596,8 @@ class Network(Transport):
         return delay
 
     def random_online_neighbour(self, node: int, uniform: BlockDraws) -> int:
-        """A uniform random online neighbour of ``node``, or -1 if none is online.
+        """A uniform random online neighbour of ``node``, or -1 if none is online (compiled
+        twin: :func:`netsim.network.links_exact.online_neighbour`).
 
         ``uniform`` hands out U[0, 1) draws (:class:`~netsim.rng.BlockDraws`). Rejection
         sampling — draw a neighbour, keep it if online — is uniform over the online neighbours
@@ -581,7 +611,7 @@ class Network(Transport):
         if degree == 0:
             return -1
         online = self.nodes.is_online
-        candidate = uniform.pick_where(neighbours, online, _REJECTION_TRIES)
+        candidate = uniform.pick_where(neighbours, online, REJECTION_TRIES)
         if candidate >= 0:
             return candidate
         candidates = [v for v in neighbours if online[v]]
@@ -622,6 +652,8 @@ class Network(Transport):
         ``on_deliver(transfer)`` runs at the target when it completes; otherwise
         ``on_lost(transfer, reason)`` runs at the sender at the time the transfer would have
         completed. ``duration`` overrides the link model (e.g. the paper's fixed δ_rw).
+
+        Compiled twin: :func:`netsim.network.links_exact.send`.
         """
         env = self._env
         now = env.now
@@ -742,6 +774,10 @@ class Network(Transport):
         return out
 
     def _complete(self, transfer: Transfer) -> None:
+        """A transfer completes: delivered, or lost (counted, its row, the sender told) when
+        its planned loss or an endpoint's departure came first (compiled twins:
+        :func:`netsim.network.links_exact.complete` and
+        :func:`~netsim.network.links_exact.loss_reason`)."""
         reason = transfer.doom_reason
         nodes = self.nodes
         epochs = nodes.epochs

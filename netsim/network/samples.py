@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from netsim.contracts import BuildContext, Observer, ObserverConfig
+from netsim.contracts import BuildContext, ExactRun, ExactSupport, Observer, ObserverConfig
 from netsim.log import F64, I64, TableSchema
 
 SAMPLES_TABLE = TableSchema(
@@ -37,7 +37,6 @@ class SystemSampler(Observer):
 
     Config = ObserverConfig
     tables = (SAMPLES_TABLE,)
-    exact_form = "observer"  # reads counters and flags between events
     optional: ClassVar[dict[str, str]] = {  # type: ignore[assignment]
         "gossip": "its active nodes and exchanges are sampled"
     }
@@ -49,6 +48,11 @@ class SystemSampler(Observer):
         self.churn = ctx.churn
         self.gossip = ctx.find("gossip")
         self.table = ctx.table(SAMPLES_TABLE)
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """Beside the compiled core: its observations are SimPy events, and the counters and
+        flags it reads are brought up to date before each."""
+        return ExactSupport(True, role="beside")
 
     def observe(self) -> None:
         network, gossip, churn = self.network, self.gossip, self.churn

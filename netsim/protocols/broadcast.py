@@ -26,12 +26,15 @@ from netsim.contracts import (
     BuildContext,
     ComponentConfig,
     Curve,
+    ExactRun,
+    ExactSupport,
     FigureSpec,
     GossipApplication,
     Section,
     Transport,
 )
 from netsim.distributions import Duration, PositiveDuration
+from netsim.event_queue import BROADCAST
 from netsim.kernel_cache import guard_kernels
 from netsim.log import F64, I32, I64, STR, EventTable, TableSchema, string_runs
 from netsim.network.links import Transfer
@@ -129,26 +132,22 @@ BROADCAST_FIGURE = FigureSpec(
 
 @njit(cache=True)
 def broadcast_round(
-    initiators: np.ndarray,
-    peers: np.ndarray,
-    pull_lost: np.ndarray,
-    version: np.ndarray,
-    known_online: np.ndarray,
+    initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray, now: float,
+    online: np.ndarray, online_count: int, updates: int, broadcast: tuple, rows: tuple,
     rank: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+) -> int:  # fmt: skip
     """One round of push-pull for the broadcast, in place, with the semantics of
     :mod:`netsim.protocols.rounds`: initiator k pushes the newest update it held at the start
     of the round to ``peers[k]``; then every initiator whose pull answer was not lost
-    (``pull_lost``) takes its peer's as it stood after all pushes. A node adopts a newer
-    update and so holds every update up to it: ``known_online`` (online holders per update;
-    every node in an exchange is online) counts it for each.
+    (``pull_lost``) takes its peer's as it stood after all pushes. Each adoption is
+    :func:`adopt`'s (the one every engine runs), its row added to ``rows``.
 
     Pushes are merged in batches: the first push to every target in the round's order, then
     the second, and so on (a push counts only if it was newer than the target's update at the
     start of the round), so the adoptions come out in the order a batch-by-batch merge gives.
-    ``rank`` is a zeroed scratch array indexed by node id (left zeroed). Returns the
-    adoptions — node, update, previous update, sender — pushes first, and how many were pushes.
-    """
+    ``rank`` is a zeroed scratch array indexed by node id (left zeroed). Returns how many of
+    the adoptions were pushes (their rows come first)."""
+    version = broadcast[0]
     m = initiators.size
     sent = np.empty(m, dtype=np.int64)
     pushes_per_rank = np.zeros(m + 1, dtype=np.int64)
@@ -170,52 +169,63 @@ def broadcast_round(
         if push_rank[k] >= 0:
             order[pushes_per_rank[push_rank[k]]] = k
             pushes_per_rank[push_rank[k]] += 1
-    nodes = np.empty(2 * m, dtype=np.int64)
-    updates = np.empty(2 * m, dtype=np.int64)
-    previous = np.empty(2 * m, dtype=np.int64)
-    senders = np.empty(2 * m, dtype=np.int64)
-    count = 0
+    first = rows[2][0]
     for k in order:
-        count = _adopt_newer(
-            peers[k], sent[k], initiators[k], version, known_online, nodes, updates, previous,
-            senders, count,
-        )  # fmt: skip
-    pushed = count
+        if sent[k] > version[peers[k]]:
+            adopt(peers[k], sent[k], initiators[k], PUSH_CODE, now, online, online_count,
+                  updates, broadcast, rows)  # fmt: skip
+    pushed = rows[2][0] - first
     for k in range(m):  # each peer answers with its update after all pushes
         sent[k] = version[peers[k]]
     every_answer = pull_lost.size == 0
     for k in range(m):
-        if every_answer or not pull_lost[k]:
-            count = _adopt_newer(
-                initiators[k], sent[k], peers[k], version, known_online, nodes, updates,
-                previous, senders, count,
-            )  # fmt: skip
-    return nodes[:count], updates[:count], previous[:count], senders[:count], pushed
+        if (every_answer or not pull_lost[k]) and sent[k] > version[initiators[k]]:
+            adopt(initiators[k], sent[k], peers[k], PULL_CODE, now, online, online_count,
+                  updates, broadcast, rows)  # fmt: skip
+    return pushed
+
+
+@njit(cache=True, inline="always")
+def adopt(
+    node: int, update: int, sender: int, via: int, now: float, online: np.ndarray,
+    online_count: int, updates: int, broadcast: tuple, rows: tuple,
+) -> None:  # fmt: skip
+    """``node`` adopts ``update`` (newer than its own: the caller checked) from ``sender``
+    by ``via`` (:data:`VIA_LABELS` code): the one adoption of every engine — SimPy's and the
+    compiled core's exact mode (:meth:`Broadcast.incoming`, a new update at its origin) and
+    rounds mode (:func:`broadcast_round`). Its row (time, node, update, previous, sender,
+    via) goes to ``rows`` (:class:`AdoptionRows`); an online node is counted as a holder of
+    every update it now holds, and coverage is checked when an update a threshold waits for
+    gained a holder: only such an update can newly reach a threshold, since every other
+    count and the online count are as at the last check (every join and leave checks again;
+    README, Performance: one adoption in 20 messages, and a full check was a third of the
+    adoption's cost). ``broadcast``: :meth:`Broadcast.compiled_state`'s arrays."""
+    version, known, starts, reached, next_update, shares = broadcast
+    row_time, row_ints, row_count = rows
+    previous = version[node]
+    version[node] = update
+    r = row_count[0]
+    row_time[r] = now
+    row_ints[r, 0], row_ints[r, 1], row_ints[r, 2] = node, update, previous
+    row_ints[r, 3], row_ints[r, 4] = sender, via
+    row_count[0] = r + 1
+    if not online[node]:
+        return  # no online holder more: no coverage changes
+    for k in range(previous + 1, update + 1):
+        known[k] += 1
+    for j in range(next_update.size):
+        if previous < next_update[j] <= update:
+            coverage_check(known, starts, reached, next_update, shares, updates, online_count, now)
+            return
 
 
 @njit(cache=True)
-def _adopt_newer(
-    node: int,
-    update: int,
-    sender: int,
-    version: np.ndarray,
-    known_online: np.ndarray,
-    nodes: np.ndarray,
-    updates: np.ndarray,
-    previous: np.ndarray,
-    senders: np.ndarray,
-    count: int,
-) -> int:
-    """``node`` (online) adopts ``update`` if it is newer than its own, recorded at row
-    ``count``; the next free row."""
-    held = version[node]
-    if update <= held:
-        return count
-    version[node] = update
-    for k in range(held + 1, update + 1):  # it now holds held+1 .. update
-        known_online[k] += 1
-    nodes[count], updates[count], previous[count], senders[count] = node, update, held, sender
-    return count + 1
+def adopt_from_python(
+    node: int, update: int, sender: int, via: int, now: float, online: np.ndarray,
+    online_count: int, updates: int, broadcast: tuple, rows: tuple,
+) -> None:  # fmt: skip
+    """:func:`adopt` for Python callers (an exact-mode message on SimPy, a new update)."""
+    adopt(node, update, sender, via, now, online, online_count, updates, broadcast, rows)
 
 
 @njit(cache=True, inline="always")
@@ -250,6 +260,56 @@ def coverage_check(
 #: The ``via`` values of rounds-mode adoptions, by their code in :class:`RoundAdoptions`.
 VIA_LABELS = ("origin", PUSH, PULL)
 ORIGIN_CODE, PUSH_CODE, PULL_CODE = 0, 1, 2
+
+
+#: Adoption rows gathered before they are written (and room checked before each event).
+ROW_BLOCK = 65_536
+
+
+class AdoptionRows:
+    """The adoption rows :func:`adopt` gathers (times; node, update, previous, sender, via
+    code; how many), written to the table in the row groups one-by-one appends would make
+    (:meth:`~netsim.log.EventTable.extend_as_rows`), or handed to :class:`RoundAdoptions`
+    in rounds mode (:meth:`take`)."""
+
+    def __init__(self, table: EventTable, block: int = ROW_BLOCK) -> None:
+        self.table = table
+        self.arrays = (np.empty(block), np.empty((block, 5), dtype=np.int64),
+                       np.zeros(1, dtype=np.int64))  # fmt: skip
+
+    def make_room(self, rows: int = 2) -> None:
+        """Room for ``rows`` more rows: the gathered ones written when the block is full, and
+        a larger block for more rows than a block holds."""
+        times, count = self.arrays[0], self.arrays[2]
+        if count[0] + rows <= times.size:
+            return
+        self.write()
+        if rows > times.size:
+            size = max(rows, 2 * times.size)
+            self.arrays = (np.empty(size), np.empty((size, 5), dtype=np.int64), count)
+
+    def take(self) -> tuple[np.ndarray, ...]:
+        """The gathered rows' node, update, previous and sender columns (copies), now taken."""
+        ints, count = self.arrays[1], self.arrays[2]
+        rows = int(count[0])
+        count[0] = 0
+        return tuple(ints[:rows, c].copy() for c in range(4))
+
+    def write(self) -> None:
+        """The gathered rows, to the table."""
+        times, ints, count = self.arrays
+        rows = int(count[0])
+        if rows == 0:
+            return
+        codes = ints[:rows, 4]
+        starts = np.flatnonzero(np.diff(codes)) + 1
+        bounds = np.concatenate([[0], starts, [rows]])
+        via = string_runs(VIA_LABELS, codes[bounds[:-1]].tolist(), np.diff(bounds).tolist())
+        self.table.extend_as_rows([
+            times[:rows].copy(), ints[:rows, 0].astype(np.int32), ints[:rows, 1].copy(),
+            ints[:rows, 2].copy(), ints[:rows, 3].astype(np.int32), via,
+        ])  # fmt: skip
+        count[0] = 0
 
 
 class RoundAdoptions:
@@ -342,7 +402,6 @@ class Broadcast(GossipApplication):
     requires = {"gossip": "it spreads updates by gossip"}  # noqa: RUF012
     #: In rounds a compiled kernel does the round's exchanges (round_exchange, round_tick).
     round_form = "fused"
-    exact_form = "broadcast"
 
     def __init__(
         self,
@@ -379,11 +438,13 @@ class Broadcast(GossipApplication):
         self.skipped = 0
         self._rank_scratch = np.zeros(network.topology.n, dtype=np.int64)
         self.adoptions = sim.log.table(ADOPTIONS_TABLE)
-        # rounds mode gathers its adoptions as arrays and writes them in blocks
+        #: Every engine's adoption rows (:func:`adopt`), written in exact mode's row groups;
+        #: rounds mode hands them to its blocks (written as a round's arrays).
+        self.rows = AdoptionRows(self.adoptions)
         self._round_adoptions = None if self._held is not None else RoundAdoptions(self.adoptions)
         self.summary = sim.log.table(broadcasts_table(self.thresholds))
-        #: The compiled exact core when it runs the adoptions (``netsim.protocols.exact_core``).
-        self._core: Any = None
+        #: Whether the compiled exact core merges the messages (it then holds ``version``).
+        self._compiled = False
         self.nodes.on_join(self._on_join)
         self.nodes.on_leave(self._on_leave)
         sim.every(interval, self._originate, first=start)
@@ -426,33 +487,41 @@ class Broadcast(GossipApplication):
     # --- internals -------------------------------------------------------------------------
 
     def _adopt(self, node: int, update: int, sender: int, via: str) -> None:
-        if self._core is not None:  # the same adoption, with the compiled core's rows
-            self._core.adopt(node, update, sender, VIA_LABELS.index(via))
-            return
-        previous = int(self.version[node])
-        self.version[node] = update
+        """``node`` adopts ``update``: :func:`adopt`, the one adoption of every engine (its
+        compiled core's messages run the same code in the kernel)."""
+        self.rows.make_room()
+        adopt_from_python(
+            node, update, sender, VIA_LABELS.index(via), float(self.sim.env.now),
+            self.nodes.online, self.nodes.online_count, self.updates, self.compiled_state(),
+            self.rows.arrays,
+        )  # fmt: skip
         if self._round_adoptions is not None:
-            row = np.array((node, update, previous, sender), dtype=np.int64)
-            self._round_adoptions.add(
-                self.sim.env.now, (row[0:1], row[1:2], row[2:3], row[3:4]), 0, origin=True
-            )
-        else:
+            self._round_adoptions.add(self.sim.env.now, self.rows.take(), 0, origin=True)
+        elif not self._compiled:
             self._held[node] = update  # type: ignore[index]
-            self.adoptions.append(self.sim.env.now, node, update, previous, sender, via)
-        if not self.nodes.is_online[node]:
-            return  # no online holder more: no coverage changes
-        if update == previous + 1:  # the usual step: one count, without a slice
-            self.known_online[update] += 1
-        else:
-            self.known_online[previous + 1 : update + 1] += 1
-        # Only an update whose count just grew can newly reach a threshold: the others'
-        # counts and the online count are as at the last check (every join and leave
-        # checks again), so the check would find nothing (README, Performance: one adoption in 20
-        # messages, and a full check was a third of the adoption's cost).
-        for k in self._next.tolist():
-            if previous < k <= update:
-                self._check()
-                return
+
+    def compiled_state(self) -> tuple[np.ndarray, ...]:
+        """The arrays :func:`adopt` works on: each node's update, and per update its online
+        holders, start and time to each threshold, the oldest update not at each threshold,
+        the thresholds (read again after every change: the per-update arrays grow)."""
+        return (
+            self.version, self.known_online, self.start_times, self.reached, self._next,
+            self.threshold_shares,
+        )  # fmt: skip
+
+    # --- the compiled exact core ------------------------------------------------------------
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """The compiled core carries the broadcast's updates in gossip messages and merges
+        them with :func:`adopt` (``netsim.protocols.gossip_exact.deliver``)."""
+        return ExactSupport(True, role="carried")
+
+    def attach_core(self, core: Any) -> None:
+        """The core's kernel merges the updates messages carry, with this broadcast's arrays
+        and rows (:meth:`compiled_state`), and makes room in its rows before each event."""
+        self._compiled = True
+        core.carry(BROADCAST, lambda: (self.compiled_state(), self.rows.arrays, self.updates))
+        core.on_room(self.rows.make_room)
 
     def _originate(self) -> None:
         candidates = self.origin_candidates()
@@ -496,6 +565,9 @@ class Broadcast(GossipApplication):
     def finish(self) -> None:
         if self._round_adoptions is not None:
             self._round_adoptions.flush()
+        self.rows.write()
+        if self._compiled:  # the held updates, as the SimPy path's list would have them
+            self._held[:] = self.version.tolist()  # type: ignore[index]
         online = max(self.nodes.online_count, 1)
         for k in range(self.updates):
             self.summary.append(
@@ -512,17 +584,22 @@ class Broadcast(GossipApplication):
     def round_exchange(
         self, initiators: np.ndarray, peers: np.ndarray, pull_lost: np.ndarray
     ) -> None:
-        """One round's pushes and pulls (compiled, :func:`broadcast_round`), then its
-        adoptions logged and the coverage thresholds checked."""
+        """One round's pushes and pulls (compiled, :func:`broadcast_round`: each adoption
+        :func:`adopt`'s), then its adoptions logged and the coverage thresholds checked."""
         if self._rank_scratch.size != self.version.size:
             self._rank_scratch = np.zeros(self.version.size, dtype=np.int64)
-        nodes, updates, previous, senders, pushed = broadcast_round(
-            initiators, peers, pull_lost, self.version, self.known_online, self._rank_scratch
-        )
-        if nodes.size == 0:
+        self.rows.make_room(2 * initiators.size)
+        nodes = self.nodes
+        pushed = broadcast_round(
+            initiators, peers, pull_lost, float(self.sim.env.now), nodes.online,
+            nodes.online_count, self.updates, self.compiled_state(), self.rows.arrays,
+            self._rank_scratch,
+        )  # fmt: skip
+        columns = self.rows.take()
+        if columns[0].size == 0:
             return
         assert self._round_adoptions is not None  # rounds mode
-        self._round_adoptions.add(self.sim.env.now, (nodes, updates, previous, senders), pushed)
+        self._round_adoptions.add(self.sim.env.now, columns, pushed)
         self._check()
 
     def round_tick(self, active: np.ndarray) -> None:

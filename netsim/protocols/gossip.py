@@ -28,8 +28,17 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from netsim.contracts import BuildContext, ComponentConfig, GossipEngine, Section, Transport
+from netsim.contracts import (
+    BuildContext,
+    ComponentConfig,
+    ExactRun,
+    ExactSupport,
+    GossipEngine,
+    Section,
+    Transport,
+)
 from netsim.distributions import PositiveDuration
+from netsim.event_queue import LISTENERS, MESSAGE_SIZE, PEER_AT, PERIOD, PULLS, TICK
 from netsim.fields import Size
 from netsim.network.links import Transfer
 from netsim.registry import import_reference
@@ -195,9 +204,9 @@ class _Tick(simpy.events.Event):
 
 
 class PushPullGossip(PushPullEngine):
-    """Event-driven push-pull exchanges among online nodes."""
-
-    exact_form = "gossip"
+    """Event-driven push-pull exchanges among online nodes. On the compiled exact core its
+    ticks and exchanges are compiled (:mod:`netsim.protocols.gossip_exact`, the twins its
+    methods name)."""
 
     def __init__(
         self,
@@ -231,7 +240,7 @@ class PushPullGossip(PushPullEngine):
         self._tick_priority: list[float] = []
         self._before_push_hook: Callable[[int], None] = _no_hook
         self._cycle_at = 0.0
-        #: The compiled exact core when it runs the ticks (``netsim.protocols.exact_core``).
+        #: The compiled exact core when it runs the ticks (:meth:`attach_core`).
         self._core: Any = None
         if rule is not None:
             self.register(rule)
@@ -249,6 +258,8 @@ class PushPullGossip(PushPullEngine):
             self._schedule_tick(node)
 
     def _schedule_tick(self, node: int) -> None:
+        """``node``'s first tick after it (re)joined: the next k·Δ + φ after now (compiled
+        twin: :func:`netsim.protocols.gossip_exact.schedule_tick`)."""
         if self._aligned:
             self._schedule_aligned_tick(node)
             return
@@ -332,6 +343,8 @@ class PushPullGossip(PushPullEngine):
         env.schedule_at(tick, env.now + self.period, self._tick_priority[node])
 
     def _tick(self, tick: _Tick) -> None:
+        """A node's tick: the push to a random online neighbour, and the next tick one
+        period on (compiled twin: :func:`netsim.protocols.gossip_exact.tick`)."""
         node = tick.node
         if tick.generation != self._timer_generation[node]:
             return
@@ -362,6 +375,8 @@ class PushPullGossip(PushPullEngine):
         self._heard(node)
 
     def _on_push(self, transfer: Transfer) -> None:
+        """A push arrived: merged, the receiver active again, the pull sent back (compiled
+        twin: :func:`netsim.protocols.gossip_exact.deliver`)."""
         peer, sender = transfer.dst, transfer.src
         self._incoming(peer, transfer.payload, sender, transfer)
         if not self.is_active[peer]:  # _heard, inlined (once per message)
@@ -379,10 +394,75 @@ class PushPullGossip(PushPullEngine):
         )
 
     def _on_pull(self, transfer: Transfer) -> None:
+        """A pull's answer arrived: merged, the receiver active again (compiled twin:
+        :func:`netsim.protocols.gossip_exact.deliver`)."""
         node = transfer.dst
         self._incoming(node, transfer.payload, transfer.src, transfer)
         if not self.is_active[node]:  # _heard, inlined
             self._heard(node)
+
+    # --- the compiled exact core ------------------------------------------------------------
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """Compiled: the ticks and exchanges of a started engine on its own phases, carrying
+        at most one application that answers ``carried`` on the same transport, whose
+        activation listeners (if any) are its applications'."""
+        if self._aligned:
+            return ExactSupport(False, "a gossip engine on a common grid has no compiled form")
+        if isinstance(self.rule, _Silent) and self.rules:
+            return ExactSupport(False, "a gossip engine that was not started")
+        rules = self.rules
+        members = list(run.components.values())
+        answers = [_answer(rule, run) for rule in rules]
+        if any(not a.ok and rule in members for rule, a in zip(rules, answers, strict=True)):
+            return ExactSupport(True, role="gossip")  # the application's own answer says why
+        if len(rules) > 1 or any(a.role != "carried" or not a.ok for a in answers):
+            return ExactSupport(
+                False, "the compiled core carries one broadcast or walk service in gossip messages"
+            )
+        if any(getattr(rule, "network", self.network) is not self.network for rule in rules):
+            return ExactSupport(False, "a gossip application on another transport")
+        owners = [getattr(listener, "__self__", None) for listener in self._activation_listeners]
+        if any(owner not in rules for owner in owners):
+            return ExactSupport(
+                False, "a gossip engine with activation listeners of no compiled form"
+            )
+        return ExactSupport(True, role="gossip")
+
+    def attach_core(self, core: Any) -> None:
+        """Hand the compiled core the ticks queued on SimPy, the peer draws, the timer
+        generations, phases and active flags (as arrays the kernel shares), Δ, the message
+        size and whether to pull; the core returns to :meth:`core_activated` for the
+        activation listeners."""
+        self._timer_generation = np.array(self._timer_generation, dtype=np.int64)
+        self._core = core
+        self._peer_uniform = core.take_draws(PEER_AT, self._peer_uniform)
+        settings = core.settings
+        settings[PERIOD], settings[MESSAGE_SIZE] = self.period, self.message_size
+        settings[PULLS] = 1.0 if self.pull else 0.0
+        settings[LISTENERS] = 1.0 if self._activation_listeners else 0.0
+        core.run_gossip(self, (self.phase, self._timer_generation, self.active))
+        for time, _priority, event_id, event in core.take_simpy_events(
+            lambda event: isinstance(event, _Tick)
+        ):
+            core.insert(time, event_id, TICK, event.node, event.generation)
+
+    def core_activated(self, node: int) -> None:
+        """The compiled core delivered a fresh message to rejoined ``node`` (its first tick is
+        queued, its flag set): the Python flags and the activation listeners."""
+        self._activate(node)
+
+    def core_finished(self) -> None:
+        """The run's end on the compiled core: the flags list from its array."""
+        self.is_active[:] = self.active.tolist()
+
+
+def _answer(component: Any, run: ExactRun) -> ExactSupport:
+    """``component``'s :meth:`~netsim.component.Component.exact_support` answer, asked only
+    of a class that answers itself (no for anything else)."""
+    if "exact_support" not in type(component).__dict__:
+        return ExactSupport(False, "no compiled form")
+    return component.exact_support(run)
 
 
 def _no_hook(node: int) -> None:

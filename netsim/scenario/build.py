@@ -11,6 +11,7 @@ changes another's draws.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,7 +22,7 @@ from netsim.network.churn import CHURN_TABLE, ChurnReplay, ChurnSchedule
 from netsim.network.nodes import NodeStates
 from netsim.network.samples import SAMPLES_TABLE as SAMPLES_TABLE
 from netsim.network.topology import Topology
-from netsim.protocols.exact_core import attach_exact_core
+from netsim.protocols.exact import NOTHING_TO_RUN, attach_exact_core
 from netsim.rng import RandomStreams
 from netsim.scenario.estimate import check_run_size
 from netsim.scenario.plan import TRANSPORT, Part, RunPlan
@@ -208,4 +209,22 @@ def exact_engine(sim: Simulation, components: dict[str, Component], engine: Exac
     if engine == "simpy":
         return "simpy: asked for"
     blocker = attach_exact_core(sim, components)
-    return "compiled" if blocker is None else f"simpy: {blocker}"
+    if blocker is None:
+        return "compiled"
+    if blocker != NOTHING_TO_RUN:
+        tell_fallback(blocker)
+    return f"simpy: {blocker}"
+
+
+#: The fallbacks this process has told the terminal about (each once).
+_TOLD: set[str] = set()
+
+
+def tell_fallback(why: str) -> None:
+    """Say once on the terminal (standard error, one line) why exact mode runs on SimPy,
+    not the compiled core: a run that is slower than it could be says why where it runs; the
+    manifest's ``exact_engine`` keeps saying it."""
+    if why in _TOLD:
+        return
+    _TOLD.add(why)
+    print(f"netsim: exact mode runs on SimPy, not the compiled core: {why}", file=sys.stderr)

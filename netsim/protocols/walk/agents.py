@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from netsim.contracts import BuildContext, ComponentConfig, WalkAgent
+from netsim.contracts import BuildContext, ComponentConfig, ExactRun, ExactSupport, WalkAgent
 from netsim.log import I32, I64, TableSchema
 from netsim.sim import Simulation
 
@@ -26,7 +26,6 @@ class VisitCounter(WalkAgent):
         kind: Literal["visit_counter"] = "visit_counter"
 
     tables = (VISITS_TABLE,)
-    exact_form = "agent"  # called by the walk service's Python part, with no events of its own
 
     def __init__(self, sim: Simulation, n: int) -> None:
         self.sim = sim
@@ -36,6 +35,11 @@ class VisitCounter(WalkAgent):
     def build(cls, config: Config, ctx: BuildContext) -> VisitCounter:
         assert ctx.sim is not None
         return cls(ctx.sim, ctx.nodes)
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """Beside the compiled core: the walk service's Python part calls it, and it has no
+        events of its own."""
+        return ExactSupport(True, role="beside")
 
     def initial_state(self) -> None:
         return None

@@ -1,4 +1,4 @@
-"""The walk's cycle on the compiled exact core (``netsim.protocols.exact_core``): ``rwprop``
+"""The walk's cycle on the compiled exact core (:mod:`netsim.protocols.exact`): ``rwprop``
 merged and its timeout timers run in compiled code, the walks themselves in Python.
 
 The exact cycle (:class:`~netsim.protocols.walk.cycle_exact.ExactCycle`) does two kinds of
@@ -23,13 +23,11 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from netsim.event_queue import queue_push
+from netsim.event_queue import TIMER, queue_push
 from netsim.kernel_cache import guard_kernels
 from netsim.protocols.walk.cycle_exact import ExactCycle
 from netsim.protocols.walk.kernels import AGE_TOLERANCE, adopted_circles, replaces_compiled
 
-#: The event kind of a node's timeout timer in the core's queue (after its tick and message).
-TIMER = 2
 #: The walk's arrays, in the order of the tuple the compiled functions take: ``rwprop``
 #: (steps, id, origin, bootstrap flag), the last circle handled, the timer (generation, due
 #: instant, and the update and circle the latest armed timer checks), and the local copies'
@@ -43,7 +41,8 @@ STEPS, ID, ORIGIN, SPECIAL, FIRED, GENERATION, DUE, TIMER_UPDATE, TIMER_CIRCLE, 
 def schedule_timeout(
     node: int, circle: int, now: float, delta: float, walk: tuple, queue: tuple, normal: int
 ) -> None:
-    """``ExactCycle.schedule_timeout``: the node's timer for circle ``circle`` (the next one
+    """Compiled twin of :meth:`netsim.protocols.walk.cycle_exact.ExactCycle.schedule_timeout`:
+    the node's timer for circle ``circle`` (the next one
     not handled when -1) of its current update, at now + max(due − now, 0) as SimPy queues a
     delay; a bootstrap update has none."""
     ids, origin, special, fired = walk[ID], walk[ORIGIN], walk[SPECIAL], walk[FIRED]
@@ -69,7 +68,8 @@ def store(
     node: int, steps_: int, update: int, age: float, now: float, delta: float, walk: tuple,
     active: np.ndarray, queue: tuple, normal: int,
 ) -> None:  # fmt: skip
-    """``ExactCycle.store`` (paper rule): adopt the update; re-time the node's timer only if
+    """Compiled twin of :meth:`netsim.protocols.walk.cycle_exact.ExactCycle.store` (paper
+    rule): adopt the update; re-time the node's timer only if
     the update is due before the pending one."""
     steps, ids, origin, special, fired, due = (
         walk[STEPS], walk[ID], walk[ORIGIN], walk[SPECIAL], walk[FIRED], walk[DUE],
@@ -97,7 +97,8 @@ def merge(
     node: int, steps_: int, update: int, special_: int, sent_origin: float, sent_at: float,
     now: float, delta: float, walk: tuple, active: np.ndarray, queue: tuple, normal: int,
 ) -> None:  # fmt: skip
-    """``ExactCycle.incoming`` (paper rule, exact ages): the bootstrap update and an update
+    """Compiled twin of :meth:`netsim.protocols.walk.cycle_exact.ExactCycle.incoming` (paper
+    rule, exact ages): the bootstrap update and an update
     already held are ignored; otherwise line 14 decides on the update's age when sent plus
     its time on the link."""
     steps, ids, origin, special = walk[STEPS], walk[ID], walk[ORIGIN], walk[SPECIAL]
@@ -116,7 +117,8 @@ def timer(
     node: int, generation: int, now: float, delta: float, walk: tuple, active: np.ndarray,
     queue: tuple, normal: int,
 ) -> int:  # fmt: skip
-    """``ExactCycle._on_timer``: the circle whose ``onUpdateTimeout`` (lines 19–22) may
+    """Compiled twin of :meth:`netsim.protocols.walk.cycle_exact.ExactCycle._on_timer`: the
+    circle whose ``onUpdateTimeout`` (lines 19–22) may
     restart a walk, for Python to run now (then arm the next circle), or -1. The common
     outcome, a local copy too far behind the update (line 20: rwprop.steps − rw.steps > i),
     is decided here and the next circle armed, as the service would."""
@@ -166,8 +168,8 @@ class CompiledCycle(ExactCycle):
         self.prop_origin = np.array(exact.prop_origin, dtype=np.float64)
         self.prop_special = np.array(exact.prop_special, dtype=np.bool_)
         self.fired_i = np.array(exact.fired_i, dtype=np.int64)
-        self._timer_generation = np.array(exact._timer_generation, dtype=np.int64)
-        self._timer_due = np.array(exact._timer_due, dtype=np.float64)
+        self._timer_generation = np.array(self._timer_generation, dtype=np.int64)
+        self._timer_due = np.array(self._timer_due, dtype=np.float64)
         self.timer_update = np.zeros(n, dtype=np.int64)
         self.timer_circle = np.zeros(n, dtype=np.int64)
         self._rwprop = None  # the core sends rwprop from the arrays

@@ -15,6 +15,7 @@ from netsim.protocols.walk.config import WalkVariant
 from netsim.protocols.walk.cycle import WalkCore, WalkCycle
 from netsim.protocols.walk.cycle_rounds import RoundsCycle
 from netsim.protocols.walk.kernels import AGE_TOLERANCE, adopted_circles, replaces
+from netsim.sim import Call
 
 
 class ExactCycle(WalkCycle):
@@ -75,7 +76,7 @@ class ExactCycle(WalkCycle):
     def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
         """``onReceiveRWProps``: line 14 with accept-once by id (§4.4), or the authors' rule
         (:class:`~netsim.protocols.walk.config.WalkVariant`); an adopted age gets the age
-        error added."""
+        error added (compiled twin: :func:`netsim.protocols.walk.compiled.merge`)."""
         steps, update, origin, special = value
         if special:
             return  # the bootstrap update carries no information
@@ -99,7 +100,8 @@ class ExactCycle(WalkCycle):
             self.store(node, steps, update, age)
 
     def store(self, node: int, steps: int, update: int, age: float) -> None:
-        """Adopt the update; re-time the node's check only if the update is due before it."""
+        """Adopt the update; re-time the node's check only if the update is due before it
+        (compiled twin: :func:`netsim.protocols.walk.compiled.store`)."""
         same = update == self.prop_id[node] and not self.prop_special[node]
         if same:  # re-adopted (replace_rule: authors): circles fired here stay fired
             fired = adopted_circles(True, int(self.fired_i[node]), age, self.timeout)
@@ -128,7 +130,8 @@ class ExactCycle(WalkCycle):
     # --- onUpdateTimeout --------------------------------------------------------------------
 
     def schedule_timeout(self, node: int, i: int | None = None) -> None:
-        """Schedule ``onUpdateTimeout(i)`` for the current update (next i when not given)."""
+        """Schedule ``onUpdateTimeout(i)`` for the current update (next i when not given;
+        compiled twin: :func:`netsim.protocols.walk.compiled.schedule_timeout`)."""
         self._timer_generation[node] += 1
         if self.prop_special[node]:
             self._timer_due[node] = np.inf
@@ -147,7 +150,14 @@ class ExactCycle(WalkCycle):
             i,
         )
 
+    def owns_timer(self, event: object) -> bool:
+        """Is ``event`` a timeout timer this cycle queued on SimPy (the compiled core takes
+        them over)?"""
+        return isinstance(event, Call) and getattr(event, "callback", None) == self._on_timer
+
     def _on_timer(self, node: int, generation: int, update: int, i: int) -> None:
+        """A node's timeout timer: ``onUpdateTimeout(i)`` when it still applies, then the
+        next circle (compiled twin: :func:`netsim.protocols.walk.compiled.timer`)."""
         if generation != self._timer_generation[node]:
             return
         self._timer_due[node] = np.inf

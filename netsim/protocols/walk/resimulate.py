@@ -23,14 +23,14 @@ from numba import njit
 
 from netsim.contracts import OnlineSchedule
 from netsim.kernel_cache import guard_kernels
-from netsim.network.links import _REJECTION_TRIES, online_neighbour
+from netsim.network.links import REJECTION_TRIES, online_neighbour
 
 #: U[0, 1) draws per block handed to the kernel (the stream is read in order whatever the
 #: block: the same draws as one ``rng.random()`` at a time).
 DRAW_BLOCK = 1 << 16
 
 #: The most draws one step of one path takes: the rule's tries and its pick, or a restart.
-_DRAWS_PER_STEP = _REJECTION_TRIES + 1
+_DRAWS_PER_STEP = REJECTION_TRIES + 1
 
 
 #: ``paths(schedule, step_times, count, rng)``: ``count`` re-simulated paths of a walk (see

@@ -14,10 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from netsim.contracts import BuildContext, Transport, Walk, WalkAgent
+from netsim.contracts import BuildContext, ExactRun, ExactSupport, Transport, Walk, WalkAgent
 from netsim.errors import ScenarioError
+from netsim.event_queue import DELTA, TIMEOUT_DUE, TIMER
+from netsim.event_queue import WALK as WALK_VALUES
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import GossipEngine, PushPullEngine
+from netsim.protocols.walk.compiled import CompiledCycle
 from netsim.protocols.walk.config import (
     PAPER_RULES,
     WalkServiceConfig,
@@ -71,9 +74,6 @@ class RandomWalkService(Walk):
     }
     #: In rounds it does its own exchanges (round_exchange, round_tick).
     round_form = "fused"
-    #: On the compiled exact core its cycle's merges and timers are compiled
-    #: (:mod:`netsim.protocols.walk.compiled`); its walks stay Python.
-    exact_form = "walk"
 
     def __init__(
         self,
@@ -280,6 +280,37 @@ class RandomWalkService(Walk):
         self.cycle.round_tick(active)
 
     # --- timeouts and walks ----------------------------------------------------------------
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:  # the compiled exact core
+        """Compiled (:mod:`~netsim.protocols.walk.compiled`): the ``netsim`` cycle, the
+        paper's replace rule, exact ages; ``rwprop`` carried in gossip messages."""
+        variant = self.variant
+        if variant.cycle != "netsim" or variant.replace_rule != "paper" or variant.age_error:
+            return ExactSupport(
+                False,
+                "the walk's cycle has a compiled form for walk.cycle: netsim, the paper's "
+                "replace rule and exact ages only",
+            )
+        return ExactSupport(True, role="carried")
+
+    def attach_core(self, core: Any) -> None:
+        """``rwprop`` and the timers as arrays the kernel shares (:class:`CompiledCycle`),
+        SimPy's timers moved to the core's queue; a due timeout returns to :meth:`core_timeout`."""
+        exact = self.cycle
+        assert isinstance(exact, ExactCycle)
+        self.cycle = compiled = CompiledCycle(exact, core)
+        core.settings[DELTA] = self.timeout
+        core.carry(WALK_VALUES, compiled.arrays)
+        core.on_python_part(TIMEOUT_DUE, self.core_timeout)
+        for time, _priority, event_id, event in core.take_simpy_events(exact.owns_timer):
+            node, generation, update, circle = event.args
+            compiled.arm(node, generation, update, circle)
+            core.insert(time, event_id, TIMER, node, generation)
+
+    def core_timeout(self, node: int, circle: int) -> None:
+        """A timeout the core found due: ``onUpdateTimeout``, then the next circle's timer."""
+        self.on_update_timeout(node, circle)
+        self.cycle.schedule_timeout(node, circle + 1)
 
     def on_update_timeout(self, node: int, i: int) -> None:
         """``onUpdateTimeout(i)``: restart if rwprop.steps − rw.steps ≤ i (lines 19–22)."""

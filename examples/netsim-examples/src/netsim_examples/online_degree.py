@@ -3,13 +3,15 @@
 Every ``every`` seconds (and at the end of the run) it writes one row of ``online_degree``: the
 online nodes, and the mean and smallest number of online neighbours among them. It reads the
 node states and the topology of the transport it is wired to (``uses: {transport: ...}``).
+Its observations are SimPy events that read the node states, so it can run beside the compiled
+exact core (``exact_support``): a run with it stays compiled.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from netsim.api import BuildContext, Observer, ObserverConfig
+from netsim.api import BuildContext, ExactRun, ExactSupport, Observer, ObserverConfig
 from netsim.log import F64, I64, TableSchema
 
 DEGREE_TABLE = TableSchema(
@@ -34,6 +36,9 @@ class OnlineDegree(Observer):
         self.sources = np.repeat(np.arange(topology.n), topology.degrees())
         self.targets = np.concatenate([topology.neighbours(i) for i in range(topology.n)])
         self.table = ctx.table(DEGREE_TABLE)
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        return ExactSupport(True, role="beside")
 
     def observe(self) -> None:
         network, sim = self.ctx.network, self.ctx.sim

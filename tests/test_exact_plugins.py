@@ -1,0 +1,79 @@
+"""A plug-in answers whether it can run beside the compiled exact core
+(``Component.exact_support``): an observer that answers yes keeps the run compiled, with the
+same tables as on SimPy; one that does not sends the run to SimPy, which says why once on the
+terminal and in the manifest (``docs/components.md``, Compiled forms)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from netsim.contracts import Component, ExactSupport
+from netsim.log import EventLog
+from netsim.scenario.build import build_run
+from netsim.scenario.loader import load_scenario
+from tests.test_exact_core import assert_same_tables
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
+
+
+def quickstart_with(observer: str):
+    return load_scenario(
+        QUICKSTART,
+        ["duration=30min", f"components.traffic.kind=tests.exact_plugin_examples:{observer}",
+         "components.traffic.every=5min"],
+    )  # fmt: skip
+
+
+def run(scenario, engine: str):
+    log = EventLog()
+    built = build_run(scenario, log, engine=engine)
+    built.sim.run(scenario.duration)
+    log.close()
+    return built.exact_engine, log.to_frames()
+
+
+def test_a_plugin_observer_that_answers_keeps_the_run_compiled():
+    scenario = quickstart_with("Traffic")
+    engine, tables = run(scenario, "auto")
+    assert engine == "compiled"
+    simpy_engine, simpy_tables = run(scenario, "simpy")
+    assert simpy_engine == "simpy: asked for"
+    assert_same_tables(simpy_tables, tables)  # its counters too, observed between events
+    assert len(tables["traffic"]) == 7 and tables["traffic"]["sent"].iloc[-1] > 0
+
+
+def test_a_plugin_without_an_answer_falls_back_and_says_why_once(capsys):
+    scenario = quickstart_with("PlainTraffic")
+    why = (
+        "components.traffic (PlainTraffic) has no compiled form: its class does not answer "
+        "exact_support"
+    )
+    assert run(scenario, "auto")[0] == f"simpy: {why}"
+    assert run(scenario, "auto")[0] == f"simpy: {why}"  # the manifest's, every run
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"netsim: exact mode runs on SimPy, not the compiled core: {why}"]
+
+
+def test_asking_for_simpy_says_nothing(capsys):
+    run(quickstart_with("PlainTraffic"), "simpy")
+    assert "exact mode" not in capsys.readouterr().err
+
+
+def test_an_answer_names_a_role_and_a_no_says_why():
+    with pytest.raises(ValueError, match="role"):
+        ExactSupport(True, role="somewhere")
+    with pytest.raises(ValueError, match="why"):
+        ExactSupport(False)
+    assert not Component.exact_support(object(), None).ok  # type: ignore[arg-type]
+
+
+def test_the_guide_shows_the_tested_plugin():
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "components.md").read_text(
+        encoding="utf-8"
+    )
+    section = guide.split("## 9. Compiled forms", 1)[1]
+    code = (Path(__file__).with_name("exact_plugin_examples.py")).read_text(encoding="utf-8")
+    blocks = section.split("```python\n")[2:]
+    assert blocks and all(block.split("```", 1)[0] in code for block in blocks)
