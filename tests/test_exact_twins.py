@@ -37,7 +37,7 @@ TWINS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "online neighbour": (
         ("netsim.network.links:Network.random_online_neighbour",),
-        ("netsim.network.links_exact:online_neighbour",),
+        ("netsim.network.links:online_neighbour",),
     ),
     "gossip tick": (
         ("netsim.protocols.gossip:PushPullGossip._tick",),

@@ -597,7 +597,7 @@ class Network(Transport):
 
     def random_online_neighbour(self, node: int, uniform: BlockDraws) -> int:
         """A uniform random online neighbour of ``node``, or -1 if none is online (compiled
-        twin: :func:`netsim.network.links_exact.online_neighbour`).
+        twin: :func:`netsim.network.links.online_neighbour`).
 
         ``uniform`` hands out U[0, 1) draws (:class:`~netsim.rng.BlockDraws`). Rejection
         sampling — draw a neighbour, keep it if online — is uniform over the online neighbours

@@ -52,6 +52,7 @@ from netsim.network.links import (
     SOURCE_OFFLINE,
     TARGET_OFFLINE,
 )
+from netsim.network.links import online_neighbour as rule_online_neighbour
 
 #: Loss reasons by code (labels as :meth:`Network.send` writes them).
 LOSS_REASONS = (SOURCE_OFFLINE, TARGET_OFFLINE, LINK_DOWN, RANDOM_LOSS)
@@ -65,37 +66,14 @@ MESSAGE_FIELDS, MESSAGE_TIMES = 9, 3
 
 @njit(cache=True, inline="always")
 def online_neighbour(node: int, network: tuple, peers: np.ndarray, counters: np.ndarray) -> int:
-    """Compiled twin of :meth:`netsim.network.links.Network.random_online_neighbour`, with
-    the same draws: up to :data:`REJECTION_TRIES` uniform neighbours, the first online one
-    taken; then one draw among the online neighbours in list order; -1 without a draw when
-    none is online."""
-    indptr, indices, online = network[0], network[1], network[2]
-    start = indptr[node]
-    degree = indptr[node + 1] - start
-    if degree == 0:
-        return -1
-    at = counters[PEER_AT]
-    for _ in range(REJECTION_TRIES):
-        item = indices[start + int(peers[at] * degree)]
-        at += 1
-        if online[item]:
-            counters[PEER_AT] = at
-            return item
+    """The transport's online-neighbour rule (:func:`netsim.network.links.online_neighbour`,
+    the compiled twin of :meth:`netsim.network.links.Network.random_online_neighbour`) on the
+    core's peer draws, which it reads from ``counters[PEER_AT]`` on and advances past."""
+    peer, at = rule_online_neighbour(
+        network[0], network[1], network[2], node, peers, counters[PEER_AT]
+    )
     counters[PEER_AT] = at
-    count = 0
-    for p in range(start, start + degree):
-        if online[indices[p]]:
-            count += 1
-    if count == 0:
-        return -1
-    pick = int(peers[at] * count)
-    counters[PEER_AT] = at + 1
-    for p in range(start, start + degree):
-        if online[indices[p]]:
-            if pick == 0:
-                return indices[p]
-            pick -= 1
-    return -1
+    return peer
 
 
 @njit(cache=True, inline="always")
