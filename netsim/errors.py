@@ -7,6 +7,31 @@ that message alone, without a traceback, and exits non-zero.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
+
+def nearest_names(name: str, allowed: Iterable[str]) -> list[str]:
+    """The names of ``allowed`` closest to the unknown ``name``, best first (at most three;
+    none when nothing is close), for an error's "did you mean …?" (difflib's ratio ≥ 0.6).
+    Compared case-insensitively, so ``Dola`` finds ``dola``."""
+    names = list(dict.fromkeys(allowed))
+    by_folded = {candidate.lower(): candidate for candidate in reversed(names)}
+    close = difflib.get_close_matches(name.lower(), list(by_folded), n=3, cutoff=0.6)
+    return [by_folded[folded] for folded in close]
+
+
+def did_you_mean(name: str, allowed: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` or ``" (did you mean 'x' or 'y'?)"`` naming the
+    :func:`nearest_names` of ``name``, or ``""`` when none is close: for the end of a message
+    that still lists every allowed name."""
+    near = nearest_names(name, allowed)
+    if not near:
+        return ""
+    quoted = [repr(n) for n in near]
+    alternatives = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return f" (did you mean {alternatives}?)"
+
 
 class NetsimError(Exception):
     """Base class of every error netsim raises on purpose."""

@@ -453,7 +453,7 @@ class Network(Transport):
     ``<key>.failure`` (``links.*`` for the ``links`` section)."""
 
     Config = LinksConfig
-    section = Section("links", 10, by_kind="optional", present_by_default=True)
+    section = Section("links", after=("topology",), by_kind="optional", present_by_default=True)
     exact_form = "transport"
     routes_protocols = True
     tables = (LOSS_TABLE,)
