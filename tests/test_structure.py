@@ -2,8 +2,8 @@
 :data:`MAX_CLASS_LINES` lines and no function over :data:`MAX_FUNCTION_LINES` lines, except
 compiled kernels (numba's ``@njit`` functions, and those of a module's own decorator that
 compiles with numba, such as the exact core's ``@kernel``: a kernel is one loop the compiler
-sees whole, ``docs/architecture.md``, principle 4), and no module but ``netsim/sim.py`` touches SimPy's
-private fields. Run it as a script for the figures::
+sees whole, ``docs/architecture.md``, principle 4), and no module but ``netsim/sim.py``
+touches SimPy's private fields. Run it as a script for the figures::
 
     python -m tests.test_structure      # the largest classes and functions, SimPy's fields
 """
