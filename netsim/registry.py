@@ -248,6 +248,16 @@ def _declaring_class(cls: type[Component]) -> type[Component]:
     return next(c for c in cls.__mro__ if "section" in vars(c))
 
 
+def _check_slots(slots: Iterable[str]) -> None:
+    """:class:`ComponentError` for a slot that is not one of :data:`SLOT_NAMES`."""
+    for slot in slots:
+        if slot not in SLOT_NAMES:
+            raise ComponentError(
+                f"unknown slot {slot!r}{did_you_mean(slot, SLOT_NAMES)}; the slots: "
+                f"{', '.join(SLOT_NAMES)}"
+            )
+
+
 def _reference(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
@@ -325,6 +335,7 @@ class Registry:
 
     def names(self, slot: str) -> tuple[str, ...]:
         """The registered names of ``slot``, in registration order."""
+        _check_slots((slot,))
         self._load_all()
         return tuple(self._by_slot[slot])
 
@@ -333,6 +344,7 @@ class Registry:
         """The class and config model of ``kind`` in one of ``slots``; a ``module:Class``
         reference is imported and registered under itself. :class:`ComponentError` says what
         is wrong and lists the names that are allowed."""
+        _check_slots(slots)
         self._load_all()
         for slot in slots:
             clash = self._clashes.get((slot, kind))

@@ -189,3 +189,19 @@ def test_nearest_names():
     assert nearest_names("gosip", ["gossip", "walk", "gossip_learning"]) == ["gossip"]
     assert nearest_names("Dola", ["dola", "dsgd"]) == ["dola"]
     assert nearest_names("zzz", ["dola"]) == []
+
+
+def test_the_registry_answers_an_unknown_name_or_slot_with_the_nearest():
+    from netsim.errors import ComponentError
+
+    with pytest.raises(ComponentError) as caught:
+        REGISTRY.lookup(("topology",), "k_outt")
+    assert "unknown value 'k_outt' (did you mean 'k_out'?); allowed values: 'k_out'," in str(
+        caught.value
+    )
+    with pytest.raises(ComponentError, match=r"unknown slot 'wlak' \(did you mean 'walk'"):
+        REGISTRY.names("wlak")
+    with pytest.raises(ComponentError, match="unknown slot 'topolgy'.*; the slots: topology,"):
+        REGISTRY.lookup(("topolgy",), "ring")
+    message = problem(tally_scenario(kind=f"{PLUGIN}:Tally") | {"walk": {"kind": "idael"}})
+    assert "walk.kind: unknown value 'idael' (did you mean 'ideal'?)" in message
