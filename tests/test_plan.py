@@ -203,3 +203,40 @@ def test_a_section_with_a_uses_key_of_its_own_keeps_it():
     mi_ogd = {"learner": 0, "rounds": 10, "uses": 2, "mechanism": "l1", "epsilon": 1.0, "eta": 0.05}
     planned = scenario(mi_ogd=mi_ogd)
     assert planned.mi_ogd.uses == 2 and planned.wiring == {}
+
+
+class _Probe(NetworkProtocol):
+    """Records the context it is built with."""
+
+    requires: ClassVar[dict[str, str]] = {"gossip": "to see what it is wired to"}
+    contexts: ClassVar[list[BuildContext]] = []
+
+    def __init__(self, config: ComponentConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        _Probe.contexts.append(ctx)
+
+    def start(self) -> None:
+        return None
+
+
+def test_a_context_holds_only_the_instances_it_is_wired_to():
+    wired = scenario(
+        gossip={"period": "1s"},
+        walk={"kind": "service", "transfer_time": "1s", "timeout": "10s"},
+        components={"probe": {"kind": f"{__name__}:_Probe"}},
+    )
+    _Probe.contexts.clear()
+    built, _ = run_in_memory(wired)
+    (ctx,) = _Probe.contexts
+    assert ctx.require("gossip") is built.components["gossip"]
+    assert ctx.find("walk") is None  # not one of its roles
+    assert not hasattr(ctx, "built")  # the instances built so far are not handed over
+    held = [
+        item
+        for value in vars(ctx).values()
+        if isinstance(value, dict)
+        for item in value.values()
+        if isinstance(item, Component)
+    ]
+    # its roles: gossip and its transport (links); not the walk, its agent, the sampler
+    assert {id(item) for item in held} == {id(built.components[k]) for k in ("gossip", "links")}

@@ -201,7 +201,7 @@ def test_the_registry_answers_an_unknown_name_or_slot_with_the_nearest():
     )
     with pytest.raises(ComponentError, match=r"unknown slot 'wlak' \(did you mean 'walk'"):
         REGISTRY.names("wlak")
-    with pytest.raises(ComponentError, match="unknown slot 'topolgy'.*; the slots: topology,"):
+    with pytest.raises(ComponentError, match=r"unknown slot 'topolgy'.*; the slots: topology,"):
         REGISTRY.lookup(("topolgy",), "ring")
     message = problem(tally_scenario(kind=f"{PLUGIN}:Tally") | {"walk": {"kind": "idael"}})
     assert "walk.kind: unknown value 'idael' (did you mean 'ideal'?)" in message
