@@ -66,6 +66,12 @@ class ComponentError(NetsimError):
     reference that does not import, or a class that does not implement its interface."""
 
 
+class SectionError(ComponentError):
+    """Declarations of scenario sections that cannot all hold (:mod:`netsim.sections`): one
+    key declared by two classes, an ``after`` naming no section, sections each after
+    another."""
+
+
 class PluginFailure(ComponentError):
     """A component that is not netsim's own raised while its run was built or ran. The message
     names the component's scenario key and class and the exception; that exception is the

@@ -18,14 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from netsim.errors import ComponentError, did_you_mean
+from netsim.errors import SectionError, did_you_mean
 
-__all__ = ["Section", "SectionError", "section_order"]
-
-
-class SectionError(ComponentError):
-    """Two declarations of scenario sections cannot both hold: one key declared by two
-    classes, an ``after`` naming no section, or sections each after another."""
+__all__ = ["Declared", "Section", "SectionError", "section_order"]
 
 
 @dataclass(frozen=True)
