@@ -89,7 +89,7 @@ BUILTIN: tuple[str, ...] = (
 #: Built-in classes that hold a scenario section but fill no slot a plugin could fill: the
 #: ``learning`` section, the training problem (data, model, privacy budget) that walk agents
 #: and gossip learning share, and the ``privacy`` section, the threat model. Each declares its
-#: :class:`~netsim.component.Section`.
+#: :class:`~netsim.sections.Section`.
 SECTION_ONLY: tuple[str, ...] = (
     "netsim.learning.sgd_agent:SGDAgent",
     "netsim.privacy.threat:ThreatModel",

@@ -3,9 +3,10 @@ names of its tables — computed once, when the scenario is validated (:func:`pl
 and read by the build, the runner, the manifest and the table declarations
 (:attr:`Scenario.plan <netsim.scenario.schema.Scenario.plan>`).
 
-A scenario's top-level sections are shorthands: each is one instance of the built-in class
-that declares it (:class:`~netsim.component.Section`, collected by
-:meth:`netsim.registry.Registry.sections`), named after its section; ``components`` adds
+A scenario's top-level sections are shorthands: each is one instance of the class that
+declares it (:class:`~netsim.sections.Section`, a built-in's or a plug-in's, collected by
+:meth:`netsim.registry.Registry.sections`; the scenario's own set is its
+``declared_sections``), named after its section; ``components`` adds
 instances of any kind under names of their own. Each role an instance fills (its
 ``requires``, its ``optional``, and ``transport``) resolves to the instance its ``uses`` names,
 else to the section of the role's name; the instances are built in a stable topological order
