@@ -3,7 +3,7 @@ specifications a component declares (:class:`FigureSpec`, :class:`Curve`, :class
 and :class:`Component` itself, with the table of slots (:data:`SLOTS`) the interfaces of
 :mod:`netsim.contracts` fill. What a component is built with (:class:`BuildContext`) is
 :mod:`netsim.context`; the scenario sections a class declares (:class:`Section`) and their
-order are :mod:`netsim.sections`.
+order are :mod:`netsim.component_sections`.
 
 This is netsim's contract layer (``docs/architecture.md``): it imports only the foundation and
 those two modules, so :mod:`netsim.registry` can build on it and :mod:`netsim.contracts` on
@@ -20,16 +20,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from pydantic import ConfigDict
 
-from netsim.context import (
-    BuildContext,
-    ChurnProgress,
-    MetricsConfig,
-    OnlineStates,
-    Overlay,
-)
+from netsim.component_sections import Section as Section
+
+# the build context's names, importable from here as before (documented in netsim.context)
+from netsim.context import BuildContext as BuildContext
+from netsim.context import ChurnProgress as ChurnProgress
+from netsim.context import MetricsConfig as MetricsConfig
+from netsim.context import OnlineSchedule as OnlineSchedule
+from netsim.context import OnlineStates as OnlineStates
+from netsim.context import Overlay as Overlay
 from netsim.fields import CheckedModel
 from netsim.log import TableSchema
-from netsim.sections import Section
 
 #: A class that leaves :attr:`Component.round_form` to its methods.
 _UNDECLARED = object()
@@ -41,17 +42,11 @@ __all__ = [
     "ROUND_FORMS",
     "SLOTS",
     "Baseline",
-    "BuildContext",
-    "ChurnProgress",
     "Component",
     "ComponentConfig",
     "Curve",
     "FigureSpec",
-    "MetricsConfig",
-    "OnlineStates",
-    "Overlay",
     "PrivacyReport",
-    "Section",
     "round_form",
 ]
 
@@ -197,7 +192,7 @@ class Component(ABC):  # noqa: B024  (the interfaces below declare the abstract 
     Config: ClassVar[type[ComponentConfig]] = ComponentConfig
     #: Every table the component writes.
     tables: ClassVar[tuple[TableSchema, ...]] = ()
-    #: The scenario section this class is the shorthand of (:mod:`netsim.sections`; a
+    #: The scenario section this class is the shorthand of (:mod:`netsim.component_sections`; a
     #: built-in's, or an installed plug-in's), inherited by the classes of an interface that
     #: declares one.
     section: ClassVar[Section | None] = None

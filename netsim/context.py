@@ -3,9 +3,9 @@ random streams and tables, and the instances it is wired to, nothing else of the
 the ``metrics`` section's config, and the protocols of the building blocks' objects it reads
 (:class:`Overlay`, :class:`OnlineStates`, :class:`OnlineSchedule`, :class:`ChurnProgress`).
 
-The bottom of the contract layer with :mod:`netsim.sections` (``docs/architecture.md``): it
-imports only the foundation. Import these names from :mod:`netsim.contracts` (or, in a
-plugin, :mod:`netsim.api`).
+The bottom of the contract layer with :mod:`netsim.component_sections`
+(``docs/architecture.md``): it imports only the foundation. Import these names from
+:mod:`netsim.contracts` (or, in a plugin, :mod:`netsim.api`).
 """
 
 from __future__ import annotations

@@ -67,9 +67,9 @@ class ComponentError(NetsimError):
 
 
 class SectionError(ComponentError):
-    """Declarations of scenario sections that cannot all hold (:mod:`netsim.sections`): one
-    key declared by two classes, an ``after`` naming no section, sections each after
-    another."""
+    """Declarations of scenario sections that cannot all hold
+    (:mod:`netsim.component_sections`): one key declared by two classes, an ``after`` naming
+    no section, sections each after another."""
 
 
 class PluginFailure(ComponentError):

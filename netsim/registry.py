@@ -31,8 +31,8 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from netsim.component import SLOTS, Component, ComponentConfig
+from netsim.component_sections import Declared, Section, section_order
 from netsim.errors import ComponentError, did_you_mean
-from netsim.sections import Declared, Section, section_order
 
 ENTRY_POINT_GROUP = "netsim.components"
 
@@ -89,7 +89,7 @@ BUILTIN: tuple[str, ...] = (
 #: Built-in classes that hold a scenario section but fill no slot a plugin could fill: the
 #: ``learning`` section, the training problem (data, model, privacy budget) that walk agents
 #: and gossip learning share, and the ``privacy`` section, the threat model. Each declares its
-#: :class:`~netsim.sections.Section`.
+#: :class:`~netsim.component_sections.Section`.
 SECTION_ONLY: tuple[str, ...] = (
     "netsim.learning.sgd_agent:SGDAgent",
     "netsim.privacy.threat:ThreatModel",
@@ -382,12 +382,13 @@ class Registry:
     def sections(
         self, references: Iterable[str] = (), *, plugins: bool = True
     ) -> dict[str, SectionEntry]:
-        """The scenario sections, by key, in build order (:func:`netsim.sections.section_order`):
-        those the built-in classes declare, with ``plugins`` those of the installed components
-        (entry points), and those of the classes ``references`` names (``module:Class``: a
-        section a scenario names by its ``kind``). What the schema assembles its top-level keys
-        from and the planner builds in that order. :class:`~netsim.sections.SectionError` names
-        the declarations that clash (one key twice, an ``after`` naming no section, a circle)."""
+        """The scenario sections, by key, in build order
+        (:func:`netsim.component_sections.section_order`): those the built-in classes declare,
+        with ``plugins`` those of the installed components (entry points), and those of the
+        classes ``references`` names (``module:Class``: a section a scenario names by its
+        ``kind``). What the schema assembles its top-level keys from and the planner builds in
+        that order. :class:`~netsim.errors.SectionError` names the declarations that clash
+        (one key twice, an ``after`` naming no section, a circle)."""
         wanted = (plugins, tuple(dict.fromkeys(references)))
         found = self._sections.get(wanted)
         if found is None:

@@ -60,7 +60,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "contracts",
         (
             "netsim.context",
-            "netsim.sections",
+            "netsim.component_sections",
             "netsim.component",
             "netsim.registry",
             "netsim.contracts",

@@ -1,7 +1,7 @@
 """Scenario sections open to plug-ins: a section ordered by the names it comes after, a
 plug-in's section used from YAML when it is installed (an entry point) and when the scenario
 names its class (``tally: {kind: package.module:Class}``), and the clashes between
-declarations refused by name in one message (``netsim/sections.py``)."""
+declarations refused by name in one message (``netsim/component_sections.py``)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 import netsim
+from netsim.component_sections import Declared, Section, SectionError, section_order
 from netsim.errors import ScenarioError, nearest_names
 from netsim.registry import BUILTIN, REGISTRY, Registry
 from netsim.scenario.loader import scenario_to_data, validate_scenario
-from netsim.sections import Declared, Section, SectionError, section_order
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = "tests.section_plugin"

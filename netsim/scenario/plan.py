@@ -4,7 +4,7 @@ and read by the build, the runner, the manifest and the table declarations
 (:attr:`Scenario.plan <netsim.scenario.schema.Scenario.plan>`).
 
 A scenario's top-level sections are shorthands: each is one instance of the class that
-declares it (:class:`~netsim.sections.Section`, a built-in's or a plug-in's, collected by
+declares it (:class:`~netsim.component_sections.Section`, a built-in's or a plug-in's, collected by
 :meth:`netsim.registry.Registry.sections`; the scenario's own set is its
 ``declared_sections``), named after its section; ``components`` adds
 instances of any kind under names of their own. Each role an instance fills (its

@@ -2,7 +2,7 @@
 
 The core keys (``name``, ``description``, ``seed``, ``nodes``, ``duration``, ``components``,
 ``metrics``) are defined here; every other top-level key is a section a component declares
-(:class:`~netsim.sections.Section`: a built-in's, an installed plug-in's, or the section a
+(:class:`~netsim.component_sections.Section`: a built-in's, an installed plug-in's, or the section a
 scenario names by ``kind: package.module:Class``; collected by
 :meth:`netsim.registry.Registry.sections`, so a scenario is validated by the model of its own
 sections, :func:`scenario_model`) and is validated by that component's config model,
