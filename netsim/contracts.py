@@ -165,7 +165,7 @@ class TopologyBuilder(Component):
 
     slot = "topology"
     slot_title = "topology"
-    section = Section("topology", 0, by_kind="always", required=True)
+    section = Section("topology", by_kind="always", required=True)
     #: Whether the topology can be built on a single node.
     single_node_ok: ClassVar[bool] = False
 
@@ -277,7 +277,7 @@ class Walk(Component):
 
     slot = "walk"
     slot_title = "walk"
-    section = Section("walk", 60, by_kind="always")
+    section = Section("walk", after=("gossip", "learning"), by_kind="always")
     Config: ClassVar[type[ComponentConfig]] = WalkConfig
 
 

@@ -11,6 +11,28 @@ import difflib
 from collections.abc import Iterable
 
 
+def nearest_names(name: str, allowed: Iterable[str]) -> list[str]:
+    """The names of ``allowed`` closest to the unknown ``name``, best first (at most three;
+    none when nothing is close), for an error's "did you mean …?" (difflib's ratio ≥ 0.6).
+    Compared case-insensitively, so ``Dola`` finds ``dola``."""
+    names = list(dict.fromkeys(allowed))
+    by_folded = {candidate.lower(): candidate for candidate in reversed(names)}
+    close = difflib.get_close_matches(name.lower(), list(by_folded), n=3, cutoff=0.6)
+    return [by_folded[folded] for folded in close]
+
+
+def did_you_mean(name: str, allowed: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` or ``" (did you mean 'x' or 'y'?)"`` naming the
+    :func:`nearest_names` of ``name``, or ``""`` when none is close: for the end of a message
+    that still lists every allowed name."""
+    near = nearest_names(name, allowed)
+    if not near:
+        return ""
+    quoted = [repr(n) for n in near]
+    alternatives = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return f" (did you mean {alternatives}?)"
+
+
 class NetsimError(Exception):
     """Base class of every error netsim raises on purpose."""
 
@@ -42,6 +64,12 @@ class SweepError(NetsimError):
 class ComponentError(NetsimError):
     """A component named in a scenario cannot be used: unknown name, a ``module:Class``
     reference that does not import, or a class that does not implement its interface."""
+
+
+class SectionError(ComponentError):
+    """Declarations of scenario sections that cannot all hold
+    (:mod:`netsim.component_sections`): one key declared by two classes, an ``after`` naming
+    no section, sections each after another."""
 
 
 class PluginFailure(ComponentError):
@@ -104,19 +132,3 @@ class MiOgdConfigError(ScenarioError):
 
 class ReportError(NetsimError):
     """A report asked for what it cannot draw (an unknown x axis of the comparison figure)."""
-
-
-def nearest_names(name: str, allowed: Iterable[str]) -> list[str]:
-    """The (at most three) names of ``allowed`` closest to ``name``, best first, for a "did
-    you mean" in an error message (:func:`difflib.get_close_matches`, cutoff 0.6); empty when
-    none is close."""
-    return difflib.get_close_matches(name, list(allowed), n=3, cutoff=0.6)
-
-
-def did_you_mean(name: str, allowed: Iterable[str]) -> str:
-    """`` (did you mean 'a' or 'b'?)`` for the :func:`nearest_names` of ``name``, to append to
-    a message naming ``name``; empty when none is close."""
-    near = nearest_names(name, allowed)
-    if not near:
-        return ""
-    return f" (did you mean {' or '.join(repr(n) for n in near)}?)"

@@ -30,8 +30,9 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from netsim.component import SLOTS, Component, ComponentConfig, Section
-from netsim.errors import ComponentError
+from netsim.component import SLOTS, Component, ComponentConfig
+from netsim.component_sections import Declared, Section, section_order
+from netsim.errors import ComponentError, did_you_mean
 
 ENTRY_POINT_GROUP = "netsim.components"
 
@@ -88,7 +89,7 @@ BUILTIN: tuple[str, ...] = (
 #: Built-in classes that hold a scenario section but fill no slot a plugin could fill: the
 #: ``learning`` section, the training problem (data, model, privacy budget) that walk agents
 #: and gossip learning share, and the ``privacy`` section, the threat model. Each declares its
-#: :class:`~netsim.component.Section`.
+#: :class:`~netsim.component_sections.Section`.
 SECTION_ONLY: tuple[str, ...] = (
     "netsim.learning.sgd_agent:SGDAgent",
     "netsim.privacy.threat:ThreatModel",
@@ -219,13 +220,15 @@ def _rebuild_with_kind(config: type[ComponentConfig], name: str) -> ComponentCon
 
 @dataclass(frozen=True)
 class SectionEntry:
-    """A scenario section and the built-in class that declares it: the section takes that
-    class's config (``by_kind`` ``never`` or ``optional``) or names a component of ``slot`` by
-    ``kind``; ``slot`` is empty for a class of :data:`SECTION_ONLY`."""
+    """A scenario section and the class that declares it: the section takes that class's
+    config (``by_kind`` ``never`` or ``optional``) or names a component of ``slot`` by
+    ``kind``; ``slot`` is empty for a class of :data:`SECTION_ONLY`. ``builtin`` is false for
+    a plug-in's section (installed, or named in a scenario by ``kind: module:Class``)."""
 
     section: Section
     cls: type[Component]
     slot: str
+    builtin: bool = True
 
     @property
     def key(self) -> str:
@@ -238,13 +241,27 @@ def _declaring_class(cls: type[Component]) -> type[Component]:
     return next(c for c in cls.__mro__ if "section" in vars(c))
 
 
+def _check_slots(slots: Iterable[str]) -> None:
+    """:class:`ComponentError` for a slot that is not one of :data:`SLOT_NAMES`."""
+    for slot in slots:
+        if slot not in SLOT_NAMES:
+            raise ComponentError(
+                f"unknown slot {slot!r}{did_you_mean(slot, SLOT_NAMES)}; the slots: "
+                f"{', '.join(SLOT_NAMES)}"
+            )
+
+
+def _reference(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
 class Registry:
     """Component names by slot, loaded lazily from :data:`BUILTIN` and the entry points."""
 
     def __init__(self, builtin: Iterable[str] = BUILTIN, *, entry_point_group: str | None =
                  ENTRY_POINT_GROUP) -> None:  # fmt: skip
         self._builtin = tuple(parse_entry(line)[1] for line in builtin)
-        self._sections: dict[str, SectionEntry] | None = None
+        self._sections: dict[tuple[bool, tuple[str, ...]], dict[str, SectionEntry]] = {}
         self._pending: list[_Entry] = [
             _Entry(*parse_entry(line), origin="netsim") for line in builtin
         ]
@@ -293,6 +310,7 @@ class Registry:
         process, or a test put one on ``sys.path``); names already registered stay."""
         self._entry_points_read = self._group is None
         self._failed.clear()
+        self._sections.clear()
 
     def _load_all(self) -> None:
         if not self._entry_points_read:
@@ -310,6 +328,7 @@ class Registry:
 
     def names(self, slot: str) -> tuple[str, ...]:
         """The registered names of ``slot``, in registration order."""
+        _check_slots((slot,))
         self._load_all()
         return tuple(self._by_slot[slot])
 
@@ -318,6 +337,7 @@ class Registry:
         """The class and config model of ``kind`` in one of ``slots``; a ``module:Class``
         reference is imported and registered under itself. :class:`ComponentError` says what
         is wrong and lists the names that are allowed."""
+        _check_slots(slots)
         self._load_all()
         for slot in slots:
             clash = self._clashes.get((slot, kind))
@@ -345,32 +365,50 @@ class Registry:
         failed = self._failed.get(kind)
         if failed is not None:
             raise ComponentError(f"{kind!r} is registered but cannot be loaded: {failed.error}")
-        allowed = ", ".join(repr(name) for slot in slots for name in self._by_slot[slot])
+        names = [name for slot in slots for name in self._by_slot[slot]]
+        allowed = ", ".join(repr(name) for name in names)
         raise ComponentError(
-            f"unknown value {kind!r}; allowed values: {allowed}, or a class as package.module:Class"
+            f"unknown value {kind!r}{did_you_mean(kind, names)}; allowed values: {allowed}, or "
+            "a class as package.module:Class"
         )
 
-    def sections(self) -> dict[str, SectionEntry]:
-        """The scenario sections the built-in classes declare, by key, in build ``order``
-        (:class:`~netsim.component.Section`): what the schema assembles its top-level keys from
-        and the planner builds in that order. Installed packages add no section (their
-        components are entries of ``components``)."""
-        if self._sections is None:
-            found: dict[str, SectionEntry] = {}
-            for reference in (*self._builtin, *SECTION_ONLY):
-                cls = import_reference(reference)
+    def sections(
+        self, references: Iterable[str] = (), *, plugins: bool = True
+    ) -> dict[str, SectionEntry]:
+        """The scenario sections, by key, in build order
+        (:func:`netsim.component_sections.section_order`): those the built-in classes declare,
+        with ``plugins`` those of the installed components (entry points), and those of the
+        classes ``references`` names (``module:Class``: a section a scenario names by its
+        ``kind``). What the schema assembles its top-level keys from and the planner builds in
+        that order. :class:`~netsim.errors.SectionError` names the declarations that clash
+        (one key twice, an ``after`` naming no section, a circle)."""
+        wanted = (plugins, tuple(dict.fromkeys(references)))
+        found = self._sections.get(wanted)
+        if found is None:
+            classes = [import_reference(ref) for ref in (*self._builtin, *SECTION_ONLY)]
+            builtin = len(classes)
+            if plugins:
+                self._load_all()
+                classes += [
+                    entry.cls
+                    for names in self._by_slot.values()
+                    for entry in names.values()
+                    if entry.origin not in ("netsim", "scenario") and entry.cls is not None
+                ]
+            classes += [self.lookup(tuple(SLOT_NAMES), ref)[0] for ref in wanted[1]]
+            entries: dict[type[Component], SectionEntry] = {}
+            for index, cls in enumerate(classes):
                 section = getattr(cls, "section", None)
                 if section is None:
                     continue
-                entry = SectionEntry(section, _declaring_class(cls), cls.slot)
-                other = found.setdefault(section.key, entry)
-                if other.section is not section:
-                    raise ComponentError(
-                        f"two built-in classes declare the section {section.key!r}: "
-                        f"{other.cls.__qualname__} and {entry.cls.__qualname__}"
-                    )
-            self._sections = dict(sorted(found.items(), key=lambda item: item[1].section.order))
-        return self._sections
+                owner = _declaring_class(cls)
+                is_builtin = index < builtin or owner.__module__.startswith("netsim.")
+                entries.setdefault(owner, SectionEntry(section, owner, owner.slot, is_builtin))
+            by_owner = {_reference(owner): entry for owner, entry in entries.items()}
+            ordered = section_order([Declared(entry.section, by) for by, entry in by_owner.items()])
+            found = {item.section.key: by_owner[item.by] for item in ordered}
+            self._sections[wanted] = found
+        return found
 
     def entries(self) -> list[tuple[str, str, str, str]]:
         """(slot, name, reference, origin) of every registered component, for listings."""
@@ -452,6 +490,38 @@ def section_field(slot: str, default: type[ComponentConfig]) -> Any:
     return Annotated[
         Any, PlainValidator(validate), WithJsonSchema({"type": "object"}), SectionDefault(default)
     ]
+
+
+def own_section_field(entry: SectionEntry) -> Any:
+    """The annotation of a plug-in's section read by its own config (``by_kind`` ``never``):
+    a mapping of its keys, which may name the declaring class by ``kind`` (its registered
+    name or ``package.module:Class``: how a scenario uses a plug-in that is not installed)."""
+    owner = entry.cls
+
+    def validate(value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, dict) or "kind" not in value:
+            return owner.Config.model_validate(value, context=info.context)
+        kind = value["kind"]
+        if not isinstance(kind, str):
+            raise _kind_error("unknown_kind", "kind must be a name", ("kind",), kind)
+        try:
+            cls, config = REGISTRY.lookup((owner.slot,), kind)
+        except ComponentError as exc:
+            raise _kind_error("unknown_kind", str(exc), ("kind",), kind) from None
+        if cls is not owner:
+            raise _kind_error(
+                "unknown_kind",
+                f"the {entry.key} section is {_reference(owner)}'s; its kind names that class "
+                f"(or leave kind out), not {kind!r}",
+                ("kind",),
+                kind,
+            )
+        return config.model_validate(value, context=info.context)
+
+    return Annotated[
+        Any, PlainValidator(validate), WithJsonSchema({"type": "object"}),
+        SectionDefault(owner.Config),
+    ]  # fmt: skip
 
 
 def component_name(*slots: str, also: tuple[str, ...] = ()) -> Any:

@@ -151,7 +151,7 @@ SCENARIO_CASES = [
         BASE + "nodez: 5\n",
         [
             ": invalid scenario:\n",
-            f"  - nodez: unknown key; allowed keys here: {TOP_LEVEL_KEYS}",
+            f"  - nodez: unknown key (did you mean 'nodes'?); allowed keys here: {TOP_LEVEL_KEYS}",
         ],
         id="unknown-top-level-key",
     ),

@@ -150,7 +150,8 @@ def test_an_unknown_kind_lists_the_registered_names(example_paths, tmp_path):
     with pytest.raises(ScenarioError) as error:
         netsim.run(averaging(kind="push_some"))
     message = str(error.value)
-    assert "components.avg.kind: unknown value 'push_some'; allowed values: " in message
+    assert "components.avg.kind: unknown value 'push_some' (did you mean 'push_sum'" in message
+    assert "?); allowed values: " in message
     assert "'broadcast'" in message and "'push_sum'" in message
 
 

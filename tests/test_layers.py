@@ -56,7 +56,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "netsim.installation",
         ),
     ),
-    ("contracts", ("netsim.component", "netsim.registry", "netsim.contracts")),
+    (
+        "contracts",
+        (
+            "netsim.context",
+            "netsim.component_sections",
+            "netsim.component",
+            "netsim.registry",
+            "netsim.contracts",
+        ),
+    ),
     # The building blocks in order: traces below the network, privacy below learning (which
     # holds the losses and their gradients' sensitivity, and the shared model state).
     ("traces and privacy", ("netsim.traces", "netsim.privacy")),

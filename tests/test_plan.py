@@ -52,23 +52,23 @@ def test_the_top_level_keys_are_the_core_keys_and_the_declared_sections():
     ]  # fmt: skip
     core = ["name", "description", "seed", "nodes", "duration"]
     assert list(Scenario.model_fields) == [*core, *sections, "components", "metrics"]
-    orders = [entry.section.order for entry in REGISTRY.sections().values()]
-    assert orders == sorted(orders)
+    for key, entry in REGISTRY.sections().items():  # each after what it names
+        assert all(sections.index(name) < sections.index(key) for name in entry.section.after)
 
 
 class _FirstLinks(Component):
-    section = Section("links", 10)
+    section = Section("links")
 
 
 class _SecondLinks(Component):
-    section = Section("links", 11)
+    section = Section("links")
 
 
 def test_two_built_ins_declaring_one_section_is_an_error():
     registry = Registry(
         (f"a = {__name__}:_FirstLinks", f"b = {__name__}:_SecondLinks"), entry_point_group=None
     )
-    with pytest.raises(ComponentError, match="two built-in classes declare the section 'links'"):
+    with pytest.raises(ComponentError, match="the section 'links' is declared by both"):
         registry.sections()
 
 
@@ -203,3 +203,40 @@ def test_a_section_with_a_uses_key_of_its_own_keeps_it():
     mi_ogd = {"learner": 0, "rounds": 10, "uses": 2, "mechanism": "l1", "epsilon": 1.0, "eta": 0.05}
     planned = scenario(mi_ogd=mi_ogd)
     assert planned.mi_ogd.uses == 2 and planned.wiring == {}
+
+
+class _Probe(NetworkProtocol):
+    """Records the context it is built with."""
+
+    requires: ClassVar[dict[str, str]] = {"gossip": "to see what it is wired to"}
+    contexts: ClassVar[list[BuildContext]] = []
+
+    def __init__(self, config: ComponentConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        _Probe.contexts.append(ctx)
+
+    def start(self) -> None:
+        return None
+
+
+def test_a_context_holds_only_the_instances_it_is_wired_to():
+    wired = scenario(
+        gossip={"period": "1s"},
+        walk={"kind": "service", "transfer_time": "1s", "timeout": "10s"},
+        components={"probe": {"kind": f"{__name__}:_Probe"}},
+    )
+    _Probe.contexts.clear()
+    built, _ = run_in_memory(wired)
+    (ctx,) = _Probe.contexts
+    assert ctx.require("gossip") is built.components["gossip"]
+    assert ctx.find("walk") is None  # not one of its roles
+    assert not hasattr(ctx, "built")  # the instances built so far are not handed over
+    held = [
+        item
+        for value in vars(ctx).values()
+        if isinstance(value, dict)
+        for item in value.values()
+        if isinstance(item, Component)
+    ]
+    # its roles: gossip and its transport (links); not the walk, its agent, the sampler
+    assert {id(item) for item in held} == {id(built.components[k]) for k in ("gossip", "links")}

@@ -1,8 +1,9 @@
 """netsim's code stays in pieces a reader can hold: no class of ``netsim/`` over
 :data:`MAX_CLASS_LINES` lines and no function over :data:`MAX_FUNCTION_LINES` lines, except
-compiled kernels (numba's ``@njit`` functions: a kernel is one loop the compiler sees whole,
-``docs/architecture.md``, principle 4), and no module but ``netsim/sim.py`` touches SimPy's
-private fields. Run it as a script for the figures::
+compiled kernels (numba's ``@njit`` functions, and those of a module's own decorator that
+compiles with numba, such as the exact core's ``@kernel``: a kernel is one loop the compiler
+sees whole, ``docs/architecture.md``, principle 4), and no module but ``netsim/sim.py``
+touches SimPy's private fields. Run it as a script for the figures::
 
     python -m tests.test_structure      # the largest classes and functions, SimPy's fields
 """
@@ -24,30 +25,51 @@ SIMPY_PRIVATE = re.compile(r"\benv\._(queue|eid|now)\b|\._env\._(queue|eid|now)\
 SIMPY_SEAM = PACKAGE / "sim.py"
 
 
-def _compiled(node: ast.AST) -> bool:
-    """A numba kernel: decorated with ``njit``/``jit`` in any spelling."""
+NUMBA = re.compile(r"\b(njit|jit)\b")
+
+
+def compiling_decorators(tree: ast.Module) -> set[str]:
+    """The module's own decorators that compile what they decorate: its top-level functions
+    that call numba's ``njit``/``jit`` on their argument (``netsim.protocols.exact_core``'s
+    ``kernel``)."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.args.args:
+            calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+            if any(NUMBA.search(ast.unparse(call.func)) for call in calls):
+                found.add(node.name)
+    return found
+
+
+def _compiled(node: ast.AST, compilers: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """A numba kernel: decorated with ``njit``/``jit`` in any spelling, or with one of the
+    module's ``compilers`` (:func:`compiling_decorators`)."""
     decorators = getattr(node, "decorator_list", [])
-    return any(re.search(r"\b(njit|jit)\b", ast.unparse(d)) for d in decorators)
+    names = {ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in decorators}
+    return bool(names & compilers) or any(NUMBA.search(ast.unparse(d)) for d in decorators)
 
 
 def definitions(package: Path = PACKAGE) -> Iterator[tuple[str, str, int, bool]]:
     """(kind, ``path:qualified name``, lines, compiled) of every class and function."""
 
-    def visit(node: ast.AST, path: str, prefix: str, compiled: bool) -> Iterator[tuple]:
+    def visit(
+        node: ast.AST, path: str, prefix: str, compiled: bool, compilers: set[str]
+    ) -> Iterator[tuple]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
                 name = f"{prefix}{child.name}"
-                inner = compiled or _compiled(child)
+                inner = compiled or _compiled(child, compilers)
                 kind = "class" if isinstance(child, ast.ClassDef) else "function"
                 lines = child.end_lineno - child.lineno + 1  # type: ignore[operator]
                 yield kind, f"{path}:{name}", lines, inner
-                yield from visit(child, path, f"{name}.", inner)
+                yield from visit(child, path, f"{name}.", inner, compilers)
             else:
-                yield from visit(child, path, prefix, compiled)
+                yield from visit(child, path, prefix, compiled, compilers)
 
     for path in sorted(package.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        yield from visit(tree, str(path.relative_to(package.parent)), "", False)
+        where = str(path.relative_to(package.parent))
+        yield from visit(tree, where, "", False, compiling_decorators(tree))
 
 
 def too_long(package: Path = PACKAGE) -> list[str]:
@@ -82,7 +104,9 @@ def test_only_the_seam_touches_simpys_private_fields():
 
 
 def test_the_checks_see_what_they_name(tmp_path):
-    """The checks themselves: a long function, a long kernel, a private field."""
+    """The checks themselves: a long function, a long kernel, a long function of a module's
+    own compiling decorator, a long function of a decorator that compiles nothing, a private
+    field."""
     package = tmp_path / "netsim"
     package.mkdir()
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
@@ -90,8 +114,15 @@ def test_the_checks_see_what_they_name(tmp_path):
         f"from numba import njit\n\ndef long():\n{body}\n\n@njit(cache=True)\n"
         f"def kernel():\n{body}\n\ndef peek(env):\n    return env._now\n"
     )
+    (package / "b.py").write_text(
+        "from numba import njit\n\ndef compiled(f):\n    return njit(cache=True)(f)\n\n"
+        "def logged(f):\n    return f\n\n"
+        f"@compiled\ndef fast():\n{body}\n\n@logged\ndef slow():\n{body}\n"
+    )
+    limit = MAX_FUNCTION_LINES
     assert too_long(package) == [
-        f"function netsim/a.py:long: {MAX_FUNCTION_LINES + 1} lines (at most {MAX_FUNCTION_LINES})"
+        f"function netsim/b.py:slow: {limit + 1} lines (at most {limit})",
+        f"function netsim/a.py:long: {limit + 1} lines (at most {limit})",
     ]
     line = 2 * MAX_FUNCTION_LINES + 9  # the last line of the file
     assert simpy_private_uses(package) == [f"netsim/a.py:{line}: return env._now"]

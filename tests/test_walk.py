@@ -543,3 +543,24 @@ def test_an_ideal_walk_along_the_topology_moves_by_its_transition_law(sampling, 
             continue
         expected = law[u, possible] * counts[u].sum()
         assert stats.chisquare(counts[u, possible], expected).pvalue > 1e-4
+
+
+def test_the_service_is_a_full_component_with_its_config():
+    """Built from a scenario, the service keeps the walk section's config and its context;
+    made in code, it gets the config of its arguments (with the variant's rules)."""
+    scenario = validate_scenario(
+        {
+            "name": "walk-config", "seed": 1, "nodes": 10, "duration": 20.0,
+            "topology": {"kind": "ring", "k": 2}, "gossip": {"period": 1.0},
+            "walk": {"kind": "service", "transfer_time": 1.0, "timeout": 10.0},
+        },
+        source="test", base_dir=None,
+    )  # fmt: skip
+    built, _ = run_in_memory(scenario)
+    service = built.components["walk"]
+    assert service.config is scenario.walk and service.ctx.key == "walk"
+    _, made = harness(timeout=DELTA, transfer=1.0, kill=0.25, variant=AUTHORS_RULE)
+    assert (made.config.timeout, made.config.transfer_time) == (DELTA, 1.0)
+    assert made.config.kill_probability == 0.25 and made.config.start == 1e12
+    assert made.config.variant(0.5) == AUTHORS_RULE
+    assert made.ctx is None

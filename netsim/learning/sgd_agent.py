@@ -337,7 +337,7 @@ class SGDAgent(Component):
     :class:`PrivateSGD`; test accuracy is sampled every ``evaluate_every`` visits of a model."""
 
     Config = LearningConfig
-    section = Section("learning", 30)
+    section = Section("learning", after=("privacy",))
     tables = (
         VISITS_TABLE, ACCURACY_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE,
         PRIVACY_PAIRS_TABLE, PRIVACY_SUMMARY_TABLE, LINEAGE_TABLE, VIEWS_TABLE, AUDIT_TABLE,

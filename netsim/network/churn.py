@@ -271,7 +271,7 @@ class AlwaysOn(ChurnModel):
     class Config(ComponentConfig):
         kind: Literal["always_on"] = "always_on"
 
-    section = Section("churn", 20, by_kind="always", present_by_default=True)
+    section = Section("churn", after=("links",), by_kind="always", present_by_default=True)
 
     def schedule(self, nodes: int, horizon: float) -> ChurnSchedule:
         return always_on(nodes)

@@ -507,7 +507,7 @@ class Network(Transport):
     ``<key>.failure`` (``links.*`` for the ``links`` section)."""
 
     Config = LinksConfig
-    section = Section("links", 10, by_kind="optional", present_by_default=True)
+    section = Section("links", after=("topology",), by_kind="optional", present_by_default=True)
     tables = (LOSS_TABLE,)
 
     def __init__(

@@ -233,7 +233,7 @@ class ThreatModel(Component):
     Muffliato's averaging)."""
 
     Config = ThreatModelConfig
-    section = Section("privacy", 25)
+    section = Section("privacy", after=("churn",))
 
     def __init__(self, config: ThreatModelConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)

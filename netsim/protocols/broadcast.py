@@ -397,7 +397,7 @@ class Broadcast(GossipApplication):
     """The broadcast application of push-pull gossip (exact and round mode)."""
 
     Config = BroadcastConfig
-    section = Section("broadcast", 50)
+    section = Section("broadcast", after=("gossip",))
     figures = (BROADCAST_FIGURE,)
     requires = {"gossip": "it spreads updates by gossip"}  # noqa: RUF012
     #: In rounds a compiled kernel does the round's exchanges (round_exchange, round_tick).

@@ -112,7 +112,7 @@ class PushPullEngine(GossipEngine):
     """
 
     Config = GossipConfig
-    section = Section("gossip", 40, by_kind="optional")
+    section = Section("gossip", after=("links", "learning"), by_kind="optional")
     #: Whether the engine runs in rounds (its applications then get round calls, and a walk
     #: evaluates its timeouts once per round).
     round_based: ClassVar[bool] = False

@@ -14,10 +14,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from netsim import files
-from netsim.errors import NetsimError, ScenarioError
+from netsim.errors import ComponentError, NetsimError, ScenarioError, did_you_mean
 from netsim.fields import BOOLEAN_FOR_NUMBER
 from netsim.registry import REGISTRY, SLOT_NAMES, SectionDefault
-from netsim.scenario.schema import Scenario
+from netsim.scenario.schema import Scenario, scenario_model
 from netsim.scenario.yamlfile import YamlBoundError, load_yaml
 
 
@@ -100,11 +100,16 @@ def set_dotted(data: dict[str, Any], key: str, value: Any) -> str | None:
 
 
 def validate_scenario(data: dict[str, Any], *, source: str, base_dir: Path | None) -> Scenario:
-    """Validate plain data into a :class:`Scenario`; one message lists every problem."""
+    """Validate plain data into a :class:`Scenario` (of its sections: :func:`scenario_model`);
+    one message lists every problem."""
     try:
-        return Scenario.model_validate(data, context={"base_dir": base_dir})
+        model = scenario_model(data)
+    except ComponentError as exc:  # a plug-in section that cannot be read, or sections clash
+        raise ScenarioError(f"{source}: invalid scenario:\n  - {exc}") from None
+    try:
+        return model.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
-        problems = [_describe(error, data) for error in exc.errors(include_url=False)]
+        problems = [_describe(error, data, model) for error in exc.errors(include_url=False)]
         lines = "\n".join(f"  - {problem}" for problem in problems)
         raise ScenarioError(f"{source}: invalid scenario:\n{lines}") from None
 
@@ -135,10 +140,11 @@ def _tags(mapping: dict[str, Any]) -> set[str]:
     return {str(mapping.get(key)) for key in ("kind", "dist") if key in mapping}
 
 
-def _model_at(loc: list[Any], data: Any = None) -> type[BaseModel] | None:
-    """The model class that holds the last element of ``loc`` (tags resolve unions; a field
-    that names a component by ``kind`` resolves through the registry with the user's data)."""
-    model: Any = Scenario
+def _model_at(loc: list[Any], data: Any = None, top: Any = Scenario) -> type[BaseModel] | None:
+    """The model class that holds the last element of ``loc`` below the scenario model
+    ``top`` (tags resolve unions; a field that names a component by ``kind`` resolves through
+    the registry with the user's data)."""
+    model: Any = top
     current = data
     for element in loc[:-1]:
         current = current.get(element) if isinstance(current, dict) else None
@@ -212,18 +218,17 @@ def _union_member(annotation: Any, tag: Any) -> Any:
     return None
 
 
-def _describe(error: dict[str, Any], data: dict[str, Any]) -> str:
+def _describe(error: dict[str, Any], data: dict[str, Any], top: Any = Scenario) -> str:
     shown, full = _user_path(error["loc"], data)
     where = ".".join(shown).replace(".[", "[") or "(top level)"
     kind = error["type"]
     if kind == "extra_forbidden":
-        model = _model_at(full, data)
-        allowed = (
-            ", ".join(field.alias or name for name, field in model.model_fields.items())
-            if model is not None
-            else "see scenarios/README.md"
-        )
-        return f"{where}: unknown key; allowed keys here: {allowed}"
+        model = _model_at(full, data, top)
+        if model is None:
+            return f"{where}: unknown key; allowed keys here: see scenarios/README.md"
+        keys = [field.alias or name for name, field in model.model_fields.items()]
+        near = did_you_mean(str(full[-1]), keys) if full else ""
+        return f"{where}: unknown key{near}; allowed keys here: {', '.join(keys)}"
     if kind == "missing":
         return f"{where}: required key is missing"
     if kind in ("unknown_kind", "missing_kind", "component_mapping"):
@@ -236,7 +241,7 @@ def _describe(error: dict[str, Any], data: dict[str, Any]) -> str:
         expected = ctx.get("expected_tags")
         key = str(ctx.get("discriminator", "'kind'")).strip("'")
         if expected is None:  # no tag given at all
-            member_tags = _all_tags(full)
+            member_tags = _all_tags(full, top)
             expected = ", ".join(member_tags) if member_tags else "see scenarios/README.md"
             return f"{where}: needs a '{key}' key; allowed values: {expected}"
         return f"{where}.{key}: unknown value {ctx.get('tag')!r}; allowed values: {expected}"
@@ -251,8 +256,8 @@ def _describe(error: dict[str, Any], data: dict[str, Any]) -> str:
     return f"{where}: {message}"
 
 
-def _all_tags(loc: list[Any]) -> list[str]:
-    model: Any = Scenario
+def _all_tags(loc: list[Any], top: Any = Scenario) -> list[str]:
+    model: Any = top
     for element in loc:
         if isinstance(model, type) and issubclass(model, BaseModel):
             field = model.model_fields.get(str(element))
@@ -277,6 +282,9 @@ def scenario_to_data(scenario: Scenario) -> dict[str, Any]:
     data = scenario.model_dump(mode="json", by_alias=True)
     if not data.get("components"):
         data.pop("components", None)
+    for key, entry in scenario.declared_sections.items():  # a plug-in's, left out
+        if not entry.builtin and data.get(key) is None:
+            data.pop(key, None)
     for key, uses in scenario.wiring.items():  # kept apart from the settings
         section, _, name = key.partition(".")
         (data[section][name] if name else data[section])["uses"] = uses
@@ -433,7 +441,8 @@ def identity_data(scenario: Scenario) -> dict[str, Any]:
         parent = dotted_value(data, ".".join(sections)) if sections else data
         if isinstance(parent, dict) and key in parent and parent[key] == neutral:
             del parent[key]
-    optional_kind = [k for k, e in REGISTRY.sections().items() if e.section.by_kind == "optional"]
+    sections = scenario.declared_sections.items()
+    optional_kind = [k for k, e in sections if e.section.by_kind == "optional"]
     for section in optional_kind:  # the built-in is registered under the section's name
         if isinstance(data.get(section), dict) and data[section].get("kind") == section:
             del data[section]["kind"]

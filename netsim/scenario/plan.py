@@ -3,9 +3,10 @@ names of its tables — computed once, when the scenario is validated (:func:`pl
 and read by the build, the runner, the manifest and the table declarations
 (:attr:`Scenario.plan <netsim.scenario.schema.Scenario.plan>`).
 
-A scenario's top-level sections are shorthands: each is one instance of the built-in class
-that declares it (:class:`~netsim.component.Section`, collected by
-:meth:`netsim.registry.Registry.sections`), named after its section; ``components`` adds
+A scenario's top-level sections are shorthands: each is one instance of the class that
+declares it (:class:`~netsim.component_sections.Section`, a built-in's or a plug-in's, collected by
+:meth:`netsim.registry.Registry.sections`; the scenario's own set is its
+``declared_sections``), named after its section; ``components`` adds
 instances of any kind under names of their own. Each role an instance fills (its
 ``requires``, its ``optional``, and ``transport``) resolves to the instance its ``uses`` names,
 else to the section of the role's name; the instances are built in a stable topological order
@@ -69,7 +70,8 @@ ROLE_SLOTS: dict[str, str] = {"gossip": "gossip", TRANSPORT: "transport"}
 class PlannedScenario(Protocol):
     """What the planner reads of a validated scenario (:class:`netsim.scenario.schema.Scenario`,
     whose validation calls the planner, so this module cannot import it): the run-wide values,
-    the ``components`` entries, the wiring, and each section by its key (``getattr``)."""
+    the ``components`` entries, the wiring, its sections (built-in and plug-in, in build order)
+    and each section by its key (``getattr``)."""
 
     nodes: int
     duration: float
@@ -78,6 +80,9 @@ class PlannedScenario(Protocol):
 
     @property
     def wiring(self) -> Mapping[str, Any]: ...
+
+    @property
+    def declared_sections(self) -> Mapping[str, SectionEntry]: ...
 
 
 @dataclass(frozen=True)
@@ -187,14 +192,9 @@ def class_reference(cls: type) -> str:
 # --- sections and declared instances ----------------------------------------------------------
 
 
-def _section(key: str) -> SectionEntry:
-    return REGISTRY.sections()[key]
-
-
-def section_class(key: str, config: Any = None) -> type[Component]:
-    """The component class of the section ``key`` holding ``config``: the class that declares
-    the section, or the component of its slot its ``kind`` names."""
-    entry = _section(key)
+def section_class(entry: SectionEntry, config: Any = None) -> type[Component]:
+    """The component class of the section ``entry`` holding ``config``: the class that
+    declares the section, or the component of its slot its ``kind`` names."""
     by_kind = entry.section.by_kind
     if by_kind == "always" or (by_kind == "optional" and getattr(config, "kind", None)):
         return component_class(config, (entry.slot,))
@@ -217,10 +217,10 @@ def _declared_parts(scenario: PlannedScenario) -> list[Part]:
     scenario gives them: the sections in their declared order (a walk's agent before its
     walk), the ``components`` entries as written, the ``samples`` observer last."""
     parts: list[Part] = []
-    for key, entry in REGISTRY.sections().items():
+    for key, entry in scenario.declared_sections.items():
         config = getattr(scenario, key)
         if config is not None and entry.slot not in NETWORK_SLOTS:
-            parts.extend(_instance_parts(key, config, section_class(key, config)))
+            parts.extend(_instance_parts(key, config, section_class(entry, config)))
     for name, config in scenario.components.items():
         cls = component_class(config, INSTANCE_SLOTS)
         parts.extend(_instance_parts(COMPONENTS_PREFIX + name, config, cls))
@@ -253,13 +253,14 @@ def _check_uses_shape(wiring: Mapping[str, Any]) -> None:
             )
 
 
-def _check_roles_known(parts: list[Part], wiring: Mapping[str, Any]) -> None:
+def _check_roles_known(
+    parts: list[Part], wiring: Mapping[str, Any], sections: Mapping[str, SectionEntry]
+) -> None:
     """Every role a ``uses`` names is one of its instance's roles."""
     roles: dict[str, set[str]] = {}
     for part in parts:
         roles.setdefault(part.instance_key, set()).update(_roles(part))
     by_key = {part.key: part for part in parts}
-    sections = REGISTRY.sections()
     for where, uses in wiring.items():
         if where in sections and sections[where].slot in NETWORK_SLOTS:
             raise WiringError(
@@ -284,11 +285,12 @@ class _Instances:
     parts: list[Part]
     by_key: dict[str, Part]
     entries: set[str]
+    sections: Mapping[str, SectionEntry]
 
     @classmethod
-    def of(cls, parts: list[Part]) -> _Instances:
+    def of(cls, parts: list[Part], sections: Mapping[str, SectionEntry]) -> _Instances:
         entries = {part.instance for part in parts if part.in_components}
-        return cls(parts, {part.key: part for part in parts}, entries)
+        return cls(parts, {part.key: part for part in parts}, entries, sections)
 
     def names(self) -> list[str]:
         return sorted(
@@ -314,7 +316,9 @@ def _wired_target(where: str, part: Part, target: str, instances: _Instances) ->
     return key
 
 
-def _check_role_filler(where: str, role: str, target: Part) -> None:
+def _check_role_filler(
+    where: str, role: str, target: Part, sections: Mapping[str, SectionEntry]
+) -> None:
     """``target`` can fill ``role``: an instance of the role's slot, or of the class of the
     section the role is named after."""
     slot = ROLE_SLOTS.get(role)
@@ -324,10 +328,12 @@ def _check_role_filler(where: str, role: str, target: Part) -> None:
                 f"{where}: {target.label} is a {target.cls.slot_title}, not a {SLOT_NAMES[slot]}"
             )
         return
-    try:
-        expected = section_class(role)
-    except (KeyError, NetsimError):
+    if role not in sections:
         return  # a plugin's own role: any instance may fill it
+    try:
+        expected = section_class(sections[role])
+    except NetsimError:
+        return
     if not issubclass(target.cls, expected):
         raise WiringError(
             f"{where}: {target.label} cannot fill the role {role!r} (a {expected.__name__} does)"
@@ -344,7 +350,7 @@ def _wire_part(part: Part, own: Mapping[str, str], instances: _Instances) -> Par
         elif role in own:
             where = f"{part.instance_key}.uses.{role}"
             key = _wired_target(where, part, own[role], instances)
-            _check_role_filler(where, role, instances.by_key[key])
+            _check_role_filler(where, role, instances.by_key[key], instances.sections)
             uses[role] = key
         elif role == TRANSPORT:
             uses[role] = "links"
@@ -354,13 +360,15 @@ def _wire_part(part: Part, own: Mapping[str, str], instances: _Instances) -> Par
     return replace(part, uses=uses)
 
 
-def _wire(parts: list[Part], wiring: Mapping[str, Any]) -> list[Part]:
+def _wire(
+    parts: list[Part], wiring: Mapping[str, Any], sections: Mapping[str, SectionEntry]
+) -> list[Part]:
     """``parts`` with each one's roles resolved to the key of the instance that fills them.
     ``wiring``: each section's or entry's ``uses`` by its key (``walk``,
     ``components.<name>``). Raises :class:`WiringError` naming the ``uses`` key."""
     _check_uses_shape(wiring)
-    _check_roles_known(parts, wiring)
-    instances = _Instances.of(parts)
+    _check_roles_known(parts, wiring, sections)
+    instances = _Instances.of(parts, sections)
     return [_wire_part(part, wiring.get(part.instance_key, {}), instances) for part in parts]
 
 
@@ -418,10 +426,12 @@ def plan_scenario(scenario: PlannedScenario) -> RunPlan:
     """The plan of ``scenario``: its network sections, and every instance wired, in build
     order (as declared, each moved after the instances it uses), with its tables' names.
     Raises :class:`WiringError` for a ``uses`` that cannot be honoured."""
-    parts = _table_prefixes(_build_order(_wire(_declared_parts(scenario), scenario.wiring)))
+    sections = scenario.declared_sections
+    wired = _wire(_declared_parts(scenario), scenario.wiring, sections)
+    parts = _table_prefixes(_build_order(wired))
     network = [
-        Part(key, getattr(scenario, key), section_class(key, getattr(scenario, key)))
-        for key, entry in REGISTRY.sections().items()
+        Part(key, getattr(scenario, key), section_class(entry, getattr(scenario, key)))
+        for key, entry in sections.items()
         if entry.slot in NETWORK_SLOTS
     ]
     topology, churn = sorted(network, key=lambda part: NETWORK_SLOTS.index(part.cls.slot))
@@ -494,7 +504,7 @@ def builtin_component_classes() -> list[type[Component]]:
     """Every component class netsim registers, and those that hold a section without a slot
     (the ``learning`` section's)."""
     classes: list[type[Component]] = [
-        entry.cls for entry in REGISTRY.sections().values() if not entry.slot
+        entry.cls for entry in REGISTRY.sections(plugins=False).values() if not entry.slot
     ]
     for slot, name, _, origin in REGISTRY.entries():
         if origin == "netsim":

@@ -242,7 +242,7 @@ class DolaRounds(RoundLearner):
     the released values and lets its :class:`DolaLearner` update every online node."""
 
     Config = DolaConfig
-    section = Section("dola", 80)
+    section = Section("dola", after=("gossip_learning",))
     figures = FIGURES
     tables = (ROUNDS_TABLE, MIXING_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE,
               RECORDS_TABLE)  # fmt: skip

@@ -246,7 +246,7 @@ class DecentralisedSGD(RoundLearner):
     """Decentralised SGD with gossip averaging and a noise policy (the ``dsgd`` section)."""
 
     Config = DsgdConfig
-    section = Section("dsgd", 97)
+    section = Section("dsgd", after=("muffliato",))
     tables = (
         ROUNDS_TABLE, SUMMARY_TABLE, privacy.UNITS_TABLE, PAIRS_TABLE, PRIVACY_SUMMARY_TABLE,
         AUDIT_TABLE,

@@ -176,7 +176,7 @@ class GossipLearning(NetworkProtocol):
     """The ``gossip_learning`` section: its own push-only gossip carrying the models."""
 
     Config = GossipLearningConfig
-    section = Section("gossip_learning", 70)
+    section = Section("gossip_learning", after=("walk",))
     requires = {"learning": "data set, model, privacy budget"}  # noqa: RUF012
     optional = {"privacy": "the threat model: with model network, the pairs per observer"}  # noqa: RUF012
     tables = (ACCURACY_SPREAD_TABLE,)

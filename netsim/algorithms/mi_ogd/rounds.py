@@ -159,7 +159,7 @@ class MiOgdRounds(RoundLearner):
     section)."""
 
     Config = MiOgdConfig
-    section = Section("mi_ogd", 90)
+    section = Section("mi_ogd", after=("dola",))
     figures = (REGRET_FIGURE,)
     tables = (ROUNDS_TABLE, REGRET_TABLE, SUMMARY_TABLE, LEDGER_TABLE, RECORDS_TABLE)
 

@@ -109,7 +109,7 @@ class MuffliatoAveraging(RoundLearner):
     ``muffliato`` section)."""
 
     Config = MuffliatoConfig
-    section = Section("muffliato", 95)
+    section = Section("muffliato", after=("mi_ogd",))
     tables = (ROUNDS_TABLE, PAIRS_TABLE, PRIVACY_SUMMARY_TABLE, SUMMARY_TABLE, AUDIT_TABLE)
     optional: ClassVar[dict[str, str]] = {  # type: ignore[assignment]
         "privacy": "the threat model: with model network, its observers, coalitions and delta"

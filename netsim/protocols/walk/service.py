@@ -14,7 +14,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from netsim.contracts import BuildContext, ExactRun, ExactSupport, Transport, Walk, WalkAgent
+from netsim.contracts import (
+    BuildContext,
+    Component,
+    ExactRun,
+    ExactSupport,
+    Transport,
+    Walk,
+    WalkAgent,
+)
 from netsim.errors import ScenarioError
 from netsim.event_queue import DELTA, TIMEOUT_DUE, TIMER
 from netsim.event_queue import WALK as WALK_VALUES
@@ -90,7 +98,16 @@ class RandomWalkService(Walk):
         engine: GossipEngine | None = None,
         name: str = "walk",
         variant: WalkVariant = PAPER_RULES,
+        config: WalkServiceConfig | None = None,
+        ctx: BuildContext | None = None,
     ) -> None:
+        # a service made in code (not from a scenario) gets the config of its arguments
+        Component.__init__(self, config or WalkServiceConfig.model_construct(
+            transfer_time=transfer_time, timeout=timeout, kill_probability=kill_probability,
+            start=start, retry_interval=retry_interval, sample_every=sample_every,
+            replace_rule=variant.replace_rule, age_error=variant.age_error,
+            bootstrap_update=variant.bootstrap_update, cycle=variant.cycle,
+        ), ctx)  # type: ignore[arg-type]  # fmt: skip
         self._engine = engine  # attached when the run starts
         self.sim = sim
         self.network = network
@@ -188,6 +205,8 @@ class RandomWalkService(Walk):
             engine=gossip,
             name=ctx.key,
             variant=config.variant(gossip.period),
+            config=config,
+            ctx=ctx,
         )
         gossip.register(service)
         topology = ctx.network.topology
