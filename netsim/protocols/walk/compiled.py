@@ -23,8 +23,11 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from netsim.event_queue import TIMER, queue_push
+from netsim.contracts import ExactSupport
+from netsim.event_queue import DELTA, TIMEOUT_DUE, TIMER, queue_push
+from netsim.event_queue import WALK as WALK_VALUES
 from netsim.kernel_cache import guard_kernels
+from netsim.protocols.walk.config import WalkVariant
 from netsim.protocols.walk.cycle_exact import ExactCycle
 from netsim.protocols.walk.kernels import AGE_TOLERANCE, adopted_circles, replaces_compiled
 
@@ -32,9 +35,7 @@ from netsim.protocols.walk.kernels import AGE_TOLERANCE, adopted_circles, replac
 #: (steps, id, origin, bootstrap flag), the last circle handled, the timer (generation, due
 #: instant, and the update and circle the latest armed timer checks), and the local copies'
 #: step counts ``rw`` (the service's array).
-STEPS, ID, ORIGIN, SPECIAL, FIRED, GENERATION, DUE, TIMER_UPDATE, TIMER_CIRCLE, RW_STEPS = (
-    range(10)
-)
+STEPS, ID, ORIGIN, SPECIAL, FIRED, GENERATION, DUE, TIMER_UPDATE, TIMER_CIRCLE, RW_STEPS = range(10)
 
 
 @njit(cache=True, inline="always")
@@ -211,3 +212,34 @@ class CompiledCycle(ExactCycle):
 
 
 guard_kernels(__name__)  # recompiled when a module these kernels inline changed
+
+
+def exact_support_of(variant: WalkVariant) -> ExactSupport:
+    """The walk service's answer to the compiled exact core: compiled for the ``netsim``
+    cycle, the paper's replace rule and exact ages, with ``rwprop`` carried in gossip
+    messages; SimPy otherwise."""
+    if variant.cycle != "netsim" or variant.replace_rule != "paper" or variant.age_error:
+        return ExactSupport(
+            False,
+            "the walk's cycle has a compiled form for walk.cycle: netsim, the paper's "
+            "replace rule and exact ages only",
+        )
+    return ExactSupport(True, role="carried")
+
+
+def attach_walk_core(service: Any, core: Any) -> CompiledCycle:
+    """Attach the walk ``service`` (a :class:`~netsim.protocols.walk.service.RandomWalkService`
+    on the exact cycle) to the compiled ``core``: ``rwprop`` and the timers as arrays the kernel
+    shares (:class:`CompiledCycle`), SimPy's timers moved to the core's queue; a due timeout
+    returns to ``service.core_timeout``. Returns the cycle the service runs from now on."""
+    exact = service.cycle
+    assert isinstance(exact, ExactCycle)
+    compiled = CompiledCycle(exact, core)
+    core.settings[DELTA] = service.timeout
+    core.carry(WALK_VALUES, compiled.arrays)
+    core.on_python_part(TIMEOUT_DUE, service.core_timeout)
+    for time, _priority, event_id, event in core.take_simpy_events(exact.owns_timer):
+        node, generation, update, circle = event.args
+        compiled.arm(node, generation, update, circle)
+        core.insert(time, event_id, TIMER, node, generation)
+    return compiled

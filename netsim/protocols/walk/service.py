@@ -24,11 +24,9 @@ from netsim.contracts import (
     WalkAgent,
 )
 from netsim.errors import ScenarioError
-from netsim.event_queue import DELTA, TIMEOUT_DUE, TIMER
-from netsim.event_queue import WALK as WALK_VALUES
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import GossipEngine, PushPullEngine
-from netsim.protocols.walk.compiled import CompiledCycle
+from netsim.protocols.walk.compiled import attach_walk_core, exact_support_of
 from netsim.protocols.walk.config import (
     PAPER_RULES,
     WalkServiceConfig,
@@ -301,30 +299,12 @@ class RandomWalkService(Walk):
     # --- timeouts and walks ----------------------------------------------------------------
 
     def exact_support(self, run: ExactRun) -> ExactSupport:  # the compiled exact core
-        """Compiled (:mod:`~netsim.protocols.walk.compiled`): the ``netsim`` cycle, the
-        paper's replace rule, exact ages; ``rwprop`` carried in gossip messages."""
-        variant = self.variant
-        if variant.cycle != "netsim" or variant.replace_rule != "paper" or variant.age_error:
-            return ExactSupport(
-                False,
-                "the walk's cycle has a compiled form for walk.cycle: netsim, the paper's "
-                "replace rule and exact ages only",
-            )
-        return ExactSupport(True, role="carried")
+        """See :func:`~netsim.protocols.walk.compiled.exact_support_of`."""
+        return exact_support_of(self.variant)
 
     def attach_core(self, core: Any) -> None:
-        """``rwprop`` and the timers as arrays the kernel shares (:class:`CompiledCycle`),
-        SimPy's timers moved to the core's queue; a due timeout returns to :meth:`core_timeout`."""
-        exact = self.cycle
-        assert isinstance(exact, ExactCycle)
-        self.cycle = compiled = CompiledCycle(exact, core)
-        core.settings[DELTA] = self.timeout
-        core.carry(WALK_VALUES, compiled.arrays)
-        core.on_python_part(TIMEOUT_DUE, self.core_timeout)
-        for time, _priority, event_id, event in core.take_simpy_events(exact.owns_timer):
-            node, generation, update, circle = event.args
-            compiled.arm(node, generation, update, circle)
-            core.insert(time, event_id, TIMER, node, generation)
+        """See :func:`~netsim.protocols.walk.compiled.attach_walk_core`."""
+        self.cycle = attach_walk_core(self, core)
 
     def core_timeout(self, node: int, circle: int) -> None:
         """A timeout the core found due: ``onUpdateTimeout``, then the next circle's timer."""
