@@ -359,7 +359,7 @@ class Broadcast(GossipApplication):
         self.nodes = network.nodes
         self.thresholds = tuple(sorted(thresholds))
         self.version = np.full(network.topology.n, -1, dtype=np.int64)
-        # exact mode: the same as a list, read by every message (README, Performance), written with
+        # exact mode: the same as a list, read by every message (docs/performance.md), written with
         # version by _adopt; rounds mode reads version only (in its compiled kernel)
         self._held: list[int] | None = (
             None if engine is not None and engine.round_based else [-1] * network.topology.n
@@ -446,7 +446,7 @@ class Broadcast(GossipApplication):
             self.known_online[previous + 1 : update + 1] += 1
         # Only an update whose count just grew can newly reach a threshold: the others'
         # counts and the online count are as at the last check (every join and leave
-        # checks again), so the check would find nothing (README, Performance: one adoption in 20
+        # checks again), so the check would find nothing (docs/performance.md: one adoption in 20
         # messages, and a full check was a third of the adoption's cost).
         for k in self._next.tolist():
             if previous < k <= update:

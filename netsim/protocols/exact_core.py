@@ -3,7 +3,7 @@ broadcast and walk service, run by one numba kernel in SimPy's order, with SimPy
 everything else.
 
 Exact mode on SimPy costs some 1.5 µs per event in SimPy's own loop and as much again in the
-handlers (README, Performance). Here the events of the components that declare a compiled form
+handlers (docs/performance.md). Here the events of the components that declare a compiled form
 (:attr:`netsim.component.Component.exact_form`) — a node's gossip tick, a message's
 completion with its epoch and loss checks, the broadcast's adoption and coverage check, the
 walk's ``rwprop`` merge and timeout timer (:mod:`netsim.protocols.walk.compiled`) — live in a
@@ -151,7 +151,7 @@ def kernel(function: Callable) -> Callable:
     """``function`` compiled with numba's runtime (its reference counts) switched off where
     numba allows it. The kernel allocates nothing, and with the runtime on, every array its
     inlined helpers take was counted in and out with atomic operations at each event: three
-    quarters of its time (README, Performance). Numbas without the option compile it with
+    quarters of its time (docs/performance.md). Numbas without the option compile it with
     the runtime: the same results, slower."""
     try:
         return njit(cache=True, _nrt=False)(function)
