@@ -161,7 +161,7 @@ def test_observers_are_sampled_at_scale_and_required_past_it() -> None:
 
 
 @pytest.mark.parametrize("name", ["averaging", "averaging-churn"])
-def test_the_readmes_figures_are_those_of_the_shipped_scenarios(name: str) -> None:
+def test_the_guides_figures_are_those_of_the_shipped_scenarios(name: str) -> None:
     """The privacy core guide's table of the two shipped Muffliato scenarios is what they
     produce (docs/guide/privacy-core.md)."""
     from pathlib import Path

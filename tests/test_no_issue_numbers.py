@@ -2,21 +2,22 @@
 (a document, a script, a test, a commit), because an issue tracker is not part of a clone and
 its numbers mean nothing to a reader of the code or the docs.
 
-Every text file ``git ls-files`` lists is scanned (a file with a NUL byte in its first 8 KiB is
-binary and skipped). What counts as a reference:
+Every text file ``git ls-files`` lists is scanned, this one included (a file with a NUL byte in
+its first 8 KiB is binary and skipped). What counts as a reference (N a number):
 
-- a tracker word and a number: "issue 30", "Issue #30", "issues 26 and 29", "ticket 4",
-  "pull request 12", "PR 12", "PR #12", "merge request 3", "GH-12";
-- a tracker's address: ``github.com/owner/repo/issues/30``, ``…/pull/12``;
-- a bare ``#30`` where prose would put it: at the start of a line or after a space or an
-  opening bracket, followed by neither a letter, a digit nor a hyphen. A colour (``"#1f77b4"``,
-  ``color: #333``, six or eight digits), an anchor (``page.md#2-rounds``), an HTML entity
-  (``&#64;``) and a comment marker followed by a space (``# 1``) are not references;
-- the issue as a source: "the issue's sizes", "this issue asks", "as the issue says",
-  "listed in the ticket".
+- a tracker word and a number: issue N, issue #N, issues N and M, ticket N, pull request N,
+  merge request N, PR N, PR #N, GH-N;
+- a tracker's address: ``github.com/OWNER/REPO/issues/N`` or ``…/pull/N``;
+- a bare #N where prose would put it: at the start of a line or after a space or an opening
+  bracket, followed by neither a letter, a digit nor a hyphen. A colour (``"#1f77b4"``, six or
+  eight digits, or any after ``color:``), an anchor (``page.md#2-rounds``), an HTML entity and
+  a comment marker followed by a space are not references;
+- an issue or ticket as a source: its possessive (the sizes it gave, named by its
+  possessive), or it asking, saying, listing, requesting … something.
 
-A journal's issue in a citation (``issue: "2"`` in ``CITATION.cff``) is a bibliographic field,
-not a tracker's number, and is allowed where a citation file keeps it.
+A journal's issue in a citation (CFF's ``issue`` key, in ``CITATION.cff``) is a bibliographic
+field, not a tracker's number, and is allowed there. The examples below are assembled from
+pieces, so that this file holds no reference itself.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "GH-number": re.compile(r"\bGH-\d+\b", re.IGNORECASE),
     "tracker address": re.compile(r"github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/\d+"),
     "bare #number": re.compile(r"(?:^|(?<=[\s(\[{]))#(\d+)(?![\w-])", re.MULTILINE),
-    "the issue's …": re.compile(r"\b(?:issue|ticket)(?:'|’)s\b", re.IGNORECASE),
-    "the issue as a source": re.compile(
+    "possessive": re.compile(r"\b(?:issue|ticket)(?:'|’)s\b", re.IGNORECASE),
+    "named as the source": re.compile(
         rf"\b(?:the|this|that|an?|our)[ \t]+(?:issue|ticket)s?[ \t]+{SOURCE_VERBS}\b"
         rf"|\b{SOURCE_VERBS}[ \t]+(?:in|by)[ \t]+(?:the|this|that)[ \t]+(?:issue|ticket)s?\b"
         r"|\bas[ \t]+(?:the|this)[ \t]+(?:issue|ticket)[ \t]+(?:says|asks|wants|requires)\b",
@@ -118,7 +119,7 @@ def test_no_tracked_file_cites_an_issue_number() -> None:
 
 
 # The examples are assembled from pieces, so that this file holds no reference itself.
-ISSUE, HASH = "iss" + "ue", "#"
+ISSUE, HASH, PR, TICKET, GH = "iss" + "ue", "#", "P" + "R", "tick" + "et", "G" + "H"
 
 
 @pytest.mark.parametrize(
@@ -130,21 +131,21 @@ ISSUE, HASH = "iss" + "ue", "#"
         f"{ISSUE} {HASH}30",
         f"{ISSUE}s 26 and 29",
         f"{ISSUE} no. 7",
-        "PR 12",
-        f"PR {HASH}12",
-        "see GH-12",
+        f"{PR} 12",
+        f"{PR} {HASH}12",
+        f"see {GH}-12",
         f"fixed in {HASH}30.",
         f"{HASH}30 says",
         f"(see {HASH}4)",
-        "ticket 9",
-        "pull request 5",
+        f"{TICKET} 9",
+        "pull" + " request 5",
         f"at the {ISSUE}'s sizes",
         f"The {ISSUE}’s target is 15 s",
         f"as the {ISSUE} says",
         f"the {ISSUE} asks for a worked example",
-        f"listed in the {ISSUE}",
+        f"listed in the {TICKET}",
         "https://github.com/owner/repo/" + ISSUE + "s/30",
-        "https://github.com/owner/repo/pull/12",
+        "https://github.com/owner/repo/" + "pull/12",
     ],
 )
 def test_a_reference_is_found(text: str) -> None:
@@ -174,7 +175,7 @@ def test_no_reference_is_found_in(text: str) -> None:
 
 
 def test_a_citations_journal_issue_is_not_a_reference() -> None:
-    entry = "    journal: Journal of Wireless Mobile Networks\n    issue: 2\n"
+    entry = f"    journal: Journal of Wireless Mobile Networks\n    {ISSUE}: 2\n"
     assert references(entry, "CITATION.cff") == []
     assert references(entry.replace("2", '"2"'), "CITATION.cff") == []
     assert references(entry, "docs/papers.md")  # anywhere else it reads as a tracker's number
