@@ -86,13 +86,13 @@ def test_the_performance_page_names_every_benchmark_by_its_command():
 
 
 def test_the_quoted_gossip_learning_output_is_what_the_benchmark_prints():
-    """The page quotes ``benchmarks.gossip_learning_rounds``'s output: its lines have the form
-    the benchmark prints (a change to the benchmark's output shows here), one line per case."""
+    """The page quotes ``benchmarks.gossip_learning_rounds``'s output in the block its
+    ``--write-docs`` writes: its lines have the form the benchmark prints (a change to the
+    benchmark's output shows here), one line per case."""
+    from benchmarks import generated_block
     from benchmarks import gossip_learning_rounds as benchmark
 
-    text = PERFORMANCE.read_text(encoding="utf-8")
-    section = text[text.index("## Gossip learning in rounds mode") :]
-    block = section[section.index("```\n") + 4 : section.index("\n```", section.index("```\n"))]
+    block = generated_block(PERFORMANCE.read_text(encoding="utf-8"), benchmark.DOCS_BLOCK)
     machine, header, *cases = block.splitlines()
     assert re.fullmatch(r"machine: \S+, .+, \d+ cores, Python [\d.]+; BLAS threads: .+", machine)
     assert re.fullmatch(
@@ -108,3 +108,21 @@ def test_the_quoted_gossip_learning_output_is_what_the_benchmark_prints():
             rf"rounds {spread}× exact mode's speed",
             line,
         ), line
+
+
+def test_a_benchmark_writes_its_output_into_its_block_only(tmp_path):
+    """``write_output`` replaces the named block's quote and nothing else of the page; a page
+    without the block is refused, naming it."""
+    from benchmarks import generated_block, write_output
+
+    page = tmp_path / "performance.md"
+    text = PERFORMANCE.read_text(encoding="utf-8")
+    page.write_text(text, encoding="utf-8")
+    assert write_output("gossip-learning-rounds", "machine: new\nline two\n", page)
+    written = page.read_text(encoding="utf-8")
+    assert generated_block(written, "gossip-learning-rounds") == "machine: new\nline two"
+    old = generated_block(text, "gossip-learning-rounds")
+    assert written.replace("machine: new\nline two", old) == text
+    assert not write_output("gossip-learning-rounds", "machine: new\nline two", page)
+    with pytest.raises(KeyError, match="no-such-block"):
+        write_output("no-such-block", "x", page)
