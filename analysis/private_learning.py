@@ -141,7 +141,7 @@ GOSSIP_ROWS: tuple[Row, ...] = (
     Row("k-norm basic", _private("k_norm_l2", "basic")),
     Row("gaussian rdp", _private("gaussian", "rdp")),
 )
-#: The two rows whose margin on Adult the README states (one record per node, DP-SGD-5), and
+#: The two rows whose margin on Adult analysis/README.md states (one record per node, DP-SGD-5), and
 #: the seeds they run at least (more than the other rows: the margin's standard error).
 MARGIN_ROWS = ("gaussian rdp", "k-norm basic")
 MARGIN_REPS = 20

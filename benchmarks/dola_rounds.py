@@ -1,4 +1,4 @@
-"""Benchmark: DOLA rounds (Li et al.) at the issue's sizes.
+"""Benchmark: DOLA rounds (Li et al.): 1,000 nodes × 1,000 dense features, and RCV1's dimension.
 
     python -m benchmarks.dola_rounds            # both cases, 1,000 rounds each (about a minute)
     python -m benchmarks.dola_rounds --rounds 100   # a quick look

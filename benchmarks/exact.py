@@ -15,7 +15,7 @@ a change of the machine's speed during the benchmark touches all of them alike.
 PeerSim is not a dependency. Its event-driven engine (ED) is the yardstick of exact mode
 through the plain loop: on PeerSim's workload (a new update every round, messages of a uniform
 10–50 ms) the plain loop's CPU per round was :data:`PLAIN_PER_PEERSIM_ED` times PeerSim ED's,
-measured side by side on the development machine (README, Performance).
+measured side by side on the development machine (docs/performance.md).
 """
 
 from __future__ import annotations

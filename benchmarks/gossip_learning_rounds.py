@@ -3,6 +3,7 @@
     python -m benchmarks.gossip_learning_rounds             # 5 alternating pairs (~2 minutes)
     python -m benchmarks.gossip_learning_rounds --pairs 3
     python -m benchmarks.gossip_learning_rounds --quick     # a smoke test: 300 nodes
+    python -m benchmarks.gossip_learning_rounds --write-docs   # and quote it in the docs
 
 The shipped scenario ``scenarios/learning/spambase-gossip-learning.yaml`` (Hegedűs et al. 2016
 Alg. 1 on Spambase: 4,140 nodes, one record each, 50 random out-neighbours, Δ = 1 s, the
@@ -32,8 +33,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks import PERFORMANCE_PAGE, REPO, write_output
+
 SCENARIO = REPO / "scenarios" / "learning" / "spambase-gossip-learning.yaml"
+#: The block of docs/performance.md that quotes this benchmark's output.
+DOCS_BLOCK = "gossip-learning-rounds"
 #: Simulated seconds run untimed before the measurement.
 WARMUP = 2.0
 #: Timed cycles per mode (whole sample periods of 10 s): rounds mode is ~20× cheaper a cycle.
@@ -117,16 +121,28 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5, help="alternating exact/rounds pairs")
     parser.add_argument("--quick", action="store_true", help="300 nodes, 1 pair: a smoke test")
     parser.add_argument("--blas-threads", type=int, default=0, help="0: as netsim leaves it")
+    parser.add_argument(
+        "--write-docs", action="store_true",
+        help=f"also write the output into docs/performance.md's block {DOCS_BLOCK!r}",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.write_docs and args.quick:
+        parser.error("--write-docs quotes the full benchmark: not with --quick")
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
     pairs = 1 if args.quick else args.pairs
     cycles = {mode: 10 for mode in CYCLES} if args.quick else CYCLES
     threads = args.blas_threads
-    print(
+    say(
         f"machine: {platform.machine()}, {cpu_name()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; BLAS threads: {threads or 'as netsim leaves them'}"
     )
     nodes = "300" if args.quick else "4,140"
-    print(
+    say(
         f"gossip learning, Spambase, {nodes} nodes, Δ = 1 s: CPU per cycle, median [range] of "
         f"{pairs} alternating pairs"
     )
@@ -137,10 +153,12 @@ def main() -> None:
                 timed = cycles["exact"] if same_cycles else cycles[mode]
                 into.append(measure(mode, case, cycles=timed, small=args.quick, threads=threads))
         ratios = [e / r for e, r in zip(exact, rounds, strict=True)]
-        print(
+        say(
             f"  {case:15s} exact {spread(exact, 1e3)} ms, rounds {spread(rounds, 1e3, 2)} "
             f"ms: rounds {spread(ratios)}× exact mode's speed"
         )
+    if args.write_docs and write_output(DOCS_BLOCK, "\n".join(lines)):
+        print(f"wrote the output into {PERFORMANCE_PAGE.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

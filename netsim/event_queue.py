@@ -4,8 +4,8 @@ SimPy 4 keeps its pending events in a binary heap of ``(time, priority, event id
 entries and processes the smallest first; the event id is a counter taken at every schedule,
 so events of one instant and priority run in the order they were scheduled (``sim.py`` writes
 the same entries through :meth:`~netsim.sim.Environment.schedule_at`). A compiled event core
-for the built-in protocols must produce the SimPy path's events in the same order (README,
-Performance): this queue keeps the same key, ``(time, priority, insertion id)``, with ids
+for the built-in protocols must produce the SimPy path's events in the same order
+(docs/performance.md): this queue keeps the same key, ``(time, priority, insertion id)``, with ids
 taken from its own counter in the order events are pushed. Since every key is distinct, the
 order in which events come out does not depend on how the heap is arranged: it is the sorted
 order of the keys, the same as SimPy's for the same pushes.

@@ -197,7 +197,7 @@ class EventTable:
         if all(isinstance(values, list) for values in columns):
             # Python lists join the rows appended one by one, converted when sealed: a few
             # dozen rows a round (a broadcast's adoptions) would otherwise cost one Arrow
-            # conversion per column per round, 50 µs a round (README, Performance)
+            # conversion per column per round, 50 µs a round (docs/performance.md)
             added = len(columns[0])
             if any(len(values) != added for values in columns):
                 raise SimulationError(f"table {self.schema.name}: columns of unequal length")

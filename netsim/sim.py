@@ -6,7 +6,7 @@ deterministically by SimPy's (time, priority, insertion id) order. Time is in se
 
 This module is netsim's one seam with SimPy's internals: the hot paths of exact mode (a message,
 a gossip tick, a timer at an exact instant) push their events onto SimPy's queue themselves
-rather than through :meth:`simpy.Environment.schedule` (README, Performance), and only
+rather than through :meth:`simpy.Environment.schedule` (docs/performance.md), and only
 :class:`Environment` does so. :func:`check_simpy` states what the seam assumes of SimPy and is run
 by every :class:`Environment`; ``pyproject.toml`` bounds SimPy to the major version it holds for.
 """
@@ -133,7 +133,7 @@ class Environment(simpy.Environment):
 class Call(simpy.events.Event):
     """A timer that runs ``callback(*args)`` when it fires: a SimPy event scheduled like a
     :class:`simpy.events.Timeout` (normal priority, after ``delay``), with the callback kept on
-    the event rather than in a closure made for each one (README, Performance: a closure per message
+    the event rather than in a closure made for each one (docs/performance.md: a closure per message
     was a tenth of exact mode's time)."""
 
     def __init__(

@@ -219,10 +219,11 @@ def test_the_check_example_installs_the_package_that_registers_its_name() -> Non
     assert "PYTHONPATH=examples/netsim-examples/src netsim check" in " ".join(section.split())
 
 
-def test_the_readmes_stunner_figures_are_what_trace_info_prints(stunner_trace: Path) -> None:
-    """The README said sessions of median 7.4 min and mean 59 min (every online interval,
-    those cut by a segment's edge at their cut length); ``netsim trace info`` prints 6.3 and
-    47.5 min (sessions seen whole). The README now gives trace info's figures, and says so."""
+def test_the_guides_stunner_figures_are_what_trace_info_prints(stunner_trace: Path) -> None:
+    """The churn-trace guide once said sessions of median 7.4 min and mean 59 min (every online
+    interval, those cut by a segment's edge at their cut length); ``netsim trace info`` prints
+    6.3 and 47.5 min (sessions seen whole). The guide gives trace info's figures, and says so
+    (docs/guide/churn-traces.md)."""
     import re
 
     done = subprocess.run(
@@ -234,9 +235,9 @@ def test_the_readmes_stunner_figures_are_what_trace_info_prints(stunner_trace: P
                         r"mean ([\d.]+) min", done.stdout)  # fmt: skip
     assert printed is not None, done.stdout
     _, cut, median, mean = printed.groups()
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    guide = " ".join((DOCS / "guide" / "churn-traces.md").read_text(encoding="utf-8").split())
     assert (
         f"online sessions of median {median} min and mean {mean} min, as `netsim trace info` "
         "prints them: a session is one online interval seen whole inside its segment (the "
         f"{int(cut):,} intervals cut by a segment's start or end are left out"
-    ) in readme
+    ) in guide

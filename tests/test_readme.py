@@ -1,13 +1,16 @@
-"""The README's commands run as pasted: its snippets for reading runs in a fresh directory, and
-(slow) its first two commands, installing netsim and then installing it again in editable
-mode, in a fresh virtual environment."""
+"""The README is a front page whose commands run as pasted: its ten-line walk prints what the
+README shows, the guide's snippets for reading runs (docs/guide/runs.md) run in a fresh
+directory, and (slow) its first two commands, installing netsim and then installing it again in
+editable mode, run in a fresh virtual environment."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -17,19 +20,70 @@ from conftest import SUBPROCESS_HANG_LIMIT
 from netsim.storage import is_complete_run
 
 REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+#: The guide page and section whose snippets read runs in pandas.
+RUNS_GUIDE = REPO / "docs" / "guide" / "runs.md"
 SECTION = "## Reading a run in pandas"
+#: The README's section with the ten-line scenario, its command and its output.
+WALK_SECTION = "## A random walk on a churn trace"
+#: The front page stays a front page: what it held beyond this went to the docs site.
+MOST_LINES = 200
 
 
 def section_blocks(text: str, heading: str) -> list[tuple[str, str]]:
-    """The fenced code blocks (language, code) of the README section under ``heading``."""
+    """The fenced code blocks (language, code) of the Markdown section under ``heading``."""
     start = text.index(heading)
     end = text.find("\n## ", start + len(heading))
     body = text[start : end if end >= 0 else len(text)]
     return re.findall(r"```(\w+)\n(.*?)```", body, flags=re.DOTALL)
 
 
-def test_the_readme_snippets_for_reading_runs_run_as_pasted(tmp_path, monkeypatch):
-    blocks = section_blocks((REPO / "README.md").read_text(encoding="utf-8"), SECTION)
+def test_the_readme_is_a_front_page() -> None:
+    """Under 200 lines, the test suite's size stated in one place (its Tests section, which the
+    count's updates edit), and the performance history on its own page, not here."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < MOST_LINES
+    counts = re.findall(r"\b\d[\d,]* tests\b", text)
+    assert len(counts) == 1, counts
+    tests_section = text[text.index("\n## Tests\n") :]
+    assert counts[0] in tests_section.split("\n## ")[1]
+    for page in (REPO / "docs").rglob("*.md"):
+        assert not re.search(r"\b\d,\d{3} tests\b", page.read_text(encoding="utf-8")), page
+    assert "[Performance](docs/performance.md)" in text
+    assert "[Data and citations](docs/citations.md)" in text
+
+
+def normalised_run_output(text: str) -> str:
+    """``netsim run``'s summary with its one machine-dependent figure, the wall time, masked."""
+    return re.sub(r"^wall time: [\d.]+ s$", "wall time: … s", text.strip(), flags=re.MULTILINE)
+
+
+def test_the_readmes_walk_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    """The ten-line scenario, saved at the top of a checkout as the README says, run by the
+    README's command: the output is the README's (the wall time aside). A change to netsim's
+    summary or to the walk's numbers shows here; paste the printed output into the README."""
+    blocks = section_blocks(README.read_text(encoding="utf-8"), WALK_SECTION)
+    assert [language for language, _ in blocks] == ["yaml", "sh", "text"]
+    (_, scenario), (_, command), (_, shown) = blocks
+    assert len(scenario.strip().splitlines()) == 10
+    (tmp_path / "traces").symlink_to(REPO / "traces")
+    (tmp_path / "walk.yaml").write_text(scenario, encoding="utf-8")
+    words = shlex.split(command.strip())
+    assert words == ["netsim", "run", "walk.yaml"]
+    done = subprocess.run(
+        [sys.executable, "-m", "netsim", *words[1:]], cwd=tmp_path, capture_output=True,
+        text=True, timeout=SUBPROCESS_HANG_LIMIT, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert normalised_run_output(done.stdout) == normalised_run_output(shown), (
+        f"the README shows another output; this run printed:\n{done.stdout}"
+    )
+    assert is_complete_run(tmp_path / done.stdout.strip().splitlines()[-1])
+
+
+def test_the_guides_snippets_for_reading_runs_run_as_pasted(tmp_path, monkeypatch):
+    blocks = section_blocks(RUNS_GUIDE.read_text(encoding="utf-8"), SECTION)
     assert [language for language, _ in blocks] == ["sh", "python", "python", "python"]
     for name in ("scenarios", "traces"):  # what the snippets' relative paths name
         (tmp_path / name).symlink_to(REPO / name)
@@ -44,7 +98,7 @@ def test_the_readme_snippets_for_reading_runs_run_as_pasted(tmp_path, monkeypatc
             )  # fmt: skip
             assert result.returncode == 0, result.stderr
         else:
-            exec(compile(code, "README.md", "exec"), namespace)
+            exec(compile(code, str(RUNS_GUIDE), "exec"), namespace)
     tables, long = namespace["tables"], namespace["long"]
     assert (tables["samples"]["duration"] == 1800.0).all()  # type: ignore[index]
     assert set(long["duration"]) == {1800.0}  # type: ignore[index]
@@ -109,7 +163,7 @@ def test_the_readmes_install_commands_run_in_order_in_a_fresh_environment(tmp_pa
     The second command installs ``-e .``, not ``-e '.[test]'``, and runs no tests: the test
     extra (JAX, Dask, Sphinx, …) adds minutes of installing, and what is checked is the
     install, not the suite. A few minutes with pip's cache warm."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = README.read_text(encoding="utf-8")
     top = readme[: readme.index("\n## ")]
     assert re.findall(r"```sh\n(.*?)\n```", top, flags=re.DOTALL) == [
         INSTALL_AND_RUN,

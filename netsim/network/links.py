@@ -272,7 +272,7 @@ def pair_online(
 
 
 #: Above this many links the :class:`OnlineNeighbourIndex` is compact: 5 or 6 bytes per link
-#: instead of 16 (README, Performance: 10⁶ nodes with 50 neighbours in 1 GB; there the full
+#: instead of 16 (docs/performance.md: 10⁶ nodes with 50 neighbours in 1 GB; there the full
 #: index would
 #: take 800 MB, the compact one 250 MB). Its peer choice costs one more read, so smaller
 #: topologies keep the full index.
@@ -464,8 +464,8 @@ class OnlineNeighbourIndex:
 
 class Transfer(simpy.events.Event):
     """One message in flight, and the SimPy event of its completion: :meth:`Network.send`
-    schedules the transfer itself, with the transport's completion as its one callback (README,
-    Performance: a message is one object, not a record plus a timer event plus an argument
+    schedules the transfer itself, with the transport's completion as its one callback
+    (docs/performance.md: a message is one object, not a record plus a timer event plus an argument
     tuple)."""
 
     _ok = True  # a transfer always succeeds as an event; its fate is doom_reason's
@@ -489,7 +489,7 @@ class Transfer(simpy.events.Event):
     ) -> None:
         # simpy's Event.__init__ is not called: the transport sets env and callbacks when it
         # schedules the transfer, as simpy's Timeout does for itself; _ok, _value and the
-        # doom fields start as the class's defaults (README, Performance: fewer stores per message)
+        # doom fields start as the class's defaults (docs/performance.md: fewer stores per message)
         self.src = src
         self.dst = dst
         self.kind = kind
@@ -672,7 +672,7 @@ class Network(Transport):
             transfer.doom_reason, transfer.doom_time = SOURCE_OFFLINE, now
         elif not online[dst]:
             transfer.doom_reason, transfer.doom_time = TARGET_OFFLINE, now
-        elif self.lossy:  # links that lose nothing check nothing more (README, Performance)
+        elif self.lossy:  # links that lose nothing check nothing more (docs/performance.md)
             if self.failures is not None:
                 down_at = self.failures.failure_time(src, dst, now, now + duration)
                 if down_at is not None:

@@ -24,7 +24,7 @@ class NodeStates:
         self.n = int(self.online.size)
         self.epoch = np.zeros(self.n, dtype=np.int64)
         # the same states as Python lists, for the event-by-event paths: reading one element
-        # of a list is several times cheaper than reading a numpy scalar (README, Performance)
+        # of a list is several times cheaper than reading a numpy scalar (docs/performance.md)
         self.is_online: list[bool] = self.online.tolist()
         self.epochs: list[int] = [0] * self.n
         self.last_leave = np.full(self.n, -np.inf)

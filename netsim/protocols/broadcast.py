@@ -198,7 +198,7 @@ def adopt(
     every update it now holds, and coverage is checked when an update a threshold waits for
     gained a holder: only such an update can newly reach a threshold, since every other
     count and the online count are as at the last check (every join and leave checks again;
-    README, Performance: one adoption in 20 messages, and a full check was a third of the
+    docs/performance.md: one adoption in 20 messages, and a full check was a third of the
     adoption's cost). ``broadcast``: :meth:`Broadcast.compiled_state`'s arrays."""
     version, known, starts, reached, next_update, shares = broadcast
     row_time, row_ints, row_count = rows
@@ -419,7 +419,7 @@ class Broadcast(GossipApplication):
         self.nodes = network.nodes
         self.thresholds = tuple(sorted(thresholds))
         self.version = np.full(network.topology.n, -1, dtype=np.int64)
-        # exact mode: the same as a list, read by every message (README, Performance), written with
+        # exact mode: the same as a list, read by every message (docs/performance.md), written with
         # version by _adopt; rounds mode reads version only (in its compiled kernel)
         self._held: list[int] | None = (
             None if engine is not None and engine.round_based else [-1] * network.topology.n

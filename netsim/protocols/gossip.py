@@ -134,7 +134,7 @@ class PushPullEngine(GossipEngine):
         self.message_size = message_size
         self.name = name
         self.active = network.nodes.online.copy()
-        # the same flags as a list, read by every exact-mode message (README, Performance)
+        # the same flags as a list, read by every exact-mode message (docs/performance.md)
         self.is_active: list[bool] = self.active.tolist()
         self._activation_listeners: list[Callable[[int], None]] = []
         self.exchanges = 0
@@ -188,8 +188,8 @@ class PushPullEngine(GossipEngine):
 
 
 class _Tick(simpy.events.Event):
-    """A node's gossip timer: one event per node, scheduled again every period (README,
-    Performance: no
+    """A node's gossip timer: one event per node, scheduled again every period
+    (docs/performance.md: no
     new timer, closure or argument tuple per tick). ``generation`` cancels it when the node
     leaves."""
 
@@ -228,7 +228,7 @@ class PushPullGossip(PushPullEngine):
         n = network.topology.n
         self._peer_uniform = BlockDraws(sim.streams.get(f"{name}.peers").random)
         self.phase = sim.streams.get(f"{name}.phase").uniform(0.0, period, n)
-        self._timer_generation = [0] * n  # a list: read at every tick (README, Performance)
+        self._timer_generation = [0] * n  # a list: read at every tick (docs/performance.md)
         self._env = sim.env
         # every tick's callbacks: one shared tuple, as for a transfer (Network.send)
         self._tick_callbacks = (self._tick,)
@@ -251,7 +251,7 @@ class PushPullGossip(PushPullEngine):
         rules = self.rules
         single = rules[0] if len(rules) == 1 else CompositeRule(rules)
         self.rule = single if rules else _Silent()
-        # its two methods, bound once: every message calls one of them (README, Performance)
+        # its two methods, bound once: every message calls one of them (docs/performance.md)
         self._outgoing, self._incoming = self.rule.outgoing, self.rule.incoming
         self._started = True
         for node in np.flatnonzero(self.active).tolist():

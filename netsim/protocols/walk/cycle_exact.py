@@ -37,7 +37,7 @@ class ExactCycle(WalkCycle):
         super().__init__(core, variant, age_error_rng, prop)
         n = core.n
         # each node's gossip value (steps, id, origin, special) as one tuple, made when the
-        # node adopts an update rather than at every message (README, Performance)
+        # node adopts an update rather than at every message (docs/performance.md)
         self._rwprop: list[tuple[int, int, float, bool]] = [(-n - 1, 0, 0.0, True)] * n
         self._timer_generation: Any = np.zeros(n, dtype=np.int64)
         self._timer_due: Any = np.full(n, np.inf)  # when the pending timeout check fires
@@ -52,8 +52,8 @@ class ExactCycle(WalkCycle):
 
     def _hold_state_in_lists(self) -> None:
         """Exact mode reads and writes one node's ``rwprop`` and timer at every message and
-        timer: as Python lists that is several times cheaper than numpy scalars (README,
-        Performance).
+        timer: as Python lists that is several times cheaper than numpy scalars
+        (docs/performance.md).
         The values and their arithmetic are the same (int64 and float64 are Python's int and
         float); rounds mode keeps the record array its compiled kernels read."""
         record = self.prop

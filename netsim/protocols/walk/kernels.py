@@ -46,7 +46,7 @@ def replaces(
 ) -> bool:
     """:func:`should_replace` on Python scalars, with the same result for every input: the
     array form's ``&`` and ``|`` of booleans are ``and`` and ``or``, which stop at the first
-    deciding comparison (exact mode evaluates line 14 once per message; README, Performance)."""
+    deciding comparison (exact mode evaluates line 14 once per message; docs/performance.md)."""
     if steps < new_steps or (ties_more and steps == new_steps):
         return (age <= new_age and new_age < delta) or age > new_age
     return (age >= delta and delta > new_age) or age > new_age + delta
@@ -54,7 +54,7 @@ def replaces(
 
 #: :func:`replaces` compiled (numba compiles the same source): the round kernels' line 14. Its
 #: ``and``/``or`` stop at the deciding comparison, which in a round of 6,000 merges is some
-#: 10 µs less than the array form's every comparison (README, Performance).
+#: 10 µs less than the array form's every comparison (docs/performance.md).
 replaces_compiled = njit(cache=True)(replaces)
 
 
@@ -138,7 +138,7 @@ def _receive(
 
 def _exchange_source(authors_rule: bool, age_errors: bool) -> Any:
     """One round's push-pull kernel with the options as compile-time constants (numba freezes
-    a closure's variables): an option that is off costs nothing (README, Performance)."""
+    a closure's variables): an option that is off costs nothing (docs/performance.md)."""
 
     def exchange(
         initiators: np.ndarray,
