@@ -134,6 +134,31 @@ class IdealWalkConfig(ComponentConfig):
     agent: AgentField = VisitCounter.Config()
 
 
+def service_config_of(arguments: Mapping[str, Any], variant: WalkVariant) -> WalkServiceConfig:
+    """The config of a walk service made in code, not from a scenario: its constructor's
+    ``arguments`` (transfer time, timeout, start, kill probability, retry interval, sample
+    interval) and the rules of ``variant``, unvalidated (the constructor's values are used
+    as given)."""
+    return WalkServiceConfig.model_construct(
+        **arguments,
+        replace_rule=variant.replace_rule,
+        age_error=variant.age_error,
+        bootstrap_update=variant.bootstrap_update,
+        cycle=variant.cycle,
+    )
+
+
+def check_cycle_engine(config: WalkServiceConfig, gossip: object, built_in: bool) -> None:
+    """The authors' cycle runs on the built-in gossip engine's ticks (``built_in``): refuse
+    ``walk.cycle: authors`` on any other engine."""
+    if config.cycle == "authors" and not built_in:
+        raise ScenarioError(
+            "walk.cycle: authors (the default of walk.preset: authors) runs the authors' "
+            f"cycle on the built-in gossip engine's ticks; the gossip section names "
+            f"{type(gossip).__name__}: use the built-in engine, or walk.cycle: netsim"
+        )
+
+
 def check_service_inputs(config: WalkServiceConfig, ctx: BuildContext) -> None:
     """Reject a topology the walk cannot cross; warn about a timeout shorter than the
     time its updates need to spread (Hegedűs et al. 2016 §5.2: δ ≥ δ_rw + 10Δ)."""

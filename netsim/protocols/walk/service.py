@@ -23,7 +23,6 @@ from netsim.contracts import (
     Walk,
     WalkAgent,
 )
-from netsim.errors import ScenarioError
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import GossipEngine, PushPullEngine
 from netsim.protocols.walk.compiled import attach_walk_core, exact_support_of
@@ -31,7 +30,9 @@ from netsim.protocols.walk.config import (
     PAPER_RULES,
     WalkServiceConfig,
     WalkVariant,
+    check_cycle_engine,
     check_service_inputs,
+    service_config_of,
 )
 from netsim.protocols.walk.cycle import WalkCycle, new_prop_records
 from netsim.protocols.walk.cycle_authors import AuthorsCycle
@@ -100,12 +101,10 @@ class RandomWalkService(Walk):
         ctx: BuildContext | None = None,
     ) -> None:
         # a service made in code (not from a scenario) gets the config of its arguments
-        Component.__init__(self, config or WalkServiceConfig.model_construct(
-            transfer_time=transfer_time, timeout=timeout, kill_probability=kill_probability,
-            start=start, retry_interval=retry_interval, sample_every=sample_every,
-            replace_rule=variant.replace_rule, age_error=variant.age_error,
-            bootstrap_update=variant.bootstrap_update, cycle=variant.cycle,
-        ), ctx)  # type: ignore[arg-type]  # fmt: skip
+        arguments = {"transfer_time": transfer_time, "timeout": timeout, "start": start,
+                     "kill_probability": kill_probability, "retry_interval": retry_interval,
+                     "sample_every": sample_every}  # fmt: skip
+        Component.__init__(self, config or service_config_of(arguments, variant), ctx)
         self._engine = engine  # attached when the run starts
         self.sim = sim
         self.network = network
@@ -184,12 +183,7 @@ class RandomWalkService(Walk):
         assert ctx.sim is not None and ctx.network is not None
         cls.check_inputs(config, ctx)
         gossip = ctx.require("gossip")
-        if config.cycle == "authors" and not isinstance(gossip, PushPullEngine):
-            raise ScenarioError(
-                "walk.cycle: authors (the default of walk.preset: authors) runs the authors' "
-                f"cycle on the built-in gossip engine's ticks; the gossip section names "
-                f"{type(gossip).__name__}: use the built-in engine, or walk.cycle: netsim"
-            )
+        check_cycle_engine(config, gossip, isinstance(gossip, PushPullEngine))
         service = cls(
             ctx.sim,
             ctx.network,
