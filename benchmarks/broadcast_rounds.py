@@ -1,5 +1,5 @@
 """Benchmark: the rounds-mode broadcast with a new update every round, against the plain SimPy
-loop and, through it, PeerSim's cycle-driven engine.
+loop, with its tables in memory and written to a run directory.
 
     python -m benchmarks.broadcast_rounds              # N = 10,000, 3,000 rounds, 3 repeats
     python -m benchmarks.broadcast_rounds --repeat 5
@@ -12,8 +12,9 @@ push-pull loop (:mod:`benchmarks.plain_simpy`, 300 rounds), the broadcast with i
 in memory (``EventLog()``, as ``netsim.run`` without ``out`` does) and the broadcast writing its
 tables to a run directory (as ``netsim run`` does). Printed: CPU µs per simulated round
 (median and range over the repeats), the ratio to the plain loop (median and range of the
-per-repeat quotients), the ratio to PeerSim's cycle-driven engine through the plain loop
-(:data:`PEERSIM_CD_PER_PLAIN`) and the peak resident memory of each child.
+per-repeat quotients) and the peak resident memory of each child. PeerSim's cycle-driven
+engine on this workload is measured by :mod:`benchmarks.peersim` (side by side, never through
+the plain loop: their relative speed changes with the machine's load).
 """
 
 from __future__ import annotations
@@ -31,10 +32,6 @@ from benchmarks.exact import spread
 from benchmarks.workloads import REPO, WARMUP_ROUNDS, WORKLOADS, measure
 
 WORKLOAD = "rounds-broadcast-every"
-#: PeerSim's cycle-driven engine (Java) per round on this workload, as a multiple of the plain
-#: SimPy loop's CPU per round, both measured on the development machine (PeerSim is not a
-#: dependency, so the benchmark divides by the plain loop measured in the same run).
-PEERSIM_CD_PER_PLAIN = 0.0225
 
 #: The workload's child, writing its tables to a run directory (Parquet) as ``netsim run`` does.
 DIRECTORY_CHILD = r"""
@@ -84,9 +81,9 @@ def measure_plain(quick: bool) -> float:
     return json.loads(done.stdout.strip().splitlines()[-1])["cpu_us_per_round"]
 
 
-def quotients(numerators: list[float], denominators: list[float], scale: float = 1.0) -> str:
-    """The median of the per-repeat quotients (divided by ``scale``), with their range."""
-    values = [a / b / scale for a, b in zip(numerators, denominators, strict=True)]
+def quotients(numerators: list[float], denominators: list[float]) -> str:
+    """The median of the per-repeat quotients, with their range."""
+    values = [a / b for a, b in zip(numerators, denominators, strict=True)]
     return f"{statistics.median(values):.4g}× ({min(values):.4g}–{max(values):.4g})"
 
 
@@ -110,9 +107,7 @@ def main() -> None:
         cpu = [row["cpu_us_per_round"] for row in rows]
         peak = [row["peak_mb"] for row in rows]
         print(f"  broadcast, tables {label:13s}{spread(cpu)}   peak {spread(peak).strip()} MiB")
-        print(f"      {quotients(cpu, plain)} the plain loop; "
-              f"{quotients(cpu, plain, PEERSIM_CD_PER_PLAIN)} PeerSim CD "
-              f"(at {PEERSIM_CD_PER_PLAIN}× the plain loop)")  # fmt: skip
+        print(f"      {quotients(cpu, plain)} the plain loop")
 
 
 if __name__ == "__main__":
