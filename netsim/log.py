@@ -17,14 +17,20 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from netsim.errors import SimulationError
+from netsim.lazy import lazy_module
 from netsim.storage import fsync_file
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 F64 = pa.float64()
 I64 = pa.int64()
