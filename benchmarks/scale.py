@@ -1,4 +1,4 @@
-"""Benchmark: peak memory of a run at 10⁶ nodes (the target: under 1 GB).
+"""Benchmark: peak memory of a run at 10⁶ nodes (the target: under 718 MiB, PeerSim CD's peak).
 
     python -m benchmarks.scale                       # 10⁶ nodes, 50 neighbours, 20 rounds
     python -m benchmarks.scale --nodes 20000 --rounds 5   # the smoke test's size
