@@ -16,8 +16,11 @@
 
 The run writes its run directory to a temporary directory, as ``netsim run`` does, in a fresh
 child process. Every ``--every`` simulated seconds the child prints its resident memory
-(``/proc/self/statm``); at the end the peak (``ru_maxrss``), the wall time and the growth of
-resident memory between the first and the last tenth of the run.
+(``/proc/self/statm``); at the end the peak (``ru_maxrss``), the wall time, the growth of
+resident memory between the first and the last tenth of the run, the import floor (resident
+memory once netsim's run modules are imported, before the scenario is read) and which heavy
+modules the run loaded (pandas, scipy.stats, networkx, dp-accounting, matplotlib, dask,
+scikit-learn, JAX, PyTorch: none for the walk case, ``tests/test_footprint.py``).
 """
 
 from __future__ import annotations
@@ -44,16 +47,18 @@ CASES = {
 CHILD = r"""
 import json, os, resource, sys, tempfile, time
 from pathlib import Path
-from netsim.log import EventLog
-from netsim.scenario.build import build_run
-from netsim.scenario.loader import load_scenario
-args = json.loads(sys.argv[1])
-scenario = load_scenario(Path(args["path"]), args["overrides"])
 page = os.sysconf("SC_PAGE_SIZE")
 
 def rss_mb():
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[1]) * page / 2**20
+
+from netsim.log import EventLog
+from netsim.scenario.build import build_run
+from netsim.scenario.loader import load_scenario
+imports_mb = rss_mb()
+args = json.loads(sys.argv[1])
+scenario = load_scenario(Path(args["path"]), args["overrides"])
 
 samples = []
 with tempfile.TemporaryDirectory() as directory:
@@ -73,9 +78,13 @@ with tempfile.TemporaryDirectory() as directory:
 tenth = max(len(samples) // 10, 1)
 first = sum(m for _, m in samples[:tenth]) / tenth
 last = sum(m for _, m in samples[-tenth:]) / tenth
+heavy = ("pandas", "scipy.stats", "networkx", "dp_accounting", "matplotlib", "dask", "sklearn",
+         "jax", "torch")
 print(json.dumps({"done": True, "wall_s": round(wall, 1),
                   "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                  "rss_first_tenth_mb": round(first, 1), "rss_last_tenth_mb": round(last, 1)}))
+                  "imports_mb": round(imports_mb, 1),
+                  "rss_first_tenth_mb": round(first, 1), "rss_last_tenth_mb": round(last, 1),
+                  "heavy_modules_loaded": [name for name in heavy if name in sys.modules]}))
 """
 
 

@@ -17,14 +17,20 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from netsim.errors import SimulationError
+from netsim.lazy import lazy_module
 from netsim.storage import fsync_file
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 F64 = pa.float64()
 I64 = pa.int64()
@@ -132,11 +138,84 @@ def parquet_options(schema: TableSchema) -> dict[str, object]:
     }
 
 
+#: The numpy type of each fixed-width numeric type a table's column has.
+_NUMPY_TYPES: dict[pa.DataType, np.dtype] = {
+    F64: np.dtype(np.float64),
+    I64: np.dtype(np.int64),
+    I32: np.dtype(np.int32),
+}
+#: The integers a float64 holds exactly (Arrow's safe cast refuses the others).
+_EXACT_FLOAT_INTEGERS = 2**53
+
+
 def _arrow_column(values: Iterable[object], dtype: pa.DataType) -> pa.Array:
     """One column of ``dtype`` from an Arrow array, a numpy array or any iterable."""
     if isinstance(values, pa.Array):
         return values if values.type == dtype else values.cast(dtype)
-    return pa.array(values if isinstance(values, np.ndarray) else list(values), type=dtype)
+    listed = values if isinstance(values, np.ndarray) else list(values)
+    built = _from_buffers(listed, dtype)
+    if built is not None:
+        return built
+    return pa.array(listed, type=dtype)
+
+
+def _from_buffers(values: np.ndarray | list[object], dtype: pa.DataType) -> pa.Array | None:
+    """The column ``pa.array(values, type=dtype)`` makes, built from its Arrow buffers: the
+    same values, the same buffers (a numpy array of the column's type is shared, not copied,
+    as ``pa.array`` shares it); None where this does not apply (values of another kind, or out
+    of the type's range: ``pa.array`` then converts them or says why not).
+
+    ``pa.array`` first asks pandas whether the values are a pandas array, which imports
+    pandas (some 40 MiB resident) into every run that writes a table; this leaves pandas to
+    what reads the tables (``tests/test_footprint.py``)."""
+    if pa.types.is_string(dtype):
+        return _strings(values)
+    try:
+        array = values if isinstance(values, np.ndarray) else np.array(values)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if array.ndim != 1:
+        return None
+    if dtype == BOOL:
+        if array.dtype != np.bool_ and array.size:
+            return None
+        bits = np.packbits(array.astype(np.bool_), bitorder="little")
+        return pa.Array.from_buffers(dtype, array.size, [None, pa.py_buffer(bits)])
+    target = _NUMPY_TYPES.get(dtype)
+    if target is None:
+        return None
+    if array.size and array.dtype != target:
+        if array.dtype.kind not in ("i", "u") and not (
+            array.dtype.kind == "f" and target.kind == "f"
+        ):
+            return None
+        if array.dtype.kind in ("i", "u"):
+            low, high = int(array.min()), int(array.max())
+            bounds = (
+                (-_EXACT_FLOAT_INTEGERS, _EXACT_FLOAT_INTEGERS)
+                if target.kind == "f"
+                else (int(np.iinfo(target).min), int(np.iinfo(target).max))
+            )
+            if low < bounds[0] or high > bounds[1]:
+                return None
+    array = np.ascontiguousarray(array, dtype=target)
+    return pa.Array.from_buffers(dtype, array.size, [None, pa.py_buffer(array)])
+
+
+def _strings(values: np.ndarray | list[object]) -> pa.Array | None:
+    """A string column from Python strings, as its offsets and characters (None for anything
+    else, or more characters than 32-bit offsets reach)."""
+    if isinstance(values, np.ndarray) or not all(type(value) is str for value in values):
+        return None
+    encoded = [value.encode() for value in values]  # type: ignore[union-attr]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(value) for value in encoded], out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        return None
+    characters = b"".join(encoded)
+    return pa.StringArray.from_buffers(
+        len(encoded), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(characters)
+    )
 
 
 class EventTable:

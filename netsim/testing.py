@@ -44,15 +44,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dp_accounting
 import numpy as np
-import pandas as pd
 
 from netsim.contracts import Component, Mechanism, Model, supports_rounds
 from netsim.errors import ComponentError, NetsimError, ScenarioError, did_you_mean
+from netsim.lazy import lazy_module
 from netsim.registry import REGISTRY, SLOT_NAMES, import_reference, interface_problem
+
+if TYPE_CHECKING:
+    import dp_accounting
+    import pandas as pd
+else:
+    dp_accounting = lazy_module("dp_accounting")
+    pd = lazy_module("pandas")
 
 __all__ = [
     "BASE_SCENARIO",

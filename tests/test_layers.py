@@ -54,6 +54,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "netsim.event_queue",
             "netsim.kernel_cache",
             "netsim.installation",
+            "netsim.lazy",
         ),
     ),
     (

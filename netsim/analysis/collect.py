@@ -33,17 +33,16 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import yaml
-from scipy import stats
 
 from netsim import files
 from netsim.analysis.runs import load_manifest, scenario_checked
 from netsim.errors import RunDirectoryError
+from netsim.lazy import lazy_module
 from netsim.scenario.loader import dotted_value, parameter_value
 from netsim.scenario.yamlfile import load_yaml
 from netsim.storage import (
@@ -66,6 +65,13 @@ from netsim.storage import (
     read_record,
     read_table,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import scipy.stats as stats
+else:
+    pd = lazy_module("pandas")
+    stats = lazy_module("scipy.stats")
 
 #: Columns of the plan (and of the long table) that identify a run; the parameters follow.
 RUN_COLUMNS: tuple[str, ...] = ("run_id", "run", "point", "repetition", "seed")

@@ -12,14 +12,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import RunDirectoryError
+from netsim.lazy import lazy_module
 from netsim.scenario.schema import Scenario
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 DOLA_COLUMNS: tuple[str, ...] = (
     "dataset",

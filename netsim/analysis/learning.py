@@ -22,18 +22,24 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.contracts import Baseline, Curve, FigureSpec
 from netsim.errors import RunDirectoryError
+from netsim.lazy import lazy_module
 from netsim.learning.baselines import LearningBaselines, learning_baselines
 from netsim.protocols.walk import IdealWalkConfig
 from netsim.registry import spec_kind
 from netsim.scenario.schema import Scenario
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 CONFIG_COLUMNS: tuple[str, ...] = (
     "dataset",

@@ -27,9 +27,16 @@ point, a sign that decides a label — netsim computes in a fixed order
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+from netsim.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: Floating-point columns agree within this fraction of the larger magnitude.
 RELATIVE_TOLERANCE = 1e-9

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 
 from netsim.errors import RunDirectoryError
+from netsim.lazy import lazy_module
 from netsim.scenario.loader import load_scenario, scenario_file_problem
 from netsim.scenario.schema import Scenario
 from netsim.storage import (
@@ -23,6 +23,11 @@ from netsim.storage import (
     read_table,
 )
 from netsim.units import format_duration
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 
 def load_manifest(path: Path) -> dict[str, Any]:

@@ -29,12 +29,17 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from netsim.lazy import lazy_module
 from netsim.learning import yardstick_cache
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 #: The inverse regularisation strength of the centralised model (scikit-learn's default).
 CENTRALISED_C = 1.0

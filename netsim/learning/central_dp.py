@@ -54,22 +54,32 @@ import functools
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dp_accounting
 import numpy as np
-import scipy.sparse as sp
-from dp_accounting import rdp
-from dp_accounting.mechanism_calibration import NoBracketIntervalFoundError
-from scipy import optimize
-from scipy.special import expit, log_expit, logsumexp, softmax
 
 from netsim.errors import ScenarioError
+from netsim.lazy import lazy_module
 from netsim.learning import yardstick_cache
 from netsim.learning.baselines import check_split, content_key, float_matrix
 from netsim.learning.sensitivity import gradient_bound
 from netsim.privacy.mechanisms import check_budget, k_norm_l2
 from netsim.rng import RandomStreams
+
+if TYPE_CHECKING:
+    import dp_accounting
+    import dp_accounting.mechanism_calibration as mechanism_calibration
+    import dp_accounting.rdp as rdp
+    import scipy.optimize as optimize
+    import scipy.sparse as sp
+    import scipy.special as special
+else:
+    dp_accounting = lazy_module("dp_accounting")
+    sp = lazy_module("scipy.sparse")
+    rdp = lazy_module("dp_accounting.rdp")
+    mechanism_calibration = lazy_module("dp_accounting.mechanism_calibration")
+    optimize = lazy_module("scipy.optimize")
+    special = lazy_module("scipy.special")
 
 #: The constant feature that carries the intercept. 0.5 rather than 1 keeps the data radius of
 #: unit-length rows at √1.25 rather than √2 (output perturbation's noise grows with it); on
@@ -233,7 +243,7 @@ def _noise_multiplier(epsilon: float, delta: float, steps: int) -> float:
                 dp_accounting.LowerEndpointAndGuess(0.0, 1.0), tol=1e-6,
             )
         )  # fmt: skip
-    except NoBracketIntervalFoundError:
+    except mechanism_calibration.NoBracketIntervalFoundError:
         # the RDP accountant's orders cannot reach so small a δ at this ε (δ = 1e-50 at
         # ε = 0.1): dp-accounting's search gave up with its own traceback
         raise ScenarioError(
@@ -494,8 +504,8 @@ def _logits(x: Any, weights: np.ndarray) -> np.ndarray:
 def _residuals(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """∂ℓ/∂logits: σ(z) − y (binary) or softmax(z) − e_y."""
     if targets.shape[1] == 1:
-        return expit(logits) - targets
-    return softmax(logits, axis=1) - targets
+        return special.expit(logits) - targets
+    return special.softmax(logits, axis=1) - targets
 
 
 def _gradient_sum(x: Any, coefficients: np.ndarray) -> np.ndarray:
@@ -510,9 +520,11 @@ def _objective(
     weights = flat.reshape(-1, targets.shape[1])
     logits = _logits(x, weights)
     if targets.shape[1] == 1:
-        losses = -(targets * log_expit(logits) + (1.0 - targets) * log_expit(-logits))
+        losses = -(
+            targets * special.log_expit(logits) + (1.0 - targets) * special.log_expit(-logits)
+        )
     else:
-        losses = logsumexp(logits, axis=1) - np.sum(logits * targets, axis=1)
+        losses = special.logsumexp(logits, axis=1) - np.sum(logits * targets, axis=1)
     n = len(targets)
     gradient = _gradient_sum(x, _residuals(logits, targets)) / n + regularisation * weights
     value = float(np.sum(losses)) / n + 0.5 * regularisation * float(flat @ flat)

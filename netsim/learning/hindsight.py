@@ -94,12 +94,18 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
+from netsim.lazy import lazy_module
 from netsim.learning import ordered
 from netsim.learning.losses import BINARY_LOSSES, check_loss, loss_values
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 # SPG2 constants (Birgin et al. 2000 §3): history length of the non-monotone line search,
 # Armijo constant, safeguards of the quadratic interpolation, and bounds on the spectral step.

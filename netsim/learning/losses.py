@@ -26,9 +26,16 @@ hindsight solver and the regret use. DOLA's compiled round kernels
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.special import expit
+
+from netsim.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import scipy.special as special
+else:
+    special = lazy_module("scipy.special")
 
 LOSSES: tuple[str, ...] = ("logistic", "hinge", "absolute", "softmax", "multiclass_hinge")
 BINARY_LOSSES: tuple[str, ...] = ("logistic", "hinge", "absolute")
@@ -71,7 +78,7 @@ def loss_derivative(loss: str, margins: np.ndarray) -> np.ndarray:
         return np.where(z < 1.0, -1.0, 0.0)
     if loss == "absolute":
         return np.sign(z)
-    return -expit(-z)
+    return -special.expit(-z)
 
 
 def loss_value(loss: str, w: np.ndarray, x: np.ndarray, y: float | int) -> float:
@@ -249,7 +256,7 @@ def batch_gradient(loss: str, w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np
     z = np.einsum("md,md->m", w, x)
     yf = np.asarray(y, dtype=np.float64)
     if loss == "logistic":
-        coefficient = np.where(yf == -1.0, expit(z), -expit(-z))
+        coefficient = np.where(yf == -1.0, special.expit(z), -special.expit(-z))
     elif loss == "hinge":
         coefficient = np.where(yf * z < 1.0, -yf, 0.0)
     else:

@@ -37,14 +37,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 from pydantic import Field, ValidationInfo, field_validator
 
 from netsim.contracts import ComponentConfig
 from netsim.fields import resolved_path
+from netsim.lazy import lazy_module
 from netsim.learning import ordered
 from netsim.learning.datasets import (
     MAX_DATA_VALUES,
@@ -55,6 +55,11 @@ from netsim.learning.datasets import (
     dataset_names,
     load_dataset,
 )
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 SYNTHETIC: tuple[str, ...] = ("synthetic_ball", "synthetic_sparse")
 """The names of the generated data sets (see :func:`load_online_data`)."""

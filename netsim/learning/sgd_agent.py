@@ -15,10 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from netsim.contracts import (
@@ -32,6 +31,7 @@ from netsim.contracts import (
     Section,
 )
 from netsim.fields import resolved_path
+from netsim.lazy import lazy_module
 from netsim.learning.baselines import LearningBaselines, learning_baselines
 from netsim.learning.central_dp import central_dp_baseline
 from netsim.learning.datasets import (
@@ -81,6 +81,11 @@ from netsim.privacy.threat import PAIRS_TABLE as PRIVACY_PAIRS_TABLE
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
 from netsim.registry import component_name, spec_class, spec_kind
 from netsim.sim import Simulation
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 VISITS_TABLE = TableSchema(
     name="sgd_visits",
@@ -369,12 +374,8 @@ class SGDAgent(Component):
         self.x_test = x_test
         self.y_test = y_test
         #: The validation split (no rows without one): scored beside the test split.
-        self.x_validation = (
-            np.empty((0, x_test.shape[1])) if x_validation is None else x_validation
-        )
-        self.y_validation = (
-            np.empty(0, dtype=np.int64) if y_validation is None else y_validation
-        )
+        self.x_validation = np.empty((0, x_test.shape[1])) if x_validation is None else x_validation
+        self.y_validation = np.empty(0, dtype=np.int64) if y_validation is None else y_validation
         self.evaluate_every = evaluate_every
         #: The models the summary scores at the end, when the learner holds them (gossip
         #: learning sets it); otherwise the walks' last samples (:attr:`final_scores`).
@@ -576,9 +577,7 @@ class SGDAgent(Component):
             test = float(np.mean(model_test_accuracies(model, params, self.x_test, self.y_test)))
             if not self.y_validation.size:
                 return test, math.nan
-            validation = model_test_accuracies(
-                model, params, self.x_validation, self.y_validation
-            )
+            validation = model_test_accuracies(model, params, self.x_validation, self.y_validation)
             return test, float(np.mean(validation))
         scores = self.final_scores[1]
         if not scores:

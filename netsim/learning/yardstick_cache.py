@@ -61,13 +61,18 @@ import typing
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import scipy.sparse as sp
 
 from netsim.errors import NetsimError
+from netsim.lazy import lazy_module
 from netsim.storage import atomic_write_text
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 #: The environment variable naming the cache directory ("off" or empty: no cache).
 CACHE_DIR_VARIABLE = "NETSIM_CACHE_DIR"

@@ -13,9 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import networkx as nx
 import numpy as np
 from pydantic import Field, field_validator
 
@@ -23,6 +22,12 @@ from netsim import files
 from netsim.contracts import ComponentConfig, TopologyBuilder
 from netsim.errors import TopologyError
 from netsim.fields import Probability, existing_file
+from netsim.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import networkx as nx
+else:
+    nx = lazy_module("networkx")
 
 
 @dataclass(frozen=True, eq=False)

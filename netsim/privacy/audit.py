@@ -19,12 +19,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats
 
+from netsim.lazy import lazy_module
 from netsim.privacy import mechanisms
 from netsim.privacy.mechanisms import NoiseFn
+
+if TYPE_CHECKING:
+    import scipy.stats as stats
+else:
+    stats = lazy_module("scipy.stats")
 
 NOISE: dict[str, tuple[NoiseFn, str]] = {
     "laplace": (mechanisms.laplace_noise, "L1"),

@@ -17,13 +17,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 
+from netsim.lazy import lazy_module
 from netsim.log import BOOL, F64, I64, STR, TableSchema
 from netsim.privacy.pairwise import Mixing
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import scipy.sparse as sp
+else:
+    pd = lazy_module("pandas")
+    sp = lazy_module("scipy.sparse")
 
 AUDIT_TABLE = TableSchema(
     name="bound_audit",

@@ -45,24 +45,37 @@ import functools
 import logging
 import math
 from collections.abc import Collection, Iterator
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import dp_accounting
 import numpy as np
-import pandas as pd
-from dp_accounting import pld, rdp
-from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 
 from netsim.errors import PrivacyError
+from netsim.lazy import lazy_module
 from netsim.privacy import mechanisms
 from netsim.privacy.events import PrivacyEvent
+
+if TYPE_CHECKING:
+    import dp_accounting
+    import dp_accounting.pld as pld
+    import dp_accounting.rdp as rdp
+    import pandas as pd
+else:
+    dp_accounting = lazy_module("dp_accounting")
+    pd = lazy_module("pandas")
+    pld = lazy_module("dp_accounting.pld")
+    rdp = lazy_module("dp_accounting.rdp")
 
 Accounting = Literal["basic", "rdp", "pld"]
 ACCOUNTINGS: tuple[str, ...] = ("basic", "rdp", "pld")
 TIGHT_ACCOUNTINGS: tuple[str, ...] = ("rdp", "pld")
 
-#: The Rényi orders of every RDP computation: dp-accounting's default grid (1.1 … 1024).
-RDP_ORDERS: np.ndarray = np.array(DEFAULT_RDP_ORDERS, dtype=np.float64)
+#: The Rényi orders of every RDP computation: dp-accounting's default grid (1.1 … 1024),
+#: ``rdp_privacy_accountant.DEFAULT_RDP_ORDERS``, written out so that importing this module does
+#: not import dp-accounting (tests/test_footprint.py checks that the two agree).
+RDP_ORDERS: np.ndarray = np.array(
+    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
+    dtype=np.float64,
+)
 RDP_ORDERS.setflags(write=False)
 
 #: The ledger's name of a Poisson-subsampled Gaussian release (its sensitivity column is the

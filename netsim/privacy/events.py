@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
-
-import dp_accounting
+from typing import TYPE_CHECKING, Literal
 
 from netsim.errors import InvalidPrivacyEventError, UnaccountableEventError
+from netsim.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import dp_accounting
+else:
+    dp_accounting = lazy_module("dp_accounting")
 
 #: The neighbouring relation a release's guarantee is stated for (SPEC §8.1): data sets that
 #: differ in one record's value (``replace-one``, netsim's default: Δ is the replace-one

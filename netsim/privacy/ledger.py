@@ -10,15 +10,20 @@ when it writes the table (:meth:`PrivacyLedger.columns`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from netsim.errors import PrivacyError
+from netsim.lazy import lazy_module
 from netsim.log import F64, I64, STR, EventLog, EventTable, TableSchema
 from netsim.privacy.events import PrivacyEvent
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 LEDGER_TABLE = TableSchema(
     name="privacy_ledger",

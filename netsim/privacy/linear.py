@@ -58,16 +58,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.linalg
-import scipy.sparse as sp
 from numba import njit, prange
 from threadpoolctl import ThreadpoolController
 
 from netsim.kernel_cache import guard_kernels
+from netsim.lazy import lazy_module
 from netsim.privacy.mechanisms import gaussian_epsilon
 from netsim.privacy.pairwise import RANK_TOLERANCE
+
+if TYPE_CHECKING:
+    import scipy.linalg as linalg
+    import scipy.sparse as sp
+else:
+    linalg = lazy_module("scipy.linalg")
+    sp = lazy_module("scipy.sparse")
 
 #: A shift whose part outside the view's noise range is above this share of its length is
 #: revealed exactly (μ = ∞). Round-off leaves about 1e-15 of a shift that is in the range.
@@ -98,7 +105,7 @@ class Whitening:
         ``lo`` of L⁻¹a are zero too, so only the trailing block is solved."""
         if self.lower is not None:
             out = np.zeros((self.rank, shifts.shape[1]))
-            out[lo:] = scipy.linalg.solve_triangular(
+            out[lo:] = linalg.solve_triangular(
                 self.lower[lo:, lo:], shifts, lower=True, check_finite=False
             )
             return out
@@ -114,7 +121,7 @@ def whitening(factor: np.ndarray) -> Whitening:
     if rows == 0 or columns == 0:
         return Whitening(np.zeros((rows, 0)), np.zeros(0))
     if columns > 2 * rows:
-        factor = scipy.linalg.qr(factor.T, mode="r", check_finite=False)[0][:rows].T
+        factor = linalg.qr(factor.T, mode="r", check_finite=False)[0][:rows].T
     left, singular, _ = np.linalg.svd(factor, full_matrices=False)
     top = float(singular.max(initial=0.0))
     keep = singular > RANK_TOLERANCE * max(top, 1e-300)
@@ -311,7 +318,7 @@ class ViewSystem:
             return Whitening(np.zeros((0, 0)), np.zeros(0))
         values = np.linalg.eigvalsh(self.gram)
         if values.min() > GRAM_TOLERANCE * values.max():
-            lower = scipy.linalg.cholesky(self.gram, lower=True, check_finite=False)
+            lower = linalg.cholesky(self.gram, lower=True, check_finite=False)
             return Whitening(np.zeros((self.rows, 0)), np.zeros(0), lower)
         if self.gram_first:
             return None
@@ -665,12 +672,12 @@ def recursive_grams(
             columns = np.unique(senders)
             unit = np.zeros((own.size, columns.size))
             unit[np.arange(own.size), np.searchsorted(columns, senders)] = 1.0
-            solved = scipy.linalg.solve_triangular(
+            solved = linalg.solve_triangular(
                 lower[lo:hi, lo:hi], unit, lower=True, check_finite=False
             )
             current[: hi - lo, columns] = solved
             if hi < total:
-                coupling = scipy.linalg.solve_triangular(
+                coupling = linalg.solve_triangular(
                     lower[hi:, hi:], lower[hi:, lo:hi], lower=True, check_finite=False
                 )
                 current[hi - lo :, columns] -= coupling @ solved
@@ -853,7 +860,7 @@ def _temporal_local_mu_squared(run: LinearRun, unit: str) -> dict[tuple[int, int
         if np.any(std[used] == 0):
             precision = None
         else:
-            encoder = scipy.linalg.solve_triangular(
+            encoder = linalg.solve_triangular(
                 run.temporal[:steps, :steps], np.eye(steps), lower=True, check_finite=False
             )
             whitened = encoder / np.where(std > 0, std, 1.0)[:, None]

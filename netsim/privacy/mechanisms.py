@@ -33,17 +33,23 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-import dp_accounting
 import numpy as np
 from pydantic import Field
-from scipy.special import log_ndtr, ndtr
 
 from netsim.contracts import BuildContext, ComponentConfig, Mechanism
+from netsim.lazy import lazy_module
 from netsim.privacy import laplace_kernel
 from netsim.privacy.events import PrivacyEvent
 from netsim.registry import build_spec, component_spec, spec_class, spec_kind
+
+if TYPE_CHECKING:
+    import dp_accounting
+    import scipy.special as special
+else:
+    dp_accounting = lazy_module("dp_accounting")
+    special = lazy_module("scipy.special")
 
 NoiseFn = Callable[[int, int, float, np.random.Generator], np.ndarray]
 
@@ -228,7 +234,7 @@ def gaussian_delta(sigma: float, sensitivity: float, epsilon: float) -> float:
         return 1.0
     a = sensitivity / (2.0 * sigma)
     b = epsilon * sigma / sensitivity
-    return max(float(ndtr(a - b) - math.exp(epsilon + log_ndtr(-a - b))), 0.0)
+    return max(float(special.ndtr(a - b) - math.exp(epsilon + special.log_ndtr(-a - b))), 0.0)
 
 
 def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
@@ -298,8 +304,8 @@ def gaussian_epsilons(mu_squared: np.ndarray, delta: float) -> np.ndarray:
     def excess(m: np.ndarray, epsilon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """δ(ε) − delta and −δ′(ε)."""
         a, b = m / 2.0, epsilon / m
-        tail = np.exp(epsilon + log_ndtr(-a - b))
-        return np.maximum(ndtr(a - b) - tail, 0.0) - delta, tail
+        tail = np.exp(epsilon + special.log_ndtr(-a - b))
+        return np.maximum(special.ndtr(a - b) - tail, 0.0) - delta, tail
 
     at = np.flatnonzero((mu > 0) & np.isfinite(flat))
     at = at[excess(mu[at], np.zeros(at.size))[0] > 0]

@@ -26,15 +26,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 
+from netsim.lazy import lazy_module
 from netsim.privacy.mechanisms import gaussian_epsilon
 
+if TYPE_CHECKING:
+    import pandas as pd
+    import scipy.sparse as sp
+else:
+    pd = lazy_module("pandas")
+    sp = lazy_module("scipy.sparse")
+
 #: A round's mixing matrix W_t, dense or sparse.
-Mixing = np.ndarray | sp.spmatrix
+Mixing: TypeAlias = "np.ndarray | sp.spmatrix"
 
 #: Singular values below this share of the largest count as zero (the view's rank). A view's
 #: real directions can be far below its largest: gossip mixes the same noisy values round

@@ -10,20 +10,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import dp_accounting
 import numpy as np
-import pandas as pd
-from dp_accounting import pld, rdp
 
 from netsim.errors import BudgetExhausted, PrivacyError
+from netsim.lazy import lazy_module
 from netsim.log import EventLog, EventTable
 from netsim.privacy.budgets import Admission, BudgetPolicy, UntilSpent, accounting_problem
 from netsim.privacy.composition import TIGHT_ACCOUNTINGS, Accounting, check_accounting
 from netsim.privacy.events import PrivacyEvent
 from netsim.privacy.ledger import RECORDS_TABLE, LedgerChunk, PrivacyLedger
 from netsim.privacy.tight import PendingCharge, TightComposition
+
+if TYPE_CHECKING:
+    import dp_accounting
+    import dp_accounting.pld as pld
+    import dp_accounting.rdp as rdp
+    import pandas as pd
+else:
+    dp_accounting = lazy_module("dp_accounting")
+    pd = lazy_module("pandas")
+    pld = lazy_module("dp_accounting.pld")
+    rdp = lazy_module("dp_accounting.rdp")
 
 # --- composition ---------------------------------------------------------------------------
 

@@ -22,14 +22,19 @@ run made before it existed keeps its meaning and its id.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from netsim.contracts import BuildContext, Component, ComponentConfig, Section
+from netsim.lazy import lazy_module
 from netsim.log import F64, I64, STR, TableSchema
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: Accounting every observer of a larger network is left to a sample: the pairs table grows as
 #: the square of the nodes (4.2 million rows at 2,048, the network-DP papers' scale).
@@ -329,7 +334,7 @@ def sampled_from(nodes: int, observers: np.ndarray) -> int:
 
 
 def sample_phrase(row: Any) -> str:
-    """", worst over a sample of k of the n nodes" when a summary row's observers were a
+    """ ", worst over a sample of k of the n nodes" when a summary row's observers were a
     sample ("" otherwise, and for rows written before the column)."""
     nodes = row.get("sampled_from", 0) if hasattr(row, "get") else 0
     if not nodes or pd.isna(nodes):

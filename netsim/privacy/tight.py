@@ -14,11 +14,12 @@ sum, whose δ comes off the δ the Gaussian part is converted at
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
-import dp_accounting
 import numpy as np
 
 from netsim.errors import BudgetExhausted
+from netsim.lazy import lazy_module
 from netsim.privacy.composition import (
     RDP_ORDERS,
     Release,
@@ -28,6 +29,11 @@ from netsim.privacy.composition import (
     sampled_gaussian_rdp_curve,
 )
 from netsim.privacy.events import PrivacyEvent
+
+if TYPE_CHECKING:
+    import dp_accounting
+else:
+    dp_accounting = lazy_module("dp_accounting")
 
 
 @dataclass(frozen=True)

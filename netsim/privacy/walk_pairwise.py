@@ -52,14 +52,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
 from netsim.kernel_cache import guard_kernels
+from netsim.lazy import lazy_module
 from netsim.privacy.composition import RDP_ORDERS, rdp_epsilons
 from netsim.privacy.linear import RANGE_TOLERANCE, UnitLosses, group_losses, whitening
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 #: An eigenvalue of W this close to 1 is the stationary one.
 UNIT_EIGENVALUE_TOLERANCE = 1e-9

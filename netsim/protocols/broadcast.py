@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-import pandas as pd
 from numba import njit
 from pydantic import Field, field_validator
 
@@ -36,11 +35,17 @@ from netsim.contracts import (
 from netsim.distributions import Duration, PositiveDuration
 from netsim.event_queue import BROADCAST
 from netsim.kernel_cache import guard_kernels
+from netsim.lazy import lazy_module
 from netsim.log import F64, I32, I64, STR, EventTable, TableSchema, string_runs
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import PULL, PUSH
 from netsim.sim import Simulation
 from netsim.units import format_duration
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
     from netsim.protocols.gossip import GossipEngine
@@ -544,7 +549,9 @@ class Broadcast(GossipApplication):
         starts = np.zeros(2 * size)
         reached = np.full((2 * size, len(self.thresholds)), math.nan)
         known[:size], starts[:size], reached[:size] = (
-            self.known_online, self.start_times, self.reached
+            self.known_online,
+            self.start_times,
+            self.reached,
         )
         self.known_online, self.start_times, self.reached = known, starts, reached
 

@@ -32,9 +32,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from traceback import walk_tb
 from types import TracebackType
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from netsim.errors import (
     NetsimError,
@@ -43,6 +41,7 @@ from netsim.errors import (
     RunTimeoutError,
     ScenarioError,
 )
+from netsim.lazy import lazy_module
 from netsim.learning import yardstick_cache
 from netsim.log import EventLog
 from netsim.rng import new_root_seed
@@ -67,6 +66,11 @@ from netsim.storage import (
     write_json,
 )
 from netsim.version import __version__
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 RECORDED_PACKAGES = ("simpy", "networkx", "numpy", "pandas", "pyarrow", "pyyaml", "pydantic")
 #: What a readable run id may be: a directory name that is not hidden (staging is hidden).

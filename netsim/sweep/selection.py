@@ -48,13 +48,19 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
-from scipy import optimize
 
 from netsim.errors import SweepError, did_you_mean
+from netsim.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import scipy.optimize as optimize
+else:
+    pd = lazy_module("pandas")
+    optimize = lazy_module("scipy.optimize")
 
 SELECT_KEYS = ("metric", "goal", "report", "privacy", "trials", "validation_epsilon")
 TRIAL_KEYS = ("mean", "shape")

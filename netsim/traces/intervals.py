@@ -303,23 +303,47 @@ def _read_csv_arrow(path: Path, handle) -> IntervalTrace | None:
     node = pc.utf8_trim_whitespace(table.column("node"))
     start_text = pc.utf8_trim_whitespace(table.column("start"))
     end_text = pc.utf8_trim_whitespace(table.column("end"))
-    never = pc.and_(pc.equal(start_text, ""), pc.equal(end_text, ""))
-    if pc.any(pc.equal(node, "")).as_py():
+    never = _blank(start_text) & _blank(end_text)
+    if _blank(node).any():
         return None  # blank lines and empty labels: the line reader decides
+    online = ~never
+    mask = pa.Array.from_buffers(
+        pa.bool_(), online.size, [None, pa.py_buffer(np.packbits(online, bitorder="little"))]
+    )
     try:
         encoded = pc.dictionary_encode(node).combine_chunks()
-        online = pc.invert(never)
-        start = pc.cast(pc.filter(start_text, online), pa.float64()).to_numpy()
-        end = pc.cast(pc.filter(end_text, online), pa.float64()).to_numpy()
+        start = _values(pc.cast(pc.filter(start_text, mask), pa.float64()), np.float64)
+        end = _values(pc.cast(pc.filter(end_text, mask), pa.float64()), np.float64)
     except (pa.ArrowException, ValueError):
         return None
     labels = encoded.dictionary.to_pylist()
-    codes = encoded.indices.to_numpy().astype(np.int64)
-    rows = np.flatnonzero(np.asarray(online.to_numpy(zero_copy_only=False), dtype=bool))
+    codes = _values(encoded.indices, np.int32).astype(np.int64)
+    rows = np.flatnonzero(online)
     try:
         return _trace_from_rows(codes[rows], labels, start, end, rows + 2, path=path, unit="line")
     except TraceError:
         return None  # the line reader names the line (this one cannot see quoted newlines)
+
+
+def _values(column: pa.Array | pa.ChunkedArray, dtype: type[np.generic]) -> np.ndarray:
+    """A numeric column's values as numpy, read from its Arrow buffer when it has no nulls
+    (``to_numpy`` goes through pyarrow's pandas shim, which imports pandas, some 40 MiB, into
+    a run that reads a trace; ``tests/test_footprint.py``)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    numpy_type = np.dtype(dtype)
+    if array.null_count or array.type != pa.from_numpy_dtype(numpy_type):
+        return np.asarray(array.to_numpy(zero_copy_only=False), dtype=numpy_type)
+    return np.frombuffer(
+        array.buffers()[1], dtype=numpy_type, count=len(array),
+        offset=array.offset * numpy_type.itemsize,
+    )  # fmt: skip
+
+
+def _blank(text: pa.ChunkedArray) -> np.ndarray:
+    """Which strings of ``text`` are empty."""
+    import pyarrow.compute as pc
+
+    return _values(pc.utf8_length(text), np.int32) == 0
 
 
 def _read_canonical_csv(path: Path) -> IntervalTrace:

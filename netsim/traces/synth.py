@@ -32,12 +32,13 @@ import math
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.special import ndtr
 
 from netsim import files
 from netsim.errors import TraceError
+from netsim.lazy import lazy_module
 from netsim.storage import atomic_write_text
 from netsim.traces.intervals import (
     MAX_TRACE_SECONDS,
@@ -47,6 +48,11 @@ from netsim.traces.intervals import (
 )
 from netsim.traces.renewal import RenewalLimitError, alternating_renewal
 from netsim.units import DAY, HOUR
+
+if TYPE_CHECKING:
+    import scipy.special as special
+else:
+    special = lazy_module("scipy.special")
 
 QUANTILE_LEVELS = np.linspace(0.0, 1.0, 101)
 #: What a generated trace may hold: its nodes' on/off periods over all nodes, and those of one
@@ -282,7 +288,7 @@ def generate_trace(
             rho_on * z_on[active] + math.sqrt(1 - rho_on**2) * eps,
             rho_off * z_off[active] + math.sqrt(1 - rho_off**2) * eps,
         )
-        levels = ndtr(latent)
+        levels = special.ndtr(latent)
         length = np.where(on_now, _lengths(levels, on_q), _lengths(levels, off_q))
         factor = stretch[((begin % DAY) // HOUR).astype(np.int64)]
         return np.where(on_now, length * factor, length / factor)

@@ -21,16 +21,22 @@ one).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
 from netsim.errors import ScenarioError
 from netsim.kernel_cache import guard_kernels
+from netsim.lazy import lazy_module
 from netsim.log import BOOL, F64, I64, TableSchema
 from netsim.network.links import draw_below
 from netsim.network.topology import Topology
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 MIXING_TABLE = TableSchema(
     name="dola_mixing",

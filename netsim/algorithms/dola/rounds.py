@@ -19,10 +19,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 
 from netsim.algorithms.dola.config import DolaConfig
 from netsim.algorithms.dola.learner import DolaLearner
@@ -35,6 +34,7 @@ from netsim.algorithms.dola.mixing import (
 )
 from netsim.contracts import Baseline, BuildContext, Curve, FigureSpec, RoundLearner, Section
 from netsim.distributions import Constant
+from netsim.lazy import lazy_module
 from netsim.learning import ordered
 from netsim.learning.baselines import learning_baselines
 from netsim.learning.central_dp import central_dp_baseline
@@ -49,6 +49,13 @@ from netsim.privacy.accountant import (
     PrivacyAccountant,
     ledger_sink,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import scipy.sparse as sp
+else:
+    pd = lazy_module("pandas")
+    sp = lazy_module("scipy.sparse")
 
 ROUNDS_TABLE = TableSchema(
     name="dola_rounds",
@@ -598,7 +605,7 @@ class DolaRounds(RoundLearner):
 
 
 def central_dp_text(row: pd.Series) -> str:
-    """", central DP at the same (ε, δ) 0.824" (nothing for a non-private run, or a run
+    """ ", central DP at the same (ε, δ) 0.824" (nothing for a non-private run, or a run
     recorded before the column)."""
     central = row.get("central_dp_accuracy", math.nan)
     return "" if pd.isna(central) else f", central DP at the same (ε, δ) {central:.3f}"

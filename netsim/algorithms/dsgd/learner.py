@@ -46,11 +46,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 
 from netsim.algorithms.dsgd import calibration, privacy
 from netsim.algorithms.dsgd.config import CorrelatedNoise, DsgdConfig
@@ -65,6 +63,7 @@ from netsim.contracts import (
     Section,
 )
 from netsim.errors import DataError
+from netsim.lazy import lazy_module
 from netsim.learning.baselines import learning_baselines
 from netsim.learning.datasets import Dataset, load_dataset, preprocess
 from netsim.learning.models import build_model, check_model_fits, model_test_accuracies
@@ -83,6 +82,13 @@ from netsim.privacy.threat import (
     union_phrase,
 )
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import scipy.sparse as sp
+else:
+    pd = lazy_module("pandas")
+    sp = lazy_module("scipy.sparse")
 
 #: The δ of every pair's ε when the privacy section names none.
 DEFAULT_DELTA = 1e-5
@@ -612,8 +618,15 @@ class DecentralisedSGD(RoundLearner):
         log.table(privacy.UNITS_TABLE).extend(linear)
         log.table(PAIRS_TABLE).extend(pairs)
         summary = privacy.summary(
-            self.linear, accounted, threat.config.trust, delta, config.unit, linear[6], linear[8],
-            sampled=sampled_from(self.n, threat.observers), pairs=pairs,
+            self.linear,
+            accounted,
+            threat.config.trust,
+            delta,
+            config.unit,
+            linear[6],
+            linear[8],
+            sampled=sampled_from(self.n, threat.observers),
+            pairs=pairs,
         )
         log.table(PRIVACY_SUMMARY_TABLE).append(*summary)
         setting = privacy.Setting(noise.kind, self.link_a, self.link_b, delta)

@@ -40,12 +40,18 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.linalg as la
 
 from netsim.algorithms.dsgd.config import MAFALDA_MAX_ROUNDS
+from netsim.lazy import lazy_module
 from netsim.privacy.pairwise import metropolis_from_edges
+
+if TYPE_CHECKING:
+    import scipy.linalg as la
+else:
+    la = lazy_module("scipy.linalg")
 
 #: The projected gradient's largest entry, relative to the objective, at which the optimum is
 #: reached.

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 
 from netsim.algorithms.dsgd.config import (
     CorrelatedNoise,
@@ -38,6 +37,12 @@ from netsim.algorithms.dsgd.config import (
     ZipNoise,
 )
 from netsim.algorithms.dsgd.mafalda import StepPlan, mafalda_matrix
+from netsim.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 Streams = Callable[[str], np.random.Generator]
 

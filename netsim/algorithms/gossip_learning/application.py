@@ -26,10 +26,9 @@ and the split's majority-class and centralised yardsticks (principle 9).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 
 from netsim.algorithms.gossip_learning.rounds import GOSSIP_LEARNING_WALK, GossipLearningRounds
 from netsim.contracts import (
@@ -41,6 +40,7 @@ from netsim.contracts import (
     Section,
 )
 from netsim.distributions import PositiveDuration
+from netsim.lazy import lazy_module
 from netsim.learning.models import model_accuracies
 from netsim.learning.sgd_agent import LEARNING_BASELINES, SGDAgent, baseline_text
 from netsim.learning.state import ModelState
@@ -48,6 +48,11 @@ from netsim.log import F64, I64, TableSchema
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import PushPullGossip
 from netsim.protocols.rounds import RoundGossip
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: At most this many nodes' models are evaluated at each evaluation (a fixed sample when the
 #: network has more nodes): all 4,140 models of Spambase take 8 ms.

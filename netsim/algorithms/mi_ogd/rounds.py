@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from netsim.algorithms.mi_ogd.config import MiOgdConfig
 from netsim.algorithms.mi_ogd.learner import (
@@ -36,6 +36,7 @@ from netsim.algorithms.mi_ogd.learner import (
 )
 from netsim.contracts import BuildContext, Curve, FigureSpec, RoundLearner, Section
 from netsim.errors import BudgetExhausted, ScenarioError
+from netsim.lazy import lazy_module
 from netsim.learning.datasets import MAX_FEATURES
 from netsim.learning.hindsight import checkpoint_rounds
 from netsim.learning.online_data import (
@@ -56,6 +57,11 @@ from netsim.privacy.accountant import (
     ledger_sink,
 )
 from netsim.privacy.mechanisms import build_mechanism
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 ROUNDS_TABLE = TableSchema(
     name="mi_ogd_rounds",

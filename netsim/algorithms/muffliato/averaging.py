@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
-from scipy.sparse.csgraph import shortest_path
 
 from netsim.algorithms.muffliato.config import MAX_ALL_OBSERVERS, MuffliatoConfig
 from netsim.contracts import BuildContext, RoundLearner, Section
 from netsim.errors import ScenarioError
+from netsim.lazy import lazy_module
 from netsim.log import F64, I64, TableSchema
 from netsim.privacy.bounds import (
     AUDIT_TABLE,
@@ -60,6 +58,15 @@ from netsim.privacy.threat import (
     union_phrase,
 )
 from netsim.privacy.threat import SUMMARY_TABLE as PRIVACY_SUMMARY_TABLE
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import scipy.sparse as sp
+    import scipy.sparse.csgraph as csgraph
+else:
+    pd = lazy_module("pandas")
+    sp = lazy_module("scipy.sparse")
+    csgraph = lazy_module("scipy.sparse.csgraph")
 
 #: Most values (nodes × dimension) an averaging holds: 400 MB a copy, and a round keeps a
 #: few (values, noise, mixed).
@@ -265,7 +272,9 @@ class MuffliatoAveraging(RoundLearner):
         adjacency = sp.csr_matrix(
             (np.ones(self.link_a.size), (self.link_a, self.link_b)), shape=(self.n, self.n)
         )
-        hops = shortest_path(adjacency, directed=False, unweighted=True, indices=self.observers)
+        hops = csgraph.shortest_path(
+            adjacency, directed=False, unweighted=True, indices=self.observers
+        )
         observer = pairs["observer"].to_numpy(np.int64)
         record = pairs["record"].to_numpy(np.int64)
         # the observers are sorted: each pair's row of ``hops`` by binary search (a coalition,

@@ -10,16 +10,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from netsim.analysis.collect import SweepSource
 from netsim.analysis.report.curves import CurveStatistics
 from netsim.analysis.report.setting import Setting
 from netsim.analysis.runs import load_manifest
 from netsim.errors import ReportError, RunDirectoryError
+from netsim.lazy import lazy_module
 from netsim.storage import read_table
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: The x axes the comparison figure can be drawn against.
 TIME, PASSES, MESSAGES = "time", "passes", "messages"

@@ -25,8 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from netsim.analysis.collect import SweepSource
 from netsim.analysis.learning import (
@@ -50,7 +49,13 @@ from netsim.analysis.report.drawing import BAND_RANGE, FigureOptions, draw_curve
 from netsim.analysis.report.setting import Setting, central_dp_lines, point_settings, setting_lines
 from netsim.analysis.report.styles import LineStyle
 from netsim.contracts import FigureSpec
+from netsim.lazy import lazy_module
 from netsim.plotting import HOURS, TimeUnit
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 
 def figure_file(axis: str) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from netsim.analysis.collect import (
     parameter_columns,
@@ -20,7 +20,13 @@ from netsim.analysis.collect import (
 )
 from netsim.analysis.report.styles import CONFIDENCE
 from netsim.contracts import Curve
+from netsim.lazy import lazy_module
 from netsim.units import DAY, HOUR, MINUTE
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: At most this many time bins when the runs' time stamps differ (e.g. accuracy evaluations).
 MAX_TIME_BINS = 100

@@ -20,9 +20,9 @@ not ``exact``) dashed with hollow markers and a hatched band.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from netsim.analysis.collect import SweepSource
@@ -32,7 +32,13 @@ from netsim.analysis.report.styles import LineStyle
 from netsim.analysis.runs import load_manifest
 from netsim.contracts import Curve, FigureSpec
 from netsim.errors import RunDirectoryError
+from netsim.lazy import lazy_module
 from netsim.storage import read_table
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: Privacy per observer against the hops between observer and record. Drawn by
 #: :func:`draw_distance_figure`; the panel names the table and its metric.

@@ -13,13 +13,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.report.curves import BaselineLine, CurveStatistics
 from netsim.analysis.report.styles import BAND_FROM_REPETITIONS, LineStyle, repetitions_text
 from netsim.contracts import Curve, FigureSpec
+from netsim.lazy import lazy_module
 from netsim.plotting import HOURS, TimeUnit
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: A panel's y-axis is logarithmic when the positive means span more decades than this.
 LOG_Y_OVER_DECADES = 2.0

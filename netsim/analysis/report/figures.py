@@ -9,8 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from netsim.analysis.collect import (
     SweepSource,
@@ -38,7 +37,13 @@ from netsim.analysis.report.styles import CONFIDENCE, point_labels, point_styles
 from netsim.analysis.runs import load_manifest
 from netsim.contracts import Curve, FigureSpec
 from netsim.errors import NetsimError
+from netsim.lazy import lazy_module
 from netsim.plotting import HOURS, TimeUnit
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: The figure of the network itself (every run has its ``samples`` table).
 NETWORK_FIGURES: tuple[FigureSpec, ...] = (

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from netsim.analysis.collect import (
     SweepSource,
@@ -27,7 +27,13 @@ from netsim.analysis.report.privacy import PRIVACY_FIGURE
 from netsim.analysis.report.styles import BAND_FROM_REPETITIONS, CONFIDENCE, point_labels
 from netsim.analysis.runs import load_manifest
 from netsim.contracts import FigureSpec
+from netsim.lazy import lazy_module
 from netsim.storage import read_table
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 
 def _cell(text: str) -> str:

@@ -5,13 +5,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from netsim.analysis.figures import _pyplot, save_figure
 from netsim.analysis.report.styles import BAND_FROM_REPETITIONS, LineStyle, repetitions_text
 from netsim.contracts import Curve, FigureSpec
+from netsim.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 PRIVACY_FIGURE = FigureSpec(
     file="privacy_spent.png",

@@ -13,10 +13,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from netsim.analysis.collect import SweepSource, run_configuration
 from netsim.analysis.learning import (
@@ -25,8 +24,14 @@ from netsim.analysis.learning import (
 from netsim.analysis.report.curves import BaselineLine
 from netsim.analysis.runs import load_manifest, load_run_scenario
 from netsim.errors import RunDirectoryError
+from netsim.lazy import lazy_module
 from netsim.learning.sgd_agent import central_dp_accuracy, learning_data
 from netsim.storage import read_table
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: ``learning_summary.guarantee`` as a caption says it.
 GUARANTEE_TEXT: Mapping[str, str] = {"epsilon-DP": "ε-DP", "(epsilon,delta)-DP": "(ε, δ)-DP"}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from netsim.analysis.collect import (
     SweepSource,
@@ -23,6 +23,12 @@ from netsim.analysis.collect import (
 from netsim.analysis.figures import _pyplot
 from netsim.analysis.labels import series_labels
 from netsim.analysis.runs import load_manifest
+from netsim.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 CONFIDENCE = 0.95
 

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sp
 
 from netsim.contracts import BuildContext, Walk, WalkAgent
 from netsim.errors import ScenarioError
+from netsim.lazy import lazy_module
 from netsim.privacy.pairwise import metropolis_from_edges
 from netsim.protocols.walk.config import IdealWalkConfig
 from netsim.protocols.walk.resimulate import path_resimulator
 from netsim.protocols.walk.tables import SAMPLES_TABLE, STEPS_TABLE, WALK_FIGURE
 from netsim.sim import Simulation
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+    sp = lazy_module("scipy.sparse")
 
 
 class IdealWalk(Walk):

@@ -6,9 +6,9 @@ number, event counts and the tables (Hegedűs et al. 2016 §5.2, Figs. 2–3; ch
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from netsim.lazy import lazy_module
 from netsim.protocols.walk.tables import (
     ENDS_TABLE,
     RESTARTS_TABLE,
@@ -18,6 +18,11 @@ from netsim.protocols.walk.tables import (
 )
 from netsim.protocols.walk.tokens import WalkToken
 from netsim.sim import Simulation
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 
 class WalkLedger:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from netsim.contracts import (
     BuildContext,
@@ -23,6 +22,7 @@ from netsim.contracts import (
     Walk,
     WalkAgent,
 )
+from netsim.lazy import lazy_module
 from netsim.network.links import Transfer
 from netsim.protocols.gossip import GossipEngine, PushPullEngine
 from netsim.protocols.walk.compiled import attach_walk_core, exact_support_of
@@ -51,6 +51,11 @@ from netsim.protocols.walk.tables import (
 from netsim.protocols.walk.tokens import WALK, WalkToken
 from netsim.rng import BlockDraws
 from netsim.sim import Simulation
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 #: The cycle strategy of each ``walk.cycle``. netsim's starts exact and hands over to
 #: :class:`~netsim.protocols.walk.cycle_rounds.RoundsCycle` when attached to round-based
