@@ -9,10 +9,10 @@ Each call of the kernel (:func:`netsim.protocols.exact.kernel.run_events`) ends 
 ``DONE`` (SimPy's next event comes first: a walk's step, churn, an observer), ``NEED_PEERS``,
 ``NEED_DELAYS``, ``NEED_LOSS`` (the next draws), ``NEED_ROOM``, ``TIMEOUT_DUE`` (a walk
 timeout that may restart a walk), ``ACTIVATED`` (a rejoined node's listeners) or ``PAUSED``.
-The run is built in this process, its first 10 s (a scenario file) or 10 rounds (a workload of
-:mod:`benchmarks.workloads`, N = 10,000 or ``--nodes``) run untimed, and the next ``--rounds`` rounds are
-counted and timed: returns per round by status, and CPU µs per round (with ``--profile``, under
-cProfile, and its top entries by own time).
+The run is built in this process, its first 10 s (a scenario file) or 10 rounds (a workload
+of :mod:`benchmarks.workloads`, N = 10,000 or ``--nodes``) run untimed, and the next
+``--rounds`` rounds are counted and timed: returns per round by status, and CPU µs per round
+(with ``--profile``, under cProfile, and its top entries by own time).
 """
 
 from __future__ import annotations
