@@ -78,6 +78,11 @@ class BlockDraws:
         self._next += 1
         return value
 
+    @property
+    def block(self) -> int:
+        """How many draws each block holds."""
+        return self._block
+
     def remaining(self) -> np.ndarray:
         """The draws of the current block not handed out yet, in order (a compiled reader
         takes them over: the compiled exact core)."""
@@ -87,6 +92,13 @@ class BlockDraws:
         """The next block, drawn from the stream as this object would draw it (for a compiled
         reader that took the current block over with :meth:`remaining`)."""
         return np.asarray(self._draw(self._block), dtype=np.float64)
+
+    def next_blocks(self, count: int) -> np.ndarray:
+        """The next ``count`` blocks, drawn one after another exactly as :meth:`next_block`
+        draws each (the same calls of the stream, so the same values in the same order,
+        whatever the distribution): a compiled reader asks for many at once and returns to
+        Python less often."""
+        return np.concatenate([self.next_block() for _ in range(count)])
 
     def pick_where(self, items: list[int], flags: list[bool], tries: int) -> int:
         """Rejection sampling: up to ``tries`` times, draw u and take ``items[int(u ·

@@ -22,6 +22,7 @@ JAX_MODELS = REPO / "docs" / "jax-models.md"
 SMOKE = {
     "plain_simpy": (["--rounds", "5", "--nodes", "300"], "µs CPU per round"),
     "exact": (["--quick"], "× the plain loop"),
+    "kernel_returns": (["walk", "--nodes", "500", "--rounds", "20"], "returns to Python"),
     "walk_rounds": (["--smoke"], "ns per online node"),
     "dola_rounds": (["--quick"], "ms/round"),
     "memory": (["gossip-learning", "--hours", "0.002", "--every", "2"], "peak"),

@@ -280,3 +280,35 @@ def test_a_run_on_the_core_stops_at_its_time_limit():
     with pytest.raises(RunTimeoutError):
         simulate(scenario, EventLog(), time_limit=1.0)
     assert time.perf_counter() - started < 10  # the whole run would take minutes
+
+
+def test_the_core_refills_its_draws_in_ever_larger_runs_of_the_same_values():
+    """The core takes a stream's draws over and refills them itself, each time twice the
+    blocks of the time before (few returns to Python): its reader hands out the values the
+    stream's own draws would, in order, for every run of blocks."""
+    from netsim.event_queue import PEER_AT
+    from netsim.rng import BlockDraws
+
+    scenario = validate_scenario(
+        {
+            "name": "refills",
+            "seed": 1,
+            "nodes": 300,
+            "duration": "2s",
+            "topology": {"kind": "k_out", "k": 10},
+            "links": {"delay": {"dist": "constant", "value": 0.01}},
+            "gossip": {"period": 0.1},
+        },
+        source="test",
+        base_dir=None,
+    )
+    built = build_run(scenario, EventLog())
+    built.sim.run(scenario.duration)
+    core = built.sim.env.core
+    assert core is not None
+    one_at_a_time = BlockDraws(np.random.default_rng(3).random, block=7)
+    expected = [one_at_a_time() for _ in range(7 * 300)]
+    reader = core.take_draws(PEER_AT, BlockDraws(np.random.default_rng(3).random, block=7))
+    with mock.patch.object(core, "refill", wraps=core.refill) as refill:
+        assert [reader() for _ in range(7 * 300)] == expected
+    assert refill.call_count <= 9  # 300 blocks: 1 + 2 + 4 + … + 256, not 300 refills

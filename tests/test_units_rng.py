@@ -71,3 +71,25 @@ def test_block_draws_consume_the_stream_in_order():
     draws = BlockDraws(np.random.default_rng(5).random, block=7)
     expected = rng.random(20).tolist()
     assert [draws() for _ in range(20)] == expected
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda rng: rng.random,
+        lambda rng: lambda size: rng.uniform(0.01, 0.05, size),
+        lambda rng: lambda size: rng.exponential(0.03, size),
+        lambda rng: lambda size: rng.lognormal(-3.0, 0.5, size),
+    ],
+)
+def test_many_blocks_at_once_are_the_values_one_at_a_time(draw):
+    """What a compiled reader takes (the rest of the block, then ever more blocks at once)
+    is the sequence the object hands out one draw at a time, value for value."""
+    one_at_a_time = BlockDraws(draw(np.random.default_rng(11)), block=7)
+    expected = [one_at_a_time() for _ in range(7 * 32)]
+    taken_over = BlockDraws(draw(np.random.default_rng(11)), block=7)
+    taken = [taken_over() for _ in range(3)]
+    parts = [np.array(taken), taken_over.remaining()]
+    parts += [taken_over.next_blocks(count) for count in (1, 2, 4, 8, 16)]
+    assert taken_over.block == 7
+    assert np.concatenate(parts).tolist() == expected

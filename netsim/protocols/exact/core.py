@@ -80,6 +80,13 @@ NO_BROADCAST_ROWS = (np.zeros(2), np.zeros((2, 5), dtype=np.int64), np.zeros(1, 
 NO_GOSSIP = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_))
 
 
+#: The most draws one refill of a stream takes (2 MB of float64): each refill takes twice the
+#: blocks of the one before, up to this, so a stream drawn from every round (peers, delays:
+#: some 10⁴ a round at 10⁴ nodes) returns to Python once in tens of rounds, not several
+#: times a round, and a stream seldom drawn from keeps a block's size.
+REFILL_DRAWS = 1 << 18
+
+
 class CoreDraws:
     """One of the core's blocks of draws, read one at a time by Python code (a walk's send
     on lossy links): the kernel and Python consume one sequence, as on SimPy."""
@@ -144,6 +151,7 @@ class ExactCore:
         self.lost_rows = LostRows(transport.lost_table, self.counters, (PUSH, PULL), ROW_BLOCK)
         self.streams: list[BlockDraws | None] = [None, None, None]
         self.draws = [np.zeros(0), np.zeros(0), np.zeros(0)]
+        self._refill_blocks = [1, 1, 1]
         self.gossip: Any = None
         self.gossip_state = NO_GOSSIP
         self.app = SILENT
@@ -293,13 +301,17 @@ class ExactCore:
         self._counters_from_kernel()
 
     def refill(self, which: int) -> None:
-        """The next block of draws of stream ``which`` after what is left of the current one
-        (drawn as :class:`~netsim.rng.BlockDraws` draws it: the same values in order)."""
+        """The next blocks of draws of stream ``which`` after what is left of the current
+        ones (drawn as :class:`~netsim.rng.BlockDraws` draws them, block after block: the same
+        values in order); twice as many blocks as the last refill, up to
+        :data:`REFILL_DRAWS` draws."""
         position = PEER_AT + which
         stream = self.streams[which]
         assert stream is not None
+        blocks = self._refill_blocks[which]
+        self._refill_blocks[which] = min(2 * blocks, max(REFILL_DRAWS // stream.block, 1))
         left = self.draws[which][int(self.counters[position]) :]
-        self.draws[which] = np.concatenate([left, stream.next_block()])
+        self.draws[which] = np.concatenate([left, stream.next_blocks(blocks)])
         self.counters[position] = 0
 
     def make_room(self) -> None:
@@ -357,4 +369,4 @@ class ExactCore:
             self.gossip.core_finished()
 
 
-__all__ = ["CoreDraws", "ExactCore", "SharedCounter"]
+__all__ = ["REFILL_DRAWS", "CoreDraws", "ExactCore", "SharedCounter"]
