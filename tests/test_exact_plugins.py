@@ -73,7 +73,7 @@ def test_the_guide_shows_the_tested_plugin():
     guide = (Path(__file__).resolve().parents[1] / "docs" / "components.md").read_text(
         encoding="utf-8"
     )
-    section = guide.split("## 9. Compiled forms", 1)[1]
+    section = guide.split("## 9. Compiled forms", 1)[1].split("\n## ", 1)[0]
     code = (Path(__file__).with_name("exact_plugin_examples.py")).read_text(encoding="utf-8")
     blocks = section.split("```python\n")[2:]
     assert blocks and all(block.split("```", 1)[0] in code for block in blocks)
