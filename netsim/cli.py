@@ -117,10 +117,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from netsim.analysis import load_run, summarize_run
     from netsim.progress import RunProgressBar
     from netsim.scenario import load_scenario
+    from netsim.scenario.build import tell_fallbacks
     from netsim.scenario.loader import override_parameters
     from netsim.scenario.runner import check_run_name, run_scenario, with_seed
     from netsim.sweep.spec import has_sweep
 
+    tell_fallbacks(not args.quiet)  # -q: the run directory, or one error message, only
     if args.name is not None:
         check_run_name(args.name)
     scenario = with_seed(load_scenario(args.scenario, args.set or ()), args.seed)

@@ -5,9 +5,13 @@ terminal and in the manifest (``docs/components.md``, Compiled forms)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import SUBPROCESS_HANG_LIMIT
 
 from netsim.contracts import Component, ExactSupport
 from netsim.log import EventLog
@@ -77,3 +81,29 @@ def test_the_guide_shows_the_tested_plugin():
     code = (Path(__file__).with_name("exact_plugin_examples.py")).read_text(encoding="utf-8")
     blocks = section.split("```python\n")[2:]
     assert blocks and all(block.split("```", 1)[0] in code for block in blocks)
+
+
+def test_a_quiet_run_prints_only_its_directory_and_a_loud_one_says_why(tmp_path):
+    """``netsim run -q`` prints the run directory only (or one error message): the fallback's
+    reason goes to the manifest, not the terminal; without ``-q`` the terminal gets it."""
+    text = QUICKSTART.read_text(encoding="utf-8").replace(
+        "../traces/", f"{QUICKSTART.parents[1] / 'traces'}/"
+    )
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        text + "components:\n  traffic: {kind: 'tests.exact_plugin_examples:PlainTraffic', "
+        "every: 5min}\n",
+        encoding="utf-8",
+    )
+    environment = {**os.environ, "PYTHONPATH": str(QUICKSTART.parents[1])}
+    told = "netsim: exact mode runs on SimPy, not the compiled core: components.traffic"
+    for quiet in (True, False):
+        done = subprocess.run(
+            [sys.executable, "-m", "netsim", "run", str(scenario), "--set", "duration=10min",
+             "--out", str(tmp_path / "runs"), *(["-q"] if quiet else [])],
+            capture_output=True, text=True, env=environment, timeout=SUBPROCESS_HANG_LIMIT,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert (told in done.stderr) is not quiet, done.stderr
+        if quiet:
+            assert done.stderr == "" and len(done.stdout.splitlines()) == 1

@@ -216,15 +216,22 @@ def exact_engine(sim: Simulation, components: dict[str, Component], engine: Exac
     return f"simpy: {blocker}"
 
 
-#: The fallbacks this process has told the terminal about (each once).
+#: The fallbacks this process has told the terminal about (each once), and whether it tells
+#: them at all (``netsim run -q`` prints only the run directory, or one error message).
 _TOLD: set[str] = set()
+_TELLING = {"fallbacks": True}
+
+
+def tell_fallbacks(enabled: bool) -> None:
+    """Whether :func:`tell_fallback` prints (the manifest says why in any case)."""
+    _TELLING["fallbacks"] = enabled
 
 
 def tell_fallback(why: str) -> None:
     """Say once on the terminal (standard error, one line) why exact mode runs on SimPy,
     not the compiled core: a run that is slower than it could be says why where it runs; the
     manifest's ``exact_engine`` keeps saying it."""
-    if why in _TOLD:
+    if why in _TOLD or not _TELLING["fallbacks"]:
         return
     _TOLD.add(why)
     print(f"netsim: exact mode runs on SimPy, not the compiled core: {why}", file=sys.stderr)
