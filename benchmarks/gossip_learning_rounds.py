@@ -31,9 +31,9 @@ import platform
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 from benchmarks import PERFORMANCE_PAGE, REPO, write_output
+from benchmarks.anchors import cpu_model
 
 SCENARIO = REPO / "scenarios" / "learning" / "spambase-gossip-learning.yaml"
 #: The block of docs/performance.md that quotes this benchmark's output.
@@ -99,17 +99,6 @@ def measure(mode: str, case: str, *, cycles: int, small: bool, threads: int) -> 
     return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu_s_per_cycle"])
 
 
-def cpu_name() -> str:
-    """The processor's model name (Linux), else what platform reports."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
-
-
 def spread(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
     """``median [min–max]`` of ``values`` times ``scale``."""
     low, mid, high = (scale * v for v in (min(values), statistics.median(values), max(values)))
@@ -138,7 +127,7 @@ def main() -> None:
     cycles = {mode: 10 for mode in CYCLES} if args.quick else CYCLES
     threads = args.blas_threads
     say(
-        f"machine: {platform.machine()}, {cpu_name()}, {os.cpu_count()} cores, Python "
+        f"machine: {platform.machine()}, {cpu_model()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; BLAS threads: {threads or 'as netsim leaves them'}"
     )
     nodes = "300" if args.quick else "4,140"
