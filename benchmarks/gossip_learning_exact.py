@@ -25,8 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.anchors import cpu_model
 from benchmarks.compare import remove_worktree, worktree
-from benchmarks.gossip_learning_rounds import CHILD, WARMUP, cpu_name, spread
+from benchmarks.gossip_learning_rounds import CHILD, WARMUP, spread
 
 SCENARIO = Path("scenarios") / "learning" / "spambase-gossip-learning.yaml"
 #: Timed cycles (Δ = 1 s) per run.
@@ -63,7 +64,7 @@ def main() -> None:
     pairs = 1 if args.quick else args.pairs
     nodes = NODES["quick" if args.quick else "full"]
     here = Path(__file__).resolve().parents[1]
-    print(f"machine: {platform.machine()}, {cpu_name()}, {os.cpu_count()} cores, Python "
+    print(f"machine: {platform.machine()}, {cpu_model()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}; this checkout against {args.commit}")  # fmt: skip
     print(f"exact-mode gossip learning, Spambase, {nodes:,} nodes, Δ = 1 s, {CYCLES} cycles: "
           f"CPU µs per message, median [range] of {pairs} alternating pairs")  # fmt: skip
