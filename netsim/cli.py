@@ -213,6 +213,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         )
         for failure in result.failures:
             print(f"  run {failure.run} ({failure.run_id}): {failure.error}", file=sys.stderr)
+        for why, runs in state.fallbacks.items():
+            print(
+                f"netsim: exact mode ran on SimPy, not the compiled core, in {runs} of the "
+                f"{state.complete} runs: {why}",
+                file=sys.stderr,
+            )
         print(f"tables: {result.directory / SWEEP_RESULTS}", file=sys.stderr)
     print(result.directory)
     if state.failed:

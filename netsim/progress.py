@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -119,6 +119,9 @@ class SweepProgress:
     complete: int = 0
     failed: int = 0
     started: float = 0.0
+    #: Each reason the runs of this invocation ran exact mode on SimPy, not the compiled
+    #: core, and how many runs did (the sweep tells each once: ``netsim sweep``).
+    fallbacks: dict[str, int] = field(default_factory=dict)
 
     @property
     def finished(self) -> int:

@@ -107,3 +107,39 @@ def test_a_quiet_run_prints_only_its_directory_and_a_loud_one_says_why(tmp_path)
         assert (told in done.stderr) is not quiet, done.stderr
         if quiet:
             assert done.stderr == "" and len(done.stdout.splitlines()) == 1
+
+
+def test_a_sweep_says_each_fallback_once_with_its_count_and_a_quiet_one_not_at_all(tmp_path):
+    """``netsim sweep``'s runs (on worker processes) print no fallback line of their own:
+    the sweep says each reason once, after its count of runs, with how many runs it held
+    for; under ``-q`` nothing but the sweep directory."""
+    text = (
+        QUICKSTART.read_text(encoding="utf-8")
+        .replace("../traces/", f"{QUICKSTART.parents[1] / 'traces'}/")
+        .replace("\nduration: 4h\n", "\nduration: 5min\n")
+    )
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        text + "components:\n  traffic: {kind: 'tests.exact_plugin_examples:PlainTraffic', "
+        "every: 5min}\nsweep:\n  grid: {components.traffic.every: [5min, 10min, 15min]}\n",
+        encoding="utf-8",
+    )
+    environment = {**os.environ, "PYTHONPATH": str(QUICKSTART.parents[1])}
+    told = (
+        "netsim: exact mode ran on SimPy, not the compiled core, in 3 of the 3 runs: "
+        "components.traffic (PlainTraffic) has no compiled form"
+    )
+    for quiet in (False, True):
+        done = subprocess.run(
+            [sys.executable, "-m", "netsim", "sweep", str(scenario), "--workers", "2", "--out", str(tmp_path / f"sweeps-{quiet}"),
+             *(["-q"] if quiet else [])],
+            capture_output=True, text=True, env=environment, timeout=SUBPROCESS_HANG_LIMIT,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "runs on SimPy" not in done.stderr, done.stderr  # no worker's own line
+        if quiet:
+            assert done.stderr == "" and len(done.stdout.splitlines()) == 1
+        else:
+            assert [line for line in done.stderr.splitlines() if "SimPy" in line] == [
+                line for line in done.stderr.splitlines() if line.startswith(told)
+            ] and told in done.stderr, done.stderr

@@ -12,6 +12,8 @@ changes another's draws.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -225,6 +227,28 @@ _TELLING = {"fallbacks": True}
 def tell_fallbacks(enabled: bool) -> None:
     """Whether :func:`tell_fallback` prints (the manifest says why in any case)."""
     _TELLING["fallbacks"] = enabled
+
+
+@contextmanager
+def fallbacks_untold() -> Iterator[None]:
+    """Within the block, :func:`tell_fallback` prints nothing (a sweep's run, whose caller
+    tells each reason once for the whole sweep: :func:`fallback_reason`); restored after."""
+    telling = _TELLING["fallbacks"]
+    _TELLING["fallbacks"] = False
+    try:
+        yield
+    finally:
+        _TELLING["fallbacks"] = telling
+
+
+def fallback_reason(exact_engine: str) -> str | None:
+    """Why a run's exact mode ran on SimPy although the compiled core was allowed, from its
+    manifest's ``exact_engine`` (:func:`exact_engine`'s value), or None: compiled, rounds,
+    SimPy asked for, or nothing for the core to run."""
+    if not exact_engine.startswith("simpy: "):
+        return None
+    why = exact_engine.removeprefix("simpy: ")
+    return None if why in ("asked for", NOTHING_TO_RUN) else why
 
 
 def tell_fallback(why: str) -> None:

@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from netsim.errors import NetsimError, SweepError
 from netsim.progress import PROGRESS_DIR, RunProgressWriter, SweepProgress
+from netsim.scenario.build import fallback_reason, fallbacks_untold
 from netsim.scenario.loader import (
     load_scenario,
     parameter_value,
@@ -93,6 +94,9 @@ class RunOutcome:
     status: Literal["complete", "failed"]
     error: str = ""
     traceback: str = ""
+    #: Why a complete run's exact mode ran on SimPy, not the compiled core (its manifest's
+    #: ``exact_engine``: :func:`~netsim.scenario.build.fallback_reason`), or "".
+    fallback: str = ""
 
 
 def execute_task(task: RunTask) -> RunOutcome:
@@ -103,10 +107,11 @@ def execute_task(task: RunTask) -> RunOutcome:
         Path(task.runs_dir) / PROGRESS_DIR, task.run_id, task.scenario.duration
     )
     try:
-        run_scenario(
-            task.scenario, out=Path(task.runs_dir), parameters=task.parameters, progress=writer,
-            time_limit=task.time_limit,
-        )  # fmt: skip
+        with fallbacks_untold():  # the sweep tells each reason once, not each worker
+            result = run_scenario(
+                task.scenario, out=Path(task.runs_dir), parameters=task.parameters,
+                progress=writer, time_limit=task.time_limit,
+            )  # fmt: skip
     except Exception as exc:  # any failure of a run is recorded, not raised
         raise_if_stopping()  # unless it is a stop that compiled code turned into an error
         return RunOutcome(
@@ -115,7 +120,8 @@ def execute_task(task: RunTask) -> RunOutcome:
     finally:
         writer.remove()
     raise_if_stopping()  # not on to the next task: the pool sends its SIGTERM only once
-    return RunOutcome(task.run, task.run_id, "complete")
+    fallback = fallback_reason(str(result.manifest.get("exact_engine", "")))
+    return RunOutcome(task.run, task.run_id, "complete", fallback=fallback or "")
 
 
 @dataclass(frozen=True)
@@ -505,6 +511,8 @@ def _record_outcome(
     record = failures_dir / f"{outcome.run_id}.json"
     if outcome.status == "complete":
         state.complete += 1
+        if outcome.fallback:
+            state.fallbacks[outcome.fallback] = state.fallbacks.get(outcome.fallback, 0) + 1
         record.unlink(missing_ok=True)
         return
     state.failed += 1
