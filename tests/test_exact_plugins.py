@@ -131,8 +131,8 @@ def test_a_sweep_says_each_fallback_once_with_its_count_and_a_quiet_one_not_at_a
     )
     for quiet in (False, True):
         done = subprocess.run(
-            [sys.executable, "-m", "netsim", "sweep", str(scenario), "--workers", "2", "--out", str(tmp_path / f"sweeps-{quiet}"),
-             *(["-q"] if quiet else [])],
+            [sys.executable, "-m", "netsim", "sweep", str(scenario), "--workers", "2",
+             "--out", str(tmp_path / f"sweeps-{quiet}"), *(["-q"] if quiet else [])],
             capture_output=True, text=True, env=environment, timeout=SUBPROCESS_HANG_LIMIT,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
