@@ -83,19 +83,30 @@ def test_the_guide_shows_the_tested_plugin():
     assert blocks and all(block.split("```", 1)[0] in code for block in blocks)
 
 
-def test_a_quiet_run_prints_only_its_directory_and_a_loud_one_says_why(tmp_path):
-    """``netsim run -q`` prints the run directory only (or one error message): the fallback's
-    reason goes to the manifest, not the terminal; without ``-q`` the terminal gets it."""
-    text = QUICKSTART.read_text(encoding="utf-8").replace(
-        "../traces/", f"{QUICKSTART.parents[1] / 'traces'}/"
+def plain_traffic_scenario(
+    tmp_path: Path, *, duration: str = "4h", more: str = ""
+) -> tuple[Path, dict[str, str]]:
+    """The quick-start scenario with the plug-in that has no compiled form, its ``duration``
+    and ``more`` top-level keys, as a file a ``netsim`` process reads, and that process's
+    environment (the tests' package importable)."""
+    text = (
+        QUICKSTART.read_text(encoding="utf-8")
+        .replace("../traces/", f"{QUICKSTART.parents[1] / 'traces'}/")
+        .replace("\nduration: 4h\n", f"\nduration: {duration}\n")
     )
     scenario = tmp_path / "s.yaml"
     scenario.write_text(
         text + "components:\n  traffic: {kind: 'tests.exact_plugin_examples:PlainTraffic', "
-        "every: 5min}\n",
+        "every: 5min}\n" + more,
         encoding="utf-8",
     )
-    environment = {**os.environ, "PYTHONPATH": str(QUICKSTART.parents[1])}
+    return scenario, {**os.environ, "PYTHONPATH": str(QUICKSTART.parents[1])}
+
+
+def test_a_quiet_run_prints_only_its_directory_and_a_loud_one_says_why(tmp_path):
+    """``netsim run -q`` prints the run directory only (or one error message): the fallback's
+    reason goes to the manifest, not the terminal; without ``-q`` the terminal gets it."""
+    scenario, environment = plain_traffic_scenario(tmp_path)
     told = "netsim: exact mode runs on SimPy, not the compiled core: components.traffic"
     for quiet in (True, False):
         done = subprocess.run(
@@ -113,18 +124,11 @@ def test_a_sweep_says_each_fallback_once_with_its_count_and_a_quiet_one_not_at_a
     """``netsim sweep``'s runs (on worker processes) print no fallback line of their own:
     the sweep says each reason once, after its count of runs, with how many runs it held
     for; under ``-q`` nothing but the sweep directory."""
-    text = (
-        QUICKSTART.read_text(encoding="utf-8")
-        .replace("../traces/", f"{QUICKSTART.parents[1] / 'traces'}/")
-        .replace("\nduration: 4h\n", "\nduration: 5min\n")
+    scenario, environment = plain_traffic_scenario(
+        tmp_path,
+        duration="5min",
+        more="sweep:\n  grid: {components.traffic.every: [5min, 10min, 15min]}\n",
     )
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(
-        text + "components:\n  traffic: {kind: 'tests.exact_plugin_examples:PlainTraffic', "
-        "every: 5min}\nsweep:\n  grid: {components.traffic.every: [5min, 10min, 15min]}\n",
-        encoding="utf-8",
-    )
-    environment = {**os.environ, "PYTHONPATH": str(QUICKSTART.parents[1])}
     told = (
         "netsim: exact mode ran on SimPy, not the compiled core, in 3 of the 3 runs: "
         "components.traffic (PlainTraffic) has no compiled form"
