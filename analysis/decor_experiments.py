@@ -58,9 +58,10 @@ from experiments import (
 )
 
 from netsim.algorithms.dsgd.learner import dsgd_data
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.learning.central_dp import central_dp_baseline
+from netsim.plotting import pyplot
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -259,7 +260,7 @@ def generated_tables(runs: pd.DataFrame | None = None) -> dict[str, str]:
 def draw(out: Path = FIGURE) -> Path:
     """Accuracy of the average model per topology and method, static and under churn, with
     the yardsticks as horizontal lines (majority, central DP, centralised non-private)."""
-    plt = _pyplot()
+    plt = pyplot()
     runs = load_results()
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
     width = 0.35

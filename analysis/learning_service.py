@@ -27,10 +27,11 @@ import numpy as np
 import pandas as pd
 from experiments import SweepRunner, add_runner_arguments, guarded, run_plan, runner_from
 
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.learning import curves_from_run, run_baselines
 from netsim.analysis.runs import load_run
 from netsim.errors import NetsimError
+from netsim.plotting import pyplot
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,7 +101,7 @@ def summarise(label: str, directories: list[Path]) -> dict[str, object]:
 
 
 def draw(runs: dict[str, list[Path]]) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 4.4))
     width = 0.8 / len(runs)
     for position, (label, directories) in enumerate(runs.items()):

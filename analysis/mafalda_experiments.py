@@ -52,8 +52,9 @@ from experiments import (
 )
 
 from netsim.algorithms.dsgd import mafalda
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
+from netsim.plotting import pyplot
 from netsim.privacy.pairwise import metropolis_from_edges
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
@@ -292,7 +293,7 @@ def generated_tables(runs: pd.DataFrame | None = None) -> dict[str, str]:
 def draw(out: Path = FIGURE) -> Path:
     """Accuracy of the average model per target ε and noise (static), with the yardsticks as
     reference lines (majority, centralised non-private) and central DP per ε as markers."""
-    plt = _pyplot()
+    plt = pyplot()
     runs = load_results()
     static = runs[~runs["churn"]]
     figure, axis = plt.subplots(figsize=(8, 5.4))

@@ -80,8 +80,9 @@ import pandas as pd
 import scipy.sparse as sp
 from experiments import guarded, write_readme_tables
 
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.errors import NetsimError
+from netsim.plotting import pyplot
 from netsim.privacy.bounds import mfdl_corrected_muffliato
 from netsim.privacy.linear import SIGN_TOLERANCE, LinearRound, LinearRun, pndp_view, view_losses
 from netsim.storage import atomic_write_bytes
@@ -336,7 +337,7 @@ def draw(table: pd.DataFrame | None = None, out: Path = FIGURE) -> Path:
     Muffliato bound, and hollow markers for MFDL's number; local DP as the grey band. Where
     netsim's number is Σ|K| (K with negative entries) a note says it is a bound."""
     table = load_table() if table is None else table
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(8.5, 5.2))
     markers = ("o", "s", "D", "^")
     for index, (name, label) in enumerate(GRAPHS.items()):

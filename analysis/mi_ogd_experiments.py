@@ -35,7 +35,8 @@ import pandas as pd
 from experiments import SweepRunner, describe, experiment_main, run_experiments
 
 from netsim.analysis import load_run, load_run_scenario
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
+from netsim.plotting import pyplot
 from netsim.scenario.loader import load_scenario
 from netsim.scenario.schema import Scenario
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
@@ -127,7 +128,7 @@ def final_rows(data: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def draw() -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig3 = results_file("fig3")
     if fig3.is_file():
         data = pd.read_parquet(fig3)

@@ -62,8 +62,9 @@ from experiments import (
 )
 
 from netsim.algorithms.muffliato.averaging import topology_gap
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
+from netsim.plotting import pyplot
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -277,7 +278,7 @@ def draw(out: Path = FIGURE) -> Path:
     """The pairs' mean Rényi loss at α = 2 against the hops between observer and record, one
     line per row (the mean over its seeds), with the local-DP loss (1) as the line above:
     left the four static graphs, right the hypercube with churn and loss."""
-    plt = _pyplot()
+    plt = pyplot()
     table = pd.read_parquet(distance_file())
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     for axis, rows in ((axes[0], ROWS[:4]), (axes[1], (ROWS[0], *ROWS[4:]))):

@@ -46,8 +46,9 @@ from experiments import (
     write_results,
 )
 
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
+from netsim.plotting import pyplot
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -160,7 +161,7 @@ def draw(out: Path = FIGURE) -> Path:
     """Above, the histogram of the pairs' loss as a share of local DP (the local-DP line at
     1); below, the mean test accuracy of the nodes' models per step (as the authors plot),
     mean ± standard deviation over seeds."""
-    plt = _pyplot()
+    plt = pyplot()
     runs, pairs = pd.read_parquet(results_file()), pd.read_parquet(pairs_file())
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 9),
                                          gridspec_kw={"height_ratios": [1, 1.4]})  # fmt: skip

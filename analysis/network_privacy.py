@@ -68,10 +68,11 @@ from experiments import (
     write_readme_tables,
 )
 
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.learning import final_accuracy
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import NetsimError
+from netsim.plotting import pyplot
 from netsim.privacy.composition import composed_epsilon
 from netsim.privacy.pairwise import metropolis_from_edges
 from netsim.privacy.walk_pairwise import (
@@ -530,7 +531,7 @@ def draw(out: Path = FIGURE) -> Path:
     """Left: each row's test accuracy at (10, 10⁻⁶) with the yardsticks as dashed lines;
     right: the mean ε of a pair against the hops between observer and record (path known,
     solid; the closed form, dashed) on the hypercube and the geometric graph."""
-    plt = _pyplot()
+    plt = pyplot()
     runs = load_results()
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for position, name in enumerate(("adult-10", "adult-1")):

@@ -66,10 +66,11 @@ from experiments import (
 )
 from scipy import stats
 
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.learning import final_accuracy
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import NetsimError
+from netsim.plotting import pyplot
 from netsim.scenario.loader import load_scenario
 from netsim.sweep import SweepPlan, SweepPoint, plan_points
 
@@ -456,7 +457,7 @@ YARDSTICKS = (
 def draw(runs: pd.DataFrame, out: Path = FIGURE) -> Path:
     """Final test accuracy per row (mean ± s.d. over seeds, each seed a dot), one panel per
     experiment, with the yardsticks as dashed vertical lines."""
-    plt = _pyplot()
+    plt = pyplot()
     summary = summarise(runs)
     names = [n for n in EXPERIMENTS if (summary["experiment"] == n).any()]
     heights = [len(summary[summary["experiment"] == n]) for n in names]

@@ -332,9 +332,10 @@ def draw_figures(sweep: Path, runs: pd.DataFrame, figures: Path) -> list[Path]:
 def draw_sensitivity(summary: pd.DataFrame, period: float, out: Path) -> Path:
     """Restarts per hour and mean concurrent walks against the age error (in units of Δ), one
     line per replace rule, one column per kill probability, with the 95% t intervals."""
-    from netsim.analysis.figures import _pyplot, save_figure
+    from netsim.analysis.figures import save_figure
+    from netsim.plotting import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     kills = sorted(summary["walk.kill_probability"].unique())
     fig, axes = plt.subplots(2, len(kills), figsize=(5.2 * len(kills), 7.0), squeeze=False,
                              sharex=True, layout="constrained")  # fmt: skip

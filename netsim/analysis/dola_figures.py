@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import RunDirectoryError
 from netsim.lazy import lazy_module
+from netsim.plotting import pyplot
 from netsim.scenario.schema import Scenario
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ def curve_figure(
         raise RunDirectoryError(f"no {metric} values to draw for {title!r}")
     if varying is None:
         varying = [c for c in DOLA_COLUMNS if data[c].nunique() > 1]
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.6, 4.4))
     groups = data.groupby(list(varying), sort=True) if varying else [((), data)]
     for _key, line in groups:
@@ -190,7 +191,7 @@ def sparsity_figure(points: pd.DataFrame, out: Path, *, title: str) -> Path:
     sparsity_rho, seed, sparsity, accuracy."""
     if points.empty:
         raise RunDirectoryError(f"no sparsity points to draw for {title!r}")
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.6, 4.4))
     for topology, line in points.groupby("topology", sort=True):
         mean = line.groupby("sparsity_rho")[["sparsity", "accuracy"]].mean().sort_values("sparsity")

@@ -17,8 +17,7 @@ import numpy as np
 
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.errors import RunDirectoryError
-from netsim.plotting import pyplot as _pyplot
-from netsim.plotting import time_unit
+from netsim.plotting import pyplot, time_unit
 from netsim.storage import atomic_write_bytes
 
 
@@ -36,7 +35,7 @@ def _walk_title(scenario, mean_walks: float) -> str:
 
 def walk_figure(run_dirs: list[Path], out: Path, *, columns: int = 3, seed: int = 0) -> Path:
     """Draw one Fig. 2-style panel per walk-service run into the PNG ``out``."""
-    plt = _pyplot()
+    plt = pyplot()
     if not run_dirs:
         raise RunDirectoryError("walk_figure needs at least one run directory")
     columns = min(columns, len(run_dirs))
@@ -106,7 +105,7 @@ def save_figure(fig, out: Path, *, tight: bool = False) -> Path:
         else:
             fig.savefig(buffer, format="png", dpi=110)
     finally:
-        _pyplot().close(fig)
+        pyplot().close(fig)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out, buffer.getvalue())

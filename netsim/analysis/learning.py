@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.runs import load_run, load_run_scenario
 from netsim.contracts import Baseline, Curve, FigureSpec
 from netsim.errors import RunDirectoryError
 from netsim.lazy import lazy_module
 from netsim.learning.baselines import LearningBaselines, learning_baselines
+from netsim.plotting import pyplot
 from netsim.protocols.walk import IdealWalkConfig
 from netsim.registry import spec_kind
 from netsim.scenario.schema import Scenario
@@ -238,7 +239,7 @@ def learning_figure(
     centralised line named ``centralised_label``. Writes the PNG ``out``."""
     if curves.empty:
         raise RunDirectoryError(f"no accuracy curves to draw for {title!r}")
-    plt = _pyplot()
+    plt = pyplot()
     panels = sorted(curves.groupby(["dataset", "model"]).groups)
     varying = [
         c for c in CONFIG_COLUMNS if c not in ("dataset", "model") and curves[c].nunique() > 1

@@ -26,13 +26,14 @@ import numpy as np
 import pyarrow as pa
 
 from netsim.analysis.collect import SweepSource
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.report.drawing import log_y
 from netsim.analysis.report.styles import LineStyle
 from netsim.analysis.runs import load_manifest
 from netsim.contracts import Curve, FigureSpec
 from netsim.errors import RunDirectoryError
 from netsim.lazy import lazy_module
+from netsim.plotting import pyplot
 from netsim.storage import read_table
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ def draw_distance_figure(
 ) -> Path:
     """Draw :data:`PAIRWISE_FIGURE` from :func:`distance_statistics` and the runs' local ε
     (``point, local_epsilon``) into ``out``."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 5.0), layout="constrained")
     for (point, kind), line in statistics.groupby(["point", "kind"], sort=True):
         colour = styles[int(point)].colour

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.report.curves import BaselineLine, CurveStatistics
 from netsim.analysis.report.styles import BAND_FROM_REPETITIONS, LineStyle, repetitions_text
 from netsim.contracts import Curve, FigureSpec
 from netsim.lazy import lazy_module
-from netsim.plotting import HOURS, TimeUnit
+from netsim.plotting import HOURS, TimeUnit, pyplot
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -181,7 +181,7 @@ def _curve_xlabel(spec: FigureSpec, unit: TimeUnit) -> str:
 
 def _curve_axes(panels: int) -> tuple[Figure, np.ndarray]:
     """A figure of ``panels`` panels stacked on one shared x axis (a column of axes)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(
         panels,
         1,

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from netsim.analysis.figures import _pyplot, save_figure
+from netsim.analysis.figures import save_figure
 from netsim.analysis.report.styles import BAND_FROM_REPETITIONS, LineStyle, repetitions_text
 from netsim.contracts import Curve, FigureSpec
 from netsim.lazy import lazy_module
+from netsim.plotting import pyplot
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,7 +42,7 @@ def draw_privacy_figure(
 ) -> Path:
     """Draw :data:`PRIVACY_FIGURE` from ``statistics`` (:func:`~netsim.analysis.collect.
     summarize` of ``runs``, the runs' ``privacy.epsilon_spent_max``) into ``out``."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 4.6), layout="constrained")
     statistics = statistics.sort_values("point")
     positions = np.arange(len(statistics))

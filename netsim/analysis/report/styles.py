@@ -20,10 +20,10 @@ from netsim.analysis.collect import (
     run_configuration,
     run_name,
 )
-from netsim.analysis.figures import _pyplot
 from netsim.analysis.labels import series_labels
 from netsim.analysis.runs import load_manifest
 from netsim.lazy import lazy_module
+from netsim.plotting import pyplot
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -127,7 +127,7 @@ def point_styles(source: SweepSource) -> dict[int, LineStyle]:
     More: one colour per value of all but one varying parameter and a line style (and marker)
     per value of that one, when it works out to at most 10 colours; else tab20 (up to 20
     points) or viridis, with the line styles cycling so that neighbouring colours differ."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = source.plan.drop_duplicates("point").sort_values("point").reset_index(drop=True)
     points = [int(p) for p in rows["point"]]
     if len(points) <= 10:
