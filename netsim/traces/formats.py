@@ -62,12 +62,12 @@ from netsim.traces.intervals import (
     CANONICAL_COLUMNS,
     IntervalTrace,
     LabelCodes,
-    _trace_from_rows,
     check_trace_exists,
     open_trace,
     read_canonical_trace,
     read_stunner_segments,
     read_stunner_users,
+    trace_from_rows,
     write_canonical_trace,
 )
 from netsim.units import DAY
@@ -301,7 +301,7 @@ class _FtaRows:
     def trace(self, path: Path) -> FtaTrace:
         """The trace of the events read, times in seconds after ``origin``."""
         origin = self.origin
-        packed = _trace_from_rows(
+        packed = trace_from_rows(
             np.frombuffer(self.codes, dtype=np.int64),
             self.names.labels,
             np.frombuffer(self.starts, dtype=np.float64) - origin,

@@ -182,7 +182,7 @@ class LabelCodes:
         return code
 
 
-def _trace_from_rows(
+def trace_from_rows(
     codes: np.ndarray,
     labels: list[str],
     start: np.ndarray,
@@ -320,7 +320,7 @@ def _read_csv_arrow(path: Path, handle) -> IntervalTrace | None:
     codes = _values(encoded.indices, np.int32).astype(np.int64)
     rows = np.flatnonzero(online)
     try:
-        return _trace_from_rows(codes[rows], labels, start, end, rows + 2, path=path, unit="line")
+        return trace_from_rows(codes[rows], labels, start, end, rows + 2, path=path, unit="line")
     except TraceError:
         return None  # the line reader names the line (this one cannot see quoted newlines)
 
@@ -385,7 +385,7 @@ def _read_canonical_csv(path: Path) -> IntervalTrace:
             lines.append(line)
     if not names.labels:
         raise TraceError(f"{path}: the trace has no nodes")
-    return _trace_from_rows(
+    return trace_from_rows(
         np.frombuffer(codes, dtype=np.int64),
         names.labels,
         np.frombuffer(starts, dtype=np.float64),
@@ -423,7 +423,7 @@ def _read_canonical_parquet(path: Path) -> IntervalTrace:
     names = LabelCodes()
     codes = np.array([names.code(str(node)) for node in nodes], dtype=np.int64)
     rows = np.flatnonzero(~silent)
-    return _trace_from_rows(
+    return trace_from_rows(
         codes[rows], names.labels, start[rows], end[rows], rows, path=path, unit="row"
     )
 
