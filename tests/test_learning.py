@@ -260,7 +260,7 @@ def test_gossip_learning_spends_the_budgets_of_all_records_at_once():
     assert walk["sgd_visits"]["updates"].max() == 19  # one walk: every visit updates it
 
 
-# --- yardsticks (DESIGN principle 9) ---------------------------------------------
+# --- yardsticks (principle 9 of docs/architecture.md) -----------------------------
 
 
 def test_the_summary_carries_the_splits_majority_and_centralised_accuracy():

@@ -188,8 +188,9 @@ def _observer_views(
 
 @pytest.mark.parametrize(("noise_scale", "caught"), [(1.0, False), (0.5, True)])
 def test_an_audit_of_one_observers_view_stays_below_the_accounted_epsilon(noise_scale, caught):
-    """SPEC §8.7 for Gaussian gossip: many runs on two neighbouring data sets (record u's value
-    −Δ/2 or +Δ/2), the most powerful test on observer v's view (the likelihood-ratio direction
+    """The threshold audit (docs/explanation/privacy.md, "A threshold test that can fail") for
+    Gaussian gossip: many runs on two neighbouring data sets (record u's value −Δ/2 or +Δ/2),
+    the most powerful test on observer v's view (the likelihood-ratio direction
     (M̃M̃ᵀ)⁺m_u, which v can compute: it knows the protocol and the mixing it took part in),
     and a threshold test's Clopper–Pearson lower bound on ε at δ (99% confidence). At the
     accounted noise it stays below the accounted ε; with half the noise (still accounted at the

@@ -38,8 +38,9 @@ def averaging_run(weights: np.ndarray, rounds: int, sigma: float = 1.0) -> Linea
 
 
 def test_muffliatos_message_sum_is_not_a_bound_on_a_path() -> None:
-    """SPEC §9.5. On the path 0 – 1 – 2 (Metropolis weights, two rounds) observer 0 hears x̃₁,
-    then W₁₀x̃₀ + W₁₁x̃₁ + W₁₂x̃₂. The per-message sum charges node 2's record
+    """A published bound is not the exact loss (docs/papers.md, "Where it differs from
+    composing messages one by one"). On the path 0 – 1 – 2 (Metropolis weights, two rounds)
+    observer 0 hears x̃₁, then W₁₀x̃₀ + W₁₁x̃₁ + W₁₂x̃₂. The per-message sum charges node 2's record
     W₁₂²/‖W₁‖² = 1/3 of local DP; the exact loss is local DP when node 0 knows its own noise
     (it solves for x̃₂) and 1/2 of it when it does not."""
     weights = metropolis_weights(nx.to_numpy_array(nx.path_graph(3)))

@@ -257,8 +257,9 @@ def _audit_views(noise_multiplier: float, samples: int, steps: int, sign: float,
 def test_an_audit_of_a_walk_observers_view_stays_below_the_accounted_epsilon(
     noise_scale: float, caught: bool
 ) -> None:
-    """SPEC §8.7 for the walk (check b): many runs on two neighbouring data sets (u's record
-    (−1, 0) or (1, 0)), observer v receiving the model 3 visits after u's contribution, a
+    """The threshold audit (docs/explanation/privacy.md, "A threshold test that can fail") for
+    the walk (check b): many runs on two neighbouring data sets (u's record (−1, 0) or (1, 0)),
+    observer v receiving the model 3 visits after u's contribution, a
     threshold test on the model's coefficient along the records' difference, and its
     Clopper–Pearson lower bound on ε at δ = 10⁻³ (99% confidence; measured 1.47 against
     2.45 accounted, and 3.20 with half the noise). The accounted ε is the

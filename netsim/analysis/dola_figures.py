@@ -170,7 +170,7 @@ YARDSTICKS = (
 
 def draw_yardsticks(ax: object, curves: pd.DataFrame) -> bool:
     """Dashed horizontal lines at the majority-class and centralised non-private accuracy of
-    the runs' split (DESIGN principle 9, ``docs/architecture.md``), where the curves carry them
+    the runs' split (principle 9 of ``docs/architecture.md``), where the curves carry them
     (one line per data set; the mean over its runs, which share the split). Returns whether
     any was drawn."""
     drawn = False

@@ -55,7 +55,8 @@ CONFIG_COLUMNS: tuple[str, ...] = (
 
 #: The yardsticks of a run (``learning_summary``, netsim.learning.baselines).
 BASELINE_COLUMNS: tuple[str, ...] = ("majority_accuracy", "centralised_accuracy")
-#: The yardstick of centrally private training at the run's (ε, δ) (SPEC §8.4, "Central"), a
+#: The yardstick of centrally private training at the run's (ε, δ) (``docs/papers.md``, "The
+#: central-DP yardstick"), a
 #: column of ``learning_summary`` in runs that record it; runs written before have none.
 CENTRAL_DP_COLUMN = "central_dp_accuracy"
 

@@ -50,7 +50,8 @@ CENTRALISED_RANDOM_STATE = 0
 
 @dataclass(frozen=True)
 class LearningBaselines:
-    """The two yardsticks of a learning result on one train/test split (DESIGN principle 9).
+    """The two yardsticks of a learning result on one train/test split (principle 9 of
+    ``docs/architecture.md``).
 
     ``majority`` and ``centralised`` are test accuracies (fractions of test rows classified
     correctly; NaN for an empty test split); ``model`` says what the centralised model is.

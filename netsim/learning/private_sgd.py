@@ -42,7 +42,8 @@ How a visit chooses its records within the node's shard (``learning.sampling``):
   (:meth:`~netsim.privacy.accountant.PrivacyAccountant.release_sampled`) under add/remove
   neighbours: a record's presence changes the sum by at most C, so the sensitivity is C/b
   and σ = z·C/b. The amplification is that of the sampling within a shard only: which node
-  a walk or a gossip message visits is never counted as sampling (SPEC §8.3).
+  a walk or a gossip message visits is never counted as sampling
+  (``docs/explanation/privacy.md``, "No subsampling amplification from the walk").
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ if TYPE_CHECKING:
 else:
     step_kernels = lazy_module("netsim.learning.step_kernels")
 
-#: What one privacy budget protects (SPEC §8.1): a training record, or all of a node's records.
+#: What one privacy budget protects (``docs/explanation/privacy.md``, "The privacy unit"): a
+#: training record, or all of a node's records.
 PrivacyUnit = Literal["record", "node"]
 #: How a visit chooses the records of the node's shard it uses (see the module docstring).
 Sampling = Literal["cyclic", "poisson"]

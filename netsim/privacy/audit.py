@@ -10,7 +10,8 @@ on its privacy loss. The standard error of the log ratio of two counts c₀, c�
 
 For (ε, δ) mechanisms composed over many uses, :func:`threshold_epsilon_lower_bound` turns a
 threshold test's error rates, with Clopper–Pearson intervals, into a lower bound on ε at δ
-that holds with a stated confidence (SPEC §8.7): it must stay below the accounted ε.
+that holds with a stated confidence (``docs/explanation/privacy.md``, "A threshold test that
+can fail"): it must stay below the accounted ε.
 :func:`poisson_gaussian_scores` draws one Poisson-subsampled Gaussian release under
 add/remove neighbours for the same test.
 """
@@ -104,7 +105,7 @@ def region_losses(
     return results
 
 
-# --- a threshold test with Clopper–Pearson bounds (SPEC §8.7) --------------------------------
+# --- a threshold test with Clopper–Pearson bounds (docs/explanation/privacy.md) -------------
 
 
 def clopper_pearson(count: int, trials: int, alpha: float) -> tuple[float, float]:

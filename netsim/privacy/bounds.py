@@ -1,5 +1,6 @@
 """Published per-pair privacy bounds of gossip protocols, computed as their authors' code computes
-them, to be put beside the exact loss of the same run (SPEC §9.5; the exact side is
+them, to be put beside the exact loss of the same run (``docs/papers.md``, "Where it differs
+from composing messages one by one"; the exact side is
 :mod:`netsim.privacy.linear`, or :mod:`netsim.privacy.pairwise` for plain averaging).
 
 Each function restates a published formula in netsim's own code; the docstring names the paper,

@@ -1,15 +1,15 @@
 """The network budget: a record is used until some observer's composed loss would pass it.
 
 Under ``privacy: {model: network, budget: network}`` the learning section's (ε, δ) is not each
-record's local-DP budget but a ceiling on what any node — or any configured coalition — may
-learn about it from the models it receives (SPEC §8.4; Cyffers, Bellet, Upadhyay, ICML 2024
-calibrate their network rows the same way, by the worst pair). :class:`LineageCeiling` decides,
-before each noisy step, whether the visited node's unit may contribute, and, before a walk
-continues from a state that was handed on already (a restart from a local copy, a node's visit
-of its older copy), whether that branch may be made, so that at the end of the run every
-pair's path-known RDP slope (:func:`~netsim.privacy.walk_pairwise.path_known_slopes`) is within
-the slope B whose ε at the run's δ is the budget (:func:`slope_for_epsilon`).
-
+record's local-DP budget but a ceiling on what any node — or any configured coalition — may learn
+about it from the models it receives (``docs/explanation/privacy.md``, "Threat models"; Cyffers,
+Bellet, Upadhyay, ICML 2024 calibrate their network rows the same way, by the worst pair).
+:class:`LineageCeiling` decides, before each noisy step, whether the visited node's unit may
+contribute, and, before a walk continues from a state that was handed on already (a restart from a
+local copy, a node's visit of its older copy), whether that branch may be made, so that at the end
+of the run every pair's path-known RDP slope
+(:func:`~netsim.privacy.walk_pairwise.path_known_slopes`) is within the slope B whose ε at the run's
+δ is the budget (:func:`slope_for_epsilon`).
 **The bound it keeps**, an upper bound on the path-known accountant's that no later event can
 raise past B. Contribution i of unit u (state x, displacement s = η·Δ) has a *stretch*: the
 states from x down to the state before u's next contribution below it, or to a *cut* (a state

@@ -16,13 +16,15 @@ these functions when a run asks for ``accounting: rdp`` or ``pld``
   :func:`pld_epsilon` is cached by signature.
 
 Neighbours: netsim's Δ is the largest L2 distance between a release's values on two data
-sets that differ in one record's value (replace-one, SPEC §8.1, e.g. 2C for a gradient
-clipped to C). A Gaussian release's privacy loss between such neighbours is that of a shift
-by Δ, which is what dp-accounting composes for ``GaussianDpEvent(σ/Δ)`` under its default
-relation (``ADD_OR_REMOVE_ONE``, a shift by one unit of the multiplier). Its ``REPLACE_ONE``
-would shift by 2Δ, counting the replacement twice, so the accountants here keep the default.
+sets that differ in one record's value (replace-one, e.g. 2C for a gradient clipped to C;
+``docs/explanation/privacy.md``, "Neighbours" under "Composition by RDP or PLD"). A Gaussian
+release's privacy loss between such neighbours is that of a shift by Δ, which is what
+dp-accounting composes for ``GaussianDpEvent(σ/Δ)`` under its default relation
+(``ADD_OR_REMOVE_ONE``, a shift by one unit of the multiplier). Its ``REPLACE_ONE`` would shift
+by 2Δ, counting the replacement twice, so the accountants here keep the default.
 No amplification by subsampling is claimed for a walk's or gossip's choice of nodes (not
-Poisson samples, SPEC §8.3): every such use is one full Gaussian release.
+Poisson samples: ``docs/explanation/privacy.md``, "No subsampling amplification from the
+walk"): every such use is one full Gaussian release.
 
 **Poisson subsampling within a node's shard** (``learning.sampling: poisson``) is the one
 exception: each record of the visited shard is taken independently with probability q and

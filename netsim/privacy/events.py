@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 else:
     dp_accounting = lazy_module("dp_accounting")
 
-#: The neighbouring relation a release's guarantee is stated for (SPEC §8.1): data sets that
-#: differ in one record's value (``replace-one``, netsim's default: Δ is the replace-one
+#: The neighbouring relation a release's guarantee is stated for (``docs/explanation/privacy.md``:
+#: "Neighbours" under "Composition by RDP or PLD", and "Poisson subsampling within a shard"): data
+#: sets that differ in one record's value (``replace-one``, netsim's default: Δ is the replace-one
 #: distance, 2C for a gradient clipped to C), or in one record's presence (``add-remove``:
 #: Poisson-subsampled releases, Δ = C).
 Neighbours = Literal["replace-one", "add-remove"]

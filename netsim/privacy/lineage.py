@@ -1,5 +1,6 @@
 """The lineage of the models a run's walks carry, and who received which: the views a
-per-observer accountant reads (SPEC §8.5; :func:`netsim.privacy.walk_pairwise.path_known_slopes`).
+per-observer accountant reads (:func:`netsim.privacy.walk_pairwise.path_known_slopes`;
+``docs/papers.md``, "Network DP of a random walk: path known and path secret").
 
 Every model state gets a serial number when it is made; the lineage keeps, for each, the state
 it was made from, the privacy unit whose gradient made it, that unit's node, how far the unit

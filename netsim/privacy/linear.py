@@ -1,5 +1,5 @@
 """One accountant for every linear-Gaussian protocol: an observer's view as O = A·G + B·Z
-(SPEC §9.3, restated with its sources in ``docs/explanation/linear-accountant.md``).
+(restated with its sources in ``docs/explanation/linear-accountant.md``).
 
 A decentralised protocol whose messages are linear in the clipped gradients G and in Gaussian
 noise Z — Muffliato's averaging, decentralised SGD with local, pairwise-cancelling (DECOR),

@@ -1,4 +1,5 @@
-"""An empirical audit of the linear accountant that can fail (SPEC §8.7, §9.3): run the
+"""An empirical audit of the linear accountant that can fail (``docs/explanation/privacy.md``,
+"A threshold test that can fail"; ``docs/explanation/linear-accountant.md``, "Checks"): run the
 protocol model of :mod:`netsim.privacy.linear` many times on two neighbouring data sets, record
 what one observer receives, and turn a threshold test on the most powerful statistic into a
 lower bound on ε that holds with a stated confidence

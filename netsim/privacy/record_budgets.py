@@ -367,7 +367,8 @@ class RecordBudgets:
 
     @property
     def neighbours(self) -> str:
-        """The neighbouring relation the run's guarantee is stated for (SPEC §8.1):
+        """The neighbouring relation the run's guarantee is stated for
+        (``docs/explanation/privacy.md``, "Neighbours" under "Composition by RDP or PLD"):
         ``replace-one``, or ``add-remove`` once a Poisson-subsampled release was composed
         (:meth:`PrivacyAccountant.release_sampled`)."""
         sampled = self._composition is not None and bool(self._composition.sampled)

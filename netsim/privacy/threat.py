@@ -1,5 +1,6 @@
-"""The ``privacy`` section: whom a run's privacy is stated against (SPEC §8.4), and the tables
-every per-observer accountant writes.
+"""The ``privacy`` section: whom a run's privacy is stated against
+(``docs/explanation/privacy.md``, "Threat models"), and the tables every per-observer accountant
+writes.
 
 - ``model: local`` (the default): every release is public; each record's releases compose in
   the learning section's ledger (``privacy_records``), as without this section.
@@ -159,7 +160,8 @@ MAX_SECRET_PATHS = 100_000
 
 
 class ThreatModelConfig(ComponentConfig):
-    """Whom the run's privacy is stated against (SPEC §8.4)."""
+    """Whom the run's privacy is stated against (``docs/explanation/privacy.md``, "Threat
+    models")."""
 
     #: ``local``: every release public (the learning section's ledger). ``network``: each node
     #: sees only what it receives, and the run states the pairs per observer.

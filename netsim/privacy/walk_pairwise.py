@@ -1,8 +1,8 @@
 """Pairwise network DP of DP-SGD on a random walk: what observer v learns about record u.
 
 The token's model is updated at every visit, θ ← θ − η_s(g_s + N(0, σ_s² I)), with g_s the
-clipped gradient of the visited node's record (SPEC §8.5; ``docs/papers.md``, "Network DP of
-a random walk"). Two views of the observer, both reported by name:
+clipped gradient of the visited node's record (``docs/papers.md``, "Network DP of a random
+walk: path known and path secret"). Two views of the observer, both reported by name:
 
 **Path known** (:func:`path_known_slopes`; pessimistic, valid for any run, churn included). The
 observer is assumed to know the realised path. The run's models form a lineage tree: every state
@@ -453,7 +453,7 @@ def path_known_exact_mu_squared(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The exact Gaussian loss, μ² (ρ(α) = α μ²/2), of every privacy unit against each single
     observer that knows the realised path: the lineage's view as a linear-Gaussian system
-    (SPEC §9.3, :mod:`netsim.privacy.linear`), not a bound by amplification by iteration.
+    (:mod:`netsim.privacy.linear`), not a bound by amplification by iteration.
 
     The lineage is that of :func:`path_known_slopes` (``parent``, ``unit``, ``shift`` = η·Δ,
     ``noise_std`` = η·σ per coordinate) with ``holder[x]``, the node whose visit made state x

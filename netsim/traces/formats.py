@@ -8,13 +8,15 @@ Formats
     :mod:`netsim.traces.intervals`.
 ``stunner``
     One line per user segment, ``<user> <firstOnline 0|1> <start, Unix ms> <UTC offset h> d1 d2
-    ...`` with durations in ms alternating online / offline (``../shared/data/SOURCES.md``).
+    ...`` with durations in ms alternating online / offline (``docs/citations.md``, "The STUNner
+    trace").
 ``fta``
     The Failure Trace Archive ``event_trace`` table: a header line ``event_id component_id
     node_id platform_id node_name event_type event_start_time event_stop_time event_end_reason``
     then one tab-separated line per event, times in Unix seconds. ``event_type`` 1 means the
     node was AVAILABLE during ``[event_start_time, event_stop_time)``, 0 UNAVAILABLE (FTA
-    convention). The LANL file in ``../shared/data/traces/fta-lanl`` agrees: its type-1 events
+    convention). The LANL trace (``docs/citations.md``, "The LANL availability trace"; read from
+    ``../shared/data/traces/fta-lanl`` by the tests, never committed) agrees: its type-1 events
     last 280 h at the median (19,874 events, 4,043 node-years in all) and end with a failure
     code in ``event_end_reason``, its type-0 events last 58 min at the median (23,451 events,
     16 node-years) and all end with reason 8000; read that way the median node is available

@@ -13,12 +13,11 @@ Parquet (``.parquet``) with those column names.
 
 STUNner / Gossip Learning Framework format
 ------------------------------------------
-One line per user-week segment, whitespace separated, no header:
-``<userId> <firstOnline 0|1> <segmentStart, Unix ms> <UTC offset hours> <d1> <d2> ...`` where
-the durations (ms) alternate online / offline starting with the state ``firstOnline``
-(``../shared/data/SOURCES.md``). Hegedűs et al. (2016) §5.1 cut the users' traces into 2-day
-segments with a one-day overlap and gave each simulated node its own segment;
-:func:`cut_segments` does that.
+One line per user-week segment, whitespace separated, no header: ``<userId> <firstOnline 0|1>
+<segmentStart, Unix ms> <UTC offset hours> <d1> <d2> ...`` where the durations (ms) alternate online
+/ offline starting with the state ``firstOnline`` (``docs/citations.md``, "The STUNner trace").
+Hegedűs et al. (2016) §5.1 cut the users' traces into 2-day segments with a one-day overlap and gave
+each simulated node its own segment; :func:`cut_segments` does that.
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ def budget_exceeded(config: DolaConfig, used: int, rounds: int, shortest: int) -
 
 def printed_gaussian_overspends(config: DolaConfig, spent: float, delta: float, passes: int) -> str:
     """Why ``calibration: printed`` is refused when its noise gives a release more than its
-    share of the stated budget (DESIGN principle 5: a run never spends more than it states)."""
+    share of the stated budget (principle 5 of ``docs/architecture.md``: a run never spends more
+    than it states)."""
     share = config.epsilon / passes
     over = f" over {passes} passes" if passes > 1 else ""
     return (

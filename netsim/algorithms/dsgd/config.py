@@ -1,5 +1,5 @@
-"""The ``dsgd`` section: decentralised SGD with gossip averaging (SPEC §9.1–9.2), its data, model,
-step and noise.
+"""The ``dsgd`` section: decentralised SGD with gossip averaging (``docs/papers.md``,
+"Decentralised SGD, correlated noise and trust models"), its data, model, step and noise.
 
 Every key is validated here, before anything runs; :class:`~netsim.algorithms.dsgd.learner.
 DecentralisedSGD` reads this same frozen object. The noise is a sub-config chosen by ``kind``

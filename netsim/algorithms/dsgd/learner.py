@@ -1,4 +1,5 @@
-"""Decentralised SGD with gossip averaging on the simulated network (SPEC §9.1–9.2), recording
+"""Decentralised SGD with gossip averaging on the simulated network (``docs/papers.md``,
+"Decentralised SGD, correlated noise and trust models"), recording
 the run's view as a linear system for :mod:`netsim.privacy.linear`.
 
 **The round: step, then average** — the order of D-PSGD (Lian et al. 2017), Muffliato-SGD

@@ -1,5 +1,5 @@
-"""The noise policies of decentralised SGD (SPEC §9.2): what each node adds to its gradient, and
-to each message, in one round.
+"""The noise policies of decentralised SGD (``docs/explanation/linear-accountant.md``, "The
+protocol model"): what each node adds to its gradient, and to each message, in one round.
 
 Every policy draws from its own named streams — ``noise`` (independent and temporally
 correlated draws), ``secrets`` (DECOR's pair secrets), ``zip`` (Zip-DL's message shares) — in a
@@ -16,8 +16,9 @@ Gradient noise is in gradient units (a multiple of C/b, multiplied by the step s
 the step is taken); message noise is in model units. Sources: Muffliato-SGD (Cyffers, Even,
 Bellet, Massoulié 2022), DECOR (Allouah et al. 2024, the code of ``elfirdoussilab1/DECOR``),
 Zip-DL (Biswas et al. 2025, ``decentralizepy`` ``ZeroSumSharing.send_all``), MFDL /
-MAFALDA-SGD (Bellet et al. 2026, ``dimiarbre/MFDL``). Where they and SPEC differ, the papers'
-code is followed and the class says so.
+MAFALDA-SGD (Bellet et al. 2026, ``dimiarbre/MFDL``). Where a paper and its code differ, the
+code is followed, the class says so, and ``docs/papers.md`` ("Decentralised SGD, correlated
+noise and trust models") lists the choices.
 """
 
 from __future__ import annotations

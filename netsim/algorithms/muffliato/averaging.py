@@ -12,7 +12,8 @@ its value and rejoins the averaging when it comes back.
 
 At the end, :func:`~netsim.privacy.pairwise.pairwise_epsilons` turns the W_t of the run into
 each accounted observer's exact (ε, δ) for every other node's value: what that observer
-learns from the messages it received (network DP, SPEC §8.6 restated in ``docs/papers.md``).
+learns from the messages it received (network DP: ``docs/papers.md``, "Network DP: pairwise
+privacy of Gaussian gossip averaging").
 
 Tables: ``muffliato_rounds`` (one row per round: online nodes, links used, the RMS distance of
 the online nodes' values to the true mean), ``privacy_pairs`` (observer, record, hops apart,
