@@ -1,5 +1,5 @@
 """No tracked file cites the developers' private folder as a source: the specification and
-design notes (``SPEC.md``, ``DESIGN.md``: "SPEC §8.1", "DESIGN principle 9"), the papers kept
+design notes (the two capitalised file names, cited by section or principle), the papers kept
 beside them, or the data folder's notes on its files (``SOURCES.md``). A user's clone has none
 of them, so a citation of one points nowhere; what the code relies on is restated, with the
 paper it comes from, in ``docs/`` (``docs/papers.md``, ``docs/explanation/``,
@@ -68,7 +68,7 @@ def test_no_tracked_file_cites_the_private_folder() -> None:
         f"yardsticks ({DESIGN_WORD} principle 9)",
         f"as {DESIGN_WORD}.md says",
         f"../shared/{DESIGN_WORD}.md",
-        "../shared/papers/003_b000a35a57a156c9.txt",
+        "../shared/" + "papers/003_b000a35a57a156c9.txt",
         f"durations in ms (``../shared/data/{SOURCES}``)",
     ],
 )
