@@ -160,11 +160,10 @@ def _hold(
         target = _node(rng, nodes)
         if heap:
             delay = 0.01 + _uniform(rng) * 0.04
-            times, keys, kinds, first, second, meta = queue
-            queue_push(times, keys, kinds, first, second, meta, now + delay, 0, 0, target, value)
+            queue_push(queue[0], queue[1], now + delay, 0, 0, target, value)
         else:
             delay = TICK_DELAY if lane == TICK_LANE else TRANSFER_DELAY
-            lane_push(lanes, queue[5], lane, now + delay, 0, target, value)
+            lane_push(lanes, queue[1], lane, now + delay, 0, target, value)
         checksum += node
     return checksum, disorder
 
@@ -189,7 +188,7 @@ def setup(path: str) -> tuple[tuple, tuple, np.ndarray, np.ndarray]:
         )
         for lane, first, count, delay in plan:
             for k, time_ in enumerate(np.sort(draws.random(count) * delay)):
-                lane_push(lanes, queue[5], lane, float(time_), 0, int(targets[first + k]), 0)
+                lane_push(lanes, queue[1], lane, float(time_), 0, int(targets[first + k]), 0)
     return queue, lanes, np.zeros(NODES, dtype=np.int64), rng
 
 
