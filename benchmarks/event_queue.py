@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from netsim.event_queue import EventQueue, queue_pop, queue_push
+from netsim.kernel_cache import guard_kernels
 from netsim.sim import NORMAL, Call, Environment
 
 
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result))
     return 0 if result["same_order"] else 1
 
+
+guard_kernels(__name__)  # recompiled when the queue code they inline changed
 
 if __name__ == "__main__":
     raise SystemExit(main())

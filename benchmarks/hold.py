@@ -66,6 +66,7 @@ from netsim.event_queue import (
     make_lanes,
     queue_push,
 )
+from netsim.kernel_cache import guard_kernels
 from netsim.protocols.exact.kernel import first_event, kernel, take
 
 #: The block of docs/performance.md that quotes this benchmark's output.
@@ -270,6 +271,8 @@ def main() -> None:
     if args.write_docs and write_output(DOCS_BLOCK, "\n".join(lines)):
         print(f"wrote the output into {PERFORMANCE_PAGE.relative_to(REPO)}")
 
+
+guard_kernels(__name__)  # recompiled when the queue code they inline changed
 
 if __name__ == "__main__":
     main()

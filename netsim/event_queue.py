@@ -24,10 +24,12 @@ happens) packed with the first integer argument, and the second argument (for ex
 and a timer generation, or a message slot). A sift then moves one 32-byte row per level (two
 to a cache line) where separate arrays for each field took five scattered writes, and the
 (time, key) comparison is of two integers. :func:`queue_push` and :func:`queue_pop` sift on
-an implicit binary heap, moving a hole rather than swapping (one row written per level); the
-descent picks the smaller child without a branch (:func:`queue_drop_first`). Against five
-arrays, one per field, with a branch there, the hold benchmark's event went from 135 to 86 ns
-(``benchmarks/hold.py``, docs/performance.md).
+an implicit 4-ary heap, moving a hole rather than swapping (one row written per level): half
+the levels of a binary heap, each one group of four children in two cache lines, the
+smallest picked without a branch (:func:`queue_drop_first`). Taking the first event is most
+of a heap's cost, and in the kernel it waits on memory, level after level. Against five
+arrays, one per field, on a binary heap with a branch there, the hold benchmark's event went
+from 135 to 72 ns (binary, in rows: 86 ns; ``benchmarks/hold.py``, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ ID_MASK = (1 << ID_BITS) - 1
 #: argument << :data:`KIND_BITS`, the second argument.
 ORDER, KEY, KIND_A, B = range(4)
 ROW = 4
+#: The heap is 4-ary, its first entry in row 3: the four children of the entry in row i are
+#: rows 4i − 8 … 4i − 5, a group that starts at a multiple of four rows (128 bytes: two cache
+#: lines). ``PADDING`` rows beyond the capacity: the three before the first, and room for a
+#: last group of children that runs past the end.
+FIRST = 3
+PADDING = 8
+#: The time order of the rows past the end: above every time's (+∞'s included), so a child
+#: past the end never wins.
+SENTINEL = np.iinfo(np.int64).max
 #: Bits of a row's ``KIND_A`` that hold the kind (:data:`TICK`, :data:`TRANSFER`, :data:`TIMER`
 #: in the core), and the first arguments that fit above them (a node, a message slot).
 KIND_BITS = 16
@@ -89,7 +100,7 @@ def queue_push(
     """Queue an event of ``kind`` with arguments ``a``, ``b`` at ``time`` with priority
     ``rank`` (its insertion id the next of the counter); False, and nothing queued, if the
     rows are full."""
-    if meta[SIZE] == rows.shape[0]:
+    if meta[SIZE] == rows.shape[0] - PADDING:
         return False
     key = (rank << ID_BITS) | meta[NEXT_ID]
     meta[NEXT_ID] += 1
@@ -107,9 +118,9 @@ def queue_insert(
     n = meta[SIZE]
     meta[SIZE] = n + 1
     order = time_order(time)
-    i = n
-    while i > 0:
-        parent = (i - 1) >> 1
+    i = n + FIRST
+    while i > FIRST:
+        parent = (i >> 2) + (FIRST - 1)  # (entry − 1) // 4, as a row
         t = rows[parent, ORDER]
         if order > t or (order == t and key > rows[parent, KEY]):
             break
@@ -123,14 +134,14 @@ def queue_insert(
 @njit(cache=True, inline="always")
 def queue_first(rows: np.ndarray) -> tuple[float, int]:
     """The first event's (time, key) (the queue must not be empty)."""
-    return order_time(rows[0, ORDER]), rows[0, KEY]
+    return order_time(rows[FIRST, ORDER]), rows[FIRST, KEY]
 
 
 @njit(cache=True, inline="always")
 def queue_first_event(rows: np.ndarray) -> tuple[int, int, int]:
     """The first event's (kind, a, b) (the queue must not be empty)."""
-    packed = rows[0, KIND_A]
-    return packed & KIND_MASK, packed >> KIND_BITS, rows[0, B]
+    packed = rows[FIRST, KIND_A]
+    return packed & KIND_MASK, packed >> KIND_BITS, rows[FIRST, B]
 
 
 @njit(cache=True, inline="always")
@@ -144,41 +155,57 @@ def queue_pop(rows: np.ndarray, meta: np.ndarray) -> tuple[float, int, int, int,
 
 
 @njit(cache=True, inline="always")
+def before(rows: np.ndarray, x: int, y: int) -> int:
+    """1 if row ``x``'s (time, key) comes before row ``y``'s, else 0, without a branch."""
+    tx, ty = rows[x, ORDER], rows[y, ORDER]
+    return (tx < ty) | ((tx == ty) & (rows[x, KEY] < rows[y, KEY]))
+
+
+@njit(cache=True, inline="always")
 def queue_drop_first(rows: np.ndarray, meta: np.ndarray) -> None:
     """Remove the first event (the queue must not be empty): the last entry fills the hole
-    at the top, moving down one level at a time.
+    at the top, moving down one level at a time, and its row becomes a sentinel.
 
-    The smaller child is picked without a branch (which one wins is a coin flip the processor
-    cannot predict). The right child may be one past the end: that row is the last entry's
-    own, the one moving down, which wins only where it belongs (smaller than the left child,
-    it is copied into the hole and the descent ends on its old row, written again)."""
+    The smallest of four children is picked without a branch, by a two-round tournament
+    (which one wins is a coin flip the processor cannot predict); children past the end are
+    sentinels, which never win."""
     n = meta[SIZE] - 1
     meta[SIZE] = n
-    if n == 0:
-        return
-    order, key = rows[n, ORDER], rows[n, KEY]
-    i = 0
+    last = n + FIRST
+    order, key = rows[last, ORDER], rows[last, KEY]
+    kind_a, b = rows[last, KIND_A], rows[last, B]
+    rows[last, ORDER] = SENTINEL
+    i = FIRST
     while True:
-        child = 2 * i + 1
-        if child >= n:
+        child = 4 * i - 8  # the row of the first child of the entry in row i
+        if child >= last:
             break
-        right, left = rows[child + 1, ORDER], rows[child, ORDER]
-        child += (right < left) | ((right == left) & (rows[child + 1, KEY] < rows[child, KEY]))
+        left = child + before(rows, child + 1, child)
+        right = child + 2 + before(rows, child + 3, child + 2)
+        child = left + (right - left) * before(rows, right, left)
         t = rows[child, ORDER]
         if order < t or (order == t and key < rows[child, KEY]):
             break
         rows[i, ORDER], rows[i, KEY] = t, rows[child, KEY]
         rows[i, KIND_A], rows[i, B] = rows[child, KIND_A], rows[child, B]
         i = child
-    rows[i, ORDER], rows[i, KEY] = order, key
-    rows[i, KIND_A], rows[i, B] = rows[n, KIND_A], rows[n, B]
+    if i != last:
+        rows[i, ORDER], rows[i, KEY] = order, key
+        rows[i, KIND_A], rows[i, B] = kind_a, b
+
+
+def sentinel_rows(count: int) -> np.ndarray:
+    """``count`` rows past the end: their time order the sentinel's."""
+    rows = np.zeros((count, ROW), dtype=np.int64)
+    rows[:, ORDER] = SENTINEL
+    return rows
 
 
 class EventQueue:
     """The rows of a compiled event queue (module docstring), growable between kernels."""
 
     def __init__(self, capacity: int = 1024) -> None:
-        self.rows = np.zeros((capacity, ROW), dtype=np.int64)
+        self.rows = sentinel_rows(capacity + PADDING)
         self.meta = np.zeros(2, dtype=np.int64)
 
     def __len__(self) -> int:
@@ -186,7 +213,7 @@ class EventQueue:
 
     @property
     def capacity(self) -> int:
-        return int(self.rows.shape[0])
+        return int(self.rows.shape[0]) - PADDING
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """What :func:`queue_push` and :func:`queue_pop` take, in their order."""
@@ -194,7 +221,7 @@ class EventQueue:
 
     def grow(self) -> None:
         """Double the capacity (the heap's order is kept: entries stay where they are)."""
-        self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
+        self.rows = np.concatenate([self.rows, sentinel_rows(self.capacity)])
 
     def push(self, time: float, rank: int, kind: int, a: int = 0, b: int = 0) -> int:
         """Queue an event at priority ``rank`` (growing the rows if they are full); returns

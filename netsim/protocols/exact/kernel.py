@@ -36,6 +36,7 @@ from netsim.event_queue import (
     NEED_LOSS,
     NEED_PEERS,
     NEED_ROOM,
+    PADDING,
     PAUSED,
     PEER_AT,
     PENDING_CIRCLE,
@@ -110,7 +111,7 @@ def what_is_missing(
         return NEED_LOSS
     lane_capacity, lane_meta = lanes[0].shape[1], lanes[4]
     if (
-        queue[1][SIZE] + 3 > queue[0].shape[0]
+        queue[1][SIZE] + 3 > queue[0].shape[0] - PADDING
         or lane_meta[TICK_LANE, COUNT] + 2 > lane_capacity
         or lane_meta[TRANSFER_LANE, COUNT] + 2 > lane_capacity
         or counters[FREE] < 2
