@@ -23,23 +23,21 @@ import numpy as np
 from numba import njit
 
 from netsim.event_queue import EventQueue, queue_pop, queue_push
+from netsim.kernel_cache import guard_kernels
 from netsim.sim import NORMAL, Call, Environment
 
 
 @njit(cache=True)
 def _hold(
-    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
-    second: np.ndarray, meta: np.ndarray, delays: np.ndarray, late: np.ndarray,
-    order: np.ndarray,
-) -> None:  # fmt: skip
+    rows: np.ndarray, meta: np.ndarray, delays: np.ndarray, late: np.ndarray, order: np.ndarray
+) -> None:
     """``delays.size`` hold steps; the kinds popped in the first ``order.size`` steps (rank
     ``late`` 0 is NORMAL, 1 is LATE)."""
     for step in range(delays.size):
-        time, _, _, kind, _, _ = queue_pop(times, keys, kinds, first, second, meta)
+        time, _, _, kind, _, _ = queue_pop(rows, meta)
         if step < order.size:
             order[step] = kind
-        queue_push(times, keys, kinds, first, second, meta, time + delays[step], late[step],
-                   kind, 0, 0)  # fmt: skip
+        queue_push(rows, meta, time + delays[step], late[step], kind, 0, 0)
 
 
 def compiled(live: int, delays: np.ndarray, late: np.ndarray, checked: int) -> tuple[float, list]:
@@ -108,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result))
     return 0 if result["same_order"] else 1
 
+
+guard_kernels(__name__)  # recompiled when the queue code they inline changed
 
 if __name__ == "__main__":
     raise SystemExit(main())

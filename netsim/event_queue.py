@@ -17,10 +17,19 @@ ones. The queue takes each priority's *rank* among those a run uses instead
 insertion id into one 64-bit key, ``rank · 2⁴⁰ + id``: a comparison is then two numbers, not
 three, which halves the cost of an event (``benchmarks/event_queue.py``).
 
-The queue is a set of arrays a numba kernel works on (:class:`EventQueue` holds them): each
-event has a ``kind`` (what happens) and two integer arguments (for example a node and a
-message slot). :func:`queue_push` and :func:`queue_pop` sift on an implicit binary heap,
-moving a hole rather than swapping (one write per level).
+The queue is one array a numba kernel works on (:class:`EventQueue` holds it, with its
+``meta``): a row of four 64-bit integers per event, as a C heap keeps a struct per entry —
+its time as an integer of the same order (:func:`time_order`), its key, its ``kind`` (what
+happens) packed with the first integer argument, and the second argument (for example a node
+and a timer generation, or a message slot). A sift then moves one 32-byte row per level (two
+to a cache line) where separate arrays for each field took five scattered writes, and the
+(time, key) comparison is of two integers. :func:`queue_push` and :func:`queue_pop` sift on
+an implicit 4-ary heap, moving a hole rather than swapping (one row written per level): half
+the levels of a binary heap, each one group of four children in two cache lines, the
+smallest picked without a branch (:func:`queue_drop_first`). Taking the first event is most
+of a heap's cost, and in the kernel it waits on memory, level after level. Against five
+arrays, one per field, on a binary heap with a branch there, the hold benchmark's event went
+from 135 to 72 ns (binary, in rows: 86 ns; ``benchmarks/hold.py``, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -38,6 +47,26 @@ SIZE, NEXT_ID = 0, 1
 ID_BITS = 40
 MAX_RANK = (1 << (63 - ID_BITS)) - 1
 ID_MASK = (1 << ID_BITS) - 1
+#: A row's columns: the time's order (:func:`time_order`), the key, the kind | the first
+#: argument << :data:`KIND_BITS`, the second argument.
+ORDER, KEY, KIND_A, B = range(4)
+ROW = 4
+#: The heap is 4-ary, its first entry in row 3: the four children of the entry in row i are
+#: rows 4i − 8 … 4i − 5, a group that starts at a multiple of four rows (128 bytes: two cache
+#: lines). ``PADDING`` rows beyond the capacity: the three before the first, and room for a
+#: last group of children that runs past the end.
+FIRST = 3
+PADDING = 8
+#: The time order of the rows past the end: above every time's (+∞'s included), so a child
+#: past the end never wins.
+SENTINEL = np.iinfo(np.int64).max
+#: Bits of a row's ``KIND_A`` that hold the kind (:data:`TICK`, :data:`TRANSFER`, :data:`TIMER`
+#: in the core), and the first arguments that fit above them (a node, a message slot).
+KIND_BITS = 16
+KIND_MASK = (1 << KIND_BITS) - 1
+MAX_A = (1 << (63 - KIND_BITS)) - 1
+#: The bits below a float64's sign (a negative time's order flips them).
+MAGNITUDE = np.int64((1 << 63) - 1)
 
 
 def priority_ranks(priorities: Sequence[float]) -> dict[float, int]:
@@ -50,119 +79,159 @@ def priority_ranks(priorities: Sequence[float]) -> dict[float, int]:
 
 
 @njit(cache=True, inline="always")
+def time_order(time: float) -> int:
+    """An integer in the order of ``time`` (not NaN) among floats: its IEEE 754 bits, with
+    a negative's lower bits flipped (the standard total order, −0.0 taken as +0.0 first so
+    that equal times have equal orders)."""
+    bits = np.float64(time + 0.0).view(np.int64)
+    return bits ^ ((bits >> 63) & MAGNITUDE)
+
+
+@njit(cache=True, inline="always")
+def order_time(order: int) -> float:
+    """The time whose :func:`time_order` is ``order``."""
+    return np.int64(order ^ ((order >> 63) & MAGNITUDE)).view(np.float64)
+
+
+@njit(cache=True, inline="always")
 def queue_push(
-    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
-    second: np.ndarray, meta: np.ndarray, time: float, rank: int, kind: int, a: int, b: int,
-) -> bool:  # fmt: skip
+    rows: np.ndarray, meta: np.ndarray, time: float, rank: int, kind: int, a: int, b: int
+) -> bool:
     """Queue an event of ``kind`` with arguments ``a``, ``b`` at ``time`` with priority
     ``rank`` (its insertion id the next of the counter); False, and nothing queued, if the
-    arrays are full."""
-    if meta[SIZE] == times.size:
+    rows are full."""
+    if meta[SIZE] == rows.shape[0] - PADDING:
         return False
     key = (rank << ID_BITS) | meta[NEXT_ID]
     meta[NEXT_ID] += 1
-    queue_insert(times, keys, kinds, first, second, meta, time, key, kind, a, b)
+    queue_insert(rows, meta, time, key, kind, a, b)
     return True
 
 
 @njit(cache=True, inline="always")
 def queue_insert(
-    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
-    second: np.ndarray, meta: np.ndarray, time: float, key: int, kind: int, a: int, b: int,
-) -> None:  # fmt: skip
+    rows: np.ndarray, meta: np.ndarray, time: float, key: int, kind: int, a: int, b: int
+) -> None:
     """Queue an event whose ``key`` (rank and insertion id) is given: one taken from SimPy's
-    queue keeps its place in the order. The arrays must have room. The entries above it move
+    queue keeps its place in the order. The rows must have room. The entries above it move
     down one level at a time until its place is found."""
     n = meta[SIZE]
     meta[SIZE] = n + 1
-    i = n
-    while i > 0:
-        parent = (i - 1) >> 1
-        t = times[parent]
-        if time > t or (time == t and key > keys[parent]):
+    order = time_order(time)
+    i = n + FIRST
+    while i > FIRST:
+        parent = (i >> 2) + (FIRST - 1)  # (entry − 1) // 4, as a row
+        t = rows[parent, ORDER]
+        if order > t or (order == t and key > rows[parent, KEY]):
             break
-        times[i], keys[i] = t, keys[parent]
-        kinds[i], first[i], second[i] = kinds[parent], first[parent], second[parent]
+        rows[i, ORDER], rows[i, KEY] = t, rows[parent, KEY]
+        rows[i, KIND_A], rows[i, B] = rows[parent, KIND_A], rows[parent, B]
         i = parent
-    times[i], keys[i] = time, key
-    kinds[i], first[i], second[i] = kind, a, b
+    rows[i, ORDER], rows[i, KEY] = order, key
+    rows[i, KIND_A], rows[i, B] = (a << KIND_BITS) | kind, b
 
 
 @njit(cache=True, inline="always")
-def queue_pop(
-    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
-    second: np.ndarray, meta: np.ndarray,
-) -> tuple[float, int, int, int, int, int]:  # fmt: skip
+def queue_first(rows: np.ndarray) -> tuple[float, int]:
+    """The first event's (time, key) (the queue must not be empty)."""
+    return order_time(rows[FIRST, ORDER]), rows[FIRST, KEY]
+
+
+@njit(cache=True, inline="always")
+def queue_first_event(rows: np.ndarray) -> tuple[int, int, int]:
+    """The first event's (kind, a, b) (the queue must not be empty)."""
+    packed = rows[FIRST, KIND_A]
+    return packed & KIND_MASK, packed >> KIND_BITS, rows[FIRST, B]
+
+
+@njit(cache=True, inline="always")
+def queue_pop(rows: np.ndarray, meta: np.ndarray) -> tuple[float, int, int, int, int, int]:
     """Take the first event: (time, rank, insertion id, kind, a, b). The queue must not be
     empty."""
-    top = keys[0]
-    out = (times[0], top >> ID_BITS, top & ID_MASK, kinds[0], first[0], second[0])
-    queue_drop_first(times, keys, kinds, first, second, meta)
-    return out
+    time, top = queue_first(rows)
+    kind, a, b = queue_first_event(rows)
+    queue_drop_first(rows, meta)
+    return time, top >> ID_BITS, top & ID_MASK, kind, a, b
 
 
 @njit(cache=True, inline="always")
-def queue_drop_first(
-    times: np.ndarray, keys: np.ndarray, kinds: np.ndarray, first: np.ndarray,
-    second: np.ndarray, meta: np.ndarray,
-) -> None:  # fmt: skip
+def before(rows: np.ndarray, x: int, y: int) -> int:
+    """1 if row ``x``'s (time, key) comes before row ``y``'s, else 0, without a branch."""
+    tx, ty = rows[x, ORDER], rows[y, ORDER]
+    return (tx < ty) | ((tx == ty) & (rows[x, KEY] < rows[y, KEY]))
+
+
+@njit(cache=True, inline="always")
+def queue_drop_first(rows: np.ndarray, meta: np.ndarray) -> None:
     """Remove the first event (the queue must not be empty): the last entry fills the hole
-    at the top, moving down one level at a time."""
+    at the top, moving down one level at a time, and its row becomes a sentinel.
+
+    The smallest of four children is picked without a branch, by a two-round tournament
+    (which one wins is a coin flip the processor cannot predict); children past the end are
+    sentinels, which never win."""
     n = meta[SIZE] - 1
     meta[SIZE] = n
-    if n == 0:
-        return
-    time, key = times[n], keys[n]
-    i = 0
+    last = n + FIRST
+    order, key = rows[last, ORDER], rows[last, KEY]
+    kind_a, b = rows[last, KIND_A], rows[last, B]
+    rows[last, ORDER] = SENTINEL
+    i = FIRST
     while True:
-        child = 2 * i + 1
-        if child >= n:
+        child = 4 * i - 8  # the row of the first child of the entry in row i
+        if child >= last:
             break
-        right = child + 1
-        if right < n and (
-            times[right] < times[child]
-            or (times[right] == times[child] and keys[right] < keys[child])
-        ):
-            child = right
-        t = times[child]
-        if time < t or (time == t and key < keys[child]):
+        left = child + before(rows, child + 1, child)
+        right = child + 2 + before(rows, child + 3, child + 2)
+        child = left + (right - left) * before(rows, right, left)
+        t = rows[child, ORDER]
+        if order < t or (order == t and key < rows[child, KEY]):
             break
-        times[i], keys[i] = t, keys[child]
-        kinds[i], first[i], second[i] = kinds[child], first[child], second[child]
+        rows[i, ORDER], rows[i, KEY] = t, rows[child, KEY]
+        rows[i, KIND_A], rows[i, B] = rows[child, KIND_A], rows[child, B]
         i = child
-    times[i], keys[i] = time, key
-    kinds[i], first[i], second[i] = kinds[n], first[n], second[n]
+    if i != last:
+        rows[i, ORDER], rows[i, KEY] = order, key
+        rows[i, KIND_A], rows[i, B] = kind_a, b
+
+
+def sentinel_rows(count: int) -> np.ndarray:
+    """``count`` rows past the end: their time order the sentinel's."""
+    rows = np.zeros((count, ROW), dtype=np.int64)
+    rows[:, ORDER] = SENTINEL
+    return rows
 
 
 class EventQueue:
-    """The arrays of a compiled event queue (module docstring), growable between kernels."""
+    """The rows of a compiled event queue (module docstring), growable between kernels."""
 
     def __init__(self, capacity: int = 1024) -> None:
-        self.times = np.empty(capacity)
-        self.keys = np.empty(capacity, dtype=np.int64)
-        self.kinds = np.empty(capacity, dtype=np.int64)
-        self.first = np.empty(capacity, dtype=np.int64)
-        self.second = np.empty(capacity, dtype=np.int64)
+        self.rows = sentinel_rows(capacity + PADDING)
         self.meta = np.zeros(2, dtype=np.int64)
 
     def __len__(self) -> int:
         return int(self.meta[SIZE])
 
-    def arrays(self) -> tuple[np.ndarray, ...]:
+    @property
+    def capacity(self) -> int:
+        return int(self.rows.shape[0]) - PADDING
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """What :func:`queue_push` and :func:`queue_pop` take, in their order."""
-        return self.times, self.keys, self.kinds, self.first, self.second, self.meta
+        return self.rows, self.meta
 
     def grow(self) -> None:
         """Double the capacity (the heap's order is kept: entries stay where they are)."""
-        for name in ("times", "keys", "kinds", "first", "second"):
-            old = getattr(self, name)
-            setattr(self, name, np.concatenate([old, np.empty_like(old)]))
+        self.rows = np.concatenate([self.rows, sentinel_rows(self.capacity)])
 
     def push(self, time: float, rank: int, kind: int, a: int = 0, b: int = 0) -> int:
-        """Queue an event at priority ``rank`` (growing the arrays if they are full); returns
+        """Queue an event at priority ``rank`` (growing the rows if they are full); returns
         its insertion id."""
         if not 0 <= rank <= MAX_RANK:
             raise ValueError(f"a priority rank is in [0, {MAX_RANK}], got {rank}")
+        if not 0 <= kind <= KIND_MASK:
+            raise ValueError(f"an event kind is in [0, {KIND_MASK}], got {kind}")
+        if not -MAX_A - 1 <= a <= MAX_A:
+            raise ValueError(f"an event's first argument is in [{-MAX_A - 1}, {MAX_A}], got {a}")
         if not queue_push(*self.arrays(), time, rank, kind, a, b):
             self.grow()
             queue_push(*self.arrays(), time, rank, kind, a, b)

@@ -4,13 +4,25 @@ and however often its arrays grow."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from simpy.events import URGENT
 
-from netsim.event_queue import EventQueue, priority_ranks, queue_pop, queue_push
+from netsim.event_queue import (
+    KIND_MASK,
+    MAX_A,
+    MAX_RANK,
+    EventQueue,
+    order_time,
+    priority_ranks,
+    queue_pop,
+    queue_push,
+    time_order,
+)
 from netsim.sim import LATE, NORMAL, Call, Environment
 
 #: The priorities netsim schedules at: the gossip engine's ticks run at fractional ones
@@ -96,3 +108,45 @@ def test_a_full_queue_refuses_a_push_in_a_kernel() -> None:
     assert queue_pop(*queue.arrays())[3] == 7
     assert queue.pop()[2] == 1
     np.testing.assert_array_equal(queue.meta, [0, 2])
+
+
+#: A push (time, priority rank, kind, first and second argument) or a pop (None). Times cover
+#: the whole float line: negatives, both zeros, infinities, ties.
+TIMES = st.one_of(
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, 1e-300, -1e-300]),
+    st.floats(allow_nan=False),
+)
+PUSHES = st.tuples(
+    TIMES, st.integers(0, MAX_RANK), st.integers(0, KIND_MASK), st.integers(-MAX_A - 1, MAX_A),
+    st.integers(-(2**63), 2**63 - 1),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), PUSHES), min_size=1, max_size=300))
+def test_the_rows_pop_in_the_sorted_order_of_their_keys(operations) -> None:
+    """Any interleaving of pushes and pops takes the events out in the sorted order of their
+    keys (time, priority rank, insertion id) — the order of a sorted list of what is queued —
+    with each event's kind and arguments, however the heap's rows are arranged or grown."""
+    queue = EventQueue(capacity=1)
+    pending: list[tuple[float, int, int, int, int, int]] = []
+    for operation in operations:
+        if operation is None:
+            if pending:
+                pending.sort()
+                assert queue.pop() == pending.pop(0)
+            continue
+        time, rank, kind, a, b = operation
+        event_id = queue.push(time, rank, kind, a, b)
+        pending.append((time, rank, event_id, kind, a, b))
+    pending.sort()
+    assert [queue.pop() for _ in range(len(queue))] == pending
+
+
+@given(st.floats(allow_nan=False), st.floats(allow_nan=False))
+@example(-0.0, 0.0)
+def test_a_time_order_is_the_times_order(x: float, y: float) -> None:
+    """The integer a row sorts its time by orders times as floats do (−0.0 equal to 0.0)."""
+    assert (time_order(x) < time_order(y)) == (x < y)
+    assert (time_order(x) == time_order(y)) == (x == y)
+    assert order_time(time_order(x)) == x

@@ -116,11 +116,9 @@ def send(
     messages[slot, SRC_EPOCH], messages[slot, DST_EPOCH] = epoch[src], epoch[dst]
     message_times[slot, SENT_AT], message_times[slot, DOOM_TIME] = now, doom_time
     if math.isnan(settings[CONSTANT_DELAY]):
-        times, keys, kinds, first, second, meta = queue
-        queue_push(times, keys, kinds, first, second, meta, now + duration, normal, TRANSFER,
-                   slot, 0)  # fmt: skip
+        queue_push(queue[0], queue[1], now + duration, normal, TRANSFER, slot, 0)
     else:  # a constant transfer time: completions come in the order they are queued
-        lane_push(lanes, queue[5], TRANSFER_LANE, now + duration, normal, slot, 0)
+        lane_push(lanes, queue[1], TRANSFER_LANE, now + duration, normal, slot, 0)
     return slot
 
 

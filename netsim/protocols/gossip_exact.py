@@ -111,7 +111,7 @@ def tick(
         counters[EXCHANGES] += 1
         gossip_send(node, peer, PUSH_MESSAGE, app, now, normal, network, settings, counters,
                     draws, in_flight, queue, lanes, broadcast, walk)  # fmt: skip
-    lane_push(lanes, queue[5], TICK_LANE, now + settings[PERIOD], normal, node, generation)
+    lane_push(lanes, queue[1], TICK_LANE, now + settings[PERIOD], normal, node, generation)
 
 
 @njit(cache=True, inline="always")
@@ -126,9 +126,7 @@ def schedule_tick(
     when = k * period + phase[node]
     if when <= now:
         when += period
-    times, keys, kinds, first, second, meta = queue
-    queue_push(times, keys, kinds, first, second, meta, now + (when - now), normal, TICK, node,
-               generation)  # fmt: skip
+    queue_push(queue[0], queue[1], now + (when - now), normal, TICK, node, generation)
 
 
 @njit(cache=True, inline="always")

@@ -317,7 +317,7 @@ class ExactCore:
     def make_room(self) -> None:
         """Room for the next event: in the queue and lanes, for messages and rows."""
         queue = self.queue
-        if len(queue) + 4 > queue.times.size:
+        if len(queue) + 4 > queue.capacity:
             queue.grow()
         lane_meta = self.lanes[4]
         capacity = self.lanes[0].shape[1]

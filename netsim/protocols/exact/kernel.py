@@ -36,6 +36,7 @@ from netsim.event_queue import (
     NEED_LOSS,
     NEED_PEERS,
     NEED_ROOM,
+    PADDING,
     PAUSED,
     PEER_AT,
     PENDING_CIRCLE,
@@ -47,6 +48,8 @@ from netsim.event_queue import (
     TIMER,
     TRANSFER_LANE,
     queue_drop_first,
+    queue_first,
+    queue_first_event,
 )
 from netsim.kernel_cache import guard_kernels
 from netsim.network.links_exact import PEER_DRAWS, complete
@@ -76,11 +79,12 @@ def kernel(function: Callable) -> Callable:
 def first_event(queue: tuple, lanes: tuple) -> tuple[int, float, int]:
     """The first event of the heap and the two lanes, the smallest (time, key): its source
     (a lane, :data:`HEAP`, or -1 when all are empty), time and key."""
-    times, keys, meta = queue[0], queue[1], queue[5]
+    rows, meta = queue
     lane_times, lane_keys, lane_meta = lanes[0], lanes[1], lanes[4]
     source, time, key = -1, math.inf, 0
     if meta[SIZE] > 0:
-        source, time, key = HEAP, times[0], keys[0]
+        time, key = queue_first(rows)
+        source = HEAP
     for lane in range(2):
         if lane_meta[lane, COUNT] > 0:
             head = lane_meta[lane, HEAD]
@@ -107,7 +111,7 @@ def what_is_missing(
         return NEED_LOSS
     lane_capacity, lane_meta = lanes[0].shape[1], lanes[4]
     if (
-        queue[5][SIZE] + 3 > queue[0].size
+        queue[1][SIZE] + 3 > queue[0].shape[0] - PADDING
         or lane_meta[TICK_LANE, COUNT] + 2 > lane_capacity
         or lane_meta[TRANSFER_LANE, COUNT] + 2 > lane_capacity
         or counters[FREE] < 2
@@ -122,9 +126,9 @@ def what_is_missing(
 def take(source: int, queue: tuple, lanes: tuple) -> tuple[int, int, int]:
     """Remove the first event, from ``source``: its (kind, a, b)."""
     if source == HEAP:
-        times, keys, kinds, first, second, meta = queue
-        event = kinds[0], first[0], second[0]
-        queue_drop_first(times, keys, kinds, first, second, meta)
+        rows, meta = queue
+        event = queue_first_event(rows)
+        queue_drop_first(rows, meta)
         return event
     lane_a, lane_b, lane_meta = lanes[2], lanes[3], lanes[4]
     head = lane_meta[source, HEAD]

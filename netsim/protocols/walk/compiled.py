@@ -59,9 +59,8 @@ def schedule_timeout(
     at = origin[node] + circle * delta
     due[node] = at
     timer_update[node], timer_circle[node] = ids[node], circle
-    times, keys, kinds, first, second, meta = queue
-    queue_push(times, keys, kinds, first, second, meta, now + max(at - now, 0.0), normal, TIMER,
-               node, generation[node])  # fmt: skip
+    queue_push(queue[0], queue[1], now + max(at - now, 0.0), normal, TIMER, node,
+               generation[node])  # fmt: skip
 
 
 @njit(cache=True, inline="always")
