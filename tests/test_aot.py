@@ -1,0 +1,131 @@
+"""The kernels compiled ahead of time (``netsim compile``, :mod:`netsim.aot`, the seam
+:mod:`netsim.compiled`): a rounds run that finds the compiled module loads no numba and writes
+the tables numba's JIT writes, byte for byte; a stale module, or a call with other argument
+types, falls back to the JIT and says why (docs/performance.md, "Footprint"). Each run is a
+child process with the module turned on or off (``NETSIM_AOT``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+
+RUN = r"""
+import json, sys
+from netsim.cli import main
+assert main(["run", sys.argv[1], "--out", sys.argv[2], "-q", *sys.argv[3:]]) == 0
+print(json.dumps({"numba": "numba" in sys.modules, "llvmlite": "llvmlite" in sys.modules}))
+"""
+
+
+def _child(code: str, args: list[str], aot_dir: Path | None) -> str:
+    """Run ``code`` in a child process with the compiled module in ``aot_dir`` (None: off);
+    its standard output."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if aot_dir is None:
+        env["NETSIM_AOT"] = "0"
+    else:
+        env.pop("NETSIM_AOT", None)
+        env["NETSIM_AOT_DIR"] = str(aot_dir)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
+        env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def _run(scenario: Path, out: Path, overrides: list[str], aot_dir: Path | None) -> dict:
+    """A run's manifest, its tables' bytes, and whether numba was imported."""
+    sets = [word for pair in overrides for word in ("--set", pair)]
+    loaded = json.loads(_child(RUN, [str(scenario), str(out), *sets], aot_dir).splitlines()[-1])
+    (run,) = [path for path in out.iterdir() if path.is_dir()]
+    manifest = json.loads((run / "manifest.json").read_text())
+    tables = {path.name: path.read_bytes() for path in sorted(run.glob("*.parquet"))}
+    return {"manifest": manifest, "tables": tables, **loaded}
+
+
+CASES = {
+    "walk": (SCENARIOS / "walk" / "reduced-drw1-d10-kill5.yaml", ["duration=3min"]),
+    "quickstart": (SCENARIOS / "quickstart.yaml", ["duration=20min"]),
+    "authors-cycle": (
+        SCENARIOS / "walk" / "reduced-drw100-d20-kill5.yaml",
+        ["duration=3min", "walk.preset=authors", "walk.cycle=authors"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_compiled_kernels_write_the_jits_tables_without_numba(case, aot_kernels, tmp_path):
+    scenario, overrides = CASES[case]
+    overrides = ["gossip.mode=rounds", *overrides]
+    compiled = _run(scenario, tmp_path / "aot", overrides, aot_kernels)
+    jit = _run(scenario, tmp_path / "jit", overrides, None)
+    assert compiled["manifest"]["kernels"] == "compiled ahead of time"
+    assert not compiled["numba"] and not compiled["llvmlite"]
+    assert jit["manifest"]["kernels"] == "numba: NETSIM_AOT=0"
+    assert jit["numba"]
+    assert len(compiled["tables"]) >= 3
+    assert compiled["tables"] == jit["tables"]  # byte for byte
+
+
+def test_a_stale_module_is_bypassed_and_says_which_source_changed(aot_kernels, tmp_path):
+    stale = tmp_path / "stale"
+    shutil.copytree(aot_kernels, stale)
+    (manifest_path,) = stale.glob("*/manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    assert "netsim/network/links.py" in manifest["sources"]  # derived from the kernels' code
+    manifest["sources"]["netsim/network/links.py"] = "0" * 64  # as after an edit of links.py
+    manifest_path.write_text(json.dumps(manifest))
+    scenario, overrides = CASES["walk"]
+    run = _run(scenario, tmp_path / "run", ["gossip.mode=rounds", *overrides], stale)
+    assert run["manifest"]["kernels"] == (
+        "numba: the compiled kernels are stale: netsim/network/links.py changed"
+    )
+    assert run["numba"]
+
+
+def test_a_missing_module_says_how_to_build_it(tmp_path):
+    code = "from netsim.compiled import kernels_engine, STATE; print(kernels_engine())"
+    said = _child(code, [], tmp_path).strip()
+    assert said.startswith(f"numba: no compiled kernels in {tmp_path}")
+    assert said.endswith("(netsim compile builds them)")
+
+
+CALLS = r"""
+import json, sys
+import numpy as np
+from netsim import compiled
+from netsim.network import links
+indptr = np.array([0, 2, 3, 3], dtype=np.int64)
+indices = np.array([1, 2, 0], dtype=np.int32)
+slots = np.array([0, 1, 2], dtype=np.int32)
+results = {"first": [a.tolist() for a in links.in_links(indptr, indices, slots)],
+           "numba_after_first": "numba" in sys.modules}
+wide = np.array([1, 9, 2, 9, 0, 9], dtype=np.int32)[::2]  # not contiguous: the JIT's call
+results["strided"] = [a.tolist() for a in links.in_links(indptr, wide, slots)]
+results["numba"] = "numba" in sys.modules
+results["kernels"] = compiled.kernels_engine()
+results["dispatcher"] = type(links.in_links).__name__
+print(json.dumps(results))
+"""
+
+
+def test_a_call_with_other_types_runs_on_the_jit(aot_kernels):
+    results = json.loads(_child(CALLS, [], aot_kernels).splitlines()[-1])
+    expected = [[0, 1, 2, 3], [1, 0, 0], [2, 0, 1], [1, 2, 0]]
+    assert results["first"] == expected and not results["numba_after_first"]
+    assert results["strided"] == expected  # the exported function would read 1, 9, 2
+    assert results["numba"]
+    assert results["kernels"] == (
+        "compiled ahead of time, numba: netsim.network.links:in_links was called with other types"
+    )
+    assert results["dispatcher"] == "CPUDispatcher"  # the module now binds numba's dispatcher
