@@ -129,3 +129,28 @@ def test_a_call_with_other_types_runs_on_the_jit(aot_kernels):
         "compiled ahead of time, numba: netsim.network.links:in_links was called with other types"
     )
     assert results["dispatcher"] == "CPUDispatcher"  # the module now binds numba's dispatcher
+
+
+def test_netsim_compile_says_where_and_how_long(monkeypatch, capsys, tmp_path):
+    from netsim import aot
+    from netsim.aot_exports import EXPORTS
+    from netsim.cli import main
+
+    monkeypatch.setattr(aot, "compile_kernels", lambda: (tmp_path, 12.34))
+    assert main(["compile"]) == 0
+    said = capsys.readouterr().out
+    assert said == f"{tmp_path}: {len(EXPORTS)} kernels compiled ahead of time (12.3 s CPU)\n"
+    assert len(EXPORTS) == 17
+
+
+def test_a_failed_compile_raises_and_keeps_the_module_there(monkeypatch, tmp_path):
+    from netsim import aot
+
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    (folder / "manifest.json").write_text("{}")
+    monkeypatch.setattr(sys, "executable", shutil.which("false"))
+    with pytest.raises(aot.CompileError, match="compiling the kernels ahead of time failed"):
+        aot.compile_kernels(folder)
+    assert (folder / "manifest.json").read_text() == "{}"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["kernels"]  # no staging left
