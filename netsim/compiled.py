@@ -229,7 +229,9 @@ class _PRange:
         return range(*args)
 
 
-prange: Any = _PRange()
+#: The stand-in itself, for the sweep to recognise.
+_PRANGE = _PRange()
+prange: Any = _PRANGE
 
 
 def njit(function: Callable | None = None, **options: Any) -> Any:
@@ -254,7 +256,7 @@ def _replace(value: Any, numba_prange: Any) -> Any:
     place; a tuple rebuilt), :data:`prange` into numba's."""
     if isinstance(value, Kernel):
         return value.dispatcher
-    if value is prange:
+    if value is _PRANGE:
         return numba_prange
     if isinstance(value, dict):
         for key, item in list(value.items()):
@@ -282,12 +284,14 @@ def use_jit(reason: str) -> None:
     for kernel in _KERNELS:
         kernel.dispatcher = numba.njit(**kernel.options)(kernel.py_func)
     for name, module in list(sys.modules.items()):
-        if (name == "netsim" or name.startswith("netsim.")) and module is not None:
+        ours = name == "netsim" or name.startswith("netsim.")
+        if ours and name != __name__ and module is not None:  # not this module's stand-ins
             namespace = vars(module)
             for attribute, value in list(namespace.items()):
                 new = _replace(value, numba.prange)
                 if new is not value:
                     namespace[attribute] = new
+    globals()["prange"] = numba.prange  # for the modules imported from now on
     for name in sorted({kernel.py_func.__module__ for kernel in _KERNELS}):
         if name in sys.modules:
             guard_kernels(name)

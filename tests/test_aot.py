@@ -154,3 +154,32 @@ def test_a_failed_compile_raises_and_keeps_the_module_there(monkeypatch, tmp_pat
         aot.compile_kernels(folder)
     assert (folder / "manifest.json").read_text() == "{}"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["kernels"]  # no staging left
+
+
+SWEEP = r"""
+import json, sys
+from netsim import compiled
+from netsim.privacy import linear
+from netsim.protocols.walk import kernels
+stand_in = type(linear.prange).__name__
+compiled.use_jit("asked for")
+import numba
+print(json.dumps({
+    "stand_in": stand_in,
+    "prange": linear.prange is numba.prange and compiled.prange is numba.prange,
+    "exchange": sorted({type(k).__name__ for k in kernels.EXCHANGE_KERNELS.values()}),
+    "kernels": compiled.kernels_engine(),
+}))
+"""
+
+
+def test_bringing_in_the_jit_gives_every_module_numbas_objects(aot_kernels):
+    # compiled code calling compiled code must see numba's dispatchers and prange, in a
+    # module's globals and in the dicts it binds (the exchange kernels by option set)
+    results = json.loads(_child(SWEEP, [], aot_kernels).splitlines()[-1])
+    assert results == {
+        "stand_in": "_PRange",
+        "prange": True,
+        "exchange": ["CPUDispatcher"],
+        "kernels": "compiled ahead of time, numba: asked for",
+    }
