@@ -13,7 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
@@ -183,3 +186,67 @@ def test_bringing_in_the_jit_gives_every_module_numbas_objects(aot_kernels):
         "exchange": ["CPUDispatcher"],
         "kernels": "compiled ahead of time, numba: asked for",
     }
+
+
+@pytest.fixture(scope="module")
+def exported(aot_kernels: Path):
+    """The compiled module's functions by export name, loaded into this process (whose
+    kernels are numba's: the tests run with ``NETSIM_AOT=0``)."""
+    from netsim.compiled import _load
+
+    (folder,) = [path for path in aot_kernels.iterdir() if (path / "manifest.json").exists()]
+    module, exports, reason = _load(folder)
+    assert reason is None, reason
+    return {name: getattr(module, name) for name in exports.values()}
+
+
+@st.composite
+def _graphs(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
+    """A directed graph as CSR (indptr int64, indices int32), its online nodes, and one random
+    64-bit word per node."""
+    n = draw(st.integers(1, 12))
+    lists = [draw(st.lists(st.integers(0, n - 1), max_size=6, unique=True)) for _ in range(n)]
+    indptr = np.cumsum([0, *map(len, lists)]).astype(np.int64)
+    indices = np.array([v for neighbours in lists for v in neighbours], dtype=np.int32)
+    online = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    raw = np.array(
+        draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n)), dtype=np.uint64
+    )
+    return indptr, indices, online, raw
+
+
+@settings(max_examples=60)
+@given(graph=_graphs())
+def test_the_exported_index_kernels_return_what_numbas_return(exported, graph):
+    from netsim.network import links
+
+    indptr, indices, online, raw = graph
+    names = ("partition_online_first", "pair_online", "in_links")
+    results = {}
+    for engine, functions in (
+        ("jit", {name: getattr(links, name) for name in names}),
+        ("aot", exported),
+    ):
+        order = np.empty(indices.size, dtype=np.int32)
+        slots = np.empty(indices.size, dtype=np.int32)
+        call = functions.__getitem__
+        counts = call("partition_online_first")(indptr, indices, online, order, slots, False)
+        segments = np.zeros(indptr.size - 1, dtype=links.SEGMENT_RECORD)
+        segments["start"], segments["online"] = indptr[:-1], counts
+        empty = np.empty(0, dtype=np.int32)
+        pairs = call("pair_online")(online, raw[: int(online.sum())], segments, order, empty)
+        in_links = call("in_links")(indptr, indices, slots)
+        results[engine] = [counts, order, slots, *pairs, *in_links]
+    assert [(a.dtype, a.tolist()) for a in results["aot"]] == [
+        (a.dtype, a.tolist()) for a in results["jit"]
+    ]
+
+
+@given(
+    age=st.floats(-10, 1e6, allow_nan=False),
+    delta=st.floats(1e-3, 1e3, allow_nan=False),
+)
+def test_the_exported_timeout_circle_is_numbas(exported, age, delta):
+    from netsim.protocols.walk import kernels
+
+    assert exported["timeout_circle"](age, delta) == kernels.timeout_circle(age, delta)
