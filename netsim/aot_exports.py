@@ -14,9 +14,8 @@ with other argument types (a compact index's narrower entries, say), runs on num
 Each entry names the kernel (``module:attribute``, a key into a dict attribute after a
 ``[``) and gives sample arguments: numba types the exported function from them
 (``numba.typeof``), and a call is sent to it only if its arrays have the same dtype, the same
-number of dimensions and are C-contiguous (:class:`netsim.compiled.Kernel`). Scalars are
-converted as numba's unboxing converts them (``float``, ``int``, truth value), which is what
-the JIT does with a Python scalar too.
+number of dimensions and are C-contiguous, and its scalars are of a type the JIT would compile
+the same way (:func:`call_checks`, :class:`netsim.compiled.Kernel`).
 """
 
 from __future__ import annotations
@@ -148,24 +147,40 @@ EXPORTS: dict[str, tuple[str, Samples]] = {
 }
 
 
-#: How a call's argument must look to run the exported function: (position, position in
-#: the tuple it is or -1, dtype, dimensions); a tuple's length is checked with (position,
-#: -2, None, length).
+#: How a call's argument must look to run the exported function: (position, what, expected,
+#: dimensions). ``what`` is the position in the tuple the argument is for an array in a tuple,
+#: -1 for an array argument (``expected`` its dtype), :data:`TUPLE` for a tuple (the last
+#: field its length), :data:`SCALAR` for a scalar (``expected`` the types accepted).
 Check = tuple[int, int, Any, int]
+TUPLE = -2
+SCALAR = -3
+
+#: The scalar types a call may pass where the export takes a float, an int or a truth value:
+#: those numba's JIT gives the same machine type (float64, int64, boolean), and a Python or
+#: numpy int for a float (converted exactly, as numba converts it at its first operation with
+#: a float). Anything else (a numpy float32 or int32, a bool for an int) runs on the JIT.
+SCALAR_TYPES: dict[type, tuple[type, ...]] = {
+    float: (float, np.float64, int, np.int64),
+    int: (int, np.int64),
+    bool: (bool, np.bool_),
+}
 
 
-def array_checks(samples: tuple[Any, ...]) -> tuple[Check, ...]:
-    """What each array among ``samples``, or in a tuple among them, must match for a call to
-    run the exported function (:class:`netsim.compiled.Kernel`): its dtype and number of
-    dimensions; and a tuple its length."""
+def call_checks(samples: tuple[Any, ...]) -> tuple[Check, ...]:
+    """What each argument of a call must match for the call to run the exported function
+    (:class:`netsim.compiled.Kernel`), from the sample arguments it was compiled for: an
+    array its dtype and number of dimensions (and C order, checked by the caller), a tuple its
+    length and its arrays', a scalar one of :data:`SCALAR_TYPES`."""
     checks: list[Check] = []
     for position, value in enumerate(samples):
         if isinstance(value, np.ndarray):
             checks.append((position, -1, value.dtype, value.ndim))
         elif isinstance(value, tuple):
-            checks.append((position, -2, None, len(value)))
+            checks.append((position, TUPLE, None, len(value)))
             checks.extend((position, k, item.dtype, item.ndim) for k, item in enumerate(value))
+        else:
+            checks.append((position, SCALAR, SCALAR_TYPES[type(value)], 0))
     return tuple(checks)
 
 
-__all__ = ["EXPORTS", "array_checks"]
+__all__ = ["EXPORTS", "SCALAR_TYPES", "call_checks"]

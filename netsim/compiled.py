@@ -53,6 +53,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: used, or why numba was imported beside it (None if neither happened).
 STATE: dict[str, Any] = {"module": None, "exports": {}, "jit": False, "reason": None}
 
+#: :func:`netsim.aot_exports.call_checks`' codes for a tuple and a scalar argument.
+_TUPLE, _SCALAR = -2, -3
+
 #: Every :class:`Kernel` made in this process, in order.
 _KERNELS: list[Kernel] = []
 
@@ -176,19 +179,25 @@ class Kernel:
         self._checks: tuple[tuple[int, int, Any, int], ...] | None = None
         self._arity = -1
 
-    def _arrays_match(self, args: tuple[Any, ...]) -> bool:
-        """Do the call's arrays have the dtypes and dimensions the export was compiled for,
-        C-contiguous? (Its unboxing checks only the item size.)"""
+    def _arguments_match(self, args: tuple[Any, ...]) -> bool:
+        """Are the call's arguments those the export was compiled for: each array of its
+        dtype and dimensions, C-contiguous (the export's unboxing checks only the item size),
+        each tuple of its length, each scalar of a type the JIT types the same
+        (:func:`netsim.aot_exports.call_checks`)?"""
         if self._checks is None:
-            from netsim.aot_exports import EXPORTS, array_checks
+            from netsim.aot_exports import EXPORTS, call_checks
 
             samples = EXPORTS[STATE["exports"][self.key]][1]()
-            self._checks, self._arity = array_checks(samples), len(samples)
+            self._checks, self._arity = call_checks(samples), len(samples)
         if len(args) != self._arity:
             return False
-        for position, inner, dtype, ndim in self._checks:
+        for position, inner, expected, ndim in self._checks:
             value = args[position]
-            if inner == -2:
+            if inner == _SCALAR:
+                if type(value) not in expected:
+                    return False
+                continue
+            if inner == _TUPLE:
                 if type(value) is not tuple or len(value) != ndim:
                     return False
                 continue
@@ -196,7 +205,7 @@ class Kernel:
                 value = value[inner]
             if not (
                 type(value) is np.ndarray
-                and value.dtype == dtype
+                and value.dtype == expected
                 and value.ndim == ndim
                 and value.flags.c_contiguous
             ):
@@ -204,7 +213,7 @@ class Kernel:
         return True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.exported is not None and not kwargs and self._arrays_match(args):
+        if self.exported is not None and not kwargs and self._arguments_match(args):
             return self.exported(*args)
         if self.dispatcher is None:
             why = "has no compiled form" if self.exported is None else "was called with other types"

@@ -250,3 +250,28 @@ def test_the_exported_timeout_circle_is_numbas(exported, age, delta):
     from netsim.protocols.walk import kernels
 
     assert exported["timeout_circle"](age, delta) == kernels.timeout_circle(age, delta)
+
+
+SCALARS = r"""
+import json, sys
+import numpy as np
+from netsim import compiled
+from netsim.protocols.walk import kernels
+results = {"float": kernels.timeout_circle(2.5, 1.0), "int": kernels.timeout_circle(3, 1),
+           "numba_after": "numba" in sys.modules}
+results["float32"] = kernels.timeout_circle(np.float32(2.5), 1.0)  # the JIT's float32 kernel
+results["kernels"] = compiled.kernels_engine()
+print(json.dumps(results))
+"""
+
+
+def test_a_scalar_the_jit_types_otherwise_runs_on_the_jit(aot_kernels):
+    results = json.loads(_child(SCALARS, [], aot_kernels).splitlines()[-1])
+    assert results == {
+        "float": 2,
+        "int": 3,
+        "numba_after": False,  # a Python int for a float is converted exactly
+        "float32": 2,
+        "kernels": "compiled ahead of time, numba: "
+        "netsim.protocols.walk.kernels:timeout_circle was called with other types",
+    }
