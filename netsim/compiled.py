@@ -176,41 +176,15 @@ class Kernel:
         module = STATE["module"]
         name = STATE["exports"].get(self.key)
         self.exported = getattr(module, name) if module is not None and name else None
-        self._checks: tuple[tuple[int, int, Any, int], ...] | None = None
-        self._arity = -1
 
     def _arguments_match(self, args: tuple[Any, ...]) -> bool:
-        """Are the call's arguments those the export was compiled for: each array of its
-        dtype and dimensions, C-contiguous (the export's unboxing checks only the item size),
-        each tuple of its length, each scalar of a type the JIT types the same
-        (:func:`netsim.aot_exports.call_checks`)?"""
-        if self._checks is None:
-            from netsim.aot_exports import EXPORTS, call_checks
+        """Are the call's arguments those the export was compiled for? The first call makes
+        the check (:func:`_argument_check`) and keeps it."""
+        from netsim.aot_exports import EXPORTS, call_checks
 
-            samples = EXPORTS[STATE["exports"][self.key]][1]()
-            self._checks, self._arity = call_checks(samples), len(samples)
-        if len(args) != self._arity:
-            return False
-        for position, inner, expected, ndim in self._checks:
-            value = args[position]
-            if inner == _SCALAR:
-                if type(value) not in expected:
-                    return False
-                continue
-            if inner == _TUPLE:
-                if type(value) is not tuple or len(value) != ndim:
-                    return False
-                continue
-            if inner >= 0:
-                value = value[inner]
-            if not (
-                type(value) is np.ndarray
-                and value.dtype == expected
-                and value.ndim == ndim
-                and value.flags.c_contiguous
-            ):
-                return False
-        return True
+        samples = EXPORTS[STATE["exports"][self.key]][1]()
+        self._arguments_match = _argument_check(call_checks(samples), len(samples))  # type: ignore[method-assign]
+        return self._arguments_match(args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.exported is not None and not kwargs and self._arguments_match(args):
@@ -229,6 +203,32 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<kernel {self.key} ({'compiled' if self.exported else 'not compiled'})>"
+
+
+def _argument_check(
+    checks: tuple[tuple[int, int, Any, int], ...], arity: int
+) -> Callable[[tuple[Any, ...]], bool]:
+    """A function telling whether a call's arguments are those an export was compiled for
+    (:func:`netsim.aot_exports.call_checks`): ``arity`` arguments, each array of its dtype and
+    dimensions and C-contiguous (the export's unboxing checks only the item size), each tuple
+    of its length, each scalar of a type the JIT types the same. One expression, written out
+    for the export's arguments: a loop over the checks costs twice as much a call."""
+    namespace: dict[str, Any] = {"ndarray": np.ndarray}
+    parts = [f"len(a) == {arity}"]
+    for k, (position, inner, expected, ndim) in enumerate(checks):
+        if inner == _SCALAR:
+            namespace[f"t{k}"] = expected
+            parts.append(f"type(a[{position}]) in t{k}")
+        elif inner == _TUPLE:
+            parts.append(f"type(a[{position}]) is tuple and len(a[{position}]) == {ndim}")
+        else:
+            value = f"a[{position}]" + (f"[{inner}]" if inner >= 0 else "")
+            namespace[f"d{k}"] = expected
+            parts.append(
+                f"type({value}) is ndarray and ({value}.dtype is d{k} or {value}.dtype == d{k})"
+                f" and {value}.ndim == {ndim} and {value}.flags.c_contiguous"
+            )
+    return eval("lambda a: " + " and ".join(parts), namespace)
 
 
 class _PRange:
