@@ -12,13 +12,13 @@ processor: :func:`aot_folder`). Such a module needs numpy only.
 When that module is there and was compiled from the kernels' current sources (its
 ``manifest.json`` holds each source file's SHA-256), :func:`njit` does not import numba: it
 returns a :class:`Kernel`, which runs the exported function when the kernel has one and the
-call's arrays have the types it was compiled for. Anything else (a kernel without an
-exported form, a call with other argument types) imports numba and turns every kernel into
-numba's JIT dispatcher (:func:`use_jit`): module globals, and the dicts, lists and tuples a
-module binds, are replaced, so compiled code calling compiled code sees dispatchers. Without
-the module, or with a stale one, :func:`njit` is ``numba.njit``, as before; :data:`STATE`
-says why, and the manifest of a run says which ran (``kernels``, :func:`kernels_engine`).
-``NETSIM_AOT=0`` turns the compiled module off.
+call's arguments have the types it was compiled for (:func:`_argument_check`). Anything else (a
+kernel without an exported form, a call with other argument types) imports numba and turns every
+kernel into numba's JIT dispatcher (:func:`use_jit`): module globals, and the dicts, lists and
+tuples a module binds, are replaced, so compiled code calling compiled code sees dispatchers.
+Without the module, or with a stale one, :func:`njit` is ``numba.njit``, as before;
+:data:`STATE` says why, and the manifest of a run says which ran (``kernels``,
+:func:`kernels_engine`). ``NETSIM_AOT=0`` turns the compiled module off.
 """
 
 from __future__ import annotations
