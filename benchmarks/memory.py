@@ -22,7 +22,8 @@ the load average, what ran the compiled kernels (``netsim compile``: :mod:`netsi
 ``NETSIM_AOT=0`` runs numba's JIT), the import floor (resident
 memory once netsim's run modules are imported, before the scenario is read) and which heavy
 modules the run loaded (pandas, scipy.stats, networkx, dp-accounting, matplotlib, dask,
-scikit-learn, JAX, PyTorch: none for the walk case, ``tests/test_footprint.py``).
+scikit-learn, JAX, PyTorch: none for the walk case, ``tests/test_footprint.py``; and numba,
+absent when the kernels were compiled ahead of time).
 """
 
 from __future__ import annotations
