@@ -17,10 +17,13 @@
 The run writes its run directory to a temporary directory, as ``netsim run`` does, in a fresh
 child process. Every ``--every`` simulated seconds the child prints its resident memory
 (``/proc/self/statm``); at the end the peak (``ru_maxrss``), the wall time, the growth of
-resident memory between the first and the last tenth of the run, the import floor (resident
+resident memory between the first and the last tenth of the run, its CPU time (build and run),
+the load average, what ran the compiled kernels (``netsim compile``: :mod:`netsim.compiled`;
+``NETSIM_AOT=0`` runs numba's JIT), the import floor (resident
 memory once netsim's run modules are imported, before the scenario is read) and which heavy
 modules the run loaded (pandas, scipy.stats, networkx, dp-accounting, matplotlib, dask,
-scikit-learn, JAX, PyTorch: none for the walk case, ``tests/test_footprint.py``).
+scikit-learn, JAX, PyTorch: none for the walk case, ``tests/test_footprint.py``; and numba,
+absent when the kernels were compiled ahead of time).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ samples = []
 with tempfile.TemporaryDirectory() as directory:
     log = EventLog(Path(directory))
     started = time.perf_counter()
+    cpu_started = time.process_time()
     built = build_run(scenario, log)
 
     def sample():
@@ -75,12 +79,16 @@ with tempfile.TemporaryDirectory() as directory:
     built.sim.run(scenario.duration)
     log.close()
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
 tenth = max(len(samples) // 10, 1)
 first = sum(m for _, m in samples[:tenth]) / tenth
 last = sum(m for _, m in samples[-tenth:]) / tenth
 heavy = ("pandas", "scipy.stats", "networkx", "dp_accounting", "matplotlib", "dask", "sklearn",
-         "jax", "torch")
-print(json.dumps({"done": True, "wall_s": round(wall, 1),
+         "jax", "torch", "numba")
+import netsim.compiled
+print(json.dumps({"done": True, "wall_s": round(wall, 1), "cpu_s": round(cpu, 2),
+                  "load": [round(x, 1) for x in os.getloadavg()],
+                  "kernels": netsim.compiled.kernels_engine(),
                   "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                   "imports_mb": round(imports_mb, 1),
                   "rss_first_tenth_mb": round(first, 1), "rss_last_tenth_mb": round(last, 1),

@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.kernel_cache import guard_kernels
 
 #: ``meta`` entries: how many events are queued, and the next insertion id.

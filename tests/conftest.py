@@ -14,6 +14,11 @@ from hypothesis import settings
 settings.register_profile("netsim", deadline=None)
 settings.load_profile("netsim")
 
+# The kernels run on numba's JIT in the tests and the processes they start, whatever the user
+# compiled ahead of time (``netsim compile``): the tests of that path (tests/test_aot.py) build
+# their own module and turn it on in their child processes.
+os.environ.setdefault("NETSIM_AOT", "0")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_yardstick_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
@@ -38,6 +43,18 @@ SUBPROCESS_HANG_LIMIT = 600
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 STUNNER_TRACE = SHARED_DATA / "traces" / "stunner" / "peersim_session_100.txt"
+
+
+@pytest.fixture(scope="session")
+def aot_kernels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder for ``NETSIM_AOT_DIR`` holding the kernels compiled ahead of time
+    (``netsim compile``, :mod:`netsim.aot`), built once per session (some 15 s of CPU)."""
+    from netsim.aot import compile_kernels
+    from netsim.compiled import aot_folder
+
+    root = tmp_path_factory.mktemp("netsim-aot")
+    compile_kernels(root / aot_folder().name)
+    return root
 
 
 def require_shared(path: Path) -> Path:

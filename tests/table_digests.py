@@ -19,7 +19,7 @@ machine and library versions must give.
 ``--second-machine`` reruns the comparison in a child process that computes as another x86-64
 machine would: another OpenBLAS kernel (``OPENBLAS_CORETYPE=Sandybridge``), numpy's AVX-512
 loops switched off (``NPY_DISABLE_CPU_FEATURES``) and numba compiling for a generic CPU
-(``NUMBA_CPU_NAME=generic``).
+(``NUMBA_CPU_NAME=generic``, on its JIT: ``NETSIM_AOT=0``).
 
 ``tests/table_digests.json`` holds each table's digest; ``tests/reference_tables/<case>/``
 its values (Parquet); ``tests/test_table_digests.py`` checks a fast subset in the default test
@@ -220,8 +220,8 @@ def _old_columns_kept(old: dict, frame: pd.DataFrame) -> dict[str, object] | Non
 def second_machine_environment() -> dict[str, str]:
     """The environment in which this machine computes as another x86-64 machine would: another
     OpenBLAS kernel, numpy without its AVX-512 loops, numba for a generic CPU (on other
-    architectures only the last)."""
-    env = dict(os.environ, NUMBA_CPU_NAME="generic")
+    architectures only the last; the JIT, not kernels compiled ahead of time for this CPU)."""
+    env = dict(os.environ, NUMBA_CPU_NAME="generic", NETSIM_AOT="0")
     if platform.machine().lower() in ("x86_64", "amd64"):
         env["OPENBLAS_CORETYPE"] = "Sandybridge"
         try:

@@ -41,11 +41,13 @@ print(json.dumps(sorted(name for name in {heavy!r} if name in sys.modules)))
 """
 
 
-def _heavy_loaded(body: str) -> list[str]:
-    """The heavy modules in ``sys.modules`` after a child process ran ``body``."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _heavy_loaded(body: str, heavy: tuple[str, ...] = HEAVY, **env_vars: str) -> list[str]:
+    """The ``heavy`` modules in ``sys.modules`` after a child process ran ``body`` (with the
+    environment variables ``env_vars`` set; ``NETSIM_AOT=""`` unsets it)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **env_vars}
+    env = {key: value for key, value in env.items() if value != ""}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(body=body, heavy=HEAVY)],
+        [sys.executable, "-c", PROBE.format(body=body, heavy=heavy)],
         capture_output=True, text=True, cwd=ROOT, env=env, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -75,6 +77,26 @@ def test_a_rounds_run_writing_its_tables_loads_no_heavy_module(tmp_path):
     )
     assert _heavy_loaded(body) == []
     assert list(tmp_path.glob("*/*.parquet"))  # it wrote its tables
+
+
+def test_a_rounds_run_with_the_compiled_kernels_loads_no_numba(aot_kernels, tmp_path):
+    # the kernels compiled ahead of time (netsim compile): numba, llvmlite and the scipy numba
+    # imports stay out, some 120 MiB (docs/performance.md, "Footprint")
+    scenario = ROOT / "scenarios" / "walk" / "reduced-drw1-d10-kill5.yaml"
+
+    def body(out: Path) -> str:
+        return (
+            "from netsim.cli import main\n"
+            f"assert main(['run', {str(scenario)!r}, '--set', 'gossip.mode=rounds', '--set', "
+            f"'duration=2min', '--out', {str(out)!r}, '-q']) == 0"
+        )
+
+    unwanted = (*HEAVY, "numba", "llvmlite", "scipy")
+    aot = {"NETSIM_AOT": "", "NETSIM_AOT_DIR": str(aot_kernels)}
+    assert _heavy_loaded(body(tmp_path / "aot"), unwanted, **aot) == []
+    assert list(tmp_path.glob("aot/*/*.parquet"))  # it wrote its tables
+    # the same run on numba's JIT imports it: the check sees numba where it is
+    assert _heavy_loaded(body(tmp_path / "jit"), ("numba",), NETSIM_AOT="0") == ["numba"]
 
 
 def test_a_lazy_module_is_imported_on_first_use():

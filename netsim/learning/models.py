@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
-from numba import njit
 from pydantic import Field
 
+from netsim.compiled import njit
 from netsim.contracts import BuildContext, ComponentConfig, LossCurvature, Model, check_model_size
 from netsim.kernel_cache import guard_kernels
 from netsim.learning.losses import (

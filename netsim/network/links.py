@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import simpy
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.contracts import (
     BuildContext,
     ComponentConfig,

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.event_queue import (
     CONSTANT_DELAY,
     DELAY_AT,

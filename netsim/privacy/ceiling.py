@@ -75,8 +75,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.errors import SimulationError
 from netsim.kernel_cache import guard_kernels
 

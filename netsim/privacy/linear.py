@@ -61,9 +61,9 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit, prange
 from threadpoolctl import ThreadpoolController
 
+from netsim.compiled import njit, prange
 from netsim.kernel_cache import guard_kernels
 from netsim.lazy import lazy_module
 from netsim.privacy.mechanisms import gaussian_epsilon

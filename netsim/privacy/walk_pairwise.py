@@ -55,8 +55,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.kernel_cache import guard_kernels
 from netsim.lazy import lazy_module
 from netsim.privacy.composition import RDP_ORDERS, rdp_epsilons

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-from numba import njit
 from pydantic import Field, field_validator
 
+from netsim.compiled import njit
 from netsim.contracts import (
     BuildContext,
     ComponentConfig,

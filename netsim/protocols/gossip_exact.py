@@ -15,8 +15,8 @@ the walk's ``rwprop`` merge (:func:`netsim.protocols.walk.compiled.merge`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.event_queue import (
     ACTIVATED,
     BANDWIDTH,

@@ -34,6 +34,7 @@ from traceback import walk_tb
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from netsim.compiled import kernels_engine
 from netsim.errors import (
     NetsimError,
     PluginFailure,
@@ -218,6 +219,8 @@ def _run_into(
             "wall_time_seconds": round(wall, 3),
             # what ran exact mode's events: compiled, simpy: <why>, or rounds (same tables)
             "exact_engine": built.exact_engine,
+            # what ran the compiled kernels: compiled ahead of time, or numba and why
+            "kernels": kernels_engine(),
             "tables": counts,
             # the bytes as published (the staging directory is renamed, not copied)
             FILES: file_records(staging, counts),

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.errors import ScenarioError
 from netsim.kernel_cache import guard_kernels
 from netsim.lazy import lazy_module

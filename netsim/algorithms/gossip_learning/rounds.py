@@ -39,9 +39,9 @@ from functools import cache
 from typing import Any, ClassVar
 
 import numpy as np
-from numba import njit
 from threadpoolctl import ThreadpoolController
 
+from netsim.compiled import njit
 from netsim.errors import ScenarioError
 from netsim.kernel_cache import guard_kernels
 from netsim.learning.models import model_test_accuracies

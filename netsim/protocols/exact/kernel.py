@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.event_queue import (
     ACTIVATED,
     CONSTANT_DELAY,

@@ -21,8 +21,8 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.contracts import ExactSupport
 from netsim.event_queue import DELTA, TIMEOUT_DUE, TIMER, queue_push
 from netsim.event_queue import WALK as WALK_VALUES

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.kernel_cache import guard_kernels
 
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from functools import partial
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.contracts import OnlineSchedule
 from netsim.kernel_cache import guard_kernels
 from netsim.network.links import REJECTION_TRIES, online_neighbour
