@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.kernel_cache import guard_kernels
 
 
