@@ -34,11 +34,8 @@ from netsim.lazy import lazy_module
 
 if TYPE_CHECKING:
     import scipy.special as special
-
-    import netsim.learning.step_kernels as step_kernels
 else:
     special = lazy_module("scipy.special")
-    step_kernels = lazy_module("netsim.learning.step_kernels")
 
 LOSSES: tuple[str, ...] = ("logistic", "hinge", "absolute", "softmax", "multiclass_hinge")
 BINARY_LOSSES: tuple[str, ...] = ("logistic", "hinge", "absolute")
@@ -226,31 +223,12 @@ def record_gradient(loss: str, w: np.ndarray, x: np.ndarray, y: int) -> np.ndarr
     them once (a model's visit, thousands a second): ``w`` and ``x`` float64 of matching
     shapes, ``y`` in the loss's label set. The arithmetic is the same, so bit for bit the
     same gradient."""
-    # float64 vectors go through the same arithmetic in one compiled call each
-    # (netsim.learning.step_kernels); other inputs through numpy
     if loss == "logistic":
-        if compiled_pair(w, x):
-            return step_kernels.logistic_gradient(w, x, y)
         z = float(w @ x)
         return (_sigmoid(z) if y == -1 else -_sigmoid(-z)) * x
     if loss == "hinge":
-        if compiled_pair(w, x):
-            return step_kernels.hinge_gradient(w, x, y)
         return -float(y) * x if y * float(w @ x) < 1.0 else np.zeros_like(x)
     return per_example_gradient(loss, w, x, y)
-
-
-def compiled_pair(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` are vectors the compiled step takes as numpy would: float64,
-    one dimension of one length, contiguous (numba's ``np.dot`` is BLAS's only on those)."""
-    return (
-        a.dtype == np.float64
-        and b.dtype == np.float64
-        and a.ndim == 1
-        and a.shape == b.shape
-        and a.flags.c_contiguous
-        and b.flags.c_contiguous
-    )
 
 
 def batch_gradient(loss: str, w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:

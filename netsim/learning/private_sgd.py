@@ -49,26 +49,19 @@ How a visit chooses its records within the node's shard (``learning.sampling``):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
 from netsim.component import ComponentConfig
 from netsim.contracts import Mechanism, Model
 from netsim.errors import BudgetExhausted
-from netsim.lazy import lazy_module
-from netsim.learning.losses import compiled_pair
 from netsim.learning.sensitivity import clip_rows
 from netsim.learning.state import ModelState
 from netsim.privacy.accountant import BudgetPolicy, Halving, PrivacyAccountant
 from netsim.privacy.events import Norm, PrivacyEvent
 from netsim.privacy.mechanisms import no_noise
 from netsim.registry import spec_class
-
-if TYPE_CHECKING:
-    import netsim.learning.step_kernels as step_kernels
-else:
-    step_kernels = lazy_module("netsim.learning.step_kernels")
 
 #: What one privacy budget protects (``docs/explanation/privacy.md``, "The privacy unit"): a
 #: training record, or all of a node's records.
@@ -374,13 +367,9 @@ class PrivateSGD:
         w = state.parameters
         t = state.updates + 1
         eta = self.learning_rate / math.sqrt(t)
-        if compiled_pair(w, noisy):  # the same arithmetic, one compiled call
-            updated, finite = step_kernels.sgd_update(w, noisy, eta, float(self.regularisation))
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):  # checked right below
-                updated = w - eta * (self.regularisation * w + noisy)
-            finite = bool(np.isfinite(updated).all())
-        if not finite:
+        with np.errstate(over="ignore", invalid="ignore"):  # checked right below
+            updated = w - eta * (self.regularisation * w + noisy)
+        if not np.isfinite(updated).all():
             self.non_finite += 1
             self.non_finite_noise += not np.isfinite(noisy).all()
             return ModelState(w, state.updates, state.visits + 1), epsilon, False
