@@ -222,9 +222,13 @@ _TOLD: set[str] = set()
 _TELLING = {"fallbacks": True}
 
 
-def tell_fallbacks(enabled: bool) -> None:
-    """Whether :func:`tell_fallback` prints (the manifest says why in any case)."""
+def tell_fallbacks(enabled: bool) -> bool:
+    """Whether :func:`tell_fallback` prints (the manifest says why in any case); the setting
+    it replaces, which a command run in a longer-lived process (``netsim.cli.main`` called
+    from Python) restores when it ends."""
+    previous = _TELLING["fallbacks"]
     _TELLING["fallbacks"] = enabled
+    return previous
 
 
 def tell_fallback(why: str) -> None:
