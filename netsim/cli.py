@@ -122,7 +122,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from netsim.scenario.runner import check_run_name, run_scenario, with_seed
     from netsim.sweep.spec import has_sweep
 
-    tell_fallbacks(not args.quiet)  # -q: the run directory, or one error message, only
     if args.name is not None:
         check_run_name(args.name)
     scenario = with_seed(load_scenario(args.scenario, args.set or ()), args.seed)
@@ -138,6 +137,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if sys.stderr.isatty() and not args.quiet:
         bar = RunProgressBar(scenario.duration, sys.stderr)
         progress = bar
+    telling = tell_fallbacks(not args.quiet)  # -q: the run directory, or one error message
     try:
         with _naming_the_scenario(args.scenario):
             result = run_scenario(
@@ -145,6 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 time_limit=args.run_timeout, engine=args.engine,
             )  # fmt: skip
     finally:
+        tell_fallbacks(telling)  # a quiet run called in-process leaves the process as it was
         if bar is not None:
             bar.close()
     for warning in result.warnings:

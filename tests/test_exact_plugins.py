@@ -147,3 +147,19 @@ def test_a_sweep_says_each_fallback_once_with_its_count_and_a_quiet_one_not_at_a
             assert [line for line in done.stderr.splitlines() if "SimPy" in line] == [
                 line for line in done.stderr.splitlines() if line.startswith(told)
             ] and told in done.stderr, done.stderr
+
+
+def test_a_quiet_run_called_in_process_leaves_the_fallbacks_told(tmp_path, capsys):
+    """``netsim run -q`` keeps its own run quiet; called in a process that goes on (``main``
+    from Python, as the tests do), it left every later run of that process silent about its
+    fallback, so whether a test saw the message depended on the tests run before it."""
+    from netsim.cli import main
+    from netsim.scenario.build import tell_fallback
+
+    out = str(tmp_path / "runs")
+    assert main(["run", str(QUICKSTART), "--set", "duration=1min", "--out", out, "-q"]) == 0
+    capsys.readouterr()
+    tell_fallback("told after a quiet run")
+    assert capsys.readouterr().err == (
+        "netsim: exact mode runs on SimPy, not the compiled core: told after a quiet run\n"
+    )

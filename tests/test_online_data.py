@@ -213,9 +213,11 @@ def test_sparse_labels_are_learnable() -> None:
 
 
 def test_sparse_real_sim_size_is_fast() -> None:
-    start = time.perf_counter()
+    # This process's CPU time, not the wall clock: the cost of the generation, whatever else
+    # shares the cores (a parallel test run's other workers, their clusters and processes).
+    start = time.process_time()
     data = synthetic_sparse(examples=72_309, features=20_958, nonzeros=50, seed=1)
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     assert data.x_train.nnz + data.x_test.nnz == 72_309 * 50
     assert seconds < 5.0, seconds
 

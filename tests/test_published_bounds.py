@@ -129,10 +129,10 @@ def test_netsim_equals_mfdls_pinv_number_on_florentine() -> None:
 
 
 def test_the_scripts_core_runs_on_florentine_in_seconds() -> None:
-    start = time.perf_counter()
+    start = time.process_time()  # its CPU time: the cores may be shared (a parallel test run)
     frame = mfdl_accounting.account_graph("florentine")
     table = mfdl_accounting.by_distance(frame)
-    assert time.perf_counter() - start < 10.0
+    assert time.process_time() - start < 10.0
     assert table["distance"].tolist() == [1, 2, 3, 4]
     assert table["nodes"].sum() == 14
     # the worst case of a unit with negative K is never above local DP (T at α = 2)

@@ -224,21 +224,24 @@ _TOLD: set[str] = set()
 _TELLING = {"fallbacks": True}
 
 
-def tell_fallbacks(enabled: bool) -> None:
-    """Whether :func:`tell_fallback` prints (the manifest says why in any case)."""
+def tell_fallbacks(enabled: bool) -> bool:
+    """Whether :func:`tell_fallback` prints (the manifest says why in any case); the setting
+    it replaces, which a command run in a longer-lived process (``netsim.cli.main`` called
+    from Python) restores when it ends."""
+    previous = _TELLING["fallbacks"]
     _TELLING["fallbacks"] = enabled
+    return previous
 
 
 @contextmanager
 def fallbacks_untold() -> Iterator[None]:
     """Within the block, :func:`tell_fallback` prints nothing (a sweep's run, whose caller
     tells each reason once for the whole sweep: :func:`fallback_reason`); restored after."""
-    telling = _TELLING["fallbacks"]
-    _TELLING["fallbacks"] = False
+    telling = tell_fallbacks(False)
     try:
         yield
     finally:
-        _TELLING["fallbacks"] = telling
+        tell_fallbacks(telling)
 
 
 def fallback_reason(exact_engine: str) -> str | None:
