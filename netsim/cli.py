@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from netsim.errors import (
     InstallationError,
@@ -30,6 +30,9 @@ from netsim.signals import (
     restore_handlers,
 )
 from netsim.version import __version__
+
+if TYPE_CHECKING:
+    from netsim.sweep.execute import SweepResult
 
 #: The subcommands of a parser (``add_subparsers``), to which each ``_add_*`` adds one.
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -158,10 +161,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tell_sweep_outcome(result: SweepResult) -> None:
+    """A finished sweep's counts of runs, its failures, each reason its runs' exact mode ran
+    on SimPy (once, with how many runs), and where its tables are (standard error)."""
+    from netsim.storage import SWEEP_RESULTS
+
+    state = result.progress
+    print(
+        f"{state.total} runs: {state.complete} ran, {state.already_done} were already "
+        f"complete, {state.failed} failed ({state.elapsed:.1f} s)",
+        file=sys.stderr,
+    )
+    for failure in result.failures:
+        print(f"  run {failure.run} ({failure.run_id}): {failure.error}", file=sys.stderr)
+    for why, runs in state.fallbacks.items():
+        print(
+            f"netsim: exact mode ran on SimPy, not the compiled core, in {runs} of the "
+            f"{state.complete} runs: {why}",
+            file=sys.stderr,
+        )
+    print(f"tables: {result.directory / SWEEP_RESULTS}", file=sys.stderr)
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from netsim.analysis.collect import collect
     from netsim.progress import PROGRESS_DIR, SweepProgressBar
-    from netsim.storage import SWEEP_FAILURES, SWEEP_RESULTS, SWEEP_RUNS
+    from netsim.storage import SWEEP_FAILURES, SWEEP_RUNS
     from netsim.sweep.execute import backend_for, is_done, run_sweep, sweep_directory
     from netsim.sweep.spec import plan_sweep
 
@@ -207,20 +232,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     state = result.progress
     collect(result.directory)
     if not args.quiet:
-        print(
-            f"{state.total} runs: {state.complete} ran, {state.already_done} were already "
-            f"complete, {state.failed} failed ({state.elapsed:.1f} s)",
-            file=sys.stderr,
-        )
-        for failure in result.failures:
-            print(f"  run {failure.run} ({failure.run_id}): {failure.error}", file=sys.stderr)
-        for why, runs in state.fallbacks.items():
-            print(
-                f"netsim: exact mode ran on SimPy, not the compiled core, in {runs} of the "
-                f"{state.complete} runs: {why}",
-                file=sys.stderr,
-            )
-        print(f"tables: {result.directory / SWEEP_RESULTS}", file=sys.stderr)
+        _tell_sweep_outcome(result)
     print(result.directory)
     if state.failed:
         print(
