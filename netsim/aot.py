@@ -64,7 +64,7 @@ def build(folder: Path) -> dict[str, Any]:
     import numba
     from numba.pycc import CC
 
-    from netsim.aot_exports import EXPORTS
+    from netsim.aot_exports import EXPORTS, call_checks
     from netsim.compiled import kernel_key
     from netsim.kernel_cache import kernel_sources
 
@@ -72,19 +72,22 @@ def build(folder: Path) -> dict[str, Any]:
     cc.output_dir = str(folder)
     cc.target_cpu = "host"  # as numba's JIT compiles (the same results on any processor)
     cc.verbose = False
-    exports, sources = {}, {ROOT / "netsim" / "aot_exports.py", ROOT / "netsim" / "aot.py"}
+    exports, checks = {}, {}
+    sources = {ROOT / "netsim" / p for p in ("aot_exports.py", "aot.py", "compiled.py")}
     for name, (path, samples) in EXPORTS.items():
         kernel = _resolve(path)
         arguments = samples()
         signature = tuple(numba.typeof(value) for value in arguments)
         cc.export(name, signature)(_wrapper(kernel, len(arguments)))
         exports[name] = kernel_key(kernel.py_func)
+        checks[name] = (len(arguments), call_checks(arguments))
         sources |= kernel_sources(kernel)
     cc.compile()
     built = [p.name for p in folder.iterdir() if p.name.startswith(MODULE_NAME + ".")]
     manifest = {
         "file": built[0],
         "exports": exports,
+        "checks": checks,
         "sources": {p.relative_to(ROOT).as_posix(): file_digest(p) for p in sorted(sources)},
         "numba": numba.__version__,
         "python": sys.version.split()[0],

@@ -24,6 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from numpy.lib.format import dtype_to_descr
+
+from netsim.compiled import ARRAY, SCALAR, TUPLE, Check
 
 #: A kernel's name -> its sample arguments (built on call: the dtypes come from the modules).
 Samples = Callable[[], tuple[Any, ...]]
@@ -147,40 +150,25 @@ EXPORTS: dict[str, tuple[str, Samples]] = {
 }
 
 
-#: How a call's argument must look to run the exported function: (position, what, expected,
-#: dimensions). ``what`` is the position in the tuple the argument is for an array in a tuple,
-#: -1 for an array argument (``expected`` its dtype), :data:`TUPLE` for a tuple (the last
-#: field its length), :data:`SCALAR` for a scalar (``expected`` the types accepted).
-Check = tuple[int, int, Any, int]
-TUPLE = -2
-SCALAR = -3
-
-#: The scalar types a call may pass where the export takes a float, an int or a truth value:
-#: those numba's JIT gives the same machine type (float64, int64, boolean), and a Python or
-#: numpy int for a float (converted exactly, as numba converts it at its first operation with
-#: a float). Anything else (a numpy float32 or int32, a bool for an int) runs on the JIT.
-SCALAR_TYPES: dict[type, tuple[type, ...]] = {
-    float: (float, np.float64, int, np.int64),
-    int: (int, np.int64),
-    bool: (bool, np.bool_),
-}
-
-
-def call_checks(samples: tuple[Any, ...]) -> tuple[Check, ...]:
+def call_checks(samples: tuple[Any, ...]) -> list[Check]:
     """What each argument of a call must match for the call to run the exported function
-    (:class:`netsim.compiled.Kernel`), from the sample arguments it was compiled for: an
-    array its dtype and number of dimensions (and C order, checked by the caller), a tuple its
-    length and its arrays', a scalar one of :data:`SCALAR_TYPES`."""
+    (:class:`netsim.compiled.Kernel`), from the sample arguments it was compiled for, as the
+    manifest keeps it (:data:`netsim.compiled.Check`): an array its dtype (numpy's ``.npy``
+    description) and number of dimensions (and C order, checked by the caller), a tuple its
+    length and its arrays', a scalar the name of its type (a key of
+    :data:`~netsim.compiled.SCALAR_TYPES`)."""
     checks: list[Check] = []
     for position, value in enumerate(samples):
         if isinstance(value, np.ndarray):
-            checks.append((position, -1, value.dtype, value.ndim))
+            checks.append((position, ARRAY, dtype_to_descr(value.dtype), value.ndim))
         elif isinstance(value, tuple):
             checks.append((position, TUPLE, None, len(value)))
-            checks.extend((position, k, item.dtype, item.ndim) for k, item in enumerate(value))
+            checks.extend(
+                (position, k, dtype_to_descr(item.dtype), item.ndim) for k, item in enumerate(value)
+            )
         else:
-            checks.append((position, SCALAR, SCALAR_TYPES[type(value)], 0))
-    return tuple(checks)
+            checks.append((position, SCALAR, type(value).__name__, 0))
+    return checks
 
 
-__all__ = ["EXPORTS", "SCALAR_TYPES", "call_checks"]
+__all__ = ["EXPORTS", "call_checks"]

@@ -51,10 +51,27 @@ ROOT = Path(__file__).resolve().parent.parent
 #: What this process runs the kernels on: ``module``, the compiled module (None without one);
 #: ``jit``, whether numba's JIT was brought in; ``reason``, why the compiled module is not
 #: used, or why numba was imported beside it (None if neither happened).
-STATE: dict[str, Any] = {"module": None, "exports": {}, "jit": False, "reason": None}
+STATE: dict[str, Any] = {"module": None, "exports": {}, "checks": {}, "jit": False, "reason": None}
 
-#: :func:`netsim.aot_exports.call_checks`' codes for a tuple and a scalar argument.
-_TUPLE, _SCALAR = -2, -3
+#: How a call's argument must look to run an exported function: (position, what, expected,
+#: dimensions). ``what`` is the position in the tuple the argument is for an array in a tuple,
+#: :data:`ARRAY` for an array argument (``expected`` its dtype, :func:`dtype_of`), :data:`TUPLE`
+#: for a tuple (the last field its length), :data:`SCALAR` for a scalar (``expected`` the name
+#: of the sample's Python type). ``netsim compile`` writes each export's checks into the
+#: manifest (:func:`netsim.aot_exports.call_checks`), so a run reads them without importing
+#: the exports' modules.
+Check = tuple[int, int, Any, int]
+ARRAY, TUPLE, SCALAR = -1, -2, -3
+
+#: The scalar types a call may pass where the export takes a float, an int or a truth value:
+#: those numba's JIT gives the same machine type (float64, int64, boolean), and a Python or
+#: numpy int for a float (converted exactly, as numba converts it at its first operation with
+#: a float). Anything else (a numpy float32 or int32, a bool for an int) runs on the JIT.
+SCALAR_TYPES: dict[str, tuple[type, ...]] = {
+    "float": (float, np.float64, int, np.int64),
+    "int": (int, np.int64),
+    "bool": (bool, np.bool_),
+}
 
 #: Every :class:`Kernel` made in this process, in order.
 _KERNELS: list[Kernel] = []
@@ -146,6 +163,13 @@ def _load(folder: Path) -> tuple[ModuleType | None, dict[str, str], str | None]:
     missing = [name for name in exports.values() if not hasattr(module, name)]
     if missing:
         return None, {}, f"the compiled kernels lack {', '.join(missing)}"
+    checks = manifest.get("checks", {})
+    if any(name not in checks for name in exports.values()):
+        return None, {}, "the compiled kernels' manifest has no argument checks (netsim compile)"
+    STATE["checks"] = {
+        name: (arity, tuple(tuple(check) for check in listed))
+        for name, (arity, listed) in checks.items()
+    }
     return module, exports, None
 
 
@@ -180,10 +204,8 @@ class Kernel:
     def _arguments_match(self, args: tuple[Any, ...]) -> bool:
         """Are the call's arguments those the export was compiled for? The first call makes
         the check (:func:`_argument_check`) and keeps it."""
-        from netsim.aot_exports import EXPORTS, call_checks
-
-        samples = EXPORTS[STATE["exports"][self.key]][1]()
-        self._arguments_match = _argument_check(call_checks(samples), len(samples))  # type: ignore[method-assign]
+        arity, checks = STATE["checks"][STATE["exports"][self.key]]
+        self._arguments_match = _argument_check(checks, arity)  # type: ignore[method-assign]
         return self._arguments_match(args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -209,26 +231,36 @@ def _argument_check(
     checks: tuple[tuple[int, int, Any, int], ...], arity: int
 ) -> Callable[[tuple[Any, ...]], bool]:
     """A function telling whether a call's arguments are those an export was compiled for
-    (:func:`netsim.aot_exports.call_checks`): ``arity`` arguments, each array of its dtype and
+    (:data:`Check`): ``arity`` arguments, each array of its dtype and
     dimensions and C-contiguous (the export's unboxing checks only the item size), each tuple
     of its length, each scalar of a type the JIT types the same. One expression, written out
     for the export's arguments: a loop over the checks costs twice as much a call."""
     namespace: dict[str, Any] = {"ndarray": np.ndarray}
     parts = [f"len(a) == {arity}"]
     for k, (position, inner, expected, ndim) in enumerate(checks):
-        if inner == _SCALAR:
-            namespace[f"t{k}"] = expected
+        if inner == SCALAR:
+            namespace[f"t{k}"] = SCALAR_TYPES[expected]
             parts.append(f"type(a[{position}]) in t{k}")
-        elif inner == _TUPLE:
+        elif inner == TUPLE:
             parts.append(f"type(a[{position}]) is tuple and len(a[{position}]) == {ndim}")
         else:
             value = f"a[{position}]" + (f"[{inner}]" if inner >= 0 else "")
-            namespace[f"d{k}"] = expected
+            namespace[f"d{k}"] = dtype_of(expected)
             parts.append(
                 f"type({value}) is ndarray and ({value}.dtype is d{k} or {value}.dtype == d{k})"
                 f" and {value}.ndim == {ndim} and {value}.flags.c_contiguous"
             )
     return eval("lambda a: " + " and ".join(parts), namespace)
+
+
+def dtype_of(description: Any) -> np.dtype:
+    """The dtype a manifest's check describes (numpy's ``.npy`` description, as
+    ``numpy.lib.format.dtype_to_descr`` writes it; a structured one's fields as lists)."""
+    from numpy.lib.format import descr_to_dtype
+
+    if isinstance(description, list):
+        description = [tuple(field) for field in description]
+    return descr_to_dtype(description)
 
 
 class _PRange:

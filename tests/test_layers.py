@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "netsim.plotting",
             "netsim.event_queue",
             "netsim.kernel_cache",
+            "netsim.compiled",
             "netsim.installation",
             "netsim.lazy",
         ),
@@ -75,7 +76,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("algorithms", ("netsim.algorithms",)),
     ("scenario", ("netsim.scenario",)),
     ("analysis", ("netsim.analysis", "netsim.sweep")),
-    ("commands", ("netsim.testing", "netsim.cli", "netsim.__main__")),
+    # netsim compile and the kernels it exports (which import the protocols' kernels).
+    (
+        "commands",
+        ("netsim.testing", "netsim.cli", "netsim.__main__", "netsim.aot", "netsim.aot_exports"),
+    ),
     # The facade: netsim.run / load_run / collect, and netsim.api's old names for plugins.
     ("facade", ("netsim.api", "netsim")),
 )
