@@ -272,7 +272,20 @@ class _PRange:
 
 #: The stand-in itself, for the sweep to recognise.
 _PRANGE = _PRange()
-prange: Any = _PRANGE
+
+
+def __getattr__(name: str) -> Any:
+    """``prange``: numba's when numba runs the kernels (no compiled module, or the JIT brought
+    in), else the stand-in. Looked up when a kernel module imports it, so that a module
+    compiled by numba never sees the stand-in (numba cannot type it), and numba is imported
+    only by a module that compiles with it in any case."""
+    if name != "prange":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if STATE["module"] is None or STATE["jit"]:
+        import numba
+
+        return numba.prange
+    return _PRANGE
 
 
 def njit(function: Callable | None = None, **options: Any) -> Any:
@@ -358,7 +371,7 @@ __all__ = [
     "kernel_key",
     "kernels_engine",
     "njit",
-    "prange",
+    "prange",  # noqa: F822 (the module's __getattr__ gives it)
     "stale_sources",
     "use_jit",
 ]

@@ -275,3 +275,17 @@ def test_a_scalar_the_jit_types_otherwise_runs_on_the_jit(aot_kernels):
         "kernels": "compiled ahead of time, numba: "
         "netsim.protocols.walk.kernels:timeout_circle was called with other types",
     }
+
+
+def test_without_the_compiled_module_the_kernels_get_numbas_prange():
+    """With numba running the kernels (here ``NETSIM_AOT=0``), a module importing ``prange``
+    gets numba's: a parallel kernel compiled with the stand-in fails to type (the linear
+    accountant's Gram kernel did, in a fresh checkout whose kernels were not in numba's cache)."""
+    import numba
+
+    from netsim import compiled
+    from netsim.compiled import prange
+    from netsim.privacy import linear
+
+    assert compiled.STATE["module"] is None
+    assert prange is numba.prange and linear.prange is numba.prange
