@@ -1,13 +1,17 @@
 """The walk's cycle on the compiled exact core (:mod:`netsim.protocols.exact`): ``rwprop``
-merged and its timeout timers run in compiled code, the walks themselves in Python.
+merged and its timeout timers run in compiled code; the walks' steps too, with the trivial
+agent (:mod:`netsim.protocols.walk.steps`).
 
 The exact cycle (:class:`~netsim.protocols.walk.cycle_exact.ExactCycle`) does two kinds of
 work per gossip period: a merge of ``rwprop`` at every message (Hegedűs et al. 2016, Alg. 2
 line 14, ``onReceiveRWProps``) and a check at each node's timeout timer (``onUpdateTimeout``).
 These are the walk's hot path, and here they are compiled functions over arrays that the core's
-kernel calls: :func:`merge` at a gossip message, :func:`timer` at a timer event. The walks —
-tokens, their transfers, kills, restarts, the agent — are a step per period and stay Python
-(SimPy events merged into the core's order). Python code that adopts an update
+kernel calls: :func:`merge` at a gossip message, :func:`timer` at a timer event. The walks'
+steps — a token's transfer, its arrival, the kill draw, the new update, the visit of the
+trivial agent, the forward — are compiled in :mod:`netsim.protocols.walk.steps` (the tokens
+read their step counts and holders from its arrays); restarts, the rare ends of a step (lost,
+killed, dropped, no online neighbour) and a learning agent's steps stay Python (a learning
+agent's walks are SimPy events merged into the core's order). Python code that adopts an update
 (:meth:`CompiledCycle.store`) or arms a timer calls the same compiled functions, so each rule is
 written once for the core, and the SimPy path's (:class:`ExactCycle`) is its reference.
 
