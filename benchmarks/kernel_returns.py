@@ -8,7 +8,9 @@
 Each call of the kernel (:func:`netsim.protocols.exact.kernel.run_events`) ends with a status:
 ``DONE`` (SimPy's next event comes first: a walk's step, churn, an observer), ``NEED_PEERS``,
 ``NEED_DELAYS``, ``NEED_LOSS`` (the next draws), ``NEED_ROOM``, ``TIMEOUT_DUE`` (a walk
-timeout that may restart a walk), ``ACTIVATED`` (a rejoined node's listeners) or ``PAUSED``.
+timeout that may restart a walk), ``ACTIVATED`` (a rejoined node's listeners), ``WALK_PART``
+(the rare rest of a walk's step: lost, killed, dropped, no online neighbour),
+``NEED_WALK_PEERS`` / ``NEED_KILLS`` (the walk's draws) or ``PAUSED``.
 The run is built in this process, its first 10 s (a scenario file) or 10 rounds (a workload
 of :mod:`benchmarks.workloads`, N = 10,000 or ``--nodes``) run untimed, and the next
 ``--rounds`` rounds are counted and timed: returns per round by status, and CPU µs per round
@@ -33,7 +35,7 @@ from netsim.scenario.loader import load_scenario, validate_scenario
 
 STATUSES = (
     "DONE", "NEED_PEERS", "NEED_DELAYS", "NEED_LOSS", "NEED_ROOM", "PAUSED", "TIMEOUT_DUE",
-    "ACTIVATED",
+    "ACTIVATED", "WALK_PART", "NEED_WALK_PEERS", "NEED_KILLS",
 )  # fmt: skip
 
 

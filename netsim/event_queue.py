@@ -258,17 +258,24 @@ class EventQueue:
 TICK, TRANSFER, TIMER = 0, 1, 2
 #: ``counters`` entries: the transport's counters (sent, delivered, lost), the engine's
 #: exchanges, the transport's lost rows gathered, its free message slots, where each block of
-#: draws is read next (the engine's peers, the transport's delays and loss draws), and, for a
-#: return to Python in the middle of an event, the node, the timeout circle due and the pull
-#: still to send (-1: none).
+#: draws is read next (the engine's peers, the transport's delays and loss draws, the walk's
+#: peers and kill draws), and, for a return to Python in the middle of an event, the node (a
+#: walk's message: its slot), the timeout circle due (a walk's step: the part left to Python)
+#: and the pull still to send (-1: none).
 SENT, DELIVERED, LOST, EXCHANGES, LOST_ROWS, FREE, PEER_AT, DELAY_AT, LOSS_AT = range(9)
-PENDING_NODE, PENDING_CIRCLE, PENDING_PULL = 9, 10, 11
-COUNTERS = 12
+WALK_PEER_AT, KILL_AT = 9, 10
+PENDING_NODE, PENDING_CIRCLE, PENDING_PULL = 11, 12, 13
+COUNTERS = 14
+#: The blocks of draws, in the order of the ``draws`` tuple (each read at ``PEER_AT + which``).
+DRAW_BLOCKS = 5
 #: ``settings`` entries: the engine's Δ, the links' loss probability, the constant delay (NaN:
 #: drawn), the message size and the links' bandwidth (NaN: none), pull (1.0) or push only, the
-#: walk's timeout δ, and whether the engine has activation listeners (1.0).
+#: walk's timeout δ, whether the engine has activation listeners (1.0), and the walk's steps
+#: when compiled: its messages' kind code (NaN: the walk's messages are Python's), their
+#: transfer time δ_rw and the kill probability.
 PERIOD, LOSS, CONSTANT_DELAY, MESSAGE_SIZE, BANDWIDTH, PULLS, DELTA, LISTENERS = range(8)
-SETTINGS = 8
+WALK_KIND, WALK_TRANSFER, KILL_PROBABILITY = 8, 9, 10
+SETTINGS = 11
 #: A message slot's integer fields (``messages``), and its float fields (``message_times``).
 #: The value a message carries is the sender's at sending: the broadcast's update, or the
 #: walk's ``rwprop`` (steps, id, bootstrap flag; its origin in ``message_times``).
@@ -282,8 +289,10 @@ SILENT, BROADCAST, WALK = 0, 1, 2
 #: bound, or none is left), a block of draws or some room needed before the next event can
 #: run, the Python part of an event (a walk timeout due, ``onUpdateTimeout``; a rejoined node
 #: heard from: the activation listeners, then the pull answering the push that woke it), or
-#: a pause for Python to handle signals.
+#: a pause for Python to handle signals; then the rare part of a walk's step (a lost or
+#: killed walk, one dropped, one with no online neighbour) and the walk's blocks of draws.
 DONE, NEED_PEERS, NEED_DELAYS, NEED_LOSS, NEED_ROOM, TIMEOUT_DUE, ACTIVATED, PAUSED = range(8)
+WALK_PART, NEED_WALK_PEERS, NEED_KILLS = 8, 9, 10
 #: The two lanes (first-in-first-out queues of events queued in time order): ticks queued
 #: again one period on, and messages of a constant transfer time; their ``lane_meta`` rows are
 #: (head, count).

@@ -29,7 +29,11 @@ RECORD = Path(__file__).with_name("exact_twins.json")
 TWINS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "transport send": (
         ("netsim.network.links:Network.send",),
-        ("netsim.network.links_exact:send",),
+        (
+            "netsim.network.links_exact:send",
+            "netsim.network.links_exact:send_for",
+            "netsim.network.links_exact:place",
+        ),
     ),
     "transport completion": (
         ("netsim.network.links:Network._complete",),
@@ -65,6 +69,19 @@ TWINS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "walk timeout timer": (
         ("netsim.protocols.walk.cycle_exact:ExactCycle.schedule_timeout",),
         ("netsim.protocols.walk.compiled:schedule_timeout",),
+    ),
+    "walk step": (
+        (
+            "netsim.protocols.walk.service:RandomWalkService.on_receive_random_walk",
+            "netsim.protocols.walk.cycle:WalkCycle.receive",
+            "netsim.protocols.walk.agents:VisitCounter.visit",
+            "netsim.protocols.walk.ledger:WalkLedger.step",
+        ),
+        ("netsim.protocols.walk.steps:arrive",),
+    ),
+    "walk forward": (
+        ("netsim.protocols.walk.service:RandomWalkService.send",),
+        ("netsim.protocols.walk.steps:forward",),
     ),
     "walk timer": (
         ("netsim.protocols.walk.cycle_exact:ExactCycle._on_timer",),

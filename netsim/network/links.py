@@ -671,7 +671,9 @@ class Network(Transport):
         ``on_lost(transfer, reason)`` runs at the sender at the time the transfer would have
         completed. ``duration`` overrides the link model (e.g. the paper's fixed δ_rw).
 
-        Compiled twin: :func:`netsim.network.links_exact.send`.
+        Compiled twin: :func:`netsim.network.links_exact.send` (a given ``duration``:
+        :func:`netsim.network.links_exact.send_for`), both through
+        :func:`netsim.network.links_exact.place`.
         """
         env = self._env
         now = env.now

@@ -84,20 +84,49 @@ def send(
 ) -> int:  # fmt: skip
     """Compiled twin of :meth:`netsim.network.links.Network.send`: the transfer time (the
     constant delay or the next drawn one, plus ``size_time``, the message's size / bandwidth;
-    NaN: no bandwidth), the planned loss (an
-    endpoint offline now; else one loss draw when ``links.loss`` > 0), the message in a free
-    slot and its completion queued at now + its transfer time (in the transfer lane when that
-    time is constant). Returns the slot (the sender writes the value it carries there)."""
-    online, epoch = network[2], network[3]
-    delays, losses = draws[1], draws[2]
-    messages, message_times, free = in_flight
-    counters[SENT] += 1
+    NaN: no bandwidth), the message placed (:func:`place`) and its completion queued at now +
+    its transfer time (in the transfer lane when that time is constant). Returns the slot (the
+    sender writes the value it carries there)."""
     duration = settings[CONSTANT_DELAY]
     if math.isnan(duration):
-        duration = delays[counters[DELAY_AT]]
+        duration = draws[1][counters[DELAY_AT]]
         counters[DELAY_AT] += 1
     if not math.isnan(size_time):
         duration += size_time
+    slot = place(src, dst, kind, duration, now, network, settings, counters, draws, in_flight)
+    if math.isnan(settings[CONSTANT_DELAY]):
+        queue_push(queue[0], queue[1], now + duration, normal, TRANSFER, slot, 0)
+    else:  # a constant transfer time: completions come in the order they are queued
+        lane_push(lanes, queue[1], TRANSFER_LANE, now + duration, normal, slot, 0)
+    return slot
+
+
+@njit(cache=True, inline="always")
+def send_for(
+    src: int, dst: int, kind: int, duration: float, now: float, normal: int, network: tuple,
+    settings: np.ndarray, counters: np.ndarray, draws: tuple, in_flight: tuple, queue: tuple,
+) -> int:  # fmt: skip
+    """Compiled twin of :meth:`netsim.network.links.Network.send` with its ``duration`` given
+    (a walk's fixed δ_rw): the message placed (:func:`place`, no delay drawn) and its
+    completion queued at now + ``duration``. Returns the slot."""
+    slot = place(src, dst, kind, duration, now, network, settings, counters, draws, in_flight)
+    queue_push(queue[0], queue[1], now + duration, normal, TRANSFER, slot, 0)
+    return slot
+
+
+@njit(cache=True, inline="always")
+def place(
+    src: int, dst: int, kind: int, duration: float, now: float, network: tuple,
+    settings: np.ndarray, counters: np.ndarray, draws: tuple, in_flight: tuple,
+) -> int:  # fmt: skip
+    """The part of :meth:`netsim.network.links.Network.send` after the transfer time
+    (compiled twin, with :func:`send` and :func:`send_for`): the message counted, its planned
+    loss (an endpoint offline now; else one loss draw when ``links.loss`` > 0) and the message
+    in a free slot. Returns the slot."""
+    online, epoch = network[2], network[3]
+    losses = draws[2]
+    messages, message_times, free = in_flight
+    counters[SENT] += 1
     doom = NO_LOSS
     doom_time = 0.0
     if not online[src]:
@@ -115,10 +144,6 @@ def send(
     messages[slot, DOOM] = doom
     messages[slot, SRC_EPOCH], messages[slot, DST_EPOCH] = epoch[src], epoch[dst]
     message_times[slot, SENT_AT], message_times[slot, DOOM_TIME] = now, doom_time
-    if math.isnan(settings[CONSTANT_DELAY]):
-        queue_push(queue[0], queue[1], now + duration, normal, TRANSFER, slot, 0)
-    else:  # a constant transfer time: completions come in the order they are queued
-        lane_push(lanes, queue[1], TRANSFER_LANE, now + duration, normal, slot, 0)
     return slot
 
 

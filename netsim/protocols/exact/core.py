@@ -28,6 +28,7 @@ from netsim.event_queue import (
     COUNTERS,
     DELIVERED,
     DONE,
+    DRAW_BLOCKS,
     EXCHANGES,
     FREE,
     ID_BITS,
@@ -35,6 +36,7 @@ from netsim.event_queue import (
     NEED_LOSS,
     NEED_PEERS,
     NEED_ROOM,
+    NEED_WALK_PEERS,
     NEXT_ID,
     PAUSED,
     PEER_AT,
@@ -47,6 +49,8 @@ from netsim.event_queue import (
     SILENT,
     TICK,
     TIMEOUT_DUE,
+    WALK_PART,
+    WALK_PEER_AT,
     EventQueue,
     make_lanes,
     queue_insert,
@@ -59,6 +63,7 @@ from netsim.protocols.broadcast import ROW_BLOCK
 from netsim.protocols.exact.kernel import run_events
 from netsim.protocols.gossip import PULL, PUSH
 from netsim.protocols.gossip_exact import send_from_python
+from netsim.protocols.walk.compiled import NO_STEPS
 
 if TYPE_CHECKING:
     from netsim.contracts import Transport
@@ -70,7 +75,7 @@ NO_WALK = (
     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0),
     np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
     np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
-    np.zeros(0, dtype=np.int64),
+    np.zeros(0, dtype=np.int64), *NO_STEPS,
 )  # fmt: skip
 NO_BROADCAST = (
     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 1)),
@@ -149,9 +154,9 @@ class ExactCore:
         )  # fmt: skip
         self._grow_messages(2 * n)
         self.lost_rows = LostRows(transport.lost_table, self.counters, (PUSH, PULL), ROW_BLOCK)
-        self.streams: list[BlockDraws | None] = [None, None, None]
-        self.draws = [np.zeros(0), np.zeros(0), np.zeros(0)]
-        self._refill_blocks = [1, 1, 1]
+        self.streams: list[BlockDraws | None] = [None] * DRAW_BLOCKS
+        self.draws = [np.zeros(0) for _ in range(DRAW_BLOCKS)]
+        self._refill_blocks = [1] * DRAW_BLOCKS
         self.gossip: Any = None
         self.gossip_state = NO_GOSSIP
         self.app = SILENT
@@ -265,12 +270,15 @@ class ExactCore:
             return
         if NEED_PEERS <= status <= NEED_LOSS:
             self.refill(status - NEED_PEERS)
+        elif status >= NEED_WALK_PEERS:  # the walk's blocks follow the transport's
+            self.refill(WALK_PEER_AT - PEER_AT + status - NEED_WALK_PEERS)
         elif status == NEED_ROOM:
             self.make_room()
         else:
             counters = self.counters
             node = int(counters[PENDING_NODE])
-            value = counters[PENDING_CIRCLE] if status == TIMEOUT_DUE else counters[PENDING_PULL]
+            circle = status in (TIMEOUT_DUE, WALK_PART)
+            value = counters[PENDING_CIRCLE] if circle else counters[PENDING_PULL]
             self._python_parts[status](node, int(value))
 
     def _activated(self, node: int, peer: int) -> None:
@@ -278,6 +286,28 @@ class ExactCore:
         self.gossip.core_activated(node)
         if peer >= 0:
             self.send_from_python(node, peer, PULL_MESSAGE)
+
+    def message_kind(self, kind: str) -> int:
+        """The code of message kind ``kind`` in the core's rows (a compiled sender's)."""
+        kinds = self.lost_rows.kinds
+        if kind not in kinds:
+            kinds.append(kind)
+        return kinds.index(kind)
+
+    def before_python_send(self, blocks: tuple[int, ...], draws: int) -> None:
+        """Before compiled code called from Python sends (a walk forwarded by Python code):
+        room for an event, ``draws`` draws in each block of ``blocks`` (indices of
+        ``draws``), and the transport's counters as Python left them; then
+        :meth:`after_python_send`."""
+        self.make_room()
+        for which in blocks:
+            if self.counters[PEER_AT + which] + draws > self.draws[which].size:
+                self.refill(which)
+        self._counters_to_kernel()
+
+    def after_python_send(self) -> None:
+        """After :meth:`before_python_send`'s send: Python's counters from the kernel's."""
+        self._counters_from_kernel()
 
     def send_from_python(self, src: int, dst: int, kind: int) -> None:
         """A gossip message sent by Python code (a pull after the activation listeners), by

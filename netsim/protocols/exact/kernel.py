@@ -5,7 +5,8 @@ to the compiled handler of the component it belongs to (written beside the compo
 run out of draws or room, and dispatches it: a tick to the gossip engine
 (:func:`netsim.protocols.gossip_exact.tick`), a message's completion to the transport
 (:func:`netsim.network.links_exact.complete`) and, delivered, to the engine's receiver
-(:func:`netsim.protocols.gossip_exact.deliver`: the application's merge), a walk timer to the
+(:func:`netsim.protocols.gossip_exact.deliver`: the application's merge) or, a walk's
+message, to the walk's step (:func:`netsim.protocols.walk.steps.arrive`), a walk timer to the
 walk (:func:`netsim.protocols.walk.compiled.timer`). Nothing here restates a component's
 logic; the kernel is the queue, the bound and the dispatch.
 """
@@ -29,13 +30,18 @@ from netsim.event_queue import (
     HEAD,
     ID_BITS,
     ID_MASK,
+    KILL_AT,
+    KILL_PROBABILITY,
+    KIND,
     LOSS,
     LOSS_AT,
     LOST_ROWS,
     NEED_DELAYS,
+    NEED_KILLS,
     NEED_LOSS,
     NEED_PEERS,
     NEED_ROOM,
+    NEED_WALK_PEERS,
     PADDING,
     PAUSED,
     PEER_AT,
@@ -47,6 +53,9 @@ from netsim.event_queue import (
     TIMEOUT_DUE,
     TIMER,
     TRANSFER_LANE,
+    WALK_KIND,
+    WALK_PART,
+    WALK_PEER_AT,
     queue_drop_first,
     queue_first,
     queue_first_event,
@@ -54,7 +63,8 @@ from netsim.event_queue import (
 from netsim.kernel_cache import guard_kernels
 from netsim.network.links_exact import PEER_DRAWS, complete
 from netsim.protocols.gossip_exact import deliver, tick
-from netsim.protocols.walk.compiled import timer
+from netsim.protocols.walk.compiled import ROWS, STEP_META, STEP_TIMES, timer
+from netsim.protocols.walk.steps import STEPPED, arrive
 
 #: The source of an event taken from the heap rather than a lane.
 HEAP = 2
@@ -97,12 +107,20 @@ def first_event(queue: tuple, lanes: tuple) -> tuple[int, float, int]:
 @njit(cache=True, inline="always")
 def what_is_missing(
     settings: np.ndarray, counters: np.ndarray, draws: tuple, queue: tuple, lanes: tuple,
-    lost_rows: tuple, adoption_rows: tuple,
+    lost_rows: tuple, adoption_rows: tuple, walk: tuple,
 ) -> int:  # fmt: skip
     """What the next event could run out of (:data:`NEED_PEERS` …), or :data:`DONE` when it
-    has all it can use: a tick's peer draws, a message's delay and loss draws, room for two
-    queued events, two message slots and a row in each table."""
-    peers, delays, losses = draws
+    has all it can use: a tick's peer draws, a message's delay and loss draws, a walk's peer
+    and kill draws (its steps compiled), room for two queued events, two message slots and a
+    row in each table."""
+    peers, delays, losses = draws[0], draws[1], draws[2]
+    if not math.isnan(settings[WALK_KIND]):
+        if counters[WALK_PEER_AT] + PEER_DRAWS > draws[3].size:
+            return NEED_WALK_PEERS
+        if counters[KILL_AT] + 1 > draws[4].size and settings[KILL_PROBABILITY] > 0:
+            return NEED_KILLS
+        if walk[STEP_META][ROWS] + 1 > walk[STEP_TIMES].size:
+            return NEED_ROOM
     if counters[PEER_AT] + PEER_DRAWS > peers.size:
         return NEED_PEERS
     if counters[DELAY_AT] + 1 > delays.size and math.isnan(settings[CONSTANT_DELAY]):
@@ -168,7 +186,7 @@ def run_events(
             ):
                 return DONE, now
         missing = what_is_missing(settings, counters, draws, queue, lanes, lost_rows,
-                                  adoption_rows)  # fmt: skip
+                                  adoption_rows, walk)  # fmt: skip
         if missing != DONE:
             return missing, now
         kind, a, b = take(source, queue, lanes)
@@ -181,10 +199,18 @@ def run_events(
             if circle >= 0:
                 counters[PENDING_NODE], counters[PENDING_CIRCLE] = a, circle
                 return TIMEOUT_DUE, now
-        elif complete(a, network, counters, in_flight, lost_rows):
-            if deliver(a, now, normal, gossip, app, network, settings, counters, draws,
-                       in_flight, queue, lanes, broadcast, adoption_rows, online_count, updates,
-                       walk) == ACTIVATED:  # fmt: skip
+        else:
+            delivered = complete(a, network, counters, in_flight, lost_rows)
+            if in_flight[0][a, KIND] == settings[WALK_KIND]:  # a walk's step
+                part = arrive(a, delivered, now, settings[DELTA], normal, network, settings,
+                              counters, draws, in_flight, queue, walk, active)  # fmt: skip
+                if part != STEPPED:
+                    counters[PENDING_NODE], counters[PENDING_CIRCLE] = a, part
+                    return WALK_PART, now
+            elif delivered and deliver(
+                a, now, normal, gossip, app, network, settings, counters, draws, in_flight,
+                queue, lanes, broadcast, adoption_rows, online_count, updates, walk,
+            ) == ACTIVATED:  # fmt: skip
                 return ACTIVATED, now
     return PAUSED, now
 

@@ -45,6 +45,8 @@ class VisitCounter(WalkAgent):
         return None
 
     def visit(self, node: int, state: Any, steps: int, walk: int, now: float) -> None:
+        """Count the visit (compiled twin, in the walk's step:
+        :func:`netsim.protocols.walk.steps.arrive`)."""
         self.visits[node] += 1
         return state
 

@@ -1,13 +1,17 @@
 """The walk's cycle on the compiled exact core (:mod:`netsim.protocols.exact`): ``rwprop``
-merged and its timeout timers run in compiled code, the walks themselves in Python.
+merged and its timeout timers run in compiled code; the walks' steps too, with the trivial
+agent (:mod:`netsim.protocols.walk.steps`).
 
 The exact cycle (:class:`~netsim.protocols.walk.cycle_exact.ExactCycle`) does two kinds of
 work per gossip period: a merge of ``rwprop`` at every message (Hegedűs et al. 2016, Alg. 2
 line 14, ``onReceiveRWProps``) and a check at each node's timeout timer (``onUpdateTimeout``).
 These are the walk's hot path, and here they are compiled functions over arrays that the core's
-kernel calls: :func:`merge` at a gossip message, :func:`timer` at a timer event. The walks —
-tokens, their transfers, kills, restarts, the agent — are a step per period and stay Python
-(SimPy events merged into the core's order). Python code that adopts an update
+kernel calls: :func:`merge` at a gossip message, :func:`timer` at a timer event. The walks'
+steps — a token's transfer, its arrival, the kill draw, the new update, the visit of the
+trivial agent, the forward — are compiled in :mod:`netsim.protocols.walk.steps` (the tokens
+read their step counts and holders from its arrays); restarts, the rare ends of a step (lost,
+killed, dropped, no online neighbour) and a learning agent's steps stay Python (a learning
+agent's walks are SimPy events merged into the core's order). Python code that adopts an update
 (:meth:`CompiledCycle.store`) or arms a timer calls the same compiled functions, so each rule is
 written once for the core, and the SimPy path's (:class:`ExactCycle`) is its reference.
 
@@ -34,8 +38,22 @@ from netsim.protocols.walk.kernels import AGE_TOLERANCE, adopted_circles, replac
 #: The walk's arrays, in the order of the tuple the compiled functions take: ``rwprop``
 #: (steps, id, origin, bootstrap flag), the last circle handled, the timer (generation, due
 #: instant, and the update and circle the latest armed timer checks), and the local copies'
-#: step counts ``rw`` (the service's array).
+#: step counts ``rw`` (the service's array); then what the walk's compiled steps use
+#: (:mod:`netsim.protocols.walk.steps`): the walks' step counts, holders, the update each
+#: restarted and the update its holder made (by walk id), the agent's visits per node, the
+#: ``walk_steps`` rows gathered (times; walk, steps, node), their count, the steps counted
+#: and the largest step count (``STEP_META``), and the next update id (the service's).
 STEPS, ID, ORIGIN, SPECIAL, FIRED, GENERATION, DUE, TIMER_UPDATE, TIMER_CIRCLE, RW_STEPS = range(10)
+TOKEN_STEPS, TOKEN_HOLDER, TOKEN_RESTART, TOKEN_UPDATE, VISITS = range(10, 15)
+STEP_TIMES, STEP_INTS, STEP_META, UPDATE_IDS = range(15, 19)
+#: ``STEP_META`` entries: rows gathered, steps counted, the largest step count.
+ROWS, STEP_COUNT, MAX_STEPS = range(3)
+#: The walk's step arrays when its steps are Python's (:data:`TOKEN_STEPS` … ``UPDATE_IDS``).
+NO_STEPS = (
+    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0),
+    np.zeros((0, 3), dtype=np.int64), np.zeros(3, dtype=np.int64), np.zeros(1, dtype=np.int64),
+)  # fmt: skip
 
 
 @njit(cache=True, inline="always")
@@ -173,6 +191,9 @@ class CompiledCycle(ExactCycle):
         self.timer_update = np.zeros(n, dtype=np.int64)
         self.timer_circle = np.zeros(n, dtype=np.int64)
         self._rwprop = None  # the core sends rwprop from the arrays
+        #: The compiled steps (:class:`netsim.protocols.walk.steps.WalkSteps`), when the
+        #: walk's steps run in the core: their arrays, and the forward from Python.
+        self.steps: Any = None
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The walk's arrays in the order the compiled functions take them."""
@@ -180,7 +201,15 @@ class CompiledCycle(ExactCycle):
             self.prop_steps, self.prop_id, self.prop_origin, self.prop_special, self.fired_i,
             self._timer_generation, self._timer_due, self.timer_update, self.timer_circle,
             self.core.rw_steps,
-        )  # fmt: skip
+        ) + (NO_STEPS if self.steps is None else self.steps.arrays())  # fmt: skip
+
+    def forward(self, token: Any) -> None:
+        """``forwardRandomWalk`` at an online holder: the compiled steps' forward when the
+        walk's steps run in the core, the service's send otherwise."""
+        if self.steps is None:
+            super().forward(token)
+        else:
+            self.steps.forward(token)
 
     def arm(self, node: int, generation: int, update: int, circle: int) -> None:
         """A timer the exact cycle had queued on SimPy, now the core's: what it checks."""

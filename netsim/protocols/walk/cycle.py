@@ -205,7 +205,8 @@ class WalkCycle(ABC):
         """``onReceiveRandomWalk`` lines 25–31 for a walk one step on at ``node``: keep it as
         the local copy if it has more steps (line 28), then forward the local best copy with a
         new update if the node's update has fewer steps, has timed out or is the one this walk
-        restarted (``forced``, §4.4); otherwise the walk ends ("dropped")."""
+        restarted (``forced``, §4.4); otherwise the walk ends ("dropped") (compiled twin, with
+        the service's ``on_receive_random_walk``: :func:`netsim.protocols.walk.steps.arrive`)."""
         core = self.core
         rw_steps = core.rw_steps
         now = self._env.now

@@ -72,7 +72,8 @@ class WalkLedger:
             self.propagating.pop(token.walk, None)
 
     def step(self, now: float, walk: int, steps: int, node: int) -> None:
-        """A walk made a step: counted, and logged."""
+        """A walk made a step: counted, and logged (compiled twin, in the walk's step:
+        :func:`netsim.protocols.walk.steps.arrive`)."""
         self.counts["steps"] += 1
         self.max_steps = max(self.max_steps, steps)
         self.steps_table.append(now, walk, steps, node)

@@ -40,6 +40,7 @@ from netsim.protocols.walk.cycle_exact import ExactCycle
 from netsim.protocols.walk.ledger import WalkLedger
 from netsim.protocols.walk.ledger import summary_lines as walk_summary_lines
 from netsim.protocols.walk.resimulate import path_resimulator
+from netsim.protocols.walk.steps import attach_steps, steps_compiled
 from netsim.protocols.walk.tables import (
     ENDS_TABLE,
     RESTARTS_TABLE,
@@ -167,8 +168,9 @@ class RandomWalkService(Walk):
         would be 128 MB of empty lists at 10⁶ nodes); ids; the ledger and its tables."""
         self.forwarding: dict[int, list[WalkToken]] = {}  # held, not in transfer
         self.suspended: dict[int, list[WalkToken]] = {}
-        self._next_update_id = 1
+        self.next_update = np.ones(1, dtype=np.int64)  # the next update id (compiled steps')
         self._next_walk_id = 0
+        self.new_token: Any = WalkToken  # the compiled steps' when they run in the core
         self.ledger = WalkLedger(self.sim)
         self.propagating = self.ledger.propagating
         self.counts = self.ledger.counts
@@ -271,8 +273,8 @@ class RandomWalkService(Walk):
 
     def fresh_update_id(self) -> int:
         """A new update id (ids are never reused)."""
-        update = self._next_update_id
-        self._next_update_id += 1
+        update = int(self.next_update[0])
+        self.next_update[0] = update + 1
         return update
 
     # --- gossip: exact mode binds outgoing/incoming of the strategy (see _make_cycle) -------
@@ -302,8 +304,11 @@ class RandomWalkService(Walk):
         return exact_support_of(self.variant)
 
     def attach_core(self, core: Any) -> None:
-        """See :func:`~netsim.protocols.walk.compiled.attach_walk_core`."""
+        """See :func:`~netsim.protocols.walk.compiled.attach_walk_core` and, with the trivial
+        agent, :func:`~netsim.protocols.walk.steps.attach_steps`."""
         self.cycle = attach_walk_core(self, core)
+        if steps_compiled(self):
+            attach_steps(self, core, self.cycle, self.peer_draw, self._kill_draw)
 
     def core_timeout(self, node: int, circle: int) -> None:
         """A timeout the core found due: ``onUpdateTimeout``, then the next circle's timer."""
@@ -339,7 +344,7 @@ class RandomWalkService(Walk):
         walk = self._next_walk_id
         self._next_walk_id += 1
         self.rw_steps[node] = max(int(self.rw_steps[node]), steps)
-        token = WalkToken(
+        token = self.new_token(
             walk, steps, self.rw_state[node], update if reason == "timeout" else -1, node
         )
         self.cycle.launched(token, node)
@@ -381,14 +386,12 @@ class RandomWalkService(Walk):
         self.cycle.forward(token)
 
     def send(self, token: WalkToken) -> None:
-        """Send to a random online neighbour; with none, try again after the retry interval."""
+        """Send to a random online neighbour; with none, :meth:`wait_for_peer` (compiled twin:
+        :func:`netsim.protocols.walk.steps.forward`)."""
         node = token.holder
         peer = self.network.random_online_neighbour(node, self.peer_draw)
         if peer < 0:
-            token.status = "forwarding"
-            token.retry_generation += 1
-            self.forwarding.setdefault(node, []).append(token)
-            self.sim.call_later(self.retry_interval, self._retry, token, token.retry_generation)
+            self.wait_for_peer(token)
             return
         token.status = "transfer"
         self.network.send(
@@ -400,6 +403,14 @@ class RandomWalkService(Walk):
             on_deliver=self.on_receive_random_walk,
             on_lost=self.on_transfer_lost,
         )
+
+    def wait_for_peer(self, token: WalkToken) -> None:
+        """No online neighbour: the walk waits at its holder and tries after the retry
+        interval."""
+        token.status = "forwarding"
+        token.retry_generation += 1
+        self.forwarding.setdefault(token.holder, []).append(token)
+        self.sim.call_later(self.retry_interval, self._retry, token, token.retry_generation)
 
     def _retry(self, token: WalkToken, generation: int) -> None:
         node = token.holder
@@ -437,7 +448,8 @@ class RandomWalkService(Walk):
     def on_receive_random_walk(self, transfer: Transfer) -> None:
         """``onReceiveRandomWalk`` (lines 25–31), with kills and the forced timeout of §4.4;
         what the node keeps and forwards is the cycle strategy's
-        (:meth:`~netsim.protocols.walk.cycle.WalkCycle.receive`)."""
+        (:meth:`~netsim.protocols.walk.cycle.WalkCycle.receive`; compiled twin of both:
+        :func:`netsim.protocols.walk.steps.arrive`)."""
         token: WalkToken = transfer.payload
         node = transfer.dst
         if self.kill_probability > 0 and self._kill_draw() < self.kill_probability:
