@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -289,3 +290,18 @@ def test_without_the_compiled_module_the_kernels_get_numbas_prange():
 
     assert compiled.STATE["module"] is None
     assert prange is numba.prange and linear.prange is numba.prange
+
+
+def test_every_kernel_module_compiles_through_the_seam():
+    """numba is imported only by the seam (``netsim.compiled``) and the build (``netsim.aot``):
+    a module importing it directly loads it into a run that has the compiled module (the
+    walk's compiled steps did, and every rounds run imported numba)."""
+    direct = re.compile(r"^\s*(from numba\b|import numba\b)", re.MULTILINE)
+    allowed = {"netsim/compiled.py", "netsim/aot.py"}
+    found = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "netsim").rglob("*.py"))
+        if path.relative_to(ROOT).as_posix() not in allowed
+        and direct.search(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, f"import njit and prange from netsim.compiled instead: {found}"

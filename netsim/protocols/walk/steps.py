@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
 
+from netsim.compiled import njit
 from netsim.event_queue import (
     DST,
     KILL_AT,
