@@ -163,46 +163,35 @@ def forward_from_python(
                    queue)  # fmt: skip
 
 
+class _SharedField:
+    """A token's field held in one of the compiled steps' arrays (:class:`WalkSteps`), at the
+    token's walk id: what Python reads is what the core's steps wrote."""
+
+    def __init__(self, array: str) -> None:
+        self.array = array
+
+    def __get__(self, token: CoreToken | None, owner: type | None = None) -> Any:
+        if token is None:
+            return self
+        return int(getattr(token._arrays, self.array)[token.walk])
+
+    def __set__(self, token: CoreToken, value: int) -> None:
+        getattr(token._arrays, self.array)[token.walk] = value
+
+
 class CoreToken(WalkToken):
     """A walk's token whose step count, holder, restarted update and update are the compiled
     steps' arrays (:class:`WalkSteps`): Python reads what the core's steps did."""
+
+    steps = _SharedField("token_steps")  # type: ignore[assignment]
+    holder = _SharedField("token_holder")  # type: ignore[assignment]
+    restart_of = _SharedField("token_restart")  # type: ignore[assignment]
+    update = _SharedField("token_update")  # type: ignore[assignment]
 
     def __init__(self, steps: WalkSteps, *fields: Any) -> None:
         self._arrays = steps
         steps.make_room_for(int(fields[0]))
         super().__init__(*fields)
-
-    @property  # type: ignore[override]
-    def steps(self) -> int:
-        return int(self._arrays.token_steps[self.walk])
-
-    @steps.setter
-    def steps(self, value: int) -> None:
-        self._arrays.token_steps[self.walk] = value
-
-    @property  # type: ignore[override]
-    def holder(self) -> int:
-        return int(self._arrays.token_holder[self.walk])
-
-    @holder.setter
-    def holder(self, value: int) -> None:
-        self._arrays.token_holder[self.walk] = value
-
-    @property  # type: ignore[override]
-    def restart_of(self) -> int:
-        return int(self._arrays.token_restart[self.walk])
-
-    @restart_of.setter
-    def restart_of(self, value: int) -> None:
-        self._arrays.token_restart[self.walk] = value
-
-    @property  # type: ignore[override]
-    def update(self) -> int:
-        return int(self._arrays.token_update[self.walk])
-
-    @update.setter
-    def update(self, value: int) -> None:
-        self._arrays.token_update[self.walk] = value
 
 
 class LostWalk(NamedTuple):
