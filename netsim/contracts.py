@@ -337,6 +337,9 @@ class NetworkProtocol(Component):
 
     slot = "protocol"
     slot_title = "protocol"
+    #: Whether it runs a gossip engine of its own, which the compiled exact core may run
+    #: (it then answers ``exact_support`` with the role ``gossip``).
+    runs_gossip: ClassVar[bool] = False
 
     @abstractmethod
     def start(self) -> None:

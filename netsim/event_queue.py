@@ -283,16 +283,18 @@ SRC, DST, KIND, VALUE, SRC_EPOCH, DST_EPOCH, DOOM, VALUE_ID, VALUE_SPECIAL = ran
 SENT_AT, DOOM_TIME, VALUE_ORIGIN = 0, 1, 2
 #: Message kinds by code (the gossip engine's push and pull).
 PUSH_MESSAGE, PULL_MESSAGE = 0, 1
-#: The applications the core carries in gossip messages.
-SILENT, BROADCAST, WALK = 0, 1, 2
+#: The applications the core carries in gossip messages (gossip learning: the models of its
+#: own push gossip, :mod:`netsim.learning.compiled_visit`).
+SILENT, BROADCAST, WALK, GOSSIP_LEARNING = 0, 1, 2, 3
 #: What a run of the core's kernel ends with: done (the next compiled event comes after the
 #: bound, or none is left), a block of draws or some room needed before the next event can
 #: run, the Python part of an event (a walk timeout due, ``onUpdateTimeout``; a rejoined node
 #: heard from: the activation listeners, then the pull answering the push that woke it), or
 #: a pause for Python to handle signals; then the rare part of a walk's step (a lost or
-#: killed walk, one dropped, one with no online neighbour) and the walk's blocks of draws.
+#: killed walk, one dropped, one with no online neighbour), the walk's blocks of draws, and a
+#: gossip-learning visit left to Python (a release with noise: the node and the message's slot).
 DONE, NEED_PEERS, NEED_DELAYS, NEED_LOSS, NEED_ROOM, TIMEOUT_DUE, ACTIVATED, PAUSED = range(8)
-WALK_PART, NEED_WALK_PEERS, NEED_KILLS = 8, 9, 10
+WALK_PART, NEED_WALK_PEERS, NEED_KILLS, LEARNING_PART = 8, 9, 10, 11
 #: The two lanes (first-in-first-out queues of events queued in time order): ticks queued
 #: again one period on, and messages of a constant transfer time; their ``lane_meta`` rows are
 #: (head, count).

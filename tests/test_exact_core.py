@@ -76,11 +76,12 @@ def test_the_walk_service_is_identical_on_both_engines(scenario, overrides):
 
 #: The cases of tests/table_digests.py whose exact-mode events the compiled core runs (the
 #: others are rounds mode, or have a part without a compiled form: the authors' cycle, the
-#: learning agents, the ideal walk).
+#: ideal walk, privacy per observer, DOLA and MI-OGD).
 COMPILED_CASES = (
     "quickstart",
     "walk/reduced-drw1-d10-kill0",
     "walk/reduced-drw100-d20-kill5",
+    "learning/spambase-gossip-learning",
 )
 
 

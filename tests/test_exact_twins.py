@@ -83,6 +83,28 @@ TWINS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("netsim.protocols.walk.service:RandomWalkService.send",),
         ("netsim.protocols.walk.steps:forward",),
     ),
+    "gossip learning's model carried": (
+        ("netsim.algorithms.gossip_learning.application:GossipLearningRule.outgoing",),
+        ("netsim.learning.compiled_visit:carry_model",),
+    ),
+    "gossip learning's visit": (
+        (
+            "netsim.learning.sgd_agent:SGDAgent.visit",
+            "netsim.learning.private_sgd:PrivateSGD._step_one",
+            "netsim.algorithms.gossip_learning.application:GossipLearningRule.merged",
+        ),
+        ("netsim.learning.compiled_visit:visit_model",),
+    ),
+    "a visit's gradient and step": (
+        (
+            "netsim.learning.losses:record_gradient",
+            "netsim.learning.private_sgd:PrivateSGD._updated",
+        ),
+        (
+            "netsim.learning.compiled_visit:record_gradient",
+            "netsim.learning.compiled_visit:sgd_update",
+        ),
+    ),
     "walk timer": (
         ("netsim.protocols.walk.cycle_exact:ExactCycle._on_timer",),
         ("netsim.protocols.walk.compiled:timer",),

@@ -222,7 +222,9 @@ def record_gradient(loss: str, w: np.ndarray, x: np.ndarray, y: int) -> np.ndarr
     """:func:`per_example_gradient` without its argument checks, for a caller that checked
     them once (a model's visit, thousands a second): ``w`` and ``x`` float64 of matching
     shapes, ``y`` in the loss's label set. The arithmetic is the same, so bit for bit the
-    same gradient."""
+    same gradient. Compiled (binary losses, for the exact core's visits):
+    :func:`netsim.learning.compiled_visit.record_gradient`, with eq. (8) in
+    :func:`netsim.learning.compiled_visit.sgd_update`."""
     if loss == "logistic":
         z = float(w @ x)
         return (_sigmoid(z) if y == -1 else -_sigmoid(-z)) * x

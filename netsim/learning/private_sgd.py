@@ -216,6 +216,18 @@ class PrivateSGD:
             self._shares = private and self.accountant.noise_multiplier_for(self.mechanism) is None
         return self._shares
 
+    def charges(self) -> str | None:
+        """How a one-record visit charges its use, once known: ``free`` (the unlimited
+        policy's :meth:`~netsim.privacy.record_budgets.RecordBudgets.charge_free`), ``share``
+        (a share of ε per use, refused without a draw when none is left), ``composed`` (a
+        release at a noise multiplier, refused by composition), or ``None`` before the first
+        visit of a private run (which works it out: :meth:`_by_share`)."""
+        if self.free_event is not None:
+            return "free"
+        if self._shares is None:
+            return None
+        return "share" if self._shares else "composed"
+
     def initial_state(self) -> ModelState:
         return ModelState(self.initial, 0, 0)
 
@@ -330,7 +342,9 @@ class PrivateSGD:
         """:meth:`step` with one record per visit, without the per-call overhead of arrays
         of one entry (the same arithmetic, so bit for bit the same model): the record's
         gradient (:meth:`~netsim.contracts.Model.example_gradient`) and, under the unlimited
-        policy, the accountant's cheap charge."""
+        policy, the accountant's cheap charge. Gossip learning on the compiled exact core
+        makes the free steps and the refused uses with
+        :func:`netsim.learning.compiled_visit.visit_model`."""
         w = state.parameters
         r = self.records_per_node
         record = node
@@ -363,7 +377,9 @@ class PrivateSGD:
         self, state: ModelState, noisy: np.ndarray, epsilon: float
     ) -> tuple[ModelState, float, bool]:
         """Eq. (8) with the released gradient ``noisy`` (a step that is not finite is left
-        out: see :meth:`step`)."""
+        out: see :meth:`step`); compiled, with the record's gradient:
+        :func:`netsim.learning.compiled_visit.sgd_update` and
+        :func:`netsim.learning.compiled_visit.record_gradient`."""
         w = state.parameters
         t = state.updates + 1
         eta = self.learning_rate / math.sqrt(t)

@@ -26,6 +26,8 @@ from netsim.contracts import (
     Component,
     ComponentConfig,
     Curve,
+    ExactRun,
+    ExactSupport,
     FigureSpec,
     Model,
     Section,
@@ -45,6 +47,7 @@ from netsim.learning.models import (
     ModelSpec,
     build_model,
     check_model_fits,
+    each_accuracy,
     model_test_accuracies,
 )
 from netsim.learning.observers import ObserverAccounting
@@ -586,7 +589,23 @@ class SGDAgent(Component):
         return float(test), float(validation)
 
     def visit(self, node: int, state: ModelState, steps: int, walk: int, now: float) -> ModelState:
-        """Eq. (8) with the record of ``node`` (the next mini-batch of its shard)."""
+        """Eq. (8) with the record of ``node`` (the next mini-batch of its shard): the step
+        (:meth:`stepped`), its ``sgd_visits`` row and, every ``evaluate_every`` visits of the
+        model, its ``accuracy`` row. Gossip learning on the compiled exact core makes the
+        visits that are arithmetic over arrays with
+        :func:`netsim.learning.compiled_visit.visit_model`, and the others with
+        :meth:`stepped`, gathering their rows with the kernel's."""
+        new, updated, epsilon, row = self.stepped(node, state, now)
+        self.visits_table.append(now, walk, node, row, new.visits, new.updates, updated, epsilon)
+        if new.visits % self.evaluate_every == 0:
+            self.evaluated(now, walk, new.visits, new.updates, new.parameters)
+        return new
+
+    def stepped(
+        self, node: int, state: ModelState, now: float
+    ) -> tuple[ModelState, bool, float, int]:
+        """The step of :meth:`visit` without its rows: the new model, whether it was updated,
+        the ε the update spent (0 when refused) and the training row of the record used."""
         observed = self.observed
         if observed is not None:
             observed.visiting(node, state.serial)
@@ -595,15 +614,40 @@ class SGDAgent(Component):
         self.refused += epsilon is None
         if observed is not None:
             new = observed.visited(node, state, new, updated, now)
-        row = int(self.rows[self.sgd.last_record])
-        self.visits_table.append(
-            now, walk, node, row, new.visits, new.updates, updated, epsilon or 0.0
+        return new, updated, epsilon or 0.0, int(self.rows[self.sgd.last_record])
+
+    def evaluated(
+        self, now: float, walk: int, visits: int, updates: int, parameters: np.ndarray
+    ) -> None:
+        """The ``accuracy`` row of a model at its ``evaluate_every``-th visits: its test
+        accuracy (Hegedűs et al. eq. 11), kept among the final scores when it has the most
+        visits so far (unless :attr:`final_models` gives the final models: gossip learning)."""
+        test = self.sgd.model.accuracy(parameters, self.x_test, self.y_test)
+        self.accuracy_table.append(now, walk, visits, updates, test)
+        if self.final_models is None:
+            self._keep_final_score(visits, test, parameters)
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """Beside the compiled exact core: the agent has no events of its own; what moves the
+        models calls its visits (a walk's Python steps), or makes them compiled (gossip
+        learning: :mod:`netsim.learning.compiled_visit`) over the agent's arrays."""
+        return ExactSupport(True, role="beside")
+
+    def evaluated_many(
+        self, times: np.ndarray, walk: int, visits: np.ndarray, updates: np.ndarray,
+        parameters: np.ndarray,
+    ) -> None:  # fmt: skip
+        """:meth:`evaluated` of each row in order (the models' accuracies computed together,
+        the same numbers: :func:`~netsim.learning.models.each_accuracy`)."""
+        if not len(times):
+            return
+        tests = each_accuracy(self.sgd.model, parameters, self.x_test, self.y_test)
+        self.accuracy_table.extend(  # buffered as appended rows (a few a block of visits)
+            [times.tolist(), [walk] * len(times), visits.tolist(), updates.tolist(), tests.tolist()]
         )
-        if new.visits % self.evaluate_every == 0:
-            test = self.accuracy(new)
-            self.accuracy_table.append(now, walk, new.visits, new.updates, test)
-            self._keep_final_score(new.visits, test, new.parameters)
-        return new
+        if self.final_models is None:
+            for k in range(len(times)):
+                self._keep_final_score(int(visits[k]), float(tests[k]), parameters[k])
 
     def guarantee(self) -> tuple[float, float, Guarantee]:
         """The run's (ε, δ, kind) over all records (parallel composition, Hegedűs et al. §3)."""

@@ -385,6 +385,13 @@ class PrivacyAccountant(RecordBudgets):
         self.last_refusal = self._spent_reason(record)
         return True
 
+    def refused_as_spent(self, record: int) -> None:
+        """Say that the last use refused was of ``record``, whose policy had no share of ε
+        left (:meth:`refuse_spent`'s reason), after compiled code counted the refusals in
+        :attr:`refused` (gossip learning on the compiled exact core:
+        :mod:`netsim.learning.compiled_visit`)."""
+        self.last_refusal = self._spent_reason(record)
+
     def _refuse(self, record: int, reason: str) -> NoReturn:
         """Count a refused release of ``record`` and raise :class:`BudgetExhausted`."""
         self.refused[record] += 1

@@ -24,7 +24,9 @@ from netsim.event_queue import (
     DELTA,
     DST,
     EXCHANGES,
+    GOSSIP_LEARNING,
     KIND,
+    LEARNING_PART,
     LISTENERS,
     MESSAGE_SIZE,
     PENDING_NODE,
@@ -46,6 +48,7 @@ from netsim.event_queue import (
     queue_push,
 )
 from netsim.kernel_cache import guard_kernels
+from netsim.learning.compiled_visit import carry_model, visit_model
 from netsim.network.links_exact import online_neighbour, send
 from netsim.protocols.broadcast import PULL_CODE, PUSH_CODE, adopt
 from netsim.protocols.walk.compiled import merge
@@ -56,10 +59,13 @@ HANDLED = 0
 
 
 @njit(cache=True, inline="always")
-def carry(slot: int, src: int, app: int, in_flight: tuple, broadcast: tuple, walk: tuple) -> None:
+def carry(
+    slot: int, src: int, app: int, in_flight: tuple, broadcast: tuple, walk: tuple,
+    learning: tuple,
+) -> None:  # fmt: skip
     """The value ``src`` sends in the message in ``slot``, taken now (``GossipRule.outgoing``:
     :meth:`Broadcast.outgoing <netsim.protocols.broadcast.Broadcast.outgoing>`, the walk's
-    ``rwprop``)."""
+    ``rwprop``, gossip learning's model: :func:`~netsim.learning.compiled_visit.carry_model`)."""
     messages, message_times = in_flight[0], in_flight[1]
     if app == BROADCAST:
         messages[slot, VALUE] = broadcast[0][src]
@@ -67,39 +73,41 @@ def carry(slot: int, src: int, app: int, in_flight: tuple, broadcast: tuple, wal
         messages[slot, VALUE], messages[slot, VALUE_ID] = walk[0][src], walk[1][src]
         messages[slot, VALUE_SPECIAL] = walk[3][src]
         message_times[slot, VALUE_ORIGIN] = walk[2][src]
+    elif app == GOSSIP_LEARNING:
+        carry_model(slot, src, learning)
 
 
 @njit(cache=True, inline="always")
 def gossip_send(
     src: int, dst: int, kind: int, app: int, now: float, normal: int, network: tuple,
     settings: np.ndarray, counters: np.ndarray, draws: tuple, in_flight: tuple, queue: tuple,
-    lanes: tuple, broadcast: tuple, walk: tuple,
+    lanes: tuple, broadcast: tuple, walk: tuple, learning: tuple,
 ) -> None:  # fmt: skip
     """A gossip message of ``kind`` through the transport's compiled send, carrying the
     sender's value (``network.send(…, payload=self._outgoing(node), size=message_size)``)."""
     size_time = settings[MESSAGE_SIZE] / settings[BANDWIDTH]
     slot = send(src, dst, kind, size_time, now, normal, network, settings, counters, draws,
                 in_flight, queue, lanes)  # fmt: skip
-    carry(slot, src, app, in_flight, broadcast, walk)
+    carry(slot, src, app, in_flight, broadcast, walk, learning)
 
 
 @njit(cache=True)
 def send_from_python(
     src: int, dst: int, kind: int, app: int, now: float, normal: int, network: tuple,
     settings: np.ndarray, counters: np.ndarray, draws: tuple, in_flight: tuple, queue: tuple,
-    lanes: tuple, broadcast: tuple, walk: tuple,
+    lanes: tuple, broadcast: tuple, walk: tuple, learning: tuple,
 ) -> None:  # fmt: skip
     """:func:`gossip_send` for Python callers (the pull that waited for activation
     listeners)."""
     gossip_send(src, dst, kind, app, now, normal, network, settings, counters, draws, in_flight,
-                queue, lanes, broadcast, walk)  # fmt: skip
+                queue, lanes, broadcast, walk, learning)  # fmt: skip
 
 
 @njit(cache=True, inline="always")
 def tick(
     node: int, generation: int, now: float, normal: int, gossip: tuple, app: int,
     network: tuple, settings: np.ndarray, counters: np.ndarray, draws: tuple, in_flight: tuple,
-    queue: tuple, lanes: tuple, broadcast: tuple, walk: tuple,
+    queue: tuple, lanes: tuple, broadcast: tuple, walk: tuple, learning: tuple,
 ) -> None:  # fmt: skip
     """Compiled twin of :meth:`netsim.protocols.gossip.PushPullGossip._tick`: a stale
     generation ends it (the node left); else the push to a random online neighbour and the
@@ -110,7 +118,7 @@ def tick(
     if peer >= 0:
         counters[EXCHANGES] += 1
         gossip_send(node, peer, PUSH_MESSAGE, app, now, normal, network, settings, counters,
-                    draws, in_flight, queue, lanes, broadcast, walk)  # fmt: skip
+                    draws, in_flight, queue, lanes, broadcast, walk, learning)  # fmt: skip
     lane_push(lanes, queue[1], TICK_LANE, now + settings[PERIOD], normal, node, generation)
 
 
@@ -134,13 +142,16 @@ def deliver(
     slot: int, now: float, normal: int, gossip: tuple, app: int, network: tuple,
     settings: np.ndarray, counters: np.ndarray, draws: tuple, in_flight: tuple, queue: tuple,
     lanes: tuple, broadcast: tuple, broadcast_rows: tuple, online_count: int, updates: int,
-    walk: tuple,
+    walk: tuple, learning: tuple,
 ) -> int:  # fmt: skip
     """Compiled twin of :meth:`netsim.protocols.gossip.PushPullGossip._on_push` and
     :meth:`~netsim.protocols.gossip.PushPullGossip._on_pull`: the receiver merges the value
     (the application's ``incoming``), a rejoined node heard from gets its first tick and is
     active again, and a push is answered by the pull. Returns :data:`ACTIVATED` when the
-    activation listeners must run first (in Python; the pull is then sent after them)."""
+    activation listeners must run first (in Python; the pull is then sent after them), and
+    :data:`~netsim.event_queue.LEARNING_PART` when a gossip-learning visit is Python's (made
+    after the rest of the delivery, which does not depend on it: the node and the message's
+    slot in ``counters``)."""
     messages, message_times = in_flight[0], in_flight[1]
     phase, generation, active = gossip
     src, dst, message = messages[slot, SRC], messages[slot, DST], messages[slot, KIND]
@@ -154,6 +165,7 @@ def deliver(
         merge(dst, value, messages[slot, VALUE_ID], messages[slot, VALUE_SPECIAL],
               message_times[slot, VALUE_ORIGIN], message_times[slot, SENT_AT], now,
               settings[DELTA], walk, active, queue, normal)  # fmt: skip
+    python_visit = app == GOSSIP_LEARNING and not visit_model(slot, dst, now, learning)
     pull = message == PUSH_MESSAGE and settings[PULLS] > 0
     if not active[dst]:
         schedule_tick(dst, generation[dst], now, settings[PERIOD], phase, queue, normal)
@@ -164,7 +176,10 @@ def deliver(
             return ACTIVATED
     if pull:
         gossip_send(dst, src, PULL_MESSAGE, app, now, normal, network, settings, counters,
-                    draws, in_flight, queue, lanes, broadcast, walk)  # fmt: skip
+                    draws, in_flight, queue, lanes, broadcast, walk, learning)  # fmt: skip
+    if python_visit:
+        counters[PENDING_NODE], counters[PENDING_PULL] = dst, slot
+        return LEARNING_PART
     return HANDLED
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from netsim.contracts import BuildContext, ComponentConfig, WalkAgent
+from netsim.contracts import BuildContext, ComponentConfig, ExactRun, ExactSupport, WalkAgent
 
 # The names this module held before the learning section moved to netsim.learning, importable
 # from here as before (``X as X``: re-exported, and documented where they live).
@@ -46,6 +46,11 @@ class SGDWalkAgent(WalkAgent):
     def __init__(self, config: Config, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         self.learner: SGDAgent = ctx.require("learning")
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """Beside the compiled core: the walk's steps stay Python's with this agent (its visit
+        is the learning section's), and it has no events of its own."""
+        return ExactSupport(True, role="beside")
 
     def initial_state(self) -> ModelState:
         return self.learner.initial_state()

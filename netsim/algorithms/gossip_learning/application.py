@@ -30,11 +30,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from netsim.algorithms.gossip_learning.compiled import CompiledModels
 from netsim.algorithms.gossip_learning.rounds import GOSSIP_LEARNING_WALK, GossipLearningRounds
 from netsim.contracts import (
     BuildContext,
     ComponentConfig,
     Curve,
+    ExactRun,
+    ExactSupport,
     FigureSpec,
     NetworkProtocol,
     Section,
@@ -114,22 +117,47 @@ class GossipLearningRule:
         self.models: list[ModelState] = [agent.initial_state()] * n
 
     def outgoing(self, node: int) -> ModelState:
+        """``node``'s current model (its compiled twin:
+        :func:`netsim.learning.compiled_visit.carry_model`)."""
         return self.models[node]
 
-    def incoming(self, node: int, value: Any, sender: int, transfer: Transfer) -> None:
+    def incoming(self, node: int, value: Any, sender: int, transfer: Transfer | None) -> None:
         """The received model, updated with ``node``'s record, becomes ``node``'s model
-        (with ``merge: average``, first averaged with ``node``'s model: Ormándi et al. 2013,
-        the merge variant, its age the older's)."""
-        if self.merge == "average":
-            local: ModelState = self.models[node]
-            value = ModelState(
-                (value.parameters + local.parameters) / 2.0,
-                max(value.updates, local.updates),
-                max(value.visits, local.visits),
-            )
-        self.models[node] = self.agent.visit(
-            node, value, 0, GOSSIP_LEARNING_WALK, self.agent.sim.now
+        (:meth:`received`)."""
+        self.models[node] = self.received(node, value, self.models[node])
+
+    def received(self, node: int, value: ModelState, local: ModelState) -> ModelState:
+        """``node``'s new model when it receives ``value`` holding ``local``: the
+        :meth:`merged` model updated with ``node``'s record. On the compiled exact core,
+        :func:`netsim.learning.compiled_visit.visit_model` makes the visits that are
+        arithmetic over arrays."""
+        value = self.merged(value, local)
+        return self.agent.visit(node, value, 0, GOSSIP_LEARNING_WALK, self.agent.sim.now)
+
+    def merged(self, value: ModelState, local: ModelState) -> ModelState:
+        """The model a node visits when it receives ``value`` holding ``local``: ``value``
+        (Alg. 1), or with ``merge: average`` the two averaged (Ormándi et al. 2013, the merge
+        variant, its age the older's); compiled in
+        :func:`netsim.learning.compiled_visit.visit_model`."""
+        if self.merge != "average":
+            return value
+        return ModelState(
+            (value.parameters + local.parameters) / 2.0,
+            max(value.updates, local.updates),
+            max(value.visits, local.visits),
         )
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """Carried by the compiled exact core's gossip (:mod:`netsim.learning.compiled_visit`)
+        unless privacy is accounted per observer, which follows every model's lineage in
+        Python."""
+        if self.agent.observed is not None:
+            return ExactSupport(
+                False,
+                "gossip learning under privacy.model network follows each model's lineage in "
+                "Python: it has no compiled form",
+            )
+        return ExactSupport(True, role="carried")
 
     def model_bytes(self) -> float:
         """The size of one model message: 8 bytes per parameter."""
@@ -180,6 +208,8 @@ class GossipLearningConfig(ComponentConfig):
 class GossipLearning(NetworkProtocol):
     """The ``gossip_learning`` section: its own push-only gossip carrying the models."""
 
+    runs_gossip = True
+
     Config = GossipLearningConfig
     section = Section("gossip_learning", after=("walk",))
     requires = {"learning": "data set, model, privacy budget"}  # noqa: RUF012
@@ -191,7 +221,7 @@ class GossipLearning(NetworkProtocol):
         super().__init__(config, ctx)
         assert ctx.sim is not None and ctx.network is not None
         agent = ctx.require("learning")
-        self.models: GossipLearningRule | GossipLearningRounds
+        self.models: GossipLearningRule | GossipLearningRounds | CompiledModels
         self.engine: PushPullGossip | RoundGossip
         if config.mode == "rounds":
             self.models = GossipLearningRounds(agent, ctx.nodes, merge=config.merge)
@@ -217,6 +247,27 @@ class GossipLearning(NetworkProtocol):
         self.last_evaluation = -1.0
         # the learning summary scores the evaluated nodes' final models (test, validation)
         agent.final_models = lambda: self.models.parameters_of(self.evaluated)
+
+    # --- the compiled exact core ------------------------------------------------------------
+
+    def exact_support(self, run: ExactRun) -> ExactSupport:
+        """Compiled: its push gossip's ticks and messages (the engine's answer), the models
+        they carry and the visits that are arithmetic over arrays
+        (:mod:`netsim.learning.compiled_visit`); SimPy under privacy per observer."""
+        if isinstance(self.engine, RoundGossip):
+            return ExactSupport(False, "gossip_learning.mode rounds is not exact mode")
+        support = self.engine.exact_support(run)
+        if not support.ok:
+            return support
+        return ExactSupport(True, role="gossip")
+
+    def attach_core(self, core: Any) -> None:
+        """Hand the core the engine's ticks and the models (:class:`CompiledModels`): the
+        kernel carries them and makes the visits it can, and returns the others to Python."""
+        assert isinstance(self.engine, PushPullGossip)
+        assert isinstance(self.models, GossipLearningRule)
+        self.engine.attach_core(core)
+        self.models = CompiledModels(self.models, core)
 
     def start(self) -> None:
         if isinstance(self.engine, RoundGossip):

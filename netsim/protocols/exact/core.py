@@ -33,6 +33,7 @@ from netsim.event_queue import (
     FREE,
     ID_BITS,
     LOST,
+    NEED_KILLS,
     NEED_LOSS,
     NEED_PEERS,
     NEED_ROOM,
@@ -57,7 +58,9 @@ from netsim.event_queue import (
     queue_push,
 )
 from netsim.event_queue import BROADCAST as BROADCAST_VALUES
+from netsim.event_queue import GOSSIP_LEARNING as LEARNING_VALUES
 from netsim.event_queue import WALK as WALK_VALUES
+from netsim.learning.compiled_visit import no_learning
 from netsim.network.links_exact import MESSAGE_FIELDS, MESSAGE_TIMES, LostRows
 from netsim.protocols.broadcast import ROW_BLOCK
 from netsim.protocols.exact.kernel import run_events
@@ -83,6 +86,7 @@ NO_BROADCAST = (
 )  # fmt: skip
 NO_BROADCAST_ROWS = (np.zeros(2), np.zeros((2, 5), dtype=np.int64), np.zeros(1, dtype=np.int64))
 NO_GOSSIP = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_))
+NO_LEARNING = no_learning()
 
 
 #: The most draws one refill of a stream takes (2 MB of float64): each refill takes twice the
@@ -200,9 +204,9 @@ class ExactCore:
         self.on_python_part(ACTIVATED, self._activated)
 
     def carry(self, app: int, state: Callable[[], Any]) -> None:
-        """The application gossip messages carry (:data:`~netsim.event_queue.BROADCAST` or
-        :data:`~netsim.event_queue.WALK`) and how to read its arrays before each run of the
-        kernel (they may have grown)."""
+        """The application gossip messages carry (:data:`~netsim.event_queue.BROADCAST`,
+        :data:`~netsim.event_queue.WALK` or :data:`~netsim.event_queue.GOSSIP_LEARNING`) and
+        how to read its arrays before each run of the kernel (they may have grown)."""
         self.app, self._carried = app, state
 
     def on_room(self, make_room: Callable[[], None]) -> None:
@@ -211,7 +215,8 @@ class ExactCore:
 
     def on_python_part(self, status: int, part: Callable[[int, int], None]) -> None:
         """Run ``part(node, value)`` when the kernel returns ``status`` for the Python part of
-        an event (the node and the timeout circle due, or the pull to send)."""
+        an event (the node and the timeout circle due, the pull to send, or the slot of the
+        message whose gossip-learning visit is Python's)."""
         self._python_parts[status] = part
 
     def record_loss(
@@ -245,17 +250,19 @@ class ExactCore:
         while True:
             time, priority, event_id = env.next_key()
             broadcast, broadcast_rows, updates = NO_BROADCAST, NO_BROADCAST_ROWS, 0
-            walk = NO_WALK
+            walk, learning = NO_WALK, NO_LEARNING
             if self.app == BROADCAST_VALUES:
                 broadcast, broadcast_rows, updates = self._carried()  # type: ignore[misc]
             elif self.app == WALK_VALUES:
                 walk = self._carried()  # type: ignore[misc]
+            elif self.app == LEARNING_VALUES:
+                learning = self._carried()  # type: ignore[misc]
             self._counters_to_kernel()
             status, now = run_events(
                 self.queue.arrays(), self.lanes, self.rank_priority, self.normal, time,
                 priority, event_id, self.network_arrays, self.settings, self.counters,
                 tuple(self.draws), self.in_flight, self.lost_rows.arrays, self.gossip_state,
-                self.app, broadcast, broadcast_rows, nodes.online_count, updates, walk,
+                self.app, broadcast, broadcast_rows, nodes.online_count, updates, walk, learning,
             )  # fmt: skip
             if not math.isnan(now):
                 env.set_clock(now)
@@ -270,7 +277,7 @@ class ExactCore:
             return
         if NEED_PEERS <= status <= NEED_LOSS:
             self.refill(status - NEED_PEERS)
-        elif status >= NEED_WALK_PEERS:  # the walk's blocks follow the transport's
+        elif NEED_WALK_PEERS <= status <= NEED_KILLS:  # the walk's follow the transport's
             self.refill(WALK_PEER_AT - PEER_AT + status - NEED_WALK_PEERS)
         elif status == NEED_ROOM:
             self.make_room()
@@ -317,16 +324,17 @@ class ExactCore:
             if self.counters[PEER_AT + which] + 1 > self.draws[which].size:
                 self.refill(which)
         self._counters_to_kernel()
-        broadcast = NO_BROADCAST
-        walk = NO_WALK
+        broadcast, walk, learning = NO_BROADCAST, NO_WALK, NO_LEARNING
         if self.app == BROADCAST_VALUES:
             broadcast = self._carried()[0]  # type: ignore[misc]
         elif self.app == WALK_VALUES:
             walk = self._carried()  # type: ignore[misc]
+        elif self.app == LEARNING_VALUES:
+            learning = self._carried()  # type: ignore[misc]
         send_from_python(
             src, dst, kind, self.app, float(self.sim.env.now), self.normal,
             self.network_arrays, self.settings, self.counters, tuple(self.draws),
-            self.in_flight, self.queue.arrays(), self.lanes, broadcast, walk,
+            self.in_flight, self.queue.arrays(), self.lanes, broadcast, walk, learning,
         )  # fmt: skip
         self._counters_from_kernel()
 

@@ -20,13 +20,13 @@ import numpy as np
 
 from netsim.compiled import njit
 from netsim.event_queue import (
-    ACTIVATED,
     CONSTANT_DELAY,
     COUNT,
     DELAY_AT,
     DELTA,
     DONE,
     FREE,
+    GOSSIP_LEARNING,
     HEAD,
     ID_BITS,
     ID_MASK,
@@ -61,8 +61,9 @@ from netsim.event_queue import (
     queue_first_event,
 )
 from netsim.kernel_cache import guard_kernels
+from netsim.learning.compiled_visit import learning_room
 from netsim.network.links_exact import PEER_DRAWS, complete
-from netsim.protocols.gossip_exact import deliver, tick
+from netsim.protocols.gossip_exact import HANDLED, deliver, tick
 from netsim.protocols.walk.compiled import ROWS, STEP_META, STEP_TIMES, timer
 from netsim.protocols.walk.steps import STEPPED, arrive
 
@@ -107,12 +108,12 @@ def first_event(queue: tuple, lanes: tuple) -> tuple[int, float, int]:
 @njit(cache=True, inline="always")
 def what_is_missing(
     settings: np.ndarray, counters: np.ndarray, draws: tuple, queue: tuple, lanes: tuple,
-    lost_rows: tuple, adoption_rows: tuple, walk: tuple,
+    lost_rows: tuple, adoption_rows: tuple, walk: tuple, app: int, learning: tuple,
 ) -> int:  # fmt: skip
     """What the next event could run out of (:data:`NEED_PEERS` …), or :data:`DONE` when it
     has all it can use: a tick's peer draws, a message's delay and loss draws, a walk's peer
     and kill draws (its steps compiled), room for two queued events, two message slots and a
-    row in each table."""
+    row in each table (a gossip-learning visit's rows included)."""
     peers, delays, losses = draws[0], draws[1], draws[2]
     if not math.isnan(settings[WALK_KIND]):
         if counters[WALK_PEER_AT] + PEER_DRAWS > draws[3].size:
@@ -135,6 +136,7 @@ def what_is_missing(
         or counters[FREE] < 2
         or counters[LOST_ROWS] + 2 > lost_rows[0].shape[0]
         or adoption_rows[2][0] + 2 > adoption_rows[0].size
+        or (app == GOSSIP_LEARNING and not learning_room(learning))
     ):
         return NEED_ROOM
     return DONE
@@ -164,7 +166,7 @@ def run_events(
     bound_priority: float, bound_id: int, network: tuple, settings: np.ndarray,
     counters: np.ndarray, draws: tuple, in_flight: tuple, lost_rows: tuple, gossip: tuple,
     app: int, broadcast: tuple, adoption_rows: tuple, online_count: int, updates: int,
-    walk: tuple,
+    walk: tuple, learning: tuple,
 ) -> tuple[int, float]:  # fmt: skip
     """Process the compiled events whose key (time, priority, insertion id) is smaller than
     the bound's, in key order; returns (:data:`~netsim.event_queue.DONE` or what must be done
@@ -172,7 +174,8 @@ def run_events(
     :data:`~netsim.event_queue.PAUSED` after :data:`EVENTS_PER_CALL` events. Before each
     event it checks that the event cannot run out of draws or room, so an event always runs
     whole. Where an event has a Python part (a due timeout, activation listeners) the kernel
-    returns for it at once."""
+    returns for it at once (a gossip-learning visit left to Python: after the rest of the
+    delivery)."""
     active = gossip[2]
     now = math.nan
     for _ in range(EVENTS_PER_CALL):
@@ -186,14 +189,14 @@ def run_events(
             ):
                 return DONE, now
         missing = what_is_missing(settings, counters, draws, queue, lanes, lost_rows,
-                                  adoption_rows, walk)  # fmt: skip
+                                  adoption_rows, walk, app, learning)  # fmt: skip
         if missing != DONE:
             return missing, now
         kind, a, b = take(source, queue, lanes)
         now = time
         if kind == TICK:
             tick(a, b, now, normal, gossip, app, network, settings, counters, draws, in_flight,
-                 queue, lanes, broadcast, walk)  # fmt: skip
+                 queue, lanes, broadcast, walk, learning)  # fmt: skip
         elif kind == TIMER:
             circle = timer(a, b, now, settings[DELTA], walk, active, queue, normal)
             if circle >= 0:
@@ -207,11 +210,13 @@ def run_events(
                 if part != STEPPED:
                     counters[PENDING_NODE], counters[PENDING_CIRCLE] = a, part
                     return WALK_PART, now
-            elif delivered and deliver(
-                a, now, normal, gossip, app, network, settings, counters, draws, in_flight,
-                queue, lanes, broadcast, adoption_rows, online_count, updates, walk,
-            ) == ACTIVATED:  # fmt: skip
-                return ACTIVATED, now
+            elif delivered:
+                handled = deliver(
+                    a, now, normal, gossip, app, network, settings, counters, draws, in_flight,
+                    queue, lanes, broadcast, adoption_rows, online_count, updates, walk, learning,
+                )  # fmt: skip
+                if handled != HANDLED:  # activation listeners, or a visit left to Python
+                    return handled, now
     return PAUSED, now
 
 

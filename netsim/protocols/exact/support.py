@@ -48,9 +48,13 @@ def answer(key: str, component: Component, run: ExactRun) -> ExactSupport:
 
 def exact_plan(components: Mapping[str, Component]) -> ExactPlan | str:
     """The run's components by role when every one can run beside the compiled core, else
-    why not: :data:`NOTHING_TO_RUN` without a gossip engine (the components are not asked),
+    why not: :data:`NOTHING_TO_RUN` without a gossip engine (a ``gossip`` section or a
+    protocol that ``runs_gossip``; the components are not asked),
     else the first component's reason, in build order, then the roles' fit."""
-    if not any(component.slot == "gossip" for component in components.values()):
+    if not any(
+        component.slot == "gossip" or getattr(component, "runs_gossip", False)
+        for component in components.values()
+    ):
         return NOTHING_TO_RUN  # whatever the others answer: nothing would run compiled
     run = ExactRun(components)
     roles: dict[str, list[Any]] = {}
