@@ -10,7 +10,8 @@ Each call of the kernel (:func:`netsim.protocols.exact.kernel.run_events`) ends 
 ``NEED_DELAYS``, ``NEED_LOSS`` (the next draws), ``NEED_ROOM``, ``TIMEOUT_DUE`` (a walk
 timeout that may restart a walk), ``ACTIVATED`` (a rejoined node's listeners), ``WALK_PART``
 (the rare rest of a walk's step: lost, killed, dropped, no online neighbour),
-``NEED_WALK_PEERS`` / ``NEED_KILLS`` (the walk's draws) or ``PAUSED``.
+``NEED_WALK_PEERS`` / ``NEED_KILLS`` (the walk's draws), ``LEARNING_PART`` (a gossip-learning
+visit left to Python) or ``PAUSED``.
 The run is built in this process, its first 10 s (a scenario file) or 10 rounds (a workload
 of :mod:`benchmarks.workloads`, N = 10,000 or ``--nodes``) run untimed, and the next
 ``--rounds`` rounds are counted and timed: returns per round by status, and CPU µs per round
@@ -35,7 +36,7 @@ from netsim.scenario.loader import load_scenario, validate_scenario
 
 STATUSES = (
     "DONE", "NEED_PEERS", "NEED_DELAYS", "NEED_LOSS", "NEED_ROOM", "PAUSED", "TIMEOUT_DUE",
-    "ACTIVATED", "WALK_PART", "NEED_WALK_PEERS", "NEED_KILLS",
+    "ACTIVATED", "WALK_PART", "NEED_WALK_PEERS", "NEED_KILLS", "LEARNING_PART",
 )  # fmt: skip
 
 
