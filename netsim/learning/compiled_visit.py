@@ -65,14 +65,12 @@ UPDATES, VISITS, SERIAL = 0, 1, 2
 #: Python last read them (updates, refusals, steps left out as not finite, of those with a
 #: release not finite), the last unit refused, what the kernel does (:data:`IN_PYTHON` …), the
 #: loss (:data:`LOGISTIC` or :data:`HINGE`), the privacy unit (:data:`NODE_UNIT`: the node),
-#: records per node, the evaluation period in visits, merge by averaging (1), whether the
-#: ledger keeps charges (1).
+#: records per node, the evaluation period in visits, merge by averaging (1).
 (
     VISIT_ROWS, EVAL_ROWS, LEDGER_ROWS, NEXT_SERIAL, UPDATED, REFUSALS, NON_FINITE,
     NON_FINITE_NOISE, LAST_REFUSED, MODE, LOSS, UNIT, RECORDS_PER_NODE, EVALUATE_EVERY, AVERAGE,
-    KEEP_CHARGES,
-) = range(16)  # fmt: skip
-META_SIZE = 16
+) = range(15)  # fmt: skip
+META_SIZE = 15
 #: ``rates`` entries: the learning rate η and the regularisation λ.
 LEARNING_RATE, REGULARISATION = 0, 1
 #: What the kernel does with a visit: every visit in Python (the first visit, before the
@@ -187,11 +185,10 @@ def visit_model(slot: int, node: int, now: float, learning: tuple) -> bool:
                         gradient)  # fmt: skip
         uses = learning[USES]
         uses[unit] += 1
-        if meta[KEEP_CHARGES] > 0:
-            row = meta[LEDGER_ROWS]
-            learning[LEDGER_TIMES][row] = now
-            learning[LEDGER_INTS][row, 0], learning[LEDGER_INTS][row, 1] = unit, uses[unit]
-            meta[LEDGER_ROWS] = row + 1
+        row = meta[LEDGER_ROWS]  # the ledger keeps it or not (PrivacyLedger.keep_many)
+        learning[LEDGER_TIMES][row] = now
+        learning[LEDGER_INTS][row, 0], learning[LEDGER_INTS][row, 1] = unit, uses[unit]
+        meta[LEDGER_ROWS] = row + 1
         t = updates + 1
         rates = learning[RATES]
         eta = rates[LEARNING_RATE] / math.sqrt(t)

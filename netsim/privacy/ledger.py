@@ -168,11 +168,6 @@ class PrivacyLedger:
         if self._sink is not None and self.rows >= self._stream_every:
             self.flush()
 
-    @property
-    def keeps_charges(self) -> bool:
-        """Whether charges are kept (held or streamed); not after ``stream(None, …)``."""
-        return self._keep_charges
-
     def keep_many(
         self, times: np.ndarray, records: np.ndarray, uses: np.ndarray, event: PrivacyEvent
     ) -> None:

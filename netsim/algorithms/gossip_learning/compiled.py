@@ -29,7 +29,6 @@ from netsim.learning.compiled_visit import (
     FREE,
     HINGE,
     IN_PYTHON,
-    KEEP_CHARGES,
     LAST_REFUSED,
     LEARNING_RATE,
     LEDGER_INTS,
@@ -108,7 +107,6 @@ class CompiledModels:
         meta[RECORDS_PER_NODE] = sgd.records_per_node
         meta[EVALUATE_EVERY] = every
         meta[AVERAGE] = rule.merge == "average"
-        meta[KEEP_CHARGES] = self.accountant.ledger.keeps_charges
         rates = np.zeros(2)
         rates[LEARNING_RATE], rates[REGULARISATION] = sgd.learning_rate, sgd.regularisation
         evaluations = ROW_BLOCK // every + 2
