@@ -184,14 +184,20 @@ def _code_objects(code: CodeType) -> Iterator[CodeType]:
 
 def _collect(function: FunctionType, files: set[Path], seen: set[object]) -> None:
     """Add to ``files`` the netsim files whose code or constants numba compiles into
-    ``function``: its own, and those of what its code names (:func:`kernel_sources`)."""
+    ``function``: its own, and those of what its code names (:func:`kernel_sources`). A
+    function outside the package (a benchmark's kernel) adds no file of its own (numba keys
+    its cache on that file), but what it names from the package counts as for any other:
+    a benchmark that inlines the event queue is compiled again when the queue changes."""
     if id(function) in seen:
         return
     seen.add(id(function))
     own = _inside(function.__code__.co_filename)
-    if own is None:
-        return
-    files.add(own)
+    if own is not None:
+        files.add(own)
+    else:
+        own = Path(function.__code__.co_filename).resolve()
+        if not own.is_file():  # code made at run time: no source to read its imports from
+            return
     names = {name for code in _code_objects(function.__code__) for name in code.co_names}
     namespace = function.__globals__
     values = [(name, namespace[name]) for name in sorted(names) if name in namespace]

@@ -80,6 +80,17 @@ def test_the_exact_cores_kernel_holds_the_modules_it_inlines() -> None:
     assert "netsim/network/links.py" in _relative(kernel_sources(kernel.what_is_missing))
 
 
+def test_a_kernel_outside_the_package_holds_the_package_modules_it_inlines() -> None:
+    """A benchmark's kernel (``benchmarks/hold.py`` inlines the event queue's push and pop)
+    is compiled again when the queue changes: its sources are the package files it inlines,
+    not its own file (numba's cache keys on that one)."""
+    from benchmarks import hold
+
+    sources = _relative(kernel_sources(hold._hold))
+    assert "netsim/event_queue.py" in sources
+    assert not any(path.startswith("benchmarks/") for path in sources)
+
+
 def _package_modules() -> list[str]:
     """Every module of the package (not ``netsim.__main__``, which runs the command line)."""
     found = pkgutil.walk_packages(netsim.__path__, "netsim.")
