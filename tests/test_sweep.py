@@ -580,9 +580,18 @@ def test_ctrl_c_stops_the_pool_keeps_finished_runs_and_the_same_command_resumes(
     )
     out = tmp_path / "out"
     command = [sys.executable, "-m", "netsim", "sweep", str(path), "--out", str(out)]
-    process = subprocess.Popen(
-        [*command, "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    # Ctrl-C at its default, as a terminal's foreground job has it: a process started by one
+    # that ignores SIGINT (a test worker may) inherits the ignoring, and netsim then keeps it
+    # ignored, as it should for a background job (netsim.signals.install_stop_handlers)
+    foreground = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
     )
+    inherited = signal.getsignal(signal.SIGINT)
+    process = subprocess.Popen(
+        [sys.executable, "-c", foreground, *command[1:], "--workers", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     runs_dir = out / "tiny-walk" / RUNS
     deadline = time.monotonic() + SUBPROCESS_HANG_LIMIT
     while time.monotonic() < deadline and process.poll() is None:
@@ -591,7 +600,7 @@ def test_ctrl_c_stops_the_pool_keeps_finished_runs_and_the_same_command_resumes(
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=SUBPROCESS_HANG_LIMIT)
-    assert process.returncode == 130, err
+    assert process.returncode == 130, f"{err}\n(SIGINT in the test process: {inherited})"
     assert "Run the same command again to resume" in err
     kept = sorted(p.name for p in runs_dir.iterdir())
     assert kept and all(is_complete_run(runs_dir / name) for name in kept)  # no partial dirs
