@@ -257,3 +257,9 @@ def test_the_walk_service_with_the_sgd_agent_is_identical_on_both_engines():
     assert (simpy_engine, engine) == ("simpy: asked for", "compiled")
     assert_same_tables(simpy_tables, tables)
     assert len(tables["sgd_visits"]) > 50 and len(tables["walk_restarts"]) > 0
+
+
+def test_gossip_learning_in_rounds_mode_says_rounds():
+    scenario = load_scenario(GOSSIP_LEARNING, ["duration=3s", "nodes=100",
+                                               "gossip_learning.mode=rounds"])  # fmt: skip
+    assert build_run(scenario, EventLog()).exact_engine == "rounds"

@@ -222,6 +222,9 @@ class GossipLearning(NetworkProtocol):
         assert ctx.sim is not None and ctx.network is not None
         agent = ctx.require("learning")
         self.models: GossipLearningRule | GossipLearningRounds | CompiledModels
+        #: Rounds mode: the run's exact mode is then ``rounds`` (its manifest's
+        #: ``exact_engine``), as with a ``gossip`` section in rounds mode.
+        self.round_based = config.mode == "rounds"
         self.engine: PushPullGossip | RoundGossip
         if config.mode == "rounds":
             self.models = GossipLearningRounds(agent, ctx.nodes, merge=config.merge)
@@ -254,8 +257,7 @@ class GossipLearning(NetworkProtocol):
         """Compiled: its push gossip's ticks and messages (the engine's answer), the models
         they carry and the visits that are arithmetic over arrays
         (:mod:`netsim.learning.compiled_visit`); SimPy under privacy per observer."""
-        if isinstance(self.engine, RoundGossip):
-            return ExactSupport(False, "gossip_learning.mode rounds is not exact mode")
+        assert isinstance(self.engine, PushPullGossip)  # rounds mode is not asked (round_based)
         support = self.engine.exact_support(run)
         if not support.ok:
             return support
