@@ -31,7 +31,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from netsim.algorithms.gossip_learning.compiled import CompiledModels
-from netsim.algorithms.gossip_learning.rounds import GOSSIP_LEARNING_WALK, GossipLearningRounds
+from netsim.algorithms.gossip_learning.rounds import (
+    GOSSIP_LEARNING_WALK,
+    GossipLearningRounds,
+    spread_row,
+)
 from netsim.contracts import (
     BuildContext,
     ComponentConfig,
@@ -180,15 +184,7 @@ class GossipLearningRule:
         accuracy = scores[[index[id(s)] for s in states]]
         visits = np.fromiter((s.visits for s in states), dtype=np.float64, count=len(states))
         updates = np.fromiter((s.updates for s in states), dtype=np.float64, count=len(states))
-        return (
-            len(states),
-            float(visits.mean()),
-            float(updates.mean()),
-            float(accuracy.mean()),
-            float(accuracy.min()),
-            float(np.median(accuracy)),
-            float(accuracy.max()),
-        )
+        return spread_row(visits, updates, accuracy)
 
 
 class GossipLearningConfig(ComponentConfig):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from netsim.algorithms.gossip_learning.rounds import GOSSIP_LEARNING_WALK
+from netsim.algorithms.gossip_learning.rounds import GOSSIP_LEARNING_WALK, spread_row
 from netsim.event_queue import GOSSIP_LEARNING, LEARNING_PART
 from netsim.learning.compiled_visit import (
     AVERAGE,
@@ -173,15 +173,7 @@ class CompiledModels:
         accuracy = scores[rank[inverse.reshape(-1)]]
         visits = self.node_ints[nodes, VISITS].astype(np.float64)
         updates = self.node_ints[nodes, UPDATES].astype(np.float64)
-        return (
-            len(nodes),
-            float(visits.mean()),
-            float(updates.mean()),
-            float(accuracy.mean()),
-            float(accuracy.min()),
-            float(np.median(accuracy)),
-            float(accuracy.max()),
-        )
+        return spread_row(visits, updates, accuracy)
 
     # --- the kernel's returns -----------------------------------------------------------------
 

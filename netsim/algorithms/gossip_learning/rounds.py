@@ -520,15 +520,22 @@ class GossipLearningRounds:
             with one_blas_thread():
                 accuracy[unknown] = self._accuracies(self.parameters[nodes[unknown]])
             self.accuracy[nodes[unknown]] = accuracy[unknown]
-        return (
-            int(nodes.size),
-            float(self.visits[nodes].mean()),
-            float(self.updates[nodes].mean()),
-            float(accuracy.mean()),
-            float(accuracy.min()),
-            float(np.median(accuracy)),
-            float(accuracy.max()),
-        )
+        return spread_row(self.visits[nodes], self.updates[nodes], accuracy)
+
+
+def spread_row(visits: np.ndarray, updates: np.ndarray, accuracy: np.ndarray) -> tuple[object, ...]:
+    """A ``gossip_learning_accuracy`` row without its time, from the evaluated models' visits,
+    updates and test accuracies (one entry per node): how many, the mean visits and updates,
+    and the mean, minimum, median and maximum accuracy (every engine's models)."""
+    return (
+        int(accuracy.size),
+        float(visits.mean()),
+        float(updates.mean()),
+        float(accuracy.mean()),
+        float(accuracy.min()),
+        float(np.median(accuracy)),
+        float(accuracy.max()),
+    )
 
 
 guard_kernels(__name__)  # recompiled when a module these kernels inline changed
