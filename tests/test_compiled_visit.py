@@ -153,10 +153,12 @@ def test_charges_kept_together_are_dropped_when_the_ledger_keeps_none():
     assert ledger.rows == 0 and not ledger.chunks
 
 
-def run_both(overrides: list[str]) -> tuple[tuple[str, dict], tuple[str, dict]]:
+def run_both(
+    overrides: list[str], path: Path = GOSSIP_LEARNING
+) -> tuple[tuple[str, dict], tuple[str, dict]]:
     results = []
     for engine in ("simpy", "auto"):
-        scenario = load_scenario(GOSSIP_LEARNING, overrides)
+        scenario = load_scenario(path, overrides)
         log = EventLog()
         built = build_run(scenario, log, engine=engine)
         built.sim.run(scenario.duration)
@@ -245,15 +247,7 @@ def test_the_walk_service_with_the_sgd_agent_is_identical_on_both_engines():
     scenario_path = REPO / "scenarios" / "learning" / "spambase-service-stunner.yaml"
     overrides = ["duration=80s", "nodes=1500", "gossip.mode=exact",
                  "churn={kind: trace, path: ../../traces/stunner-synthetic.csv}"]  # fmt: skip
-    results = []
-    for engine in ("simpy", "auto"):
-        scenario = load_scenario(scenario_path, overrides)
-        log = EventLog()
-        built = build_run(scenario, log, engine=engine)
-        built.sim.run(scenario.duration)
-        log.close()
-        results.append((built.exact_engine, log.to_frames()))
-    (simpy_engine, simpy_tables), (engine, tables) = results
+    (simpy_engine, simpy_tables), (engine, tables) = run_both(overrides, scenario_path)
     assert (simpy_engine, engine) == ("simpy: asked for", "compiled")
     assert_same_tables(simpy_tables, tables)
     assert len(tables["sgd_visits"]) > 50 and len(tables["walk_restarts"]) > 0
